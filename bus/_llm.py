@@ -1,0 +1,67 @@
+"""The LLM protocol every provider speaks: a request in, a completion with usage out.
+
+These are plain values (msgspec Structs) so that a request can be hashed for a replay
+cassette and a completion written to the run log as it is.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, Protocol
+
+import msgspec
+
+
+class ChatMessage(msgspec.Struct, frozen=True):
+    """One chat turn sent to the model: ``role`` is ``system``, ``user`` or ``assistant``."""
+
+    role: str
+    content: str
+
+
+class LLMRequest(msgspec.Struct, frozen=True, kw_only=True):
+    """What an action asks of a model.
+
+    ``schema`` is the JSON schema of the expected output (a pydantic model's
+    ``model_json_schema()``) or ``None`` for free text. ``output_mode`` says how the schema
+    is asked for: ``json_schema`` (the API's structured outputs) or ``prompt`` (the schema is
+    written into the prompt, for servers without structured outputs). ``role`` and
+    ``action`` say who asks; the ledger records them and the simulator picks fixtures by
+    them.
+    """
+
+    messages: tuple[ChatMessage, ...]
+    model: str
+    temperature: float = 0.2
+    max_tokens: int = 1024
+    schema: dict[str, Any] | None = None
+    schema_name: str | None = None
+    output_mode: Literal["json_schema", "prompt"] = "json_schema"
+    role: str = ""
+    action: str = ""
+
+
+class Usage(msgspec.Struct, frozen=True):
+    """Token counts of one call, as the provider reports (or, for the simulator, counts) them."""
+
+    prompt_tokens: int
+    completion_tokens: int
+    cached_tokens: int = 0
+
+
+class Completion(msgspec.Struct, frozen=True, kw_only=True):
+    """A provider's answer: the text (JSON text when a schema was asked for) and its usage."""
+
+    text: str
+    usage: Usage
+    model: str
+    provider: str
+    replayed: bool = False
+
+
+class Provider(Protocol):
+    """An LLM backend. Raises :class:`bus.ProviderError` on failure; never retries itself
+    (the gateway retries, so that each attempt is reserved, priced and logged)."""
+
+    name: str
+
+    async def complete(self, request: LLMRequest) -> Completion: ...

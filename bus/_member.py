@@ -1,0 +1,93 @@
+"""What the bus needs of a role, and what it hands a role for one turn.
+
+``bus`` never imports ``roles``: anything with a name, aliases, a set of watched action
+names and an async ``step`` can join an :class:`~bus.Environment`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+from ._llm import Completion, LLMRequest
+from ._message import Message
+
+
+@runtime_checkable
+class Member(Protocol):
+    """A participant of the bus.
+
+    ``watch`` holds the action names whose messages the member receives when they are not
+    addressed to anyone in particular. ``step`` is handed the messages that arrived since
+    its last turn (in delivery order) and returns the messages it publishes; the
+    Environment stamps their ids, run id and round.
+    """
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def aliases(self) -> tuple[str, ...]: ...
+
+    @property
+    def watch(self) -> frozenset[str]: ...
+
+    async def step(self, news: Sequence[Message], turn: Turn) -> Sequence[Message]: ...
+
+
+class LLMGateway(Protocol):
+    """The run's single door to the models (see :class:`bus.Gateway`)."""
+
+    async def complete(self, request: LLMRequest, *, round: int, attempt: int = 1) -> Completion: ...
+
+
+class TurnServices(Protocol):
+    """What the run loop lends a role during a turn (implemented by the run store)."""
+
+    @property
+    def artifacts_dir(self) -> Path: ...
+
+    def write_artifact(self, relpath: str, data: str | bytes, *, role: str, round: int) -> Path: ...
+
+    def emit(self, kind: str, data: Mapping[str, Any], *, role: str, round: int) -> None: ...
+
+
+class Turn:
+    """One role's turn: who, which round, and the run's services bound to them.
+
+    ``ask`` sends a request to the run's gateway (priced, budget-checked, ledgered) with the
+    role filled in; ``write_artifact`` keeps a file under the run's ``artifacts/``;
+    ``emit`` writes a custom event (``tool_called``, ``gate_passed``, ...) into the run log.
+    """
+
+    __slots__ = ("run_id", "round", "role", "_gateway", "_services")
+
+    def __init__(self, *, run_id: str, round: int, role: str,
+                 gateway: LLMGateway | None = None, services: TurnServices | None = None):
+        self.run_id = run_id
+        self.round = round
+        self.role = role
+        self._gateway = gateway
+        self._services = services
+
+    async def ask(self, request: LLMRequest, *, attempt: int = 1) -> Completion:
+        if self._gateway is None:
+            raise RuntimeError(f"role {self.role!r} asked a model, but this run has no LLM gateway")
+        if not request.role:
+            import msgspec
+            request = msgspec.structs.replace(request, role=self.role)
+        return await self._gateway.complete(request, round=self.round, attempt=attempt)
+
+    @property
+    def artifacts_dir(self) -> Path | None:
+        return self._services.artifacts_dir if self._services else None
+
+    def write_artifact(self, relpath: str, data: str | bytes) -> Path | None:
+        if self._services is None:
+            return None
+        return self._services.write_artifact(relpath, data, role=self.role, round=self.round)
+
+    def emit(self, kind: str, **data: Any) -> None:
+        if self._services is not None:
+            self._services.emit(kind, data, role=self.role, round=self.round)

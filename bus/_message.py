@@ -1,0 +1,36 @@
+"""The message: the one thing roles exchange.
+
+A message says which action caused it (``cause_by``); the Environment routes it by that
+name, or to the roles ``send_to`` names. Messages are frozen msgspec Structs, so they are
+cheap to create, hash-free to route and encode straight into the run log.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+
+class Message(msgspec.Struct, frozen=True, kw_only=True):
+    """One published message.
+
+    ``id``, ``run_id`` and ``round`` are stamped by :meth:`Environment.publish`; a role
+    builds a message with only what it knows (``cause_by``, ``sent_from``, ``content``, ...)
+    and the Environment fills in the rest. Ids come from a per-run counter, so two runs of
+    the same scenario and seed give the same ids.
+
+    ``send_to`` empty means "whoever watches ``cause_by``"; otherwise exactly the roles it
+    names (by name or alias). ``payload`` is the action's structured output (JSON-able).
+    ``parents`` are the ids of the messages this one answers: the run's causal graph.
+    """
+
+    cause_by: str
+    sent_from: str
+    send_to: tuple[str, ...] = ()
+    content: str = ""
+    payload: Any = None
+    parents: tuple[str, ...] = ()
+    id: str = ""
+    run_id: str = ""
+    round: int = 0
