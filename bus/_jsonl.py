@@ -19,6 +19,11 @@ T = TypeVar("T")
 _encoder = msgspec.json.Encoder(decimal_format="string")
 
 
+def encode_json(value: Any) -> bytes:
+    """JSON bytes with money (Decimal) as strings, the project's one encoding."""
+    return _encoder.encode(value)
+
+
 class JsonlWriter:
     """Appends one msgspec-encoded JSON object per line to ``path`` and flushes each line.
 

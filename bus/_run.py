@@ -1,0 +1,269 @@
+"""The run loop: rounds (deterministic, MetaGPT's model) or events (react on arrival).
+
+In ``rounds`` mode each round gives one turn to every role with news, all turns of a round
+running concurrently in one nursery (their LLM calls overlap); what they publish is
+delivered in the team's declared order once the round's turns are done, and read in the
+next round. The log is therefore the same whatever order the calls finish in.
+
+In ``events`` mode each role has its own task that wakes as soon as its inbox has news and
+publishes at once. A message's round is then its causal depth (one more than the deepest
+message that led to it), and ``max_rounds`` bounds that depth.
+
+A run ends at the first of: idle (nobody has news), the round limit, a stop condition (a
+role raised :class:`StopRun`, or the SOP's ``stop`` said so), the budget (a call was
+refused), an error (a role raised; the other turns are cancelled and the traceback is
+logged), or cancellation. The end reason is logged and written to ``summary.json``.
+"""
+
+from __future__ import annotations
+
+import time
+import traceback
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import msgspec
+import trio
+
+from ._environment import Environment
+from ._errors import BudgetExhausted, StopRun
+from ._events import RoundEnded, RoundStarted, RunEnded, TurnFailed
+from ._member import LLMGateway, Member, Turn
+from ._message import Message
+from ._store import RunStore
+
+StopCondition = Callable[[Sequence[Message], int], "str | None"]
+"""Looks at the messages a round (or a turn) published and returns why to stop, or None."""
+
+END_REASONS = ("idle", "max_rounds", "stop_condition", "budget_exhausted", "error", "cancelled")
+STATUS = {"idle": "completed", "max_rounds": "completed", "stop_condition": "completed",
+          "budget_exhausted": "budget_exhausted", "error": "failed", "cancelled": "cancelled"}
+
+
+class Injection(msgspec.Struct, frozen=True):
+    """A message published at the start of ``round`` (a user's edit, a scheduled event)."""
+
+    round: int
+    message: Message
+
+
+class RunResult(msgspec.Struct, frozen=True, kw_only=True):
+    run_id: str
+    end_reason: str
+    detail: str = ""
+    rounds: int
+    published: int
+    undelivered: int
+    error: str | None = None
+
+    @property
+    def status(self) -> str:
+        return STATUS[self.end_reason]
+
+
+class _End(Exception):
+    """Internal: unwinds the loop with an end reason."""
+
+    def __init__(self, reason: str, detail: str = ""):
+        self.reason, self.detail = reason, detail
+
+
+class Runner:
+    """Runs one team to its end. Build it, then ``await runner.run()``."""
+
+    def __init__(self, env: Environment, *, mode: str = "rounds", max_rounds: int = 10,
+                 seed: Sequence[Message] = (), injections: Sequence[Injection] = (),
+                 stop: StopCondition | None = None, gateway: LLMGateway | None = None,
+                 store: RunStore | None = None, summary: Mapping[str, Any] | None = None):
+        if mode not in ("rounds", "events"):
+            raise ValueError(f"mode must be 'rounds' or 'events', not {mode!r}")
+        self.env, self.mode, self.max_rounds = env, mode, max_rounds
+        self._seed = list(seed)
+        self._injections = sorted(injections, key=lambda i: i.round)
+        self._stop, self._gateway, self._store = stop, gateway, store
+        self._summary_extra = dict(summary or {})
+        self._ending: _End | None = None  # set by a turn: budget or stop, finish in-flight work
+        self._error: tuple[str, str] | None = None
+        self._round = 0
+
+    async def run(self) -> RunResult:
+        started = time.time()
+        end = _End("idle")
+        try:
+            if self.mode == "rounds":
+                end = await self._rounds()
+            else:
+                end = await self._events()
+        except BaseException as exc:  # cancellation, Ctrl-C: record, then let it go on
+            end = _End("cancelled", type(exc).__name__)
+            self._finish(end, started)
+            raise
+        return self._finish(end, started)
+
+    # -- rounds -------------------------------------------------------------------------
+
+    async def _rounds(self) -> _End:
+        self._publish_all(self._seed, 0)
+        for rnd in range(1, self.max_rounds + 1):
+            self._round = self.env.round = rnd
+            self._publish_all(self._due_injections(rnd), rnd)
+            turns = [(m, self.env.take(m.name)) for m in self.env.members if self.env.has_news(m.name)]
+            if not turns:
+                if self._injections:
+                    continue  # nothing to do until the next scheduled message
+                return _End("idle")
+            self._log(RoundStarted(round=rnd, turns=tuple(m.name for m, _ in turns)))
+            outputs: list[Sequence[Message]] = [()] * len(turns)
+            async with trio.open_nursery() as nursery:
+                for i, (member, news) in enumerate(turns):
+                    nursery.start_soon(self._turn_into, outputs, i, member, news, rnd, nursery.cancel_scope)
+            published = self._publish_all([m for out in outputs for m in out], rnd)
+            self._log(RoundEnded(round=rnd, published=len(published)))
+            self._check_end(published, rnd)
+            if self._ending is not None:
+                return self._ending
+        if self.env.pending() or self._injections:
+            return _End("max_rounds", f"stopped after round {self.max_rounds} with work left")
+        return _End("idle")
+
+    async def _turn_into(self, outputs: list[Sequence[Message]], i: int, member: Member,
+                         news: list[Message], rnd: int, scope: trio.CancelScope) -> None:
+        outputs[i] = await self._turn(member, news, rnd, scope)
+
+    # -- events -------------------------------------------------------------------------
+
+    async def _events(self) -> _End:
+        self._busy = 0
+        self._limited = False
+        self._done = trio.Event()
+        async with trio.open_nursery() as nursery:
+            def spawn(member: Member) -> None:
+                nursery.start_soon(self._role_loop, member, nursery.cancel_scope)
+            for member in self.env.members:
+                spawn(member)
+            self.env._on_join = spawn
+            self._publish_all(self._seed, 0)
+            self._check_idle()
+            await self._done.wait()
+            nursery.cancel_scope.cancel()
+        self.env._on_join = None
+        if self._ending is not None:
+            return self._ending
+        if self._limited:
+            return _End("max_rounds", f"messages deeper than round {self.max_rounds} were not acted on")
+        return _End("idle")
+
+    async def _role_loop(self, member: Member, scope: trio.CancelScope) -> None:
+        inbox = self.env.inbox(member.name)
+        while member.name in self.env:
+            if not inbox.messages:
+                inbox.waiter = trio.Event()
+                await inbox.waiter.wait()
+                inbox.waiter = None
+                continue
+            if self._ending is not None:
+                return
+            news = self.env.take(member.name)
+            rnd = 1 + max(m.round for m in news)
+            if rnd > self.max_rounds:
+                self._limited = True
+                self._check_idle()
+                continue
+            self._busy += 1
+            self._round = max(self._round, rnd)
+            out = await self._turn(member, news, rnd, scope)
+            published = self._publish_all(out, rnd)
+            self._check_end(published, rnd)
+            self._busy -= 1
+            self._check_idle()
+
+    def _check_idle(self) -> None:
+        if self._busy:
+            return
+        if self._ending is not None or self._error is not None:
+            self._done.set()
+        elif self.env.pending() == 0:
+            if self._injections:
+                nxt = self._injections[0].round
+                self._publish_all(self._due_injections(nxt), nxt)
+                if self.env.pending():
+                    return
+            self._done.set()
+
+    # -- shared -------------------------------------------------------------------------
+
+    async def _turn(self, member: Member, news: list[Message], rnd: int,
+                    scope: trio.CancelScope) -> Sequence[Message]:
+        turn = Turn(run_id=self.env.run_id, round=rnd, role=member.name,
+                    gateway=self._gateway, services=self._store)
+        try:
+            out = await member.step(news, turn)
+        except BudgetExhausted as exc:
+            # Other turns' calls already in flight finish and are settled; no new turn starts.
+            self._ending = self._ending or _End("budget_exhausted", str(exc))
+            return ()
+        except StopRun as exc:
+            self._ending = self._ending or _End("stop_condition", exc.detail)
+            return ()
+        except Exception as exc:
+            tb = traceback.format_exc()
+            self._log(TurnFailed(round=rnd, role=member.name, error=repr(exc), traceback=tb))
+            if self._error is None:
+                self._error = (f"role {member.name!r} failed in round {rnd}: {exc!r}", tb)
+            scope.cancel()  # the other turns are cancelled; the run ends with 'error'
+            return ()
+        parents = tuple(m.id for m in news)
+        return [m if m.parents else msgspec.structs.replace(m, parents=parents) for m in out]
+
+    def _publish_all(self, messages: Sequence[Message], rnd: int) -> list[Message]:
+        publish = self.env.publish
+        return [publish(m, round=rnd) for m in messages]
+
+    def _due_injections(self, rnd: int) -> list[Message]:
+        due = [i.message for i in self._injections if i.round <= rnd]
+        self._injections = [i for i in self._injections if i.round > rnd]
+        return due
+
+    def _check_end(self, published: Sequence[Message], rnd: int) -> None:
+        if self._error is not None:
+            self._ending = _End("error", self._error[0])
+        elif self._ending is None and self._stop is not None:
+            why = self._stop(published, rnd)
+            if why:
+                self._ending = _End("stop_condition", why)
+
+    def _log(self, event: Any) -> None:
+        if self._store is not None:
+            self._store.log(event)
+
+    def _finish(self, end: _End, started: float) -> RunResult:
+        if self._error is not None:
+            end = _End("error", self._error[0])
+        error, tb = self._error or (None, None)
+        self._log(RunEnded(round=self._round, reason=end.reason, detail=end.detail, error=error, traceback=tb))
+        result = RunResult(run_id=self.env.run_id, end_reason=end.reason, detail=end.detail,
+                           rounds=self._round, published=self.env.published,
+                           undelivered=self.env.undelivered, error=error)
+        if self._store is not None:
+            self._store.write_summary(self._summary(result, started))
+        return result
+
+    def _summary(self, result: RunResult, started: float) -> dict[str, Any]:
+        summary: dict[str, Any] = {
+            "run_id": result.run_id, "status": result.status, "end_reason": result.end_reason,
+            "detail": result.detail, "error": result.error, "mode": self.mode,
+            "rounds": result.rounds, "max_rounds": self.max_rounds,
+            "messages": result.published, "undelivered": result.undelivered,
+            **self._summary_extra,
+        }
+        stats = getattr(self._gateway, "stats", None)
+        if callable(stats):
+            summary.update(stats())
+        ended = time.time()
+        summary.update(started_at=started, ended_at=ended, duration_s=round(ended - started, 6))
+        return summary
+
+
+async def run_team(env: Environment, **kwargs: Any) -> RunResult:
+    """Runs the team in ``env`` to its end; see :class:`Runner` for the keywords."""
+    return await Runner(env, **kwargs).run()
