@@ -23,3 +23,15 @@ from ._member import Member as Member
 from ._member import Turn as Turn
 from ._member import TurnServices as TurnServices
 from ._message import Message as Message
+from ._environment import Environment as Environment
+from ._environment import Inbox as Inbox
+from ._events import logical_view as logical_view
+from ._events import decode_event as decode_event
+from ._run import END_REASONS as END_REASONS
+from ._run import Injection as Injection
+from ._run import RunResult as RunResult
+from ._run import Runner as Runner
+from ._run import StopCondition as StopCondition
+from ._run import run_team as run_team
+from ._store import RunStore as RunStore
+from ._store import new_run_id as new_run_id
