@@ -1,0 +1,55 @@
+"""The cost ledger: one :class:`LedgerLine` per LLM call attempt, ``costs.jsonl`` of a run.
+
+Money fields are ``Decimal`` and encode as JSON strings (``"0.00015"``), so the file sums
+exactly. The wall-clock fields are :data:`WALL_CLOCK_FIELDS` (``latency_ms`` and ``t``, last
+in each line); everything else is a function of the run's inputs, so a determinism check
+compares lines with those two dropped.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Literal
+
+import msgspec
+
+Outcome = Literal["ok", "error", "refused", "replayed"]
+
+WALL_CLOCK_FIELDS: tuple[str, ...] = ("latency_ms", "t")
+
+
+class LedgerLine(msgspec.Struct, frozen=True, kw_only=True):
+    """One call attempt as the ledger keeps it.
+
+    ``seq`` counts lines from 1 within a run. ``outcome`` is ``ok`` (answered and billed),
+    ``error`` (the provider failed; no usage, so $0), ``refused`` (the budget refused the
+    reservation; no call made) or ``replayed`` (answered from a cassette; recorded usage at $0).
+    ``attempt`` is the caller's attempt number plus the gateway's retries before this one.
+    ``total_usd`` is the run's spend after this line, ``budget_usd`` its cap.
+    ``latency_ms`` (provider call duration) and ``t`` (Unix time at the end) are wall clock.
+    """
+
+    seq: int
+    round: int
+    role: str
+    action: str
+    provider: str
+    model: str
+    prompt_tokens: int
+    completion_tokens: int
+    cached_tokens: int
+    cost_usd: Decimal
+    total_usd: Decimal
+    budget_usd: Decimal
+    attempt: int
+    outcome: Outcome
+    latency_ms: float
+    t: float
+
+
+def without_wall_clock(line: LedgerLine) -> dict[str, object]:
+    """``line`` as a dict without :data:`WALL_CLOCK_FIELDS`, for determinism checks."""
+    record = msgspec.structs.asdict(line)
+    for name in WALL_CLOCK_FIELDS:
+        del record[name]
+    return record
