@@ -1,0 +1,29 @@
+"""Roles and actions: who does what on the bus.
+
+An :class:`Action` turns messages into a validated output (a model call with repairs, or
+any code). A :class:`Role` watches actions by name, remembers what it sees, and runs its
+actions ``by_order``, by the model's pick (``react``), or by a plan (``plan_and_act``).
+Both are declared as Python subclasses or from a scenario file (:func:`declare_action`,
+:func:`declare_role`); a :class:`Registry` finds them by name.
+"""
+
+from ._action import Action as Action
+from ._action import ActionContext as ActionContext
+from ._action import ActionResult as ActionResult
+from ._action import UserRequirement as UserRequirement
+from ._declare import declare_action as declare_action
+from ._declare import declare_role as declare_role
+from ._declare import output_model as output_model
+from ._declare import role_with_overrides as role_with_overrides
+from ._llm import LLMSettings as LLMSettings
+from ._llm import ask_model as ask_model
+from ._memory import Memory as Memory
+from ._prompt import render_output as render_output
+from ._react import DONE as DONE
+from ._react import PLAN as PLAN
+from ._react import THINK as THINK
+from ._registry import Registry as Registry
+from ._registry import registry as registry
+from ._role import ActionRef as ActionRef
+from ._role import ReactMode as ReactMode
+from ._role import Role as Role

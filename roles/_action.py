@@ -1,0 +1,175 @@
+"""Actions: what a role does in response to messages.
+
+An action's ``name`` is the subscription key of everything it produces: a role that
+watches ``WriteCode`` receives the messages published with ``cause_by="WriteCode"``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeVar, overload
+
+import msgspec
+from pydantic import BaseModel
+
+from bus import ChatMessage, Message, Turn
+
+from ._llm import LLMSettings, ask_model
+from ._prompt import fill, render_output, task_text
+from ._registry import Registry
+from ._registry import registry as default_registry
+
+if TYPE_CHECKING:
+    from ._memory import Memory
+    from ._role import Role
+
+M = TypeVar("M", bound=BaseModel)
+
+
+class ActionResult(msgspec.Struct, frozen=True, kw_only=True):
+    """What an action produced; the role publishes it as a message with ``cause_by`` set to
+    the action's name and ``parents`` set to the news that triggered it.
+
+    ``content`` is for people (and for the next model's prompt); ``payload`` is the
+    structured output as JSON-able data; ``send_to`` names recipients (empty: the role's
+    default ``send_to``, and if that is empty too, whoever watches the action).
+    ``publish=False`` keeps the result to the role (nothing is sent).
+    """
+
+    content: str = ""
+    payload: Any = None
+    send_to: tuple[str, ...] = ()
+    publish: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class ActionContext:
+    """What an action gets to work with: the role running it, the turn (model access,
+    artifacts, events), the messages that triggered this step, the messages the role has
+    already published in this step, and the resolved LLM settings for this action."""
+
+    role: Role
+    turn: Turn
+    news: tuple[Message, ...]
+    earlier: tuple[Message, ...] = ()
+    llm: LLMSettings = LLMSettings()
+
+    @property
+    def memory(self) -> Memory:
+        return self.role.memory
+
+
+class Action:
+    """Base class of actions. Declare one by subclassing::
+
+        class ReviewCode(Action):
+            instruction = "Review the code in the messages. List concrete problems."
+            class Output(BaseModel):
+                approved: bool
+                problems: list[str]
+
+    ``name`` defaults to the class name. ``Output`` is a pydantic model (``None``: free
+    text). The default :meth:`run` asks the model once, repairing an invalid answer at most
+    ``max_repairs`` times. Override :meth:`run` for work without a model (running tests)
+    or with several calls (``self.ask`` inside a trio nursery).
+
+    The class statement registers the action into ``roles.registry``; pass
+    ``registry=...`` to register elsewhere or ``register=False`` for an abstract base.
+    Instances may override ``llm`` and ``max_repairs``: ``WriteCode(max_repairs=3)``.
+    """
+
+    name: str = "Action"
+    instruction: str = ""
+    Output: type[BaseModel] | None = None
+    llm: LLMSettings = LLMSettings()
+    max_repairs: int = 2
+    history_limit: int = 10
+    """How many earlier messages from memory (of watched or own actions) the prompt shows."""
+
+    def __init_subclass__(cls, *, registry: Registry | None = None, register: bool = True,
+                          **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "name" not in cls.__dict__:
+            cls.name = cls.__name__
+        _check_declaration(cls)
+        if register:
+            (registry or default_registry).add_action(cls)
+
+    def __init__(self, *, llm: LLMSettings | None = None, max_repairs: int | None = None) -> None:
+        if llm is not None:
+            self.llm = llm.over(type(self).llm)
+        if max_repairs is not None:
+            if max_repairs < 0:
+                raise ValueError(f"max_repairs must be 0 or more, got {max_repairs}")
+            self.max_repairs = max_repairs
+
+    async def run(self, ctx: ActionContext) -> ActionResult:
+        """Ask the model with :meth:`prompt`, validate against ``Output``, return the result."""
+        if self.Output is None:
+            return self.result(await self.ask(ctx, self.prompt(ctx), output=None))
+        return self.result(await self.ask(ctx, self.prompt(ctx), output=self.Output))
+
+    def prompt(self, ctx: ActionContext) -> tuple[ChatMessage, ...]:
+        """The role as system text; the context messages and the instruction as the user turn.
+
+        ``$role``, ``$profile``, ``$goal`` and ``$action`` in the instruction are filled in.
+        """
+        role = ctx.role
+        values = {"role": role.name, "profile": role.profile, "goal": role.goal, "action": self.name}
+        task = task_text(action=self.name, instruction=fill(self.instruction, values),
+                         context=self.context(ctx))
+        return (ChatMessage("system", role.system_text()), ChatMessage("user", task))
+
+    def context(self, ctx: ActionContext) -> tuple[Message, ...]:
+        """The messages the prompt shows: the last ``history_limit`` remembered messages of
+        the actions the role watches or takes, then this step's news, then what the role
+        published earlier in this step."""
+        return ctx.role.recall(ctx.news, ctx.earlier, limit=self.history_limit)
+
+    @overload
+    async def ask(self, ctx: ActionContext, messages: tuple[ChatMessage, ...], *,
+                  output: type[M]) -> M: ...
+    @overload
+    async def ask(self, ctx: ActionContext, messages: tuple[ChatMessage, ...], *,
+                  output: None) -> str: ...
+    async def ask(self, ctx: ActionContext, messages: tuple[ChatMessage, ...], *,
+                  output: type[M] | None) -> M | str:
+        """One validated model call (with repairs) in this action's name. Safe to call
+        several times concurrently from an overridden :meth:`run`."""
+        return await ask_model(ctx.turn, messages, output=output, llm=ctx.llm,
+                               action=self.name, role=ctx.role.name, max_repairs=self.max_repairs)
+
+    def result(self, output: BaseModel | str) -> ActionResult:
+        """The result for an output: text as it is; a model rendered by :meth:`render`
+        with its JSON dump as the payload."""
+        if isinstance(output, str):
+            return ActionResult(content=output)
+        return ActionResult(content=self.render(output), payload=output.model_dump(mode="json"))
+
+    def render(self, output: BaseModel) -> str:
+        """The readable text of a structured output (Markdown, one section per field)."""
+        return render_output(output)
+
+    def __repr__(self) -> str:
+        return f"<Action {self.name}>"
+
+
+def _check_declaration(cls: type[Action]) -> None:
+    if not isinstance(cls.name, str) or not cls.name:
+        raise TypeError(f"{cls.__qualname__}.name must be a non-empty string, got {cls.name!r}")
+    out = cls.Output
+    if out is not None and not (isinstance(out, type) and issubclass(out, BaseModel)):
+        raise TypeError(f"{cls.__qualname__}.Output must be a pydantic BaseModel subclass or "
+                        f"None, got {out!r}")
+    if not isinstance(cls.llm, LLMSettings):
+        raise TypeError(f"{cls.__qualname__}.llm must be an LLMSettings, got {cls.llm!r}")
+    if not isinstance(cls.max_repairs, int) or cls.max_repairs < 0:
+        raise TypeError(f"{cls.__qualname__}.max_repairs must be an int >= 0, got {cls.max_repairs!r}")
+
+
+class UserRequirement(Action):
+    """The idea a run starts from. The run publishes it with ``cause_by="UserRequirement"``
+    (from "Boss"), so roles can watch it. Taken as an action, it passes the text on."""
+
+    async def run(self, ctx: ActionContext) -> ActionResult:
+        return ActionResult(content="\n\n".join(m.content for m in ctx.news))

@@ -1,0 +1,124 @@
+"""Asking a model for a validated answer: the LLM settings of a call, and the repair loop.
+
+Every call goes through :meth:`bus.Turn.ask`, so each attempt, repairs included, is
+budget-checked, priced and written to the ledger by the run's gateway.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Literal, TypeVar, overload
+
+import msgspec
+import pydantic
+from pydantic import BaseModel, ConfigDict, Field
+
+from bus import ChatMessage, ConfigError, LLMRequest, ModelOutputError, Turn
+
+from ._prompt import describe_validation_error, repair_text, schema_text
+
+M = TypeVar("M", bound=BaseModel)
+
+
+class LLMSettings(BaseModel):
+    """Which model an action uses and how. ``None`` means "inherit".
+
+    Layers, from weakest to strongest: the run's defaults (``[llm]`` of the scenario), the
+    action's own settings, the role's settings (``Role.llm`` or ``[[roles]] llm = {...}``).
+    The role wins over the action because it is the more specific place: one role of a
+    team moved to a stronger model should use it for everything it does.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    model: str | None = None
+    temperature: float | None = Field(default=None, ge=0.0, le=2.0)
+    max_tokens: int | None = Field(default=None, gt=0)
+    output_mode: Literal["json_schema", "prompt"] | None = None
+
+    def over(self, base: LLMSettings) -> LLMSettings:
+        """These settings laid over ``base``: a field set here wins, a ``None`` keeps base's."""
+        return base.model_copy(update=self.model_dump(exclude_none=True))
+
+
+def layered(*layers: LLMSettings) -> LLMSettings:
+    """The layers merged, each over the ones before it."""
+    merged = LLMSettings()
+    for layer in layers:
+        merged = layer.over(merged)
+    return merged
+
+
+def build_request(messages: Sequence[ChatMessage], *, output: type[BaseModel] | None,
+                  llm: LLMSettings, action: str, role: str) -> LLMRequest:
+    """The request for one call. With ``output_mode="prompt"`` the schema is written into
+    the last user turn here, so providers only ever pass ``schema`` on to an API."""
+    if llm.model is None:
+        raise ConfigError(f"no model for action {action!r} of role {role!r}: set [llm].model "
+                          f"in the scenario, or llm = {{ model = \"...\" }} on the role or action")
+    schema = output.model_json_schema() if output is not None else None
+    if schema is not None and llm.output_mode == "prompt":
+        messages = _append_to_last(messages, schema_text(schema))
+    options = llm.model_dump(include={"temperature", "max_tokens", "output_mode"}, exclude_none=True)
+    return LLMRequest(messages=tuple(messages), model=llm.model, schema=schema,
+                      schema_name=schema_name(action) if schema is not None else None,
+                      role=role, action=action, **options)
+
+
+def schema_name(action: str) -> str:
+    """A schema name the OpenAI API accepts (``^[a-zA-Z0-9_-]{1,64}$``) made from the action's."""
+    cleaned = "".join(c if c.isascii() and (c.isalnum() or c in "_-") else "_" for c in action)
+    return cleaned[:64] or "output"
+
+
+@overload
+async def ask_model(turn: Turn, messages: Sequence[ChatMessage], *, output: type[M],
+                    llm: LLMSettings, action: str, role: str, max_repairs: int) -> M: ...
+@overload
+async def ask_model(turn: Turn, messages: Sequence[ChatMessage], *, output: None,
+                    llm: LLMSettings, action: str, role: str, max_repairs: int) -> str: ...
+async def ask_model(turn: Turn, messages: Sequence[ChatMessage], *, output: type[M] | None,
+                    llm: LLMSettings, action: str, role: str, max_repairs: int) -> M | str:
+    """Ask the model and validate its answer against ``output`` (free text when ``None``).
+
+    An answer that is not valid JSON or does not fit the schema is sent back with the
+    validation error, at most ``max_repairs`` times; each ask is its own ``turn.ask``
+    with ``attempt`` 1, 2, ... After the last repair fails, raises
+    :class:`bus.ModelOutputError` naming the action, the role and the last error.
+    """
+    request = build_request(messages, output=output, llm=llm, action=action, role=role)
+    if output is None:
+        return (await turn.ask(request)).text
+    first = request.messages
+    error = ""
+    for attempt in range(1, max_repairs + 2):
+        answer = (await turn.ask(request, attempt=attempt)).text
+        try:
+            return output.model_validate_json(unfence(answer))
+        except pydantic.ValidationError as exc:
+            error = describe_validation_error(exc)
+        feedback = (ChatMessage("assistant", answer), ChatMessage("user", repair_text(error)))
+        request = msgspec.structs.replace(request, messages=first + feedback)
+    raise ModelOutputError(
+        f"action {action!r} of role {role!r}: the model's answer did not fit the output schema "
+        f"after {max_repairs + 1} attempts (max_repairs={max_repairs}); last validation error:\n"
+        f"{error}\nRaise max_repairs, simplify the output fields, or use a model that "
+        f"supports structured outputs (output_mode = \"json_schema\").")
+
+
+def unfence(text: str) -> str:
+    """The JSON inside a Markdown code fence, if the whole answer is one (models in prompt
+    mode often fence their JSON; repairing that would cost a call for nothing)."""
+    stripped = text.strip()
+    if not (stripped.startswith("```") and stripped.endswith("```") and len(stripped) >= 6):
+        return text
+    body = stripped[3:-3]
+    newline = body.find("\n")
+    return body[newline + 1:] if newline != -1 else body
+
+
+def _append_to_last(messages: Sequence[ChatMessage], text: str) -> tuple[ChatMessage, ...]:
+    if not messages:
+        return (ChatMessage("user", text),)
+    last = messages[-1]
+    return (*messages[:-1], ChatMessage(last.role, f"{last.content}\n\n{text}"))

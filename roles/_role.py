@@ -1,0 +1,297 @@
+"""Roles: who takes which actions in response to which messages.
+
+A role satisfies :class:`bus.Member`: the Environment delivers it the messages of the
+actions it ``watch``-es (or addressed to it), and its ``step`` publishes what its actions
+produce. How it picks actions is its ``react_mode``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Literal, get_args
+
+import pydantic
+
+from bus import ConfigError, Message, Turn
+
+from ._action import Action, ActionContext
+from ._llm import LLMSettings, layered
+from ._memory import Memory
+from ._prompt import system_text
+from ._react import DONE, choose_next, make_plan
+from ._registry import Registry
+from ._registry import registry as default_registry
+
+ReactMode = Literal["by_order", "react", "plan_and_act"]
+ActionRef = type[Action] | Action | str
+"""How a role names an action: the class, an instance (with its own settings), or the name."""
+
+
+class Role:
+    """Base class of roles. Declare one by subclassing::
+
+        class Reviewer(Role):
+            profile = "Code Reviewer"
+            watch = (WriteCode,)
+            actions = (ReviewCode,)
+
+    and make members with ``Reviewer()`` or ``Reviewer(name="Rita", llm=LLMSettings(model="gpt-4o"))``
+    (any class field can be overridden per instance). ``name`` defaults to the class name.
+
+    On the class, ``watch`` and ``actions`` are declarations (Action classes, instances or
+    names). On an instance they are resolved: ``watch`` is the frozenset of action names
+    (as :class:`bus.Member` requires) and ``actions`` the tuple of Action instances. Names
+    are looked up in ``registry`` (default ``roles.registry``); an unknown name is a
+    :class:`bus.ConfigError` with the closest names and the place (``where``) it was written.
+
+    ``react_mode``: ``by_order`` runs every action in order; ``react`` lets the model pick
+    the next action (or "done"), at most ``max_react_steps`` actions per step;
+    ``plan_and_act`` asks the model for a plan of at most ``max_react_steps`` actions,
+    then runs it. Each action sees what the earlier ones of the same step published.
+    """
+
+    name: str = "Role"
+    profile: str = ""
+    goal: str = ""
+    constraints: str = ""
+    aliases: tuple[str, ...] = ()
+    # Any: the class holds a declaration (tuple of Action classes or names), an instance
+    # the resolved value (frozenset[str] for ``watch``, tuple[Action, ...] for ``actions``).
+    watch: Any = ()
+    actions: Any = ()
+    react_mode: ReactMode = "by_order"
+    max_react_steps: int = 5
+    send_to: tuple[str, ...] = ()
+    llm: LLMSettings = LLMSettings()
+    llm_defaults: LLMSettings = LLMSettings()
+    """The run's defaults (scenario ``[llm]``): the weakest layer under action and role settings."""
+
+    def __init_subclass__(cls, *, registry: Registry | None = None, register: bool = True,
+                          **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "name" not in cls.__dict__:
+            cls.name = cls.__name__
+        if register:
+            (registry or default_registry).add_role(cls)
+
+    def __init__(self, *, name: str | None = None, profile: str | None = None,
+                 goal: str | None = None, constraints: str | None = None,
+                 aliases: Iterable[str] | None = None, watch: Iterable[ActionRef] | None = None,
+                 actions: Iterable[ActionRef] | None = None, react_mode: str | None = None,
+                 max_react_steps: int | None = None, send_to: Iterable[str] | None = None,
+                 llm: LLMSettings | Mapping[str, Any] | None = None,
+                 llm_defaults: LLMSettings | Mapping[str, Any] | None = None,
+                 registry: Registry | None = None, where: str | None = None) -> None:
+        cls = type(self)
+        at = where or cls.__qualname__
+        self.registry = registry or default_registry
+        self.name = _text(cls.name if name is None else name, f"{at}.name", required=True)
+        self.profile = _text(cls.profile if profile is None else profile, f"{at}.profile")
+        self.goal = _text(cls.goal if goal is None else goal, f"{at}.goal")
+        self.constraints = _text(cls.constraints if constraints is None else constraints,
+                                 f"{at}.constraints")
+        self.aliases = _names(cls.aliases if aliases is None else aliases, f"{at}.aliases")
+        self.send_to = _names(cls.send_to if send_to is None else send_to, f"{at}.send_to")
+        self._actions = self._resolve_actions(cls.actions if actions is None else actions,
+                                              f"{at}.actions")
+        self.actions = self._actions
+        self.watch_order = self._resolve_watch(cls.watch if watch is None else watch,
+                                               f"{at}.watch")
+        self.watch = frozenset(self.watch_order)
+        self.react_mode = _react_mode(cls.react_mode if react_mode is None else react_mode,
+                                      f"{at}.react_mode")
+        self.max_react_steps = _positive(
+            cls.max_react_steps if max_react_steps is None else max_react_steps,
+            f"{at}.max_react_steps")
+        if self.react_mode == "react" and any(a.name == DONE for a in self._actions):
+            raise ConfigError(f"{at}.actions: an action named {DONE!r} cannot be told apart "
+                              f"from the end of a react step; rename it")
+        self.llm = settings(llm, f"{at}.llm").over(cls.llm)
+        self.llm_defaults = settings(llm_defaults, f"{at}.llm_defaults").over(cls.llm_defaults)
+        self.memory = Memory()
+
+    # -- bus.Member ------------------------------------------------------------------------
+
+    async def step(self, news: Sequence[Message], turn: Turn) -> Sequence[Message]:
+        """Remember ``news``, react by ``react_mode``, return what to publish (each message
+        with ``parents`` = the ids of ``news``). Nothing new: nothing published."""
+        fresh = tuple(news)
+        if not fresh:
+            return ()
+        self.memory.extend(fresh)
+        if self.react_mode == "react":
+            return await self._react(fresh, turn)
+        if self.react_mode == "plan_and_act":
+            plan = await make_plan(self, fresh, turn)
+            return await self._run_in_order(plan, fresh, turn)
+        return await self._run_in_order(self._actions, fresh, turn)
+
+    # -- what actions and the reaction modes use -------------------------------------------
+
+    def system_text(self) -> str:
+        """The role as system prompt: name, profile, goal, constraints."""
+        return system_text(name=self.name, profile=self.profile, goal=self.goal,
+                           constraints=self.constraints)
+
+    def context(self, action: Action | None, news: tuple[Message, ...], turn: Turn,
+                earlier: tuple[Message, ...] = ()) -> ActionContext:
+        """The context an action runs in; its LLM settings are the run's defaults, then the
+        action's, then this role's (``action=None``: the role's own calls, e.g. planning)."""
+        layers = (self.llm_defaults, action.llm, self.llm) if action else (self.llm_defaults, self.llm)
+        return ActionContext(role=self, turn=turn, news=news, earlier=earlier, llm=layered(*layers))
+
+    def recall(self, news: tuple[Message, ...], earlier: tuple[Message, ...],
+               limit: int) -> tuple[Message, ...]:
+        """Context for a prompt: the last ``limit`` remembered messages of watched or own
+        actions (not counting ``news`` and ``earlier``), then ``news``, then ``earlier``."""
+        shown = {id(m) for m in (*news, *earlier)}
+        relevant = self.watch | {a.name for a in self.actions}
+        history = [m for m in self.memory if m.cause_by in relevant and id(m) not in shown]
+        return (*(history[-limit:] if limit > 0 else ()), *news, *earlier)
+
+    def action_named(self, name: str) -> Action:
+        for action in self._actions:
+            if action.name == name:
+                return action
+        raise KeyError(f"role {self.name!r} has no action {name!r}")
+
+    def fields(self) -> dict[str, Any]:
+        """The resolved declaration, as keyword arguments that rebuild this role."""
+        return dict(name=self.name, profile=self.profile, goal=self.goal,
+                    constraints=self.constraints, aliases=self.aliases, watch=self.watch_order,
+                    actions=self.actions, react_mode=self.react_mode,
+                    max_react_steps=self.max_react_steps, send_to=self.send_to, llm=self.llm,
+                    llm_defaults=self.llm_defaults)
+
+    # -- reacting --------------------------------------------------------------------------
+
+    async def _run_in_order(self, plan: Sequence[Action], news: tuple[Message, ...],
+                            turn: Turn) -> list[Message]:
+        published: list[Message] = []
+        for action in plan:
+            message = await self._act(action, news, tuple(published), turn)
+            if message is not None:
+                published.append(message)
+        return published
+
+    async def _react(self, news: tuple[Message, ...], turn: Turn) -> list[Message]:
+        published: list[Message] = []
+        taken: list[str] = []
+        for _ in range(self.max_react_steps):
+            action = await choose_next(self, news, tuple(published), taken, turn)
+            if action is None:
+                break
+            taken.append(action.name)
+            message = await self._act(action, news, tuple(published), turn)
+            if message is not None:
+                published.append(message)
+        return published
+
+    async def _act(self, action: Action, news: tuple[Message, ...], earlier: tuple[Message, ...],
+                   turn: Turn) -> Message | None:
+        result = await action.run(self.context(action, news, turn, earlier))
+        if not result.publish:
+            return None
+        message = Message(cause_by=action.name, sent_from=self.name,
+                          send_to=result.send_to or self.send_to, content=result.content,
+                          payload=result.payload,
+                          parents=tuple(dict.fromkeys(m.id for m in news if m.id)))
+        self.memory.add(message)
+        return message
+
+    # -- resolving declarations ------------------------------------------------------------
+
+    def _resolve_actions(self, refs: object, where: str) -> tuple[Action, ...]:
+        resolved: list[Action] = []
+        for i, ref in enumerate(_sequence(refs, where)):
+            action = _action_instance(ref, self.registry, f"{where}[{i}]")
+            if any(a.name == action.name for a in resolved):
+                raise ConfigError(f"action {action.name!r} is listed twice at {where}[{i}]; "
+                                  f"list each action once")
+            resolved.append(action)
+        return tuple(resolved)
+
+    def _resolve_watch(self, refs: object, where: str) -> tuple[str, ...]:
+        names = [_action_name(ref, self.registry, f"{where}[{i}]")
+                 for i, ref in enumerate(_sequence(refs, where))]
+        return tuple(dict.fromkeys(names))
+
+    def __repr__(self) -> str:
+        return (f"<{type(self).__name__} {self.name!r}: watch={sorted(self.watch)} "
+                f"actions={[a.name for a in self.actions]} react_mode={self.react_mode}>")
+
+
+def _sequence(value: object, where: str) -> tuple[object, ...]:
+    if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
+        raise ConfigError(f"expected a list of action names at {where}, got {value!r}; "
+                          f"write [{value!r}] for a single one")
+    return tuple(value)
+
+
+def _action_instance(ref: object, registry: Registry, where: str) -> Action:
+    if isinstance(ref, Action):
+        return ref
+    if isinstance(ref, type) and issubclass(ref, Action):
+        return ref()
+    if isinstance(ref, str):
+        return registry.action(ref, where=where)()
+    raise ConfigError(f"expected an action name at {where}, got {ref!r}")
+
+
+def _action_name(ref: object, registry: Registry, where: str) -> str:
+    if isinstance(ref, Action) or (isinstance(ref, type) and issubclass(ref, Action)):
+        return ref.name
+    if isinstance(ref, str):
+        return registry.action(ref, where=where).name
+    raise ConfigError(f"expected an action name at {where}, got {ref!r}")
+
+
+def _text(value: object, where: str, *, required: bool = False) -> str:
+    if not isinstance(value, str) or (required and not value.strip()):
+        wanted = "a non-empty string" if required else "a string"
+        raise ConfigError(f"expected {wanted} at {where}, got {value!r}")
+    return value
+
+
+def _names(value: object, where: str) -> tuple[str, ...]:
+    if isinstance(value, str) or not isinstance(value, Iterable):
+        raise ConfigError(f"expected a list of names at {where}, got {value!r}")
+    return tuple(_text(name, f"{where}[{i}]", required=True) for i, name in enumerate(value))
+
+
+def _react_mode(value: object, where: str) -> ReactMode:
+    modes: tuple[ReactMode, ...] = get_args(ReactMode)
+    for mode in modes:
+        if value == mode:
+            return mode
+    raise ConfigError(f"unknown react_mode {value!r} at {where}; expected one of "
+                      f"{', '.join(modes)}")
+
+
+def _positive(value: object, where: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(f"expected a whole number >= 1 at {where}, got {value!r}")
+    return value
+
+
+def settings(value: LLMSettings | Mapping[str, Any] | None, where: str) -> LLMSettings:
+    """LLM settings from a value or a mapping (a scenario's ``llm = {...}``), with the
+    file's mistakes reported as :class:`bus.ConfigError` at ``where``."""
+    if value is None:
+        return LLMSettings()
+    if isinstance(value, LLMSettings):
+        return value
+    try:
+        return LLMSettings.model_validate(dict(value))
+    except (pydantic.ValidationError, TypeError, ValueError) as exc:
+        raise ConfigError(_settings_error(exc, where)) from None
+
+
+def _settings_error(exc: Exception, where: str) -> str:
+    if not isinstance(exc, pydantic.ValidationError):
+        return f"expected a table of LLM settings at {where}: {exc}"
+    problems = "; ".join(
+        f"{where}.{'.'.join(str(p) for p in e['loc'])}: {e['msg']} (got {e.get('input')!r})"
+        for e in exc.errors(include_url=False))
+    return (f"{problems}. LLM settings are model (str), temperature (0 to 2), "
+            f"max_tokens (> 0) and output_mode (\"json_schema\" or \"prompt\")")
