@@ -16,7 +16,7 @@ server side cannot be known, and guessing would make the ledger disagree with th
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from decimal import Decimal
 from typing import Any
 
@@ -42,12 +42,14 @@ class Gateway:
     ``sink`` receives each :class:`~bus.LedgerLine` as it is made (the run store writes
     ``costs.jsonl`` from it). ``clock`` gives the wall-clock ``t`` of ledger lines; latency
     is measured on trio's clock, so it follows ``autojump_clock`` in tests. ``max_backoff_s``
-    bounds one wait: a server that asks for a longer pause fails the call instead.
+    bounds one wait: a server that asks for a longer pause fails the call instead. ``sleep``
+    waits between attempts (``trio.sleep``; tests pass a recorder).
     """
 
     def __init__(self, provider: Provider, prices: PriceBook, budget: Budget, *,
                  sink: LedgerSink | None = None, max_attempts: int = 3, backoff_s: float = 0.5,
-                 max_backoff_s: float = 60.0, clock: Callable[[], float] = time.time):
+                 max_backoff_s: float = 60.0, clock: Callable[[], float] = time.time,
+                 sleep: Callable[[float], Awaitable[None]] = trio.sleep):
         if max_attempts < 1:
             raise ValueError(f"max_attempts is at least 1, got {max_attempts}")
         self.provider = provider
@@ -58,6 +60,7 @@ class Gateway:
         self._backoff_s = backoff_s
         self._max_backoff_s = max_backoff_s
         self._clock = clock
+        self._sleep = sleep
         # Replayed answers cost nothing, so a replay provider reserves nothing either.
         self._free = bool(getattr(provider, "free", False))
         self._seq = 0
@@ -75,7 +78,7 @@ class Gateway:
             except ProviderError as error:
                 if not error.retryable or retry + 1 == self._max_attempts:
                     raise
-                await trio.sleep(self._delay(error, retry))
+                await self._sleep(self._delay(error, retry))
         raise AssertionError("unreachable: the last attempt returns or raises")
 
     def _delay(self, error: ProviderError, retry: int) -> float:
