@@ -30,30 +30,6 @@ EventSink = Callable[[Any], None]
 _replace = msgspec.structs.replace
 
 
-class Inbox:
-    """A role's private inbox: messages in delivery order, drained whole at each turn.
-
-    Unbounded on purpose: roles consume and publish (a cycle), so a bounded buffer can
-    deadlock; the round limit and the budget bound the total work. In ``events`` mode the
-    run loop parks a waiting role on ``waiter``, which ``put`` sets.
-    """
-
-    __slots__ = ("messages", "waiter")
-
-    def __init__(self) -> None:
-        self.messages: list[Message] = []
-        self.waiter: trio.Event | None = None
-
-    def put(self, message: Message) -> None:
-        self.messages.append(message)
-        if self.waiter is not None:
-            self.waiter.set()
-
-    def drain(self) -> list[Message]:
-        taken, self.messages = self.messages, []
-        return taken
-
-
 class Environment:
     """The address book of a run's roles and the router of its messages.
 
@@ -71,7 +47,10 @@ class Environment:
         self.consumed = 0  # of those, taken by their role (or dropped when it left)
         self._log = log
         self._members: dict[str, Member] = {}
-        self._inboxes: dict[str, Inbox] = {}
+        # Unbounded inboxes on purpose: roles consume and publish (a cycle), so a bounded
+        # buffer can deadlock; the round limit and the budget bound the total work.
+        self._inboxes: dict[str, list[Message]] = {}
+        self._waiters: dict[str, trio.Event] = {}  # events mode: roles parked until news
         self._by_action: dict[str, list[str]] = {}
         self._by_address: dict[str, str] = {}
         self._on_join: Callable[[Member], None] | None = None
@@ -88,7 +67,7 @@ class Environment:
                               f"already used by role {self._by_address[taken[0]]!r}; "
                               f"give each role a unique name and aliases")
         self._members[name] = member
-        self._inboxes[name] = Inbox()
+        self._inboxes[name] = []
         for address in addresses:
             self._by_address[address] = name
         for action in member.watch:
@@ -114,12 +93,12 @@ class Environment:
             watchers.remove(name)
             if not watchers:
                 del self._by_action[action]
-        self.consumed += len(inbox.messages)
-        if inbox.waiter is not None:
-            inbox.waiter.set()  # wake its loop so it can see it has left
+        self.consumed += len(inbox)
+        waiter = self._waiters.pop(name, None)
+        if waiter is not None:
+            waiter.set()  # wake its loop so it can see it has left
         if self._log is not None:
-            self._log(RoleLeft(round=self.round, name=name,
-                               unread=tuple(m.id for m in inbox.messages)))
+            self._log(RoleLeft(round=self.round, name=name, unread=tuple(m.id for m in inbox)))
 
     @property
     def members(self) -> list[Member]:
@@ -138,17 +117,21 @@ class Environment:
 
     # -- inboxes ------------------------------------------------------------------------
 
-    def inbox(self, name: str) -> Inbox:
-        return self._inboxes[name]
-
     def has_news(self, name: str) -> bool:
-        return bool(self._inboxes[name].messages)
+        return bool(self._inboxes[name])
 
     def take(self, name: str) -> list[Message]:
         """Drains ``name``'s inbox: the messages delivered since its last turn."""
-        news = self._inboxes[name].drain()
+        news = self._inboxes[name]
+        self._inboxes[name] = []
         self.consumed += len(news)
         return news
+
+    async def wait_for_news(self, name: str) -> None:
+        """Returns when ``name`` has news or has left the address book."""
+        if name in self._inboxes and not self._inboxes[name]:
+            waiter = self._waiters[name] = trio.Event()
+            await waiter.wait()
 
     def pending(self) -> int:
         """How many delivered messages no role has read yet (O(1))."""
@@ -161,27 +144,47 @@ class Environment:
 
     def publish(self, message: Message, *, round: int | None = None) -> Message:
         """Stamps ``message`` and delivers it; returns the stamped message."""
-        self.published += 1
-        message = _replace(message, id=f"m{self.published}", run_id=self.run_id,
-                           round=self.round if round is None else round)
-        recipients = self._recipients(message)
-        inboxes = self._inboxes
-        for name in recipients:
-            inboxes[name].put(message)
-        self.deliveries += len(recipients)
-        if not recipients:
-            self.undelivered += 1
-        if self._log is not None:
-            self._record(message, recipients)
-        return message
+        return self.publish_all((message,), round=round)[0]
 
-    def _recipients(self, message: Message) -> Sequence[str]:
+    def publish_all(self, messages: Iterable[Message], *, round: int | None = None) -> list[Message]:
+        """Stamps and delivers ``messages`` in order; returns them stamped.
+
+        The hot path of the bus, so the common case (broadcast by ``cause_by``) is inlined.
+        """
+        rnd = self.round if round is None else round
+        run_id, inboxes, waiters, log = self.run_id, self._inboxes, self._waiters, self._log
+        by_action, members = self._by_action, self._members
+        n, delivered, dropped = self.published, 0, 0
+        out = []
+        for message in messages:
+            n += 1
+            message = _replace(message, id=f"m{n}", run_id=run_id, round=rnd)
+            if message.send_to:
+                recipients: Sequence[str] = self._named(message)
+            else:
+                recipients = by_action.get(message.cause_by, ())
+                sender = message.sent_from
+                if sender in members and sender in recipients:
+                    recipients = [r for r in recipients if r != sender]
+            for name in recipients:
+                inboxes[name].append(message)
+            if waiters:
+                for name in recipients:
+                    if name in waiters:
+                        waiters.pop(name).set()
+            if recipients:
+                delivered += len(recipients)
+            else:
+                dropped += 1
+            if log is not None:
+                self._record(message, recipients)
+            out.append(message)
+        self.published, self.deliveries, self.undelivered = (
+            n, self.deliveries + delivered, self.undelivered + dropped)
+        return out
+
+    def _named(self, message: Message) -> list[str]:
         sender = message.sent_from
-        if not message.send_to:
-            watchers = self._by_action.get(message.cause_by, ())
-            if sender in self._members:
-                return [n for n in watchers if n != sender]
-            return watchers
         found: list[str] = []
         for address in message.send_to:
             name = self._by_address.get(address)

@@ -154,12 +154,9 @@ class Runner:
         return _End("idle")
 
     async def _role_loop(self, member: Member, scope: trio.CancelScope) -> None:
-        inbox = self.env.inbox(member.name)
         while member.name in self.env:
-            if not inbox.messages:
-                inbox.waiter = trio.Event()
-                await inbox.waiter.wait()
-                inbox.waiter = None
+            if not self.env.has_news(member.name):
+                await self.env.wait_for_news(member.name)
                 continue
             if self._ending is not None:
                 return
@@ -216,8 +213,7 @@ class Runner:
         return [m if m.parents else msgspec.structs.replace(m, parents=parents) for m in out]
 
     def _publish_all(self, messages: Sequence[Message], rnd: int) -> list[Message]:
-        publish = self.env.publish
-        return [publish(m, round=rnd) for m in messages]
+        return self.env.publish_all(messages, round=rnd)
 
     def _due_injections(self, rnd: int) -> list[Message]:
         due = [i.message for i in self._injections if i.round <= rnd]

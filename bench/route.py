@@ -1,0 +1,130 @@
+"""Routing benchmark: how fast the bus delivers, builds and holds roles (no LLM).
+
+Workload (issue 2): N roles, role i watching action ``A{i % K}``; M messages from an
+outside sender spread evenly over the K actions. Prints one JSON object (``--json``) or a
+short table. Baseline in the same run: a router that scans every role per message, as
+MetaGPT 0.8 does, timed on the same team over a slice of the messages.
+
+    python bench/route.py --roles 1000 --actions 1000 --messages 200000 --mode rounds
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import resource
+import sys
+import time
+import tracemalloc
+from collections.abc import Sequence
+from pathlib import Path
+from tempfile import TemporaryDirectory
+
+import trio
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bus import Environment, Message, RunStore, Turn, run_team  # noqa: E402
+
+
+class Idle:
+    """A role that reads its inbox and publishes nothing."""
+
+    __slots__ = ("name", "aliases", "watch", "read")
+
+    def __init__(self, name: str, action: str):
+        self.name = name
+        self.aliases = ()
+        self.watch = frozenset((action,))
+        self.read = 0
+
+    async def step(self, news: Sequence[Message], turn: Turn) -> Sequence[Message]:
+        self.read += len(news)
+        return ()
+
+
+def build(n: int, k: int) -> list[Idle]:
+    return [Idle(f"r{i}", f"A{i % k}") for i in range(n)]
+
+
+def bytes_per_role(n: int, k: int) -> float:
+    """Memory held per idle registered role (role object, inbox, index entries)."""
+    gc.collect()
+    tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    env = Environment()
+    env.add_all(build(n, k))
+    after = tracemalloc.get_traced_memory()[0]
+    tracemalloc.stop()
+    del env
+    return (after - before) / n
+
+
+def scan_baseline(team: list[Idle], messages: list[Message]) -> float:
+    """Messages per second of a router that checks every role for every message."""
+    inboxes: dict[str, list[Message]] = {r.name: [] for r in team}
+    start = time.perf_counter()
+    for m in messages:
+        for r in team:
+            if r.name != m.sent_from and m.cause_by in r.watch:
+                inboxes[r.name].append(m)
+    return len(messages) / (time.perf_counter() - start)
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--roles", type=int, default=1000)
+    p.add_argument("--actions", type=int, default=1000)
+    p.add_argument("--messages", type=int, default=200_000)
+    p.add_argument("--mode", choices=["rounds", "events"], default="rounds")
+    p.add_argument("--log", action="store_true", help="also write events.jsonl (one line per event)")
+    p.add_argument("--repeat", type=int, default=3, help="runs of the workload; the best is reported")
+    p.add_argument("--json", action="store_true")
+    a = p.parse_args(argv)
+
+    start = time.perf_counter()
+    team = build(a.roles, a.actions)
+    env_probe = Environment()
+    env_probe.add_all(team)
+    build_s = time.perf_counter() - start
+    del env_probe
+
+    messages = [Message(cause_by=f"A{j % a.actions}", sent_from="Boss") for j in range(a.messages)]
+    elapsed = float("inf")
+    for _ in range(a.repeat):
+        team = build(a.roles, a.actions)
+        with TemporaryDirectory() as tmp:
+            store = RunStore(Path(tmp), "bench") if a.log else None
+            env = Environment("bench", log=store.log if store else None)
+            env.add_all(team)
+            t0 = time.perf_counter()
+            result = trio.run(lambda: run_team(env, mode=a.mode, max_rounds=2, seed=messages, store=store))
+            elapsed = min(elapsed, time.perf_counter() - t0)
+            if store:
+                store.close()
+        read = sum(r.read for r in team)
+        assert read == env.deliveries, (read, env.deliveries)  # every delivery reached its role
+
+    scan_slice = messages[: max(1, min(len(messages), 2_000_000 // max(1, a.roles)))]
+    scan = scan_baseline(build(a.roles, a.actions), scan_slice)
+    figures = {
+        "mode": a.mode, "roles": a.roles, "actions": a.actions, "messages": a.messages,
+        "log": a.log, "end_reason": result.end_reason,
+        "deliveries": env.deliveries, "elapsed_s": round(elapsed, 4),
+        "msgs_per_s": round(a.messages / elapsed), "deliveries_per_s": round(env.deliveries / elapsed),
+        "build_s": round(build_s, 4),
+        "bytes_per_idle_role": round(bytes_per_role(min(a.roles, 10_000), a.actions)),
+        "scan_baseline_msgs_per_s": round(scan),
+        "speedup_vs_scan": round(a.messages / elapsed / scan, 1),
+        "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+    }
+    if a.json:
+        print(json.dumps(figures))
+    else:
+        for key, value in figures.items():
+            print(f"{key:>26}: {value}")
+
+
+if __name__ == "__main__":
+    main()
