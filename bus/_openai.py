@@ -25,8 +25,10 @@ from collections.abc import Mapping
 from typing import Any, Literal
 
 import msgspec
+import httpx2
 import openai
 from loguru import logger
+from openai.types.chat import ChatCompletionChunk
 
 from ._errors import ConfigError, ProviderError
 from ._llm import ChatMessage, Completion, LLMRequest, Usage
@@ -123,17 +125,38 @@ class OpenAIProvider:
         return text, _usage(response.usage)
 
     async def _streamed(self, params: dict[str, Any]) -> tuple[str, Usage | None]:
+        # Read the server-sent events off the raw response to its end: the SDK's AsyncStream
+        # stops at [DONE] and leaves its inner async generators unfinished, which trio reports.
         assert self._client is not None
         parts: list[str] = []
         usage: Usage | None = None
-        stream = await self._client.chat.completions.create(**params)
-        async with stream:
-            async for chunk in stream:
-                if chunk.choices and chunk.choices[0].delta.content:
-                    parts.append(chunk.choices[0].delta.content)
-                if chunk.usage is not None:  # the last chunk, with include_usage
-                    usage = _usage(chunk.usage)
+        try:
+            async with self._client.chat.completions.with_streaming_response.create(**params) as response:
+                async for line in response.iter_lines():
+                    chunk = _chunk(line)
+                    if chunk is None:
+                        continue
+                    if chunk.choices and chunk.choices[0].delta.content:
+                        parts.append(chunk.choices[0].delta.content)
+                    if chunk.usage is not None:  # the last chunk, with include_usage
+                        usage = _usage(chunk.usage)
+        except httpx2.TimeoutException as error:  # while reading the body, past the SDK
+            raise ProviderError(f"{self.base_url} timed out while streaming", retryable=True) from error
+        except httpx2.TransportError as error:
+            raise ProviderError(f"{self.base_url} broke off the stream: {error}", retryable=True) from error
         return "".join(parts), usage
+
+
+def _chunk(line: str) -> ChatCompletionChunk | None:
+    if not line.startswith("data:"):
+        return None  # blank separators, comments, event names
+    data = line[5:].strip()
+    if data == "[DONE]":
+        return None
+    event = msgspec.json.decode(data)
+    if isinstance(event, dict) and event.get("error"):
+        raise ProviderError(f"the stream ended with an error: {event['error']}", retryable=False)
+    return ChatCompletionChunk.model_validate(event)
 
 
 def request_params(request: LLMRequest, *, max_tokens_param: str = "max_completion_tokens",

@@ -68,7 +68,7 @@ class OpenAIServer:
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
         self._httpd.daemon_threads = True
         self._httpd.block_on_close = False  # a Slow reply must not hold up shutdown
-        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+        self._thread = threading.Thread(target=self._httpd.serve_forever, args=(0.05,), daemon=True)
 
     @property
     def base_url(self) -> str:
