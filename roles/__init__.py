@@ -25,5 +25,6 @@ from ._react import THINK as THINK
 from ._registry import Registry as Registry
 from ._registry import registry as registry
 from ._role import ActionRef as ActionRef
+from ._role import LLMLike as LLMLike
 from ._role import ReactMode as ReactMode
 from ._role import Role as Role

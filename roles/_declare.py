@@ -19,14 +19,13 @@ from pydantic import BaseModel, ConfigDict
 from bus import ConfigError
 
 from ._action import Action
-from ._llm import LLMSettings
 from ._registry import Registry, closest
-from ._role import ActionRef, Role, settings
+from ._role import ActionRef, LLMLike, Role, settings
 
 
 def declare_action(name: str, *, instruction: str = "",
                    output: Mapping[str, Any] | None = None,
-                   llm: LLMSettings | Mapping[str, Any] | None = None, max_repairs: int = 2,
+                   llm: LLMLike = None, max_repairs: int = 2,
                    registry: Registry, where: str | None = None) -> type[Action]:
     """An Action subclass named ``name``, registered into ``registry``.
 
@@ -82,7 +81,7 @@ def declare_role(name: str, *, profile: str = "", goal: str = "", constraints: s
                  aliases: Iterable[str] = (), watch: Iterable[ActionRef] = (),
                  actions: Iterable[ActionRef] = (), send_to: Iterable[str] = (),
                  react_mode: str = "by_order", max_react_steps: int | None = None,
-                 llm: LLMSettings | Mapping[str, Any] | None = None,
+                 llm: LLMLike = None,
                  registry: Registry, where: str | None = None) -> Role:
     """A role named ``name``: an instance of a new Role subclass, registered into
     ``registry`` once it has been checked; the same object a Python subclass builds.
@@ -115,13 +114,13 @@ def role_with_overrides(base: Role, *, registry: Registry | None = None, where: 
     gives change. ``llm`` and ``llm_defaults`` are laid over the base's rather than
     replacing them, so ``llm = { temperature = 0 }`` keeps the base's model.
     """
-    at = where or type(base).__qualname__
+    at = where or type(base).__qualname__.rpartition("<locals>.")[2]
     current = base.fields()
     for key in fields:
         if key not in current:
             near = closest(key, current)
-            hint = f"; did you mean {near[0]!r}?" if near else ""
-            raise ConfigError(f"unknown role field {key!r} at {at}{hint} Role fields: "
+            hint = f" (did you mean {near[0]!r}?)" if near else ""
+            raise ConfigError(f"unknown role field {key!r} at {at}{hint}. Role fields: "
                               f"{', '.join(current)}")
     given = {k: v for k, v in fields.items() if v is not None}
     for key in ("llm", "llm_defaults"):

@@ -105,16 +105,16 @@ def unknown_name(kind: str, name: object, known: Iterable[str], where: str | Non
     known = sorted(known)
     at = f" at {where}" if where else ""
     close = closest(str(name), known)
-    hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+    hint = f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else ""
     listing = ", ".join(known[:20]) + (", ..." if len(known) > 20 else "")
-    return (f"unknown {kind} {name!r}{at}{hint} Known {kind}s: {listing or '(none)'}. "
+    return (f"unknown {kind} {name!r}{at}{hint}. Known {kind}s: {listing or '(none)'}. "
             f"Fix the spelling, or declare the {kind} before naming it.")
 
 
 def closest(name: str, known: Iterable[str], n: int = 3) -> list[str]:
     """Up to ``n`` known names that look like ``name`` (case-insensitive), best first."""
     by_lower = {k.lower(): k for k in known}
-    hits = difflib.get_close_matches(name.lower(), list(by_lower), n=n, cutoff=0.6)
+    hits = difflib.get_close_matches(name.lower(), list(by_lower), n=n, cutoff=0.7)
     return [by_lower[h] for h in hits]
 
 

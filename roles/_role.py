@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal, get_args
 
+import msgspec
 import pydantic
 
 from bus import ConfigError, Message, Turn
@@ -25,6 +26,9 @@ from ._registry import registry as default_registry
 ReactMode = Literal["by_order", "react", "plan_and_act"]
 ActionRef = type[Action] | Action | str
 """How a role names an action: the class, an instance (with its own settings), or the name."""
+LLMLike = LLMSettings | Mapping[str, Any] | msgspec.Struct | None
+"""LLM settings as given: the value, a mapping (``llm = {...}``) or a struct; ``None`` fields
+mean "not given"."""
 
 
 class Role:
@@ -79,11 +83,10 @@ class Role:
                  aliases: Iterable[str] | None = None, watch: Iterable[ActionRef] | None = None,
                  actions: Iterable[ActionRef] | None = None, react_mode: str | None = None,
                  max_react_steps: int | None = None, send_to: Iterable[str] | None = None,
-                 llm: LLMSettings | Mapping[str, Any] | None = None,
-                 llm_defaults: LLMSettings | Mapping[str, Any] | None = None,
+                 llm: LLMLike = None, llm_defaults: LLMLike = None,
                  registry: Registry | None = None, where: str | None = None) -> None:
         cls = type(self)
-        at = where or cls.__qualname__
+        at = where or cls.__qualname__.rpartition("<locals>.")[2]
         self.registry = registry or default_registry
         self.name = _text(cls.name if name is None else name, f"{at}.name", required=True)
         self.profile = _text(cls.profile if profile is None else profile, f"{at}.profile")
@@ -274,15 +277,22 @@ def _positive(value: object, where: str) -> int:
     return value
 
 
-def settings(value: LLMSettings | Mapping[str, Any] | None, where: str) -> LLMSettings:
-    """LLM settings from a value or a mapping (a scenario's ``llm = {...}``), with the
-    file's mistakes reported as :class:`bus.ConfigError` at ``where``."""
+def settings(value: LLMLike, where: str) -> LLMSettings:
+    """LLM settings from a value, a mapping or a struct (a scenario's ``llm = {...}``;
+    ``None`` fields are "not given"), with mistakes reported as :class:`bus.ConfigError`
+    at ``where``."""
     if value is None:
         return LLMSettings()
     if isinstance(value, LLMSettings):
         return value
+    if isinstance(value, msgspec.Struct):
+        # The scenario loader's structs, already checked; they also carry run-wide fields
+        # (provider, timeouts) that are not per-call settings.
+        value = {k: getattr(value, k) for k in LLMSettings.model_fields
+                 if k in value.__struct_fields__}
     try:
-        return LLMSettings.model_validate(dict(value))
+        # A None means "not given" (as in the loader's structs), so it is not an override.
+        return LLMSettings.model_validate({k: v for k, v in dict(value).items() if v is not None})
     except (pydantic.ValidationError, TypeError, ValueError) as exc:
         raise ConfigError(_settings_error(exc, where)) from None
 

@@ -1,0 +1,57 @@
+"""A scripted stand-in for the run's LLM gateway, for testing roles and actions.
+
+Like pydantic-ai's ``FunctionModel``: a plain function (or a list of answers, in order)
+decides what the "model" says, and every request is recorded with its round and attempt.
+The real gateway (prices, budget, ledger) has its own tests; this one only lets the role
+layer be driven exactly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from bus import Completion, LLMRequest, Turn, Usage
+
+Answer = Callable[[LLMRequest, int], str]
+
+
+@dataclass(frozen=True)
+class Call:
+    request: LLMRequest
+    round: int
+    attempt: int
+
+
+class ScriptedGateway:
+    """Answers each ``complete`` with ``answer(request, attempt)``, or with the next of a
+    list of answers; records every call in ``calls``."""
+
+    def __init__(self, answer: Answer | Iterable[str]):
+        if callable(answer):
+            self._answer: Answer = answer
+        else:
+            queue = list(answer)
+            self._answer = lambda request, attempt: _pop(queue, request)
+        self.calls: list[Call] = []
+
+    async def complete(self, request: LLMRequest, *, round: int, attempt: int = 1) -> Completion:
+        self.calls.append(Call(request, round, attempt))
+        text = self._answer(request, attempt)
+        usage = Usage(prompt_tokens=sum(len(m.content.split()) for m in request.messages),
+                      completion_tokens=len(text.split()))
+        return Completion(text=text, usage=usage, model=request.model, provider="scripted")
+
+    def actions(self) -> list[str]:
+        """The ``action`` of every recorded request, in order."""
+        return [c.request.action for c in self.calls]
+
+
+def _pop(queue: list[str], request: LLMRequest) -> str:
+    if not queue:
+        raise AssertionError(f"the script has no answer left for {request.action!r} of {request.role!r}")
+    return queue.pop(0)
+
+
+def turn(gateway: ScriptedGateway, *, role: str = "", round: int = 1) -> Turn:
+    return Turn(run_id="test-run", round=round, role=role, gateway=gateway)
