@@ -1,0 +1,221 @@
+"""The shape of a scenario file, as frozen msgspec Structs.
+
+Each table of the TOML file is one Struct; ``forbid_unknown_fields`` makes a typo an error
+instead of a silently ignored key. Field names are the TOML keys (except where a TOML key
+clashes with a clearer Python name: ``[scenario]`` is ``Scenario.info`` and the ``[sop]``
+table is ``Scenario.sop_options``). Ranges msgspec can check are on the types
+(``Meta(ge=1)``); the rest (money, files, cross-field rules) is checked by
+:func:`bus.load_scenario` with the same kind of ``$.path`` in the message.
+
+In ``[[roles]]`` and in ``llm = {...}`` overrides, ``None`` means "not given": a role
+entry may override some fields of a SOP's role of the same name and keep the others.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import msgspec
+
+from ._typespec import parse_type_spec
+
+Provider = Literal["sim", "openai", "replay"]
+RunMode = Literal["rounds", "events"]
+OutputMode = Literal["json_schema", "prompt"]
+ReactMode = Literal["by_order", "react", "plan_and_act"]
+
+PositiveInt = Annotated[int, msgspec.Meta(ge=1)]
+NonNegativeInt = Annotated[int, msgspec.Meta(ge=0)]
+Temperature = Annotated[float, msgspec.Meta(ge=0.0, le=2.0)]
+PositiveFloat = Annotated[float, msgspec.Meta(gt=0.0)]
+
+
+class ScenarioInfo(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """``[scenario]``: what the scenario is and what starts it.
+
+    ``sop`` is a built-in SOP's name or ``"module:attribute"``; ``idea`` becomes the first
+    message (``cause_by="UserRequirement"``, ``sent_from="Boss"``).
+    """
+
+    name: str
+    description: str = ""
+    sop: str | None = None
+    idea: str | None = None
+
+
+class RunSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """``[run]``: limits and scheduling of a run. ``runs_dir`` is relative to the current
+    directory; ``budget_usd`` is a ``Decimal`` (> 0) however the file wrote it."""
+
+    max_rounds: PositiveInt = 10
+    budget_usd: Decimal = Decimal("3")
+    seed: int = 0
+    mode: RunMode = "rounds"
+    runs_dir: str = "runs"
+
+
+class LLMOverrides(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """A partial ``llm = {...}`` on a role or an action; ``None`` keeps the outer value.
+
+    The provider, its address and its files are set once per run in ``[llm]``, so they
+    are not overridable here.
+    """
+
+    model: str | None = None
+    temperature: Temperature | None = None
+    max_tokens: PositiveInt | None = None
+    output_mode: OutputMode | None = None
+    stream: bool | None = None
+    timeout_s: PositiveFloat | None = None
+    max_attempts: PositiveInt | None = None
+
+
+class LLMSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """``[llm]``: the provider and the default model settings of every call.
+
+    ``base_url`` is used by ``openai`` only, ``latency_ms`` and ``fixtures`` by ``sim``
+    only, ``cassette`` by ``replay`` only; the others ignore them, so one file can be run
+    with ``--provider`` switched. ``fixtures`` and ``cassette`` are relative to the
+    scenario file: use :meth:`Scenario.fixture_paths` / :meth:`Scenario.cassette_path`.
+    """
+
+    provider: Provider = "sim"
+    model: str = "gpt-4o-mini"
+    temperature: Temperature = 0.2
+    max_tokens: PositiveInt = 1024
+    base_url: str | None = None
+    output_mode: OutputMode = "json_schema"
+    stream: bool = False
+    timeout_s: PositiveFloat = 60.0
+    max_attempts: PositiveInt = 3
+    latency_ms: NonNegativeInt = 0
+    fixtures: tuple[str, ...] = ()
+    cassette: str | None = None
+
+    def merged(self, *overrides: LLMOverrides | None) -> LLMSettings:
+        """These settings with each override's given (non-``None``) fields laid on top, in
+        order: ``scenario.llm.merged(role.llm, action.llm)``."""
+        result = self
+        for override in overrides:
+            if override is not None:
+                given = {f: v for f in override.__struct_fields__
+                         if (v := getattr(override, f)) is not None}
+                result = msgspec.structs.replace(result, **given)
+        return result
+
+
+class PriceSpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """``[prices."<model>"]``: USD per 1M tokens (each >= 0). ``cached_input`` defaults to
+    ``input`` in the price book."""
+
+    input: Decimal
+    output: Decimal
+    cached_input: Decimal | None = None
+
+
+class RoleSpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """One ``[[roles]]`` entry: a new role, or an override of the SOP's role ``name``.
+
+    Every field but ``name`` is ``None`` when the file does not give it; ``roles`` fills
+    defaults for new roles and keeps the SOP's values for overridden ones. Names in
+    ``watch`` and ``actions`` are checked against the action registry when the team is
+    built, not here.
+    """
+
+    name: str
+    profile: str | None = None
+    goal: str | None = None
+    constraints: str | None = None
+    aliases: tuple[str, ...] | None = None
+    watch: tuple[str, ...] | None = None
+    actions: tuple[str, ...] | None = None
+    send_to: tuple[str, ...] | None = None
+    react_mode: ReactMode | None = None
+    max_react_steps: PositiveInt | None = None
+    llm: LLMOverrides | None = None
+
+
+class ActionSpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """``[actions.<Name>]``: an action declared in the file (its name is the table key).
+
+    ``output`` maps field names to type specs (``"list[str]"``); ``None`` means free text.
+    """
+
+    instruction: str
+    output: dict[str, str] | None = None
+    max_repairs: NonNegativeInt = 2
+    llm: LLMOverrides | None = None
+
+    def output_types(self) -> dict[str, Any] | None:
+        """``output`` with each spec parsed into a Python type (``{"problems": list[str]}``),
+        ready for ``pydantic.create_model``; ``None`` for free text. The specs were checked
+        when the scenario was loaded."""
+        if self.output is None:
+            return None
+        return {field: parse_type_spec(spec) for field, spec in self.output.items()}
+
+
+class InjectSpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """One ``[[inject]]`` entry: a message the run publishes at the start of ``round``
+    (a board write, a user's edit), as if ``sent_from`` had sent it."""
+
+    round: NonNegativeInt
+    cause_by: str = "UserEdit"
+    sent_from: str = "User"
+    send_to: tuple[str, ...] = ()
+    content: str = ""
+    payload: Any = None
+
+
+class ScenarioDoc(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """A scenario file as written: every table, nothing resolved. See :class:`Scenario`."""
+
+    info: ScenarioInfo = msgspec.field(name="scenario")
+    run: RunSettings = RunSettings()
+    llm: LLMSettings = LLMSettings()
+    prices: dict[str, PriceSpec] = {}
+    sop_options: dict[str, Any] = msgspec.field(default_factory=dict, name="sop")
+    roles: tuple[RoleSpec, ...] = ()
+    actions: dict[str, ActionSpec] = {}
+    inject: tuple[InjectSpec, ...] = ()
+
+
+class Scenario(ScenarioDoc, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """A loaded scenario: the file's content plus where it came from.
+
+    ``path`` is the file (absolute); ``base_dir`` its directory, against which
+    ``llm.fixtures`` and ``llm.cassette`` are resolved. Build one with
+    :func:`bus.load_scenario`; change it with :func:`bus.scenario_with_overrides`.
+    """
+
+    path: Path
+    base_dir: Path
+
+    @property
+    def name(self) -> str:
+        return self.info.name
+
+    @property
+    def sop(self) -> str | None:
+        return self.info.sop
+
+    @property
+    def idea(self) -> str | None:
+        return self.info.idea
+
+    def resolve(self, relative: str) -> Path:
+        """A path written in the file, resolved against the file's directory."""
+        return self.base_dir / relative
+
+    def fixture_paths(self) -> tuple[Path, ...]:
+        return tuple(self.resolve(f) for f in self.llm.fixtures)
+
+    def cassette_path(self) -> Path | None:
+        return None if self.llm.cassette is None else self.resolve(self.llm.cassette)
+
+    def price_table(self) -> dict[str, dict[str, Decimal]]:
+        """``[prices]`` as ``PriceBook.load`` takes it: ``{model: {"input": ..., ...}}``."""
+        return {model: {k: v for k in p.__struct_fields__ if (v := getattr(p, k)) is not None}
+                for model, p in self.prices.items()}
