@@ -23,6 +23,9 @@ from ._member import Member as Member
 from ._member import Turn as Turn
 from ._member import TurnServices as TurnServices
 from ._message import Message as Message
+from ._sandbox import SandboxLimits as SandboxLimits
+from ._sandbox import SandboxResult as SandboxResult
+from ._sandbox import run_sandboxed as run_sandboxed
 from ._environment import Environment as Environment
 from ._events import logical_view as logical_view
 from ._events import decode_event as decode_event
