@@ -1,11 +1,11 @@
 """Run untrusted generated code (QA's RunCode, the code-and-run executor) in a scratch directory.
 
-Isolated: the working directory (a fresh copy; the caller's workspace is not touched by relative
-paths), the environment (built from scratch; secret-named variables refused), resources (rlimits
-on memory, CPU, file size, processes; a timeout that SIGKILLs the whole process group) and, where
-``unshare --net`` works, the network (a fresh namespace whose loopback is down). Not isolated: the
-rest of the filesystem (same uid, root here), processes that leave the group with ``setsid``, the
-kernel. It keeps honest mistakes and API keys contained; it is no boundary against an attacker.
+Isolated: the cwd (a fresh copy; the workspace is never written through it), the environment
+(built from scratch, secret-named variables refused), rlimits (memory, CPU, file size, processes),
+a timeout that SIGKILLs the process group, and the network where ``unshare --net`` works.
+NOT isolated: the rest of the filesystem (same uid, root here), processes that ``setsid`` out of
+the group, the kernel. It contains honest mistakes and keeps API keys out; it is not a security
+boundary against a determined attacker.
 """
 
 from __future__ import annotations
