@@ -1,0 +1,45 @@
+"""Argument types shared by the commands.
+
+Each imports what it needs when it is called, not when the parser is built: ``decimal``
+and ``pathlib`` are cheap, but ``sopbus --help`` pays for every module the parser imports.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from decimal import Decimal
+    from pathlib import Path
+
+
+def path_arg(text: str) -> Path:
+    """A file or directory argument, as a :class:`pathlib.Path`."""
+    from pathlib import Path
+
+    return Path(text)
+
+
+def usd(text: str) -> Decimal:
+    """An amount of USD greater than 0 (``--budget``), kept exact as a ``Decimal``."""
+    from decimal import Decimal, InvalidOperation
+
+    try:
+        amount = Decimal(text)
+    except InvalidOperation:
+        raise argparse.ArgumentTypeError(f"expected an amount of USD such as 3.0, got {text!r}") from None
+    if not amount.is_finite() or amount <= 0:
+        raise argparse.ArgumentTypeError(f"expected an amount of USD greater than 0, got {text!r}")
+    return amount
+
+
+def positive_int(text: str) -> int:
+    """A whole number of 1 or more (``--max-rounds``)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected 1 or more, got {value}")
+    return value

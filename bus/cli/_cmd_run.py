@@ -1,0 +1,57 @@
+"""``sopbus run SCENARIO [flags]``: run a scenario.
+
+This module parses the flags, loads the scenario and lays the flags over it; the team is
+assembled and run by :func:`bus.cli._assemble.run_scenario`, which returns the exit code.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from ._args import path_arg, positive_int, usd
+
+NAME = "run"
+HELP = "run a scenario: live progress, then a summary and the run directory"
+
+# Flags that override a value of the scenario file, as scenario_with_overrides names them.
+OVERRIDES = ("idea", "provider", "model", "base_url", "budget_usd", "max_rounds", "seed",
+             "mode", "runs_dir")
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("scenario", metavar="SCENARIO", type=path_arg, help="a scenario file (TOML)")
+    parser.add_argument("--idea", metavar="TEXT", help="the first message (overrides [scenario].idea)")
+    parser.add_argument("--provider", choices=("sim", "openai", "replay"),
+                        help="LLM provider (overrides [llm].provider)")
+    parser.add_argument("--model", metavar="M", help="model name (overrides [llm].model)")
+    parser.add_argument("--base-url", metavar="URL",
+                        help="OpenAI-compatible endpoint (overrides [llm].base_url)")
+    parser.add_argument("--budget", dest="budget_usd", metavar="USD", type=usd,
+                        help="budget cap in USD (overrides [run].budget_usd)")
+    parser.add_argument("--max-rounds", metavar="N", type=positive_int,
+                        help="round limit (overrides [run].max_rounds)")
+    parser.add_argument("--seed", metavar="N", type=int, help="seed (overrides [run].seed)")
+    parser.add_argument("--mode", choices=("rounds", "events"),
+                        help="scheduling (overrides [run].mode)")
+    parser.add_argument("--runs-dir", metavar="DIR",
+                        help="where run directories go (overrides [run].runs_dir)")
+    parser.add_argument("--record", metavar="FILE", type=path_arg,
+                        help="record every LLM call into a replay cassette")
+    parser.add_argument("--quiet", action="store_true",
+                        help="no progress display; only the summary")
+
+
+def run(args: argparse.Namespace) -> int:
+    from bus import load_scenario, scenario_with_overrides
+
+    scenario = scenario_with_overrides(load_scenario(args.scenario), **overrides(args))
+    # Imported after loading, so that a wrong file is reported before anything heavy loads.
+    from bus.cli._assemble import run_scenario
+
+    return run_scenario(scenario, args)
+
+
+def overrides(args: argparse.Namespace) -> dict[str, Any]:
+    """The override flags the user gave (``None`` ones left out)."""
+    return {name: value for name in OVERRIDES if (value := getattr(args, name)) is not None}

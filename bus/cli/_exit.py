@@ -1,0 +1,20 @@
+"""The exit codes of ``sopbus``, in one place, so that scripts can rely on them."""
+
+from __future__ import annotations
+
+import enum
+
+
+class ExitCode(enum.IntEnum):
+    """What a ``sopbus`` process returns to its shell."""
+
+    #: The run completed: idle, a stop condition, or the round limit.
+    COMPLETED = 0
+    #: The run failed (an action failed for good, a provider gave up).
+    FAILED = 1
+    #: A usage or configuration error: a bad flag or scenario file. Nothing was run.
+    USAGE = 2
+    #: The run stopped because the next call would have passed the budget cap.
+    BUDGET_EXHAUSTED = 3
+    #: Interrupted with Ctrl-C (128 + SIGINT, as shells report it).
+    INTERRUPTED = 130
