@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
 
 import pytest
 from pydantic import BaseModel
@@ -316,3 +319,35 @@ async def test_role_with_overrides_changes_only_the_given_fields() -> None:
     assert len(rita.memory) == 0 and len(base.memory) == 1
     with pytest.raises(ConfigError, match=r"unknown role field 'wacth' at \$.roles\[2\] \(did you mean 'watch'\?\)"):
         role_with_overrides(base, where="$.roles[2]", wacth=["WritePRD"])
+
+
+class Notes:
+    """Turn services that keep the custom events a role emits."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, dict[str, object], str, int]] = []
+
+    @property
+    def artifacts_dir(self) -> Path:
+        return Path("/nonexistent")
+
+    def write_artifact(self, relpath: str, data: str | bytes, *, role: str, round: int) -> Path:
+        raise AssertionError("no artifacts expected")
+
+    def emit(self, kind: str, data: Mapping[str, Any], *, role: str, round: int) -> None:
+        self.events.append((kind, dict(data), role, round))
+
+
+async def test_picks_and_plans_are_written_to_the_run_log() -> None:
+    notes = Notes()
+    gw = picker(["WriteTasks", DONE])
+    role = Architect(name="Bob", react_mode="react", registry=REG, llm_defaults=MODEL)
+    await role.step([PRD], bus.Turn(run_id="r", round=3, role="Bob", gateway=gw, services=notes))
+    gw = planner([["WriteDesign"]])
+    role = Architect(name="Bob", react_mode="plan_and_act", registry=REG, llm_defaults=MODEL)
+    await role.step([PRD], bus.Turn(run_id="r", round=4, role="Bob", gateway=gw, services=notes))
+    assert notes.events == [
+        ("react_choice", {"action": "WriteTasks", "taken": []}, "Bob", 3),
+        ("react_choice", {"action": DONE, "taken": ["WriteTasks"]}, "Bob", 3),
+        ("plan_made", {"steps": ["WriteDesign"]}, "Bob", 4),
+    ]
