@@ -62,7 +62,7 @@ def explain_validation_error(error: msgspec.ValidationError, raw: Any, root: typ
         return _bad_choice(value, tokens, here)
     shown = "" if value is _MISSING else f" {_show(value)}"
     if m := re.fullmatch(r"Expected `(.*)`, got `(.*)`", text):
-        return f"expected `{m[1]}`, got `{m[2]}`{shown} - at `{format_path(tokens)}`"
+        return _wrong_type(_toml_type(m[1]), _toml_type(m[2]), value, tokens)
     if text == "Invalid decimal string":
         return f"expected a number, got{shown} - at `{format_path(tokens)}`"
     got = "" if value is _MISSING else f", got{shown}"
@@ -89,6 +89,15 @@ def _unknown_key(key: str, tokens: list[PathToken], here: Any) -> str:
     expected = f": expected one of {', '.join(valid)}" if valid else ""
     return (f"unknown key `{key}` - at `{format_path([*tokens, key])}`{expected}"
             f"{did_you_mean(key, valid)}")
+
+
+def _wrong_type(expected: str, got: str, value: Any, tokens: list[PathToken]) -> str:
+    scalar = value is not _MISSING and not isinstance(value, Mapping | list)
+    text = f"expected `{expected}`, got `{got}`{f' {_show(value)}' if scalar else ''}"
+    if (expected, got) == ("array", "table") and tokens and isinstance(tokens[-1], str):
+        # [roles] instead of [[roles]]: the one-bracket slip TOML makes easy.
+        return f"{text} - at `{format_path(tokens)}`: write [[{tokens[-1]}]] for each entry"
+    return f"{text} - at `{format_path(tokens)}`"
 
 
 def _bad_choice(value: Any, tokens: list[PathToken], here: Any) -> str:
@@ -205,6 +214,12 @@ def _describe(tp: Any) -> str:
         return "one of " + ", ".join(f"`{c}`" for c in typing.get_args(tp))
     names = {str: "a string", int: "an integer", float: "a number", bool: "true or false"}
     return names.get(tp, f"a value of type `{getattr(tp, '__name__', tp)}`")
+
+
+def _toml_type(name: str) -> str:
+    """msgspec's JSON words in TOML's: ``object`` is a table, and TOML has no null (a key
+    left out is the "none" of an optional field)."""
+    return name.removesuffix(" | null").replace("object", "table")
 
 
 def _show(value: Any) -> str:
