@@ -31,7 +31,6 @@ _SOP_REF = re.compile(r"[A-Za-z_][\w-]*|[A-Za-z_][\w.]*:[A-Za-z_][\w.]*")
 _FIELD_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
 
 
-
 def load_scenario(path: Path | str) -> Scenario:
     """Decode and check the scenario file at ``path``.
 
