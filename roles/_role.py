@@ -87,25 +87,24 @@ class Role:
                  registry: Registry | None = None, where: str | None = None) -> None:
         cls = type(self)
         at = where or cls.__qualname__.rpartition("<locals>.")[2]
+
+        def given(value: Any, field: str) -> Any:  # the instance's value, else the class's
+            return getattr(cls, field) if value is None else value
+
         self.registry = registry or default_registry
-        self.name = _text(cls.name if name is None else name, f"{at}.name", required=True)
-        self.profile = _text(cls.profile if profile is None else profile, f"{at}.profile")
-        self.goal = _text(cls.goal if goal is None else goal, f"{at}.goal")
-        self.constraints = _text(cls.constraints if constraints is None else constraints,
-                                 f"{at}.constraints")
-        self.aliases = _names(cls.aliases if aliases is None else aliases, f"{at}.aliases")
-        self.send_to = _names(cls.send_to if send_to is None else send_to, f"{at}.send_to")
-        self._actions = self._resolve_actions(cls.actions if actions is None else actions,
-                                              f"{at}.actions")
+        self.name = _text(given(name, "name"), f"{at}.name", required=True)
+        self.profile = _text(given(profile, "profile"), f"{at}.profile")
+        self.goal = _text(given(goal, "goal"), f"{at}.goal")
+        self.constraints = _text(given(constraints, "constraints"), f"{at}.constraints")
+        self.aliases = _names(given(aliases, "aliases"), f"{at}.aliases")
+        self.send_to = _names(given(send_to, "send_to"), f"{at}.send_to")
+        self._actions = self._resolve_actions(given(actions, "actions"), f"{at}.actions")
         self.actions = self._actions
-        self.watch_order = self._resolve_watch(cls.watch if watch is None else watch,
-                                               f"{at}.watch")
+        self.watch_order = self._resolve_watch(given(watch, "watch"), f"{at}.watch")
         self.watch = frozenset(self.watch_order)
-        self.react_mode = _react_mode(cls.react_mode if react_mode is None else react_mode,
-                                      f"{at}.react_mode")
-        self.max_react_steps = _positive(
-            cls.max_react_steps if max_react_steps is None else max_react_steps,
-            f"{at}.max_react_steps")
+        self.react_mode = _react_mode(given(react_mode, "react_mode"), f"{at}.react_mode")
+        self.max_react_steps = _positive(given(max_react_steps, "max_react_steps"),
+                                         f"{at}.max_react_steps")
         if self.react_mode == "react" and any(a.name == DONE for a in self._actions):
             raise ConfigError(f"{at}.actions: an action named {DONE!r} cannot be told apart "
                               f"from the end of a react step; rename it")
