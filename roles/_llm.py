@@ -38,7 +38,8 @@ class LLMSettings(BaseModel):
 
     def over(self, base: LLMSettings) -> LLMSettings:
         """These settings laid over ``base``: a field set here wins, a ``None`` keeps base's."""
-        return base.model_copy(update=self.model_dump(exclude_none=True))
+        given = self.model_dump(exclude_none=True)
+        return base.model_copy(update=given) if given else base
 
 
 def layered(*layers: LLMSettings) -> LLMSettings:
