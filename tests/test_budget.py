@@ -1,4 +1,5 @@
 from decimal import Decimal
+from typing import Any
 
 import pytest
 
@@ -36,7 +37,7 @@ def test_a_reservation_closes_once() -> None:
     assert budget.reserved == 0 and budget.spent == 0
 
 
-def _request(model: str, schema: dict[str, object] | None = None) -> LLMRequest:
+def _request(model: str, schema: dict[str, Any] | None = None) -> LLMRequest:
     return LLMRequest(messages=(ChatMessage("system", "You are an architect."),
                                 ChatMessage("user", "Design a key-value store with 日本語 notes.")),
                       model=model, schema=schema)
