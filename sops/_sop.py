@@ -1,0 +1,118 @@
+"""What a procedure (SOP) is: a named recipe that builds a team from a scenario.
+
+An SOP does not wire roles together; it only chooses which roles there are and what each
+watches, plus how the run starts (the seed messages) and when it stops (a stop condition).
+The bus does the rest. Built-in SOPs are the modules of this package: ``sops/<name>.py``
+with a module attribute ``SOP``; a user's SOP is named ``"package.module:attribute"``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+import msgspec
+
+from bus import ConfigError, Injection, Message, Scenario, StopCondition, closest
+from roles import LLMSettings, Registry, Role
+
+S = TypeVar("S")
+
+
+@dataclass
+class Team:
+    """What a run needs from an SOP.
+
+    ``roles`` in declared order (the order they publish in within a round); ``seed`` the
+    first messages (default: the scenario's idea as ``UserRequirement`` from ``Boss``);
+    ``stop`` a condition checked after each round; ``finish`` runs once at the end with
+    the run's artifacts directory (or ``None`` without a store), e.g. to assemble a book.
+    """
+
+    roles: list[Role]
+    seed: list[Message] = field(default_factory=list)
+    stop: StopCondition | None = None
+    injections: list[Injection] = field(default_factory=list)
+    finish: Callable[[Path | None], None] | None = None
+
+
+@dataclass(frozen=True)
+class SopContext:
+    """What an SOP's ``build`` gets: the scenario, its ``[sop]`` options, the registry of
+    actions and roles for this scenario (built-ins plus the file's own declarations) and
+    the scenario's default LLM settings for every role it builds."""
+
+    scenario: Scenario
+    registry: Registry
+    llm_defaults: LLMSettings
+
+    @property
+    def options(self) -> Mapping[str, Any]:
+        return self.scenario.sop_options
+
+    def options_as(self, kind: type[S]) -> S:
+        """The ``[sop]`` table decoded into ``kind`` (a msgspec Struct with defaults), with
+        the file, the ``$.sop.<key>`` path and the closest valid key on a mistake."""
+        return options_as(self.options, kind, self.scenario.path)
+
+    def resolve(self, relative: str) -> Path:
+        """A data file named in the scenario, relative to the scenario file."""
+        return self.scenario.resolve(relative)
+
+
+@dataclass(frozen=True)
+class SOP:
+    """A procedure: ``build(ctx) -> Team``."""
+
+    name: str
+    description: str
+    build: Callable[[SopContext], Team]
+
+
+def builtin_sops() -> list[str]:
+    """The names of the built-in SOPs (the public modules of this package)."""
+    import sops
+
+    return sorted(m.name for m in pkgutil.iter_modules(sops.__path__) if not m.name.startswith("_"))
+
+
+def get_sop(ref: str, *, where: str = "$.scenario.sop", path: Path | None = None) -> SOP:
+    """The SOP a scenario names: a built-in name or ``"module:attribute"``."""
+    file = f"{path}: " if path else ""
+    module_name, _, attr = ref.partition(":") if ":" in ref else (f"sops.{ref}", "", "SOP")
+    if ":" not in ref and ref not in builtin_sops():
+        near = closest(ref, builtin_sops())
+        hint = f"; did you mean {near[0]!r}?" if near else ""
+        raise ConfigError(f"{file}unknown SOP {ref!r} at {where}: built-in SOPs are "
+                          f"{', '.join(builtin_sops())}, or name your own as 'module:attribute'{hint}")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ConfigError(f"{file}cannot import the SOP module {module_name!r} named at {where}: "
+                          f"{exc}; check the name and that the module is on PYTHONPATH") from None
+    sop = getattr(module, attr, None)
+    if not isinstance(sop, SOP):
+        raise ConfigError(f"{file}{ref!r} at {where} is not an SOP (found {type(sop).__name__}); "
+                          f"point it at a sops.SOP(name=..., description=..., build=...) value")
+    return sop
+
+
+def options_as(options: Mapping[str, Any], kind: type[S], path: Path | None = None) -> S:
+    """``options`` converted to ``kind``, with errors that say where and what is valid."""
+    file = f"{path}: " if path else ""
+    fields = getattr(kind, "__struct_fields__", ())
+    for key in options:
+        if key not in fields:
+            near = closest(key, fields)
+            hint = f"; did you mean `{near[0]}`?" if near else ""
+            raise ConfigError(f"{file}unknown key `{key}` - at `$.sop.{key}`: this SOP takes "
+                              f"{', '.join(fields) or 'no options'}{hint}")
+    try:
+        return msgspec.convert(dict(options), kind)
+    except msgspec.ValidationError as exc:
+        text = str(exc).replace("- at `$", "- at `$.sop")
+        raise ConfigError(f"{file}{text}") from None

@@ -1,0 +1,161 @@
+"""From a loaded scenario to a team: the SOP's roles, the file's own roles and actions.
+
+Order of work: the built-in roles and actions are registered; the scenario gets its own
+copy of the registry, into which its ``[actions.X]`` are declared; the SOP (if any) builds
+its team; each ``[[roles]]`` entry then either overrides the SOP's role of that name (only
+the fields it gives) or declares a new role. Every name is checked here, so a typo is a
+:class:`bus.ConfigError` with its ``$.path`` and the closest names, before any call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from bus import ConfigError, Injection, Message, RoleSpec, Scenario
+from roles import LLMSettings, Registry, Role, declare_action, declare_role, registry, role_with_overrides
+
+from ._sop import SopContext, Team, get_sop
+
+IDEA_ACTION = "UserRequirement"
+IDEA_SENDER = "Boss"
+
+_ROLE_FIELDS = ("profile", "goal", "constraints", "aliases", "watch", "actions", "send_to",
+                "react_mode", "max_react_steps", "llm")
+
+
+def build_team(scenario: Scenario) -> Team:
+    """The team a scenario describes, every name checked."""
+    import roles.builtin  # noqa: F401  (registers the built-in roles and actions)
+
+    sop = get_sop(scenario.sop, path=scenario.path) if scenario.sop else None
+    reg = registry.copy()
+    for name, spec in scenario.actions.items():
+        declare_action(name, instruction=spec.instruction, output=spec.output_types(),
+                       llm=spec.llm, max_repairs=spec.max_repairs, registry=reg)
+    defaults = llm_defaults(scenario)
+    team = sop.build(SopContext(scenario, reg, defaults)) if sop else Team(roles=[])
+    for i, spec in enumerate(scenario.roles):
+        _apply_role(team, spec, f"$.roles[{i}]", reg, defaults, scenario)
+    if not team.roles:
+        raise ConfigError(f"{scenario.path}: the team is empty: name an SOP at $.scenario.sop "
+                          f"or declare roles in [[roles]]")
+    if not team.seed and scenario.idea:
+        team.seed.append(Message(cause_by=IDEA_ACTION, sent_from=IDEA_SENDER, content=scenario.idea))
+    team.injections.extend(
+        Injection(round=i.round, message=Message(cause_by=i.cause_by, sent_from=i.sent_from,
+                                                  send_to=i.send_to, content=i.content, payload=i.payload))
+        for i in scenario.inject)
+    return team
+
+
+def llm_defaults(scenario: Scenario) -> LLMSettings:
+    llm = scenario.llm
+    return LLMSettings(model=llm.model, temperature=llm.temperature, max_tokens=llm.max_tokens,
+                       output_mode=llm.output_mode)
+
+
+def _apply_role(team: Team, spec: RoleSpec, where: str, reg: Registry, defaults: LLMSettings,
+                scenario: Scenario) -> None:
+    given = {f: getattr(spec, f) for f in _ROLE_FIELDS if getattr(spec, f) is not None}
+    try:
+        for j, role in enumerate(team.roles):
+            if role.name == spec.name:
+                team.roles[j] = role_with_overrides(role, registry=reg, where=where, **given)
+                return
+        role = declare_role(spec.name, **given, registry=reg, where=where)
+        team.roles.append(role_with_overrides(role, registry=reg, where=where, llm_defaults=defaults))
+    except ConfigError as exc:
+        raise ConfigError(f"{scenario.path}: {exc}") from None
+
+
+# -- the watch graph ------------------------------------------------------------------------
+
+
+@dataclass
+class WatchGraph:
+    """Who watches what and who publishes what: the team as the bus will route it."""
+
+    watches: dict[str, list[str]] = field(default_factory=dict)  # role -> actions it watches
+    publishes: dict[str, list[str]] = field(default_factory=dict)  # role -> actions it can publish
+    addresses: dict[str, list[str]] = field(default_factory=dict)  # role -> roles it names
+    seeds: list[str] = field(default_factory=list)  # actions of the first messages
+
+    def edges(self) -> list[tuple[str, str, str]]:
+        """(from role, to role, action) for every route by cause_by or by name."""
+        out = []
+        for src, actions in self.publishes.items():
+            for action in actions:
+                for dst, watched in self.watches.items():
+                    if dst != src and action in watched and not self.addresses.get(src):
+                        out.append((src, dst, action))
+            for dst in self.addresses.get(src, []):
+                for action in actions:
+                    out.append((src, dst, action))
+        return out
+
+
+def watch_graph(team: Team) -> WatchGraph:
+    g = WatchGraph(seeds=sorted({m.cause_by for m in team.seed} | {i.message.cause_by for i in team.injections}))
+    names = {a: r.name for r in team.roles for a in (r.name, *r.aliases)}
+    for r in team.roles:
+        g.watches[r.name] = list(r.watch_order)
+        g.publishes[r.name] = [a.name for a in r.actions]
+        g.addresses[r.name] = [names[a] for a in r.send_to if a in names]
+    return g
+
+
+def team_warnings(team: Team) -> list[str]:
+    """Actions nobody watches, roles nobody can reach, and cycles only the round limit bounds."""
+    g = watch_graph(team)
+    watched = {a for acts in g.watches.values() for a in acts}
+    warnings = []
+    for role, actions in g.publishes.items():
+        for action in actions:
+            if action not in watched and not g.addresses.get(role):
+                warnings.append(f"action {action} (published by {role}) is watched by nobody; "
+                                f"its messages will be recorded as undelivered")
+    reached = _reachable(g)
+    for role in g.watches:
+        if role not in reached:
+            warnings.append(f"role {role} can never be reached: nothing it watches "
+                            f"({', '.join(g.watches[role]) or 'nothing'}) is published or seeded, "
+                            f"and nobody addresses it")
+    for cycle in _cycles(g):
+        warnings.append(f"cycle {' -> '.join(cycle)} is bounded only by [run].max_rounds and the "
+                        f"budget (roles may bound it themselves, e.g. a test-round limit)")
+    return warnings
+
+
+def _reachable(g: WatchGraph) -> set[str]:
+    frontier = [r for r, acts in g.watches.items() if set(acts) & set(g.seeds)]
+    seen = set(frontier)
+    edges = g.edges()
+    while frontier:
+        src = frontier.pop()
+        for a, b, _ in edges:
+            if a == src and b not in seen:
+                seen.add(b)
+                frontier.append(b)
+    return seen
+
+
+def _cycles(g: WatchGraph) -> Iterable[list[str]]:
+    """Each elementary cycle once, by a depth-first search from each role (teams are small)."""
+    succ: dict[str, set[str]] = {}
+    for a, b, _ in g.edges():
+        succ.setdefault(a, set()).add(b)
+    found: set[frozenset[str]] = set()
+    out = []
+
+    def walk(start: str, node: str, path: list[str]) -> None:
+        for nxt in sorted(succ.get(node, ())):
+            if nxt == start and frozenset(path) not in found:
+                found.add(frozenset(path))
+                out.append([*path, start])
+            elif nxt not in path and nxt > start:
+                walk(start, nxt, [*path, nxt])
+
+    for start in sorted(succ):
+        walk(start, start, [start])
+    return out
