@@ -167,7 +167,7 @@ class Runner:
                 self._check_idle()
                 continue
             self._busy += 1
-            self._round = max(self._round, rnd)
+            self._round = self.env.round = max(self._round, rnd)
             out = await self._turn(member, news, rnd, scope)
             published = self._publish_all(out, rnd)
             self._check_end(published, rnd)

@@ -151,6 +151,12 @@ class Role:
         history = [m for m in self.memory if m.cause_by in relevant and id(m) not in shown]
         return (*(history[-limit:] if limit > 0 else ()), *news, *earlier)
 
+    def models(self) -> set[str | None]:
+        """Every model this role's calls can use (its own and each action's), so that a
+        run can check their prices before it makes any call."""
+        own = layered(self.llm_defaults, self.llm).model
+        return {own, *(layered(self.llm_defaults, a.llm, self.llm).model for a in self._actions)}
+
     def action_named(self, name: str) -> Action:
         for action in self._actions:
             if action.name == name:

@@ -1,0 +1,196 @@
+"""Where everything is put together: a scenario becomes a team, a provider, a gateway, a
+run store and a run. The one module of ``bus`` that imports ``roles`` and ``sops`` (the
+CLI is the assembly point; the engine itself knows neither).
+
+:func:`execute` is the programmatic entry (tests and other tools call it); :func:`run_scenario`
+is ``sopbus run``: it adds the progress display, the summary table and the exit code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import msgspec
+import trio
+from loguru import logger
+
+from .. import _events as ev
+from .._budget import Budget
+from .._environment import Environment
+from .._errors import ConfigError
+from .._gateway import Gateway
+from .._llm import Provider
+from .._prices import PriceBook
+from .._run import Runner, RunResult
+from .._scenario import scenario_to_builtins
+from .._scenario_types import Scenario
+from .._store import RunStore
+from ._exit import ExitCode
+from ._progress import Progress
+
+
+class Outcome(NamedTuple):
+    """A finished run: its result, its directory and the summary written there."""
+
+    result: RunResult
+    run_dir: Path
+    summary: dict[str, Any]
+
+
+EXIT = {"completed": ExitCode.COMPLETED, "failed": ExitCode.FAILED,
+        "budget_exhausted": ExitCode.BUDGET_EXHAUSTED, "cancelled": ExitCode.INTERRUPTED}
+
+
+def run_scenario(scenario: Scenario, args: argparse.Namespace) -> int:
+    """``sopbus run``: the run with live progress, then the summary; returns the exit code."""
+    quiet = bool(getattr(args, "quiet", False))
+    _configure_logging(quiet)
+    outcome = trio.run(lambda: execute(scenario, record=getattr(args, "record", None),
+                                       progress=not quiet))
+    from ._summary import print_summary
+
+    print_summary(outcome.summary, outcome.run_dir)
+    return int(EXIT[outcome.result.status])
+
+
+async def execute(scenario: Scenario, *, record: Path | None = None, progress: bool = False,
+                  environ: Mapping[str, str] | None = None) -> Outcome:
+    """Builds and runs ``scenario``; every configuration mistake is raised as
+    :class:`~bus.ConfigError` before any call is made or any run directory is created."""
+    from sops import build_team
+
+    team = build_team(scenario)
+    prices = _checked_prices(scenario, team.roles)
+    provider = make_provider(scenario, os.environ if environ is None else environ)
+    store = RunStore.create(Path(scenario.run.runs_dir), scenario.name)
+    sink_id = logger.add(store.run_dir / "run.log", level="DEBUG", enqueue=False,
+                         filter=lambda record: record["extra"].get("run_id") == store.run_id)
+    try:
+        with logger.contextualize(run_id=store.run_id):
+            result = await _run(scenario, team, prices, provider, store, record, progress)
+        if team.finish is not None:
+            team.finish(store.artifacts_dir)
+    finally:
+        logger.remove(sink_id)
+        store.close()
+    summary = msgspec.json.decode((store.run_dir / "summary.json").read_bytes())
+    return Outcome(result, store.run_dir, summary)
+
+
+async def _run(scenario: Scenario, team: Any, prices: PriceBook, provider: Provider,
+               store: RunStore, record: Path | None, progress: bool) -> RunResult:
+    store.write_scenario(scenario_as_run(scenario))
+    store.log(ev.RunStarted(run_id=store.run_id, scenario=scenario.name, mode=scenario.run.mode,
+                            seed=scenario.run.seed, max_rounds=scenario.run.max_rounds,
+                            settings={"provider": scenario.llm.provider, "model": scenario.llm.model,
+                                      "budget_usd": str(scenario.run.budget_usd), "sop": scenario.sop}))
+    async with _opened(provider, record) as live:
+        gateway = Gateway(live, prices, Budget(scenario.run.budget_usd), sink=store.record_call,
+                          max_attempts=scenario.llm.max_attempts)
+        env = Environment(store.run_id, log=store.log)
+        env.add_all(team.roles)
+        runner = Runner(env, mode=scenario.run.mode, max_rounds=scenario.run.max_rounds,
+                        seed=team.seed, injections=team.injections, stop=team.stop,
+                        gateway=gateway, store=store, summary=_summary_fields(scenario, store))
+        if not progress:
+            return await runner.run()
+        async with Progress(env, gateway, scenario, store.run_dir):
+            return await runner.run()
+
+
+def scenario_as_run(scenario: Scenario) -> str:
+    """The scenario with the CLI's overrides applied, as a TOML file that loads again from
+    the run directory: files it names are made absolute, unset (``None``) keys left out."""
+    doc = scenario_to_builtins(scenario)
+    doc.pop("path", None)
+    llm = doc["llm"]
+    llm["fixtures"] = [str(p) for p in scenario.fixture_paths()]
+    if scenario.cassette_path() is not None:
+        llm["cassette"] = str(scenario.cassette_path())
+    text: str = msgspec.toml.encode(_without_none(doc)).decode()
+    return f"# The scenario as run ({scenario.path}, with command-line overrides).\n{text}"
+
+
+def _without_none(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _without_none(v) for k, v in value.items() if v is not None}
+    if isinstance(value, (list, tuple)):
+        return [_without_none(v) for v in value]
+    return value
+
+
+def _summary_fields(scenario: Scenario, store: RunStore) -> dict[str, Any]:
+    return {"scenario": scenario.name, "scenario_path": str(scenario.path), "sop": scenario.sop,
+            "provider": scenario.llm.provider, "model": scenario.llm.model,
+            "seed": scenario.run.seed, "run_dir": str(store.run_dir)}
+
+
+def _checked_prices(scenario: Scenario, roles: list[Any]) -> PriceBook:
+    """The price book, with every model the team can call priced (else a ConfigError that
+    names the model and the fix) before any call is made."""
+    prices = PriceBook.load(scenario.price_table())
+    models = {scenario.llm.model} | {m for role in roles for m in role.models() if m}
+    for model in sorted(models):
+        try:
+            prices.price(model)
+        except ConfigError as exc:
+            raise ConfigError(f"{scenario.path}: {exc}") from None
+    return prices
+
+
+def make_provider(scenario: Scenario, environ: Mapping[str, str]) -> Provider:
+    """The provider ``[llm].provider`` names, configured from the scenario and (for
+    ``openai``) the environment: ``OPENAI_API_KEY``, and ``OPENAI_BASE_URL`` when the
+    scenario gives no ``base_url``."""
+    llm = scenario.llm
+    if llm.provider == "sim":
+        from .._sim import SimProvider, load_fixtures
+
+        return SimProvider(seed=scenario.run.seed, latency_ms=llm.latency_ms,
+                           fixtures=load_fixtures(scenario.fixture_paths()))
+    if llm.provider == "replay":
+        from .._replay import ReplayProvider
+
+        cassette = scenario.cassette_path()
+        if cassette is None:
+            raise ConfigError(f"{scenario.path}: provider 'replay' needs a cassette: set "
+                              f"[llm].cassette to a file recorded with `sopbus run --record FILE`")
+        return ReplayProvider(cassette)
+    from .._openai import OpenAIProvider, openai_settings_from_env
+
+    env = openai_settings_from_env(environ)
+    if not env.api_key:
+        raise ConfigError(f"{scenario.path}: provider 'openai' needs an API key: set "
+                          f"OPENAI_API_KEY in the environment (any value for a local server)")
+    return OpenAIProvider(base_url=llm.base_url or env.base_url, api_key=env.api_key,
+                          timeout_s=llm.timeout_s, stream=llm.stream)
+
+
+@asynccontextmanager
+async def _opened(provider: Provider, record: Path | None) -> AsyncIterator[Provider]:
+    """The provider, opened for the run (and wrapped in a recorder with ``--record``)."""
+    if record is not None:
+        from .._replay import RecordingProvider
+
+        provider = RecordingProvider(provider, record)
+    if hasattr(provider, "__aenter__"):
+        async with provider:  # type: ignore[attr-defined]
+            yield provider
+    else:
+        yield provider
+
+
+def _configure_logging(quiet: bool) -> None:
+    """Human-readable lines to stderr (the cost line after each call); ``--quiet`` keeps
+    only warnings. Each run also gets ``run.log`` in its directory (see :func:`execute`)."""
+    logger.remove()
+    # Written through sys.stderr at call time, so that rich's live display can keep them above it.
+    logger.add(lambda line: sys.stderr.write(line), level="WARNING" if quiet else "INFO",
+               colorize=sys.stderr.isatty(),
+               format="<green>{time:HH:mm:ss}</green> <level>{level: <7}</level> {message}")

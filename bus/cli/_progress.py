@@ -1,0 +1,77 @@
+"""Live progress of ``sopbus run``: round, messages, and spend against the budget.
+
+On a terminal a rich progress bar redraws in place; elsewhere (CI logs, pipes) a plain line
+is printed whenever the round changes. Either way the display only *reads* the run's
+counters (polling a few times a second), so the engine knows nothing about it.
+"""
+
+from __future__ import annotations
+
+import sys
+from decimal import Decimal
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import trio
+
+_POLL_S = 0.1
+
+
+class Progress:
+    """``async with Progress(env, gateway, scenario, run_dir): ...`` around a run."""
+
+    def __init__(self, env: Any, gateway: Any, scenario: Any, run_dir: Path):
+        self._env, self._gateway = env, gateway
+        self._name, self._max_rounds = scenario.name, scenario.run.max_rounds
+        self._run_dir = run_dir
+        self._cancel = trio.CancelScope()
+        self._nursery_cm: Any = None
+        self._tty = sys.stdout.isatty()
+
+    async def __aenter__(self) -> Progress:
+        print(f"sopbus: running {self._name} -> {self._run_dir}", flush=True)
+        self._nursery_cm = trio.open_nursery()
+        nursery = await self._nursery_cm.__aenter__()
+        nursery.start_soon(self._live if self._tty else self._lines)
+        return self
+
+    async def __aexit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                        tb: TracebackType | None) -> bool | None:
+        self._cancel.cancel()
+        handled = bool(await self._nursery_cm.__aexit__(kind, exc, tb))
+        if not self._tty:
+            rnd, published, spent, cap = self._state()
+            print(f"ended in round {rnd} | messages {published} | spent ${spent:.4f} of ${cap:.2f}",
+                  flush=True)
+        return handled
+
+    def _state(self) -> tuple[int, int, Decimal, Decimal]:
+        budget = self._gateway.budget
+        return self._env.round, self._env.published, budget.spent, budget.cap
+
+    async def _lines(self) -> None:
+        last = -1
+        with self._cancel:
+            while True:
+                rnd, published, spent, cap = self._state()
+                if rnd != last:
+                    last = rnd
+                    print(f"round {rnd}/{self._max_rounds} | messages {published} | "
+                          f"spent ${spent:.4f} of ${cap:.2f}", flush=True)
+                await trio.sleep(_POLL_S)
+
+    async def _live(self) -> None:
+        from rich.progress import BarColumn, Progress as Bar, TextColumn
+
+        bar = Bar(TextColumn("[bold]round {task.fields[round]}/{task.fields[max_rounds]}"),
+                  TextColumn("messages {task.fields[messages]}"), BarColumn(),
+                  TextColumn("${task.fields[spent]:.4f} of ${task.fields[cap]:.2f}"))
+        with bar, self._cancel:
+            rnd, published, spent, cap = self._state()
+            task = bar.add_task("spend", total=float(cap), round=rnd, max_rounds=self._max_rounds,
+                                messages=published, spent=spent, cap=cap)
+            while True:
+                rnd, published, spent, cap = self._state()
+                bar.update(task, completed=float(spent), round=rnd, messages=published, spent=spent)
+                await trio.sleep(_POLL_S)
