@@ -30,9 +30,9 @@ def build_team(scenario: Scenario) -> Team:
 
     sop = get_sop(scenario.sop, path=scenario.path) if scenario.sop else None
     reg = registry.copy()
-    for name, spec in scenario.actions.items():
-        declare_action(name, instruction=spec.instruction, output=spec.output_types(),
-                       llm=spec.llm, max_repairs=spec.max_repairs, registry=reg)
+    for name, action in scenario.actions.items():
+        declare_action(name, instruction=action.instruction, output=action.output_types(),
+                       llm=action.llm, max_repairs=action.max_repairs, registry=reg)
     defaults = llm_defaults(scenario)
     team = sop.build(SopContext(scenario, reg, defaults)) if sop else Team(roles=[])
     for i, spec in enumerate(scenario.roles):

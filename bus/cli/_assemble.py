@@ -186,11 +186,15 @@ async def _opened(provider: Provider, record: Path | None) -> AsyncIterator[Prov
         yield provider
 
 
+def _to_stderr(line: str) -> None:
+    sys.stderr.write(line)
+
+
 def _configure_logging(quiet: bool) -> None:
     """Human-readable lines to stderr (the cost line after each call); ``--quiet`` keeps
     only warnings. Each run also gets ``run.log`` in its directory (see :func:`execute`)."""
     logger.remove()
     # Written through sys.stderr at call time, so that rich's live display can keep them above it.
-    logger.add(lambda line: sys.stderr.write(line), level="WARNING" if quiet else "INFO",
+    logger.add(_to_stderr, level="WARNING" if quiet else "INFO",
                colorize=sys.stderr.isatty(),
                format="<green>{time:HH:mm:ss}</green> <level>{level: <7}</level> {message}")
