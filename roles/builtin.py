@@ -6,3 +6,4 @@ add built-in roles.
 """
 
 from __future__ import annotations
+from . import _camel  # noqa: F401  (CAMEL role-play)
