@@ -7,3 +7,8 @@ add built-in roles.
 
 from __future__ import annotations
 from . import _camel  # noqa: F401  (CAMEL role-play)
+
+from . import _company_code  # noqa: F401  (Engineer and its actions)
+from . import _company_docs  # noqa: F401  (PRD, design and task writers)
+from . import _company_qa  # noqa: F401  (QA and its actions)
+from . import _group_chat  # noqa: F401  (group chat)

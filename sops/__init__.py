@@ -12,3 +12,10 @@ from ._team import build_team as build_team
 from ._team import llm_defaults as llm_defaults
 from ._team import team_warnings as team_warnings
 from ._team import watch_graph as watch_graph
+from ._termination import AllOf as AllOf
+from ._termination import AnyOf as AnyOf
+from ._termination import MaxMessages as MaxMessages
+from ._termination import SpendLimit as SpendLimit
+from ._termination import TextMention as TextMention
+from ._termination import Timeout as Timeout
+from ._termination import TokenLimit as TokenLimit
