@@ -1,23 +1,27 @@
-"""``sopbus validate SCENARIO``: check a scenario file without running it.
+"""``sopbus validate SCENARIO [--mermaid]``: check a scenario file without running it.
 
-Step 1 (here): decode the file, resolve the files it names, and print what it declares.
-Step 2 (the team, added with the team assembly): build the team from the SOP and the
-file's roles without running it, check every name in ``watch``/``actions`` against the
-registry, print the watch graph and warn about unwatched actions, unreachable roles and
-unbounded cycles. It goes where :func:`run` says, as one more function that takes the
-scenario and the :class:`Report` and appends to it; ``--mermaid`` goes in
-:func:`configure`.
+Two steps. The file: decode it, resolve the files it names, and describe what it declares.
+The team: build it from the SOP and the file's roles exactly as ``sopbus run`` would (every
+name in ``watch``/``actions`` checked against the registry: a typo exits 2 with the
+closest names), print the watch graph (who watches what, who publishes what, and the
+routes between them), and warn about actions nobody watches, roles nobody can reach and
+cycles only the round limit bounds. Nothing is printed until both steps pass.
+
+``--mermaid`` prints only the graph, as a Mermaid flowchart (pipe it into a ``.mmd`` file);
+the warnings then go to stderr.
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import TYPE_CHECKING
 
 from ._args import path_arg
 
 if TYPE_CHECKING:
     from bus import RoleSpec, Scenario
+    from sops import Team
 
 NAME = "validate"
 HELP = "check a scenario file and print what it declares, without running it"
@@ -25,15 +29,19 @@ HELP = "check a scenario file and print what it declares, without running it"
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("scenario", metavar="SCENARIO", type=path_arg, help="a scenario file (TOML)")
+    parser.add_argument("--mermaid", action="store_true",
+                        help="print the watch graph as a Mermaid flowchart (warnings to stderr)")
 
 
 class Report:
-    """What ``validate`` prints: lines describing the scenario, then warnings. (A plain
-    class: ``dataclasses`` imports ``inspect``, which ``--help`` need not pay for.)"""
+    """What ``validate`` prints: lines describing the scenario, the watch graph, then
+    warnings. (A plain class: ``dataclasses`` imports ``inspect``, which ``--help`` need
+    not pay for.)"""
 
-    def __init__(self, lines: list[str], warnings: list[str]):
+    def __init__(self, lines: list[str], warnings: list[str], graph: list[str] | None = None):
         self.lines = lines
         self.warnings = warnings
+        self.graph = graph or []
 
 
 def run(args: argparse.Namespace) -> int:
@@ -41,13 +49,35 @@ def run(args: argparse.Namespace) -> int:
 
     scenario = load_scenario(args.scenario)  # a ConfigError here exits 2 with its message
     report = Report(lines=describe(scenario), warnings=scenario_warnings(scenario))
-    # Step 2, the team checks, is called here: e.g. `check_team(scenario, args, report)`.
+    team = check_team(scenario, report)
+    if args.mermaid:
+        from ._graph import mermaid
+
+        print(mermaid(team))
+        for warning in report.warnings:
+            print(f"warning: {warning}", file=sys.stderr)
+        return 0
     print(f"{args.scenario}: ok")
     for line in report.lines:
         print(f"  {line}")
+    for line in report.graph:
+        print(line)
     for warning in report.warnings:
         print(f"warning: {warning}")
     return 0
+
+
+def check_team(scenario: Scenario, report: Report) -> Team:
+    """Builds the team as ``sopbus run`` would (a wrong name raises ConfigError), adds its
+    watch graph to ``report`` and its warnings before the file's own."""
+    from sops import build_team, team_warnings
+
+    from ._graph import graph_text
+
+    team = build_team(scenario)
+    report.graph = graph_text(team)
+    report.warnings[:0] = team_warnings(team)
+    return team
 
 
 def describe(scenario: Scenario) -> list[str]:
