@@ -17,9 +17,12 @@ from typing import Any
 
 import msgspec
 
+from ._chain import CHAIN_FIELDS
 from ._message import Message
 
 WALL_CLOCK_FIELDS = frozenset({"t", "latency_ms", "run_id"})
+# The chain's hashes cover the wall-clock fields, so they differ between identical runs too.
+_NOT_LOGICAL = WALL_CLOCK_FIELDS | CHAIN_FIELDS
 
 
 class _Event(msgspec.Struct, kw_only=True, tag_field="kind"):
@@ -127,14 +130,15 @@ def decode_event(raw: dict[str, Any]) -> Any:
 
 
 def logical_view(records: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:
-    """The records with wall-clock and identity fields removed, at any depth."""
+    """The records with wall-clock, identity and chain (``_prev``, ``_h``) fields removed,
+    at any depth."""
     for rec in records:
         yield _strip(rec)
 
 
 def _strip(value: Any) -> Any:
     if isinstance(value, dict):
-        return {k: _strip(v) for k, v in value.items() if k not in WALL_CLOCK_FIELDS}
+        return {k: _strip(v) for k, v in value.items() if k not in _NOT_LOGICAL}
     if isinstance(value, list):
         return [_strip(v) for v in value]
     return value

@@ -51,7 +51,7 @@ async def test_money_is_stored_as_decimal_strings(tmp_path: Path) -> None:
     await make_run(tmp_path)
     first = msgspec.json.decode((tmp_path / "costs.jsonl").read_bytes().splitlines()[0])
     assert isinstance(first["cost_usd"], str) and Decimal(first["cost_usd"]) > 0
-    assert list(first)[-2:] == ["latency_ms", "t"]
+    assert list(first)[-4:] == ["latency_ms", "t", "_prev", "_h"]  # then the chain fields
     assert "t" not in without_wall_clock(load_ledger(tmp_path)[0])
 
 
