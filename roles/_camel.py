@@ -277,7 +277,7 @@ class CamelAgent(_Personas, register=False):
         self.memory.extend(fresh)
         if not any(m.cause_by in self.triggers for m in fresh):
             return ()  # e.g. the assistant reading the specified task: it waits for an instruction
-        return await self._run_in_order(self.actions, fresh, turn)
+        return await self._run_in_order(self._actions, fresh, turn)
 
     def task(self) -> str:
         spec = self.memory.latest(SPECIFY)

@@ -154,7 +154,7 @@ class Coder(Role):
                 f"the script still fails after {written} attempt(s) (max_attempts="
                 f"{self.max_attempts}); last report:\n{_tail(failed[-1].content)[-1500:]}\n"
                 f"Raise [sop].max_attempts or use a stronger model for {self.name}.")
-        return await self._run_in_order(self.actions, fresh, turn)
+        return await self._run_in_order(self._actions, fresh, turn)
 
 
 class Executor(Role):

@@ -22,9 +22,9 @@ and the SOP's termination conditions bound the chat.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 import msgspec
 from pydantic import BaseModel, Field
@@ -38,7 +38,7 @@ from ._role import Role
 
 Strategy = Literal["round_robin", "model", "handoff"]
 SPEAK, NEXT, TASK = "Speak", "NextSpeaker", "UserRequirement"
-ROUND_ROBIN = "round_robin"
+ROUND_ROBIN: Final = "round_robin"
 
 
 @dataclass(frozen=True)
@@ -55,7 +55,7 @@ class HandoffReply(BaseModel):
         "the name of the participant who should speak next; null to keep the floor"))
 
 
-def transcript(memory: Sequence[Message], limit: int) -> list[Message]:
+def transcript(memory: Iterable[Message], limit: int) -> list[Message]:
     """The task and the chat messages, the newest ``limit`` of them."""
     said = [m for m in memory if m.cause_by in (TASK, SPEAK)]
     return said[-limit:]
@@ -113,7 +113,7 @@ class ChatParticipant(Role):
         self.memory.extend(fresh)
         if not any(m.cause_by == NEXT for m in fresh):
             return ()
-        return await self._run_in_order(self.actions, fresh, turn)
+        return await self._run_in_order(self._actions, fresh, turn)
 
 
 # -- choosing the next speaker ------------------------------------------------------------
