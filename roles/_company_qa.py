@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from bus import ChatMessage, Message, SandboxLimits, Turn, run_sandboxed
 
 from ._action import Action, ActionContext
-from ._company_code import BUG_REPORT, SummarizeCode
+from ._company_code import BUG_REPORT, SummarizeCode, WriteCode
 from ._company_util import WORKSPACE, concurrently, is_test, listing, tail
 from ._llm import LLMSettings
 from ._prompt import task_text
@@ -133,7 +133,7 @@ class QaEngineer(Role):
     profile = "QA Engineer"
     goal = "make sure the code works: write tests, run them, report what fails"
     constraints = "tests are fast, deterministic and use only pytest and the standard library"
-    watch = (SummarizeCode,)
+    watch = (WriteCode, SummarizeCode)  # the code is remembered; the summary starts the work
     actions = (WriteTest, RunCode, DebugError)
 
     def __init__(self, *, max_test_rounds: int = 3, test_timeout_s: float = 60.0,

@@ -9,7 +9,8 @@ test can check what the client sent. Replies:
   ``stream_options.include_usage`` asks for it, as OpenAI does);
 - :class:`Fail` - an HTTP error status with an OpenAI-style error body and headers
   (``retry-after`` for a 429);
-- :class:`Slow` - waits, then answers (for client timeouts).
+- :class:`Slow` - waits, then answers (for client timeouts);
+- a callable - computes one of the above from the request's JSON body.
 
 Used as ``with OpenAIServer() as server: ...``; ``server.base_url`` ends in ``/v1``.
 """
@@ -18,7 +19,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -46,7 +47,9 @@ class Slow:
     then: Answer
 
 
-Reply = Answer | Fail | Slow
+Reply = Answer | Fail | Slow | Callable[[dict[str, Any]], "Answer | Fail | Slow"]
+"""A scripted reply; a callable computes it from the request's JSON body (e.g. an answer
+that fits the request's ``response_format`` schema)."""
 
 
 @dataclass(frozen=True)
@@ -111,6 +114,8 @@ def _handler_for(server: OpenAIServer) -> type[BaseHTTPRequestHandler]:
                 pass  # the client gave up (a timeout test); nothing to answer
 
         def _reply(self, reply: Reply, body: dict[str, Any]) -> None:
+            if callable(reply):
+                reply = reply(body)
             if isinstance(reply, Slow):
                 if server._stopping.wait(reply.seconds):
                     return
