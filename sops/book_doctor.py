@@ -1,0 +1,56 @@
+"""Bounded book doctor: one role answers a question about a long book with read-only tools,
+within hard bounds, and proposes a validated plan (nothing is applied).
+
+The question is the scenario's idea. ``[sop]`` options (paths relative to the scenario)::
+
+    book = "data/journey_west"     # required: the book's data directory (see roles._book_data)
+    max_steps = 4                  # decision steps (model answers), 3 to 5
+    max_tool_calls = 4             # tools run, 3 to 5
+    max_request_chars = 32000      # characters per request, 24,000 to 64,000
+    max_result_chars = 6000        # one tool result is cut to this (500 to a third of the cap)
+    max_new_chapters = 3           # new chapters one plan may add
+
+See ``roles._book_doctor`` for the protocol, the trimming and the fail-closed rule.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import msgspec
+
+from bus import ConfigError
+from roles._book_data import load_book
+from roles._book_doctor import CHAR_RANGE, STEP_RANGE, TOOL_RANGE, BookDoctor, DoctorBounds
+
+from . import _sop
+from ._sop import SopContext, Team
+
+
+class DoctorOptions(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    book: str
+    max_steps: Annotated[int, msgspec.Meta(ge=STEP_RANGE[0], le=STEP_RANGE[1])] = 4
+    max_tool_calls: Annotated[int, msgspec.Meta(ge=TOOL_RANGE[0], le=TOOL_RANGE[1])] = 4
+    max_request_chars: Annotated[int, msgspec.Meta(ge=CHAR_RANGE[0], le=CHAR_RANGE[1])] = 32_000
+    max_result_chars: Annotated[int, msgspec.Meta(ge=500)] = 6_000
+    max_new_chapters: Annotated[int, msgspec.Meta(ge=0)] = 3
+
+
+def build(ctx: SopContext) -> Team:
+    o = ctx.options_as(DoctorOptions)
+    if not ctx.scenario.idea:
+        raise ConfigError(f"{ctx.scenario.path}: the book doctor answers the question in "
+                          f"[scenario].idea; write one (or pass --idea \"...\")")
+    try:
+        bounds = DoctorBounds(max_steps=o.max_steps, max_tool_calls=o.max_tool_calls,
+                              max_request_chars=o.max_request_chars,
+                              max_result_chars=o.max_result_chars, max_new_chapters=o.max_new_chapters)
+    except ConfigError as exc:
+        raise ConfigError(f"{ctx.scenario.path}: [sop]: {exc}") from None
+    book = load_book(ctx.resolve(o.book))
+    return Team(roles=[BookDoctor(book=book, bounds=bounds, llm_defaults=ctx.llm_defaults)])
+
+
+SOP = _sop.SOP(name="book_doctor", description="a bounded book doctor: answers a question about a "
+          "long book with read-only tools within step, tool and size bounds, and proposes a "
+          "validated plan (never applied)", build=build)

@@ -1,0 +1,120 @@
+"""Blackboard book writer: six workers that react to writes on a shared board.
+
+No worker calls another and no pipeline is declared: each worker watches board slots
+(``Board.word_count``, ``Board.material``, ...) and fires when its condition holds for a
+heading (see ``roles._book_workers``). The SOP writes the outline onto the board (round 0)
+and the run goes until no condition holds (idle). The book, with its outline, is
+``artifacts/book.md``.
+
+``[sop]`` options (paths relative to the scenario file)::
+
+    outline = "data/book_writer/outline.toml"     # required: title and [[heading]] entries
+    notes = "data/book_writer/notes.toml"         # knowledge notes ([[note]]); "" for none
+    policies = "data/book_writer/policies.toml"   # author policies ([[policy]]); "" for none
+    notes_per_heading = 3    # notes gathered as one heading's material, at most
+    split_chars = 2000       # content longer than this (and no subheadings) is split
+    max_revisions = 1        # the evaluation worker fires while revision_count < this
+    max_split_depth = 1      # 1: only top-level headings are split
+
+The outline file::
+
+    title = "A Reader's Companion to Journey to the West"
+    [[heading]]
+    title = "The Stone Monkey"
+    requirement = "How Sun Wukong is born and becomes king"   # optional
+    words = 600                                              # optional word-count requirement
+
+A user's edits are board writes: ``[[inject]]`` entries in the scenario (or in a file given
+to ``sopbus run --inject FILE``) with ``cause_by = "Board.<slot>"`` and
+``payload = { heading = "...", value = ... }`` (``content`` is the value when the payload
+has none). They are processed by the same triggers as the workers' writes.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from typing import Annotated
+
+import msgspec
+
+from bus import ConfigError, Message
+from roles._board import Board, write_message
+from roles._book_notes import load_notes, load_policies
+from roles._book_workers import WORKERS, BoardKeeper, WriterSettings
+
+from . import _sop
+from ._sop import SopContext, Team
+
+Positive = Annotated[int, msgspec.Meta(ge=1)]
+
+
+class WriterOptions(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    outline: str
+    notes: str = ""
+    policies: str = ""
+    notes_per_heading: Positive = 3
+    split_chars: Positive = 2000
+    max_revisions: Positive = 1
+    max_split_depth: Positive = 1
+
+
+class OutlineHeading(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    title: str
+    requirement: str = ""
+    words: Annotated[int, msgspec.Meta(ge=0)] = 0
+
+
+class Outline(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    title: str
+    heading: tuple[OutlineHeading, ...]
+
+
+def load_outline(path: str, ctx: SopContext) -> Outline:
+    file = ctx.resolve(path)
+    try:
+        outline = msgspec.convert(tomllib.loads(file.read_text(encoding="utf-8")), Outline)
+    except OSError as exc:
+        raise ConfigError(f"{ctx.scenario.path}: cannot read the outline {file} named at "
+                          f"$.sop.outline: {exc.strerror}") from None
+    except (tomllib.TOMLDecodeError, msgspec.ValidationError) as exc:
+        raise ConfigError(f"{file}: {exc}") from None
+    titles = [h.title.strip() for h in outline.heading]
+    if not titles or len(set(titles)) != len(titles) or not all(titles):
+        raise ConfigError(f"{file}: the outline needs at least one [[heading]], each with a "
+                          f"distinct, non-empty title; got {titles}")
+    return outline
+
+
+def outline_writes(outline: Outline, sender: str) -> list[Message]:
+    """The board's first writes: each heading's requirement and length, then its word
+    count 0 (the write that wakes the material worker)."""
+    out = []
+    for h in outline.heading:
+        title = h.title.strip()
+        if h.requirement:
+            out.append(write_message(title, "requirement", h.requirement, sender=sender))
+        if h.words:
+            out.append(write_message(title, "word_count_requirement", h.words, sender=sender))
+        out.append(write_message(title, "word_count", 0, sender=sender))
+    return out
+
+
+def build(ctx: SopContext) -> Team:
+    o = ctx.options_as(WriterOptions)
+    outline = load_outline(o.outline, ctx)
+    settings = WriterSettings(
+        notes=load_notes(ctx.resolve(o.notes)) if o.notes else (),
+        policies=load_policies(ctx.resolve(o.policies)) if o.policies else (),
+        notes_per_heading=o.notes_per_heading, split_chars=o.split_chars,
+        max_revisions=o.max_revisions, max_split_depth=o.max_split_depth)
+    board = Board(title=outline.title, brief=ctx.scenario.idea or "")
+    keeper = BoardKeeper(board=board, llm_defaults=ctx.llm_defaults)
+    workers = [cls(board=board, settings=settings, rank=i, llm_defaults=ctx.llm_defaults)
+               for i, cls in enumerate(WORKERS, start=1)]
+    seed = outline_writes(outline, sender=keeper.name)
+    board.seed(seed)
+    return Team(roles=[keeper, *workers], seed=seed, finish=keeper.finish)
+
+
+SOP = _sop.SOP(name="book_writer", description="a blackboard book writer: six workers react to "
+          "board writes until no trigger fires; the book goes to artifacts/book.md", build=build)
