@@ -57,7 +57,8 @@ def ledger(run_dir: Path) -> list[dict[str, Any]]:
 
 
 def events(run_dir: Path, kind: str) -> list[dict[str, Any]]:
-    return [e for e in read_jsonl(run_dir / "events.jsonl") if e["kind"] == kind]
+    every: list[dict[str, Any]] = list(read_jsonl(run_dir / "events.jsonl"))
+    return [e for e in every if e["kind"] == kind]
 
 
 def published(run_dir: Path, cause_by: str) -> list[dict[str, Any]]:
@@ -103,6 +104,7 @@ def main_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[subproc
     yield done, the_run(runs)
 
 
+@pytest.mark.slow
 def test_main_job_ends_completed_with_every_artifact(main_run: tuple[Any, Path]) -> None:
     done, run_dir = main_run
     assert done.returncode == 0, done.stderr
@@ -115,6 +117,7 @@ def test_main_job_ends_completed_with_every_artifact(main_run: tuple[Any, Path])
     assert "P0" in (artifacts / "docs/prd.md").read_text()
 
 
+@pytest.mark.slow
 def test_main_job_qa_ran_the_tests_and_they_passed(main_run: tuple[Any, Path]) -> None:
     _, run_dir = main_run
     assert test_runs(run_dir) == [True]
@@ -127,6 +130,7 @@ def test_main_job_qa_ran_the_tests_and_they_passed(main_run: tuple[Any, Path]) -
     assert published(run_dir, "DebugError") == []
 
 
+@pytest.mark.slow
 def test_main_job_built_a_working_program(main_run: tuple[Any, Path]) -> None:
     _, run_dir = main_run
     done = subprocess.run([sys.executable, "-m", "wordcount", "-w", "--top", "1"],
@@ -136,6 +140,7 @@ def test_main_job_built_a_working_program(main_run: tuple[Any, Path]) -> None:
     assert done.stdout.split() == ["5", "2", "the"]
 
 
+@pytest.mark.slow
 def test_main_job_ledger_adds_up_to_the_summary_under_budget(main_run: tuple[Any, Path]) -> None:
     _, run_dir = main_run
     lines, summary = ledger(run_dir), summary_of(run_dir)
@@ -150,6 +155,7 @@ def test_main_job_ledger_adds_up_to_the_summary_under_budget(main_run: tuple[Any
     assert {line["outcome"] for line in lines} == {"ok"}
 
 
+@pytest.mark.slow
 def test_a_budget_too_small_stops_the_run_and_keeps_what_was_written(tmp_path: Path) -> None:
     # Enough for the three documents; four files of up to 4096 tokens each are not reserved.
     done = sopbus(str(MAIN), "--runs-dir", str(tmp_path), "--budget", "0.003")
@@ -269,6 +275,7 @@ def schema_answer(body: dict[str, Any]) -> Answer:
                   completion_tokens=len(text) // 4)
 
 
+@pytest.mark.slow
 def test_the_pipeline_through_the_openai_provider_ends_cleanly(tmp_path: Path) -> None:
     with OpenAIServer() as server:
         server.script(schema_answer)
