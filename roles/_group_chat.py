@@ -7,11 +7,11 @@ too and, after each message, publishes ``NextSpeaker`` addressed to the one it c
 
 - ``round_robin``: the next in declared order; no model.
 - ``model``: the model reads the participants' descriptions and the conversation and names
-  the next speaker (:class:`SelectSpeaker`). The reply must name exactly one participant
-  (and not the last speaker when repeats are off); otherwise it is sent back with the
-  problem, at most ``max_attempts`` asks in all, then the declared ``fallback`` speaks
-  (and a ``speaker_fallback`` event says why): never a silent livelock. Each ask is a call
-  of the ``SelectSpeaker`` action, so it is priced and in the ledger under that name.
+  the next speaker. The reply must name exactly one participant (and not the last speaker
+  when repeats are off); otherwise it is sent back with the problem, at most
+  ``max_attempts`` asks in all, then the declared ``fallback`` speaks (and a
+  ``speaker_fallback`` event says why): never a silent livelock. Each ask is a call in
+  the name of ``SelectSpeaker``, so it is priced and in the ledger under that name.
 - ``handoff``: the speaker names the next one in the ``handoff`` field of its structured
   reply; no (or an unknown) name keeps the floor with the speaker.
 
@@ -38,6 +38,7 @@ from ._role import Role
 
 Strategy = Literal["round_robin", "model", "handoff"]
 SPEAK, NEXT, TASK = "Speak", "NextSpeaker", "UserRequirement"
+SELECT = "SelectSpeaker"  # the ledger's name for the model selector's calls
 ROUND_ROBIN: Final = "round_robin"
 
 
@@ -97,7 +98,9 @@ class Speak(Action):
 class ChatParticipant(Role):
     """Speaks when a ``NextSpeaker`` message gives it the floor; otherwise only listens."""
 
-    watch = (TASK, SPEAK)
+    # NextSpeaker is always addressed to one participant, so watching it routes nothing
+    # extra; it makes the watch graph (sopbus validate) show who gives the floor.
+    watch = (TASK, SPEAK, NEXT)
     actions = (Speak,)
 
     def __init__(self, *, group: Sequence[Participant] = (), history: int = 20,
@@ -143,9 +146,12 @@ def selection_problem(found: list[str], candidates: Sequence[str], last: str | N
     return None
 
 
-class SelectSpeaker(Action):
-    """Asks the model who speaks next (see the module docstring); returns a :class:`Choice`
-    through :meth:`choose`. Its ``run`` is not used: the manager calls :meth:`choose`."""
+class NextSpeaker(Action):
+    """The manager's action: its messages give the floor. With the ``model`` strategy it
+    asks the model (see the module docstring); those calls are made, priced and ledgered
+    as ``SelectSpeaker``. Its ``run`` is not used: the manager calls :meth:`choose`."""
+
+    call_name = SELECT
 
     def __init__(self, *, max_attempts: int = 3, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -158,7 +164,7 @@ class SelectSpeaker(Action):
         names = [p.name for p in manager.group]
         candidates = [n for n in names if manager.allow_repeat or n != last]
         messages = self.selection_prompt(manager, candidates)
-        request = build_request(messages, output=None, llm=ctx.llm, action=self.name,
+        request = build_request(messages, output=None, llm=ctx.llm, action=self.call_name,
                                 role=manager.name)
         problem = ""
         for attempt in range(1, self.max_attempts + 1):
@@ -192,7 +198,7 @@ class ChatManager(Role):
     name = "ChatManager"
     profile = "Group chat manager"
     watch = (TASK, SPEAK)
-    actions = (SelectSpeaker,)
+    actions = (NextSpeaker,)
 
     def __init__(self, *, group: Sequence[Participant] = (), strategy: Strategy = ROUND_ROBIN,
                  allow_repeat: bool = True, fallback: str = ROUND_ROBIN,
@@ -235,7 +241,7 @@ class ChatManager(Role):
         if self.strategy == "handoff":
             return Choice(self.handed_to(spoken))
         action = self.actions[0]
-        assert isinstance(action, SelectSpeaker)
+        assert isinstance(action, NextSpeaker)
         return await action.choose(self.context(action, news, turn), self)
 
     def after(self, name: str | None) -> str:

@@ -35,8 +35,8 @@ from typing import Literal
 import msgspec
 
 from bus import ConfigError
-from roles._group_chat import (ROUND_ROBIN, SPEAK, ChatManager, ChatParticipant, Participant,
-                               SelectSpeaker, Speak)
+from roles._group_chat import (ROUND_ROBIN, SPEAK, ChatManager, ChatParticipant, NextSpeaker,
+                               Participant, Speak)
 
 from . import _sop
 from ._sop import SopContext, Team
@@ -97,7 +97,7 @@ def build(ctx: SopContext) -> Team:
     group = [Participant(p.name, p.description) for p in o.participants]
     manager = ChatManager(group=group, strategy=o.strategy, allow_repeat=o.allow_repeat,
                           fallback=o.fallback, first_speaker=o.first_speaker, history=o.history,
-                          actions=[SelectSpeaker(max_attempts=o.max_attempts)],
+                          actions=[NextSpeaker(max_attempts=o.max_attempts)],
                           llm_defaults=ctx.llm_defaults)
     speakers = [ChatParticipant(name=p.name, profile=p.description, group=group, history=o.history,
                                 actions=[Speak(handoff=o.strategy == "handoff")],

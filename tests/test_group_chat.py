@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from bus import ConfigError, LLMRequest, Message
-from roles._group_chat import ChatManager, Participant, SelectSpeaker
+from roles._group_chat import ChatManager, NextSpeaker, Participant
 from scripted_gateway import ScriptedGateway, turn
 from sop_runs import cli_run, events, ledger, messages, run, scenario
 from sops import AllOf, AnyOf, MaxMessages, SpendLimit, TextMention, Timeout, TokenLimit
@@ -95,7 +95,7 @@ responses = ["I am not sure yet.", "Writer, or maybe Critic.", "Planner again.",
 def manager(strategy: str = "model", **kw: Any) -> ChatManager:
     group = [Participant("Ann", "plans"), Participant("Bob", "writes"), Participant("Cy", "checks")]
     return ChatManager(group=group, strategy=strategy,  # type: ignore[arg-type]
-                       actions=[SelectSpeaker(max_attempts=kw.pop("max_attempts", 3))],
+                       actions=[NextSpeaker(max_attempts=kw.pop("max_attempts", 3))],
                        llm_defaults={"model": "m"}, **kw)
 
 
