@@ -29,7 +29,8 @@ class Team:
 
     ``roles`` in declared order (the order they publish in within a round); ``seed`` the
     first messages (default: the scenario's idea as ``UserRequirement`` from ``Boss``);
-    ``stop`` a condition checked after each round; ``finish`` runs once at the end with
+    ``stop`` a condition checked after each round (if it has a ``bind_stats(stats)``
+    method, the run hands it the gateway's ``stats`` callable before starting); ``finish`` runs once at the end with
     the run's artifacts directory (or ``None`` without a store), e.g. to assemble a book.
     """
 

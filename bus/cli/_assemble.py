@@ -4,6 +4,11 @@ CLI is the assembly point; the engine itself knows neither).
 
 :func:`execute` is the programmatic entry (tests and other tools call it); :func:`run_scenario`
 is ``sopbus run``: it adds the progress display, the summary table and the exit code.
+
+Every run keeps its LLM answers in ``calls.jsonl`` and the reservation of each call in its
+event log (:class:`bus._tape.CallLog`), so it can be resumed, replayed and forked. Those
+commands pass :func:`execute` a :class:`bus._resume.Continuation`: which directory to write
+(the same one for a resume), which answers come from a recording, what spend carries over.
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ import sys
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import msgspec
 import trio
@@ -34,6 +39,9 @@ from .._store import RunStore
 from ._exit import ExitCode
 from ._progress import Progress
 
+if TYPE_CHECKING:
+    from .._resume import Continuation
+
 
 class Outcome(NamedTuple):
     """A finished run: its result, its directory and the summary written there."""
@@ -47,12 +55,14 @@ EXIT = {"completed": ExitCode.COMPLETED, "failed": ExitCode.FAILED,
         "budget_exhausted": ExitCode.BUDGET_EXHAUSTED, "cancelled": ExitCode.INTERRUPTED}
 
 
-def run_scenario(scenario: Scenario, args: argparse.Namespace) -> int:
-    """``sopbus run``: the run with live progress, then the summary; returns the exit code."""
+def run_scenario(scenario: Scenario, args: argparse.Namespace,
+                 continuation: Continuation | None = None) -> int:
+    """``sopbus run`` (and resume, replay, fork with a ``continuation``): the run with live
+    progress, then the summary; returns the exit code."""
     quiet = bool(getattr(args, "quiet", False))
     _configure_logging(quiet)
     outcome = trio.run(lambda: execute(scenario, record=getattr(args, "record", None),
-                                       progress=not quiet))
+                                       progress=not quiet, continuation=continuation))
     from ._summary import print_summary
 
     print_summary(outcome.summary, outcome.run_dir)
@@ -60,20 +70,32 @@ def run_scenario(scenario: Scenario, args: argparse.Namespace) -> int:
 
 
 async def execute(scenario: Scenario, *, record: Path | None = None, progress: bool = False,
-                  environ: Mapping[str, str] | None = None) -> Outcome:
+                  environ: Mapping[str, str] | None = None,
+                  continuation: Continuation | None = None) -> Outcome:
     """Builds and runs ``scenario``; every configuration mistake is raised as
-    :class:`~bus.ConfigError` before any call is made or any run directory is created."""
+    :class:`~bus.ConfigError` before any call is made or any run directory is created
+    (or, with a ``continuation``, changed)."""
     from sops import build_team
 
     team = build_team(scenario)
     prices = _checked_prices(scenario, team.roles)
-    provider = make_provider(scenario, os.environ if environ is None else environ)
-    store = RunStore.create(Path(scenario.run.runs_dir), scenario.name)
+    if continuation is not None and not continuation.live:
+        from .._resume import Unplugged
+
+        provider: Provider = Unplugged()
+    else:
+        provider = make_provider(scenario, os.environ if environ is None else environ)
+    if continuation is not None:
+        store = continuation.open_store()
+    else:
+        store = RunStore.create(Path(scenario.run.runs_dir), scenario.name)
+        store.lock()
     sink_id = logger.add(store.run_dir / "run.log", level="DEBUG", enqueue=False,
                          filter=lambda record: record["extra"].get("run_id") == store.run_id)
     try:
         with logger.contextualize(run_id=store.run_id):
-            result = await _run(scenario, team, prices, provider, store, record, progress)
+            result = await _run(scenario, team, prices, provider, store, record, progress,
+                                continuation)
         if team.finish is not None:
             team.finish(store.artifacts_dir)
     finally:
@@ -84,20 +106,32 @@ async def execute(scenario: Scenario, *, record: Path | None = None, progress: b
 
 
 async def _run(scenario: Scenario, team: Any, prices: PriceBook, provider: Provider,
-               store: RunStore, record: Path | None, progress: bool) -> RunResult:
+               store: RunStore, record: Path | None, progress: bool,
+               continuation: Continuation | None) -> RunResult:
+    from .._tape import CallLog
+
     store.write_scenario(scenario_as_run(scenario))
     store.log(ev.RunStarted(run_id=store.run_id, scenario=scenario.name, mode=scenario.run.mode,
                             seed=scenario.run.seed, max_rounds=scenario.run.max_rounds,
                             settings={"provider": scenario.llm.provider, "model": scenario.llm.model,
-                                      "budget_usd": str(scenario.run.budget_usd), "sop": scenario.sop}))
+                                      "budget_usd": str(scenario.run.budget_usd), "sop": scenario.sop,
+                                      "scenario_path": str(scenario.path)}))
     async with _opened(provider, record) as live:
+        journal = CallLog(store, first_call=continuation.first_call if continuation else 0)
         gateway = Gateway(live, prices, Budget(scenario.run.budget_usd), sink=store.record_call,
-                          max_attempts=scenario.llm.max_attempts)
+                          max_attempts=scenario.llm.max_attempts, journal=journal)
+        asker: Any = gateway if continuation is None else continuation.wrap(gateway, store)
+        summary = _summary_fields(scenario, store) | (continuation.summary if continuation else {})
+        # A stop condition that watches spend or tokens (group chat's limits) reads them from
+        # this run's gateway, which exists only now.
+        bind_stats = getattr(team.stop, "bind_stats", None)
+        if callable(bind_stats):
+            bind_stats(gateway.stats)
         env = Environment(store.run_id, log=store.log)
         env.add_all(team.roles)
         runner = Runner(env, mode=scenario.run.mode, max_rounds=scenario.run.max_rounds,
                         seed=team.seed, injections=team.injections, stop=team.stop,
-                        gateway=gateway, store=store, summary=_summary_fields(scenario, store))
+                        gateway=asker, store=store, summary=summary)
         if not progress:
             return await runner.run()
         async with Progress(env, gateway, scenario, store.run_dir):
