@@ -46,6 +46,8 @@ from . import _sop
 from ._sop import SopContext, Team
 
 Positive = Annotated[int, msgspec.Meta(ge=1)]
+OUTLINE_SENDER = "Outline"
+"""The sender of the board's first writes (the outline), published before round 1."""
 
 
 class WriterOptions(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -111,7 +113,8 @@ def build(ctx: SopContext) -> Team:
     keeper = BoardKeeper(board=board, llm_defaults=ctx.llm_defaults)
     workers = [cls(board=board, settings=settings, rank=i, llm_defaults=ctx.llm_defaults)
                for i, cls in enumerate(WORKERS, start=1)]
-    seed = outline_writes(outline, sender=keeper.name)
+    board.writers.add(OUTLINE_SENDER)
+    seed = outline_writes(outline, sender=OUTLINE_SENDER)
     board.seed(seed)
     return Team(roles=[keeper, *workers], seed=seed, finish=keeper.finish)
 

@@ -7,9 +7,14 @@ assembled and run by :func:`bus.cli._assemble.run_scenario`, which returns the e
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ._args import path_arg, positive_int, usd
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from bus import Scenario
 
 NAME = "run"
 HELP = "run a scenario: live progress, then a summary and the run directory"
@@ -38,6 +43,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="where run directories go (overrides [run].runs_dir)")
     parser.add_argument("--record", metavar="FILE", type=path_arg,
                         help="record every LLM call into a replay cassette")
+    parser.add_argument("--inject", metavar="FILE", type=path_arg, action="append",
+                        help="a TOML file of [[inject]] entries (as in a scenario: round and "
+                             "message), added to the scenario's; may be given more than once")
     parser.add_argument("--quiet", action="store_true",
                         help="no progress display; only the summary")
 
@@ -46,10 +54,42 @@ def run(args: argparse.Namespace) -> int:
     from bus import load_scenario, scenario_with_overrides
 
     scenario = scenario_with_overrides(load_scenario(args.scenario), **overrides(args))
+    for path in getattr(args, "inject", None) or ():
+        scenario = with_injections(scenario, path)
     # Imported after loading, so that a wrong file is reported before anything heavy loads.
     from bus.cli._assemble import run_scenario
 
     return run_scenario(scenario, args)
+
+
+def with_injections(scenario: Scenario, path: Path) -> Scenario:
+    """``scenario`` with the ``[[inject]]`` entries of the file at ``path`` added (a user's
+    edits, e.g. board writes for the book writer); errors name the file and ``$.inject[i]``."""
+    import tomllib
+
+    import msgspec
+
+    from bus import ConfigError, InjectSpec
+
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        found = msgspec.convert(data.get("inject", []), tuple[InjectSpec, ...])
+    except OSError as exc:
+        raise ConfigError(f"cannot read --inject file {path}: {exc.strerror}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"--inject file {path}: {exc}") from None
+    except msgspec.ValidationError as exc:
+        raise ConfigError(f"--inject file {path}: {str(exc).replace('`$', '`$.inject')}") from None
+    if set(data) - {"inject"}:
+        raise ConfigError(f"--inject file {path} may hold only [[inject]] entries; found "
+                          f"{', '.join(sorted(set(data) - {'inject'}))}")
+    if not found:
+        raise ConfigError(f"--inject file {path} has no [[inject]] entries")
+    empty = [i for i, item in enumerate(found) if not item.content and item.payload is None]
+    if empty:
+        raise ConfigError(f"--inject file {path}: $.inject[{empty[0]}] is an empty message; "
+                          f"give it content or a payload")
+    return msgspec.structs.replace(scenario, inject=(*scenario.inject, *found))
 
 
 def overrides(args: argparse.Namespace) -> dict[str, Any]:
