@@ -65,11 +65,10 @@ def published(run_dir: Path, cause_by: str) -> list[dict[str, Any]]:
     return [e for e in events(run_dir, "message_published") if e["message"]["cause_by"] == cause_by]
 
 
-def test_runs(run_dir: Path) -> list[bool]:
+def qa_verdicts(run_dir: Path) -> list[bool]:
     return [e["data"]["passed"] for e in events(run_dir, "tests_ran")]
 
 
-test_runs.__test__ = False  # type: ignore[attr-defined]  # a helper, not a test
 
 
 def company(tmp: Path, *, fixtures: list[Path] | None = None, sop: str = "",
@@ -120,7 +119,7 @@ def test_main_job_ends_completed_with_every_artifact(main_run: tuple[Any, Path])
 @pytest.mark.slow
 def test_main_job_qa_ran_the_tests_and_they_passed(main_run: tuple[Any, Path]) -> None:
     _, run_dir = main_run
-    assert test_runs(run_dir) == [True]
+    assert qa_verdicts(run_dir) == [True]
     (result,) = published(run_dir, "RunCode")
     assert result["message"]["payload"]["passed"] is True
     assert result["message"]["payload"]["totals"].startswith("13 passed")
@@ -211,7 +210,7 @@ async def test_a_failing_test_sends_a_bug_report_and_the_fix_passes(tmp_path: Pa
                                    tmp_path / "runs")
     run_dir = outcome.run_dir
     assert outcome.result.end_reason == "idle"
-    assert test_runs(run_dir) == [False, True]
+    assert qa_verdicts(run_dir) == [False, True]
     (report,) = published(run_dir, "DebugError")
     assert report["recipients"] == ["Alex"]
     assert report["message"]["payload"]["files_to_fix"] == ["wordcount/counter.py"]
@@ -235,7 +234,7 @@ async def test_qa_gives_up_after_max_test_rounds(tmp_path: Path) -> None:
         tmp_path / "runs")
     run_dir = outcome.run_dir
     assert (outcome.result.status, outcome.result.end_reason) == ("completed", "idle")
-    assert test_runs(run_dir) == [False, False, False]  # the first run and two fix rounds
+    assert qa_verdicts(run_dir) == [False, False, False]  # the first run and two fix rounds
     assert len(published(run_dir, "DebugError")) == 2
     (gave_up,) = events(run_dir, "test_rounds_exhausted")
     assert gave_up["data"] == {"max_test_rounds": 2}
@@ -257,7 +256,7 @@ async def test_the_engineer_writes_the_files_concurrently(tmp_path: Path) -> Non
     latencies = sum(line["latency_ms"] for line in lines) / 1000
     testing = sum(e["data"]["duration_s"] for e in events(run_dir, "tests_ran"))
     assert summary_of(run_dir)["duration_s"] - testing < 0.8 * latencies
-    assert test_runs(run_dir) == [True]
+    assert qa_verdicts(run_dir) == [True]
 
 
 # -- through the openai provider --------------------------------------------------------
@@ -292,7 +291,7 @@ def test_the_pipeline_through_the_openai_provider_ends_cleanly(tmp_path: Path) -
     assert {line["outcome"] for line in lines} == {"ok"}
     assert sum(Decimal(str(line["cost_usd"])) for line in lines) == Decimal(str(summary["total_usd"]))
     # prose is not Python: QA's run fails, one fix round is allowed, then QA stops
-    assert test_runs(run_dir) == [False, False]
+    assert qa_verdicts(run_dir) == [False, False]
     assert len(events(run_dir, "test_rounds_exhausted")) == 1
     for name in ("docs/prd.md", "docs/system_design.md", "docs/tasks.md", "docs/test_report.md"):
         assert (run_dir / "artifacts" / name).is_file(), name
@@ -311,7 +310,7 @@ async def test_a_security_reviewer_declared_in_toml_reports_to_the_engineer(tmp_
     assert sorted(code["recipients"]) == ["Edward", "Sam"]
     assert review["message"]["parents"] == [code["message"]["id"]]
     assert review["message"]["payload"]["files"] == ["wordcount/cli.py"]
-    assert test_runs(run_dir) == [True]
+    assert qa_verdicts(run_dir) == [True]
 
 
 # -- options and file names -------------------------------------------------------------
