@@ -13,19 +13,23 @@ from typing import Literal
 
 import msgspec
 
-Outcome = Literal["ok", "error", "refused", "replayed"]
+Outcome = Literal["ok", "error", "refused", "replayed", "lost"]
 
 WALL_CLOCK_FIELDS: tuple[str, ...] = ("latency_ms", "t")
 
 
-class LedgerLine(msgspec.Struct, frozen=True, kw_only=True):
+class LedgerLine(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     """One call attempt as the ledger keeps it.
 
     ``seq`` counts lines from 1 within a run. ``outcome`` is ``ok`` (answered and billed),
     ``error`` (the provider failed; no usage, so $0), ``refused`` (the budget refused the
-    reservation; no call made) or ``replayed`` (answered from a cassette; recorded usage at $0).
+    reservation; no call made), ``replayed`` (answered from a cassette; recorded usage at $0)
+    or ``lost`` (in flight when the run was killed; written by ``sopbus resume``, which counts
+    the call's reservation as spent since the provider may have billed it).
     ``attempt`` is the caller's attempt number plus the gateway's retries before this one.
     ``total_usd`` is the run's spend after this line, ``budget_usd`` its cap.
+    ``resume`` is 0 for lines of a run's first execution and ``n`` for lines written by its
+    n-th ``sopbus resume`` (omitted from the JSON when 0).
     ``latency_ms`` (provider call duration) and ``t`` (Unix time at the end) are wall clock.
     """
 
@@ -43,6 +47,7 @@ class LedgerLine(msgspec.Struct, frozen=True, kw_only=True):
     budget_usd: Decimal
     attempt: int
     outcome: Outcome
+    resume: int = 0
     latency_ms: float
     t: float
 

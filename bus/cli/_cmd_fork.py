@@ -1,0 +1,49 @@
+"""``sopbus fork RUN --at-round N [--set key=value ...] [--into DIR]``: "what if" from round N.
+
+A new run that starts from the state of RUN after round N: the answers of rounds 1..N come
+from RUN's recording (no provider call, $0), and from round N+1 on it runs live with the
+changed settings: ``--set llm.model=gpt-4o``, ``--set run.budget_usd=5``,
+``--set run.max_rounds=12``, ``--set inject='Use SQLite, not files'`` (a message published
+at round N+1). See :mod:`bus._fork`.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from ._args import path_arg
+from ._runref import add_run_arg, resolve_run
+
+NAME = "fork"
+HELP = "start a new run from the state after round N of RUN, with changed settings"
+
+
+def round_number(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a round number, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected 0 or more, got {value}")
+    return value
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    add_run_arg(parser)
+    parser.add_argument("--at-round", metavar="N", type=round_number, required=True,
+                        help="the last round taken from RUN (0: none)")
+    parser.add_argument("--set", dest="settings", metavar="KEY=VALUE", action="append", default=[],
+                        help="change a setting of the scenario from round N+1 on (repeatable)")
+    parser.add_argument("--into", metavar="DIR", type=path_arg,
+                        help="the fork's run directory (default: a new one beside RUN)")
+    parser.add_argument("--quiet", action="store_true", help="no progress display; only the summary")
+
+
+def run(args: argparse.Namespace) -> int:
+    from bus._fork import plan_fork
+
+    scenario, continuation = plan_fork(resolve_run(args.run, args.runs_dir), at_round=args.at_round,
+                                       settings=tuple(args.settings), into=args.into)
+    from bus.cli._assemble import run_scenario
+
+    return run_scenario(scenario, args, continuation)

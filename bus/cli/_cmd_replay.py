@@ -1,0 +1,32 @@
+"""``sopbus replay RUN [--into DIR]``: run a finished run again, every answer from its recording.
+
+No provider is called and nothing is spent: each LLM answer comes from the run's
+``calls.jsonl`` (matched by round, role and request), so a ``rounds`` run yields the same
+messages in the same order. Compare the two with ``sopbus diff RUN REPLAY``.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from ._args import path_arg
+from ._runref import add_run_arg, resolve_run
+
+NAME = "replay"
+HELP = "run a run again at no cost, every LLM answer taken from its recording"
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    add_run_arg(parser)
+    parser.add_argument("--into", metavar="DIR", type=path_arg,
+                        help="the replay's run directory (default: a new one beside RUN)")
+    parser.add_argument("--quiet", action="store_true", help="no progress display; only the summary")
+
+
+def run(args: argparse.Namespace) -> int:
+    from bus._fork import plan_replay
+
+    scenario, continuation = plan_replay(resolve_run(args.run, args.runs_dir), into=args.into)
+    from bus.cli._assemble import run_scenario
+
+    return run_scenario(scenario, args, continuation)
