@@ -21,6 +21,7 @@ NAME = "show"
 HELP = "the message timeline of a run: round, from, to, cause_by, first line of content"
 
 UNDELIVERED = "undelivered"
+_COLUMNS = ("round", "id", "from", "to", "cause_by")  # then "content"
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -70,15 +71,22 @@ def _print_table(entries: list[dict[str, Any]], run_dir: Path) -> None:
 
     table = Table(title=Text(f"messages of run {run_dir.name}"), title_justify="left",
                   caption=Text(_ending(run_dir)), caption_justify="left")
-    table.add_column("round", justify="right")
-    for column in ("id", "from", "to", "cause_by"):
-        table.add_column(column)
-    table.add_column("content", no_wrap=True, overflow="ellipsis", ratio=1)
-    for e in entries:
-        to = Text(UNDELIVERED, style="yellow") if e["undelivered"] is not None else Text(", ".join(e["to"]))
-        table.add_row(str(e["round"]), e["id"], Text(e["from"]), to, Text(e["cause_by"]),
-                      Text(first_line(e["content"])))
-    console().print(table)
+    rows = [[str(e["round"]), e["id"], e["from"],
+             UNDELIVERED if e["undelivered"] is not None else ", ".join(e["to"]), e["cause_by"],
+             first_line(e["content"])] for e in entries]
+    # One line per message: the content is cut to what the other columns leave (rich would
+    # otherwise squeeze every column alike on a narrow terminal and drop the short ones).
+    out = console()
+    widths = [min(max([len(c), *(len(row[i]) for row in rows)]), 24) for i, c in enumerate(_COLUMNS)]
+    for column, width in zip(_COLUMNS, widths, strict=True):
+        table.add_column(column, justify="right" if column == "round" else "left", width=width,
+                         overflow="ellipsis")
+    table.add_column("content", no_wrap=True, overflow="ellipsis",
+                     max_width=max(12, min(90, out.width - sum(widths) - 3 * len(widths) - 4)))
+    for row in rows:
+        style = "yellow" if row[3] == UNDELIVERED else ""
+        table.add_row(*row[:3], Text(row[3], style=style), *map(Text, row[4:]))
+    out.print(table)
 
 
 def _ending(run_dir: Path) -> str:
