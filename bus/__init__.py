@@ -85,6 +85,12 @@ if TYPE_CHECKING:
     from ._scenario_types import Scenario as Scenario
     from ._scenario_types import ScenarioDoc as ScenarioDoc
     from ._scenario_types import ScenarioInfo as ScenarioInfo
+    from ._verify import Receipt as Receipt
+    from ._verify import ReceiptError as ReceiptError
+    from ._verify import RunVerdict as RunVerdict
+    from ._verify import issue_receipt as issue_receipt
+    from ._verify import require_receipt as require_receipt
+    from ._verify import verify_run as verify_run
     from ._suggest import closest as closest
     from ._suggest import did_you_mean as did_you_mean
     from ._typespec import TypeSpecError as TypeSpecError
@@ -162,6 +168,12 @@ _WHERE: dict[str, str] = {
     "Scenario": "._scenario_types",
     "ScenarioDoc": "._scenario_types",
     "ScenarioInfo": "._scenario_types",
+    "Receipt": "._verify",
+    "ReceiptError": "._verify",
+    "RunVerdict": "._verify",
+    "issue_receipt": "._verify",
+    "require_receipt": "._verify",
+    "verify_run": "._verify",
     "closest": "._suggest",
     "did_you_mean": "._suggest",
     "TypeSpecError": "._typespec",

@@ -15,3 +15,5 @@ from . import _group_chat  # noqa: F401  (group chat)
 from . import _code_run  # noqa: F401  (code-and-run pair)
 from . import _book_workers  # noqa: F401  (blackboard book writer: board slots, workers, keeper)
 from . import _book_doctor  # noqa: F401  (bounded book doctor)
+
+from . import _gated  # noqa: F401  (gated writer: planner, writer, detector gate, publisher)
