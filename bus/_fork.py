@@ -29,7 +29,7 @@ import msgspec
 from ._errors import ConfigError
 from ._events import Note
 from ._jsonl import read_jsonl
-from ._resume import Continuation, scenario_of
+from ._resume import Continuation, ledger_of, scenario_of
 from ._scenario import check_scenario, scenario_to_builtins
 from ._scenario_types import Scenario, ScenarioDoc
 from ._store import EVENTS, new_run_id
@@ -47,7 +47,8 @@ def plan_replay(run_dir: Path, *, into: Path | None = None) -> tuple[Scenario, C
     target = _new_run_dir(run_dir, scenario, "replay", into)
     note = Note(kind="replaying", round=0, role="", data={"of": run_dir.name, "calls": len(calls)})
     return scenario, Continuation(
-        run_dir=target, tape=Tape(calls, match="key"), free=True, taped_through=EVERY_ROUND,
+        run_dir=target, tape=Tape(calls, match="key", refused=ledger_of(run_dir)), free=True,
+        taped_through=EVERY_ROUND,
         note=note, summary={"replay_of": run_dir.name}, live=False)
 
 
@@ -65,7 +66,8 @@ def plan_fork(run_dir: Path, *, at_round: int, settings: tuple[str, ...] = (),
     note = Note(kind="forked", round=at_round, role="", data={
         "from": run_dir.name, "at_round": at_round, "settings": list(settings), "taped_calls": len(calls)})
     return scenario, Continuation(
-        run_dir=target, tape=Tape(calls, match="turn"), free=True, taped_through=at_round,
+        run_dir=target, tape=Tape(calls, match="turn", refused=ledger_of(run_dir)), free=True,
+        taped_through=at_round,
         note=note, summary={"forked_from": run_dir.name, "fork_round": at_round})
 
 

@@ -126,7 +126,7 @@ def plan_resume(run_dir: Path, *, budget_usd: Decimal | None = None,
     docstring). Reads only; the directory changes when the continuation's store opens."""
     scenario = scenario_with_overrides(scenario_of(run_dir), budget_usd=budget_usd,
                                        max_rounds=max_rounds)
-    ledger = _ledger(run_dir)
+    ledger = ledger_of(run_dir)
     calls = read_calls(run_dir)
     events: list[dict[str, Any]] = list(read_jsonl(run_dir / EVENTS, dict))
     known = {line.seq for line in ledger}
@@ -172,7 +172,8 @@ def in_flight(events: list[dict[str, Any]], calls: list[CallRecord]) -> list[InF
             for e in events if e.get("kind") == RESERVED and (d := e["data"])["call"] not in closed]
 
 
-def _ledger(run_dir: Path) -> list[LedgerLine]:
+def ledger_of(run_dir: Path) -> list[LedgerLine]:
+    """The ledger lines of the run in ``run_dir`` (``costs.jsonl``)."""
     path = run_dir / COSTS
     return list(read_jsonl(path, LedgerLine)) if path.is_file() else []
 

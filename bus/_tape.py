@@ -24,6 +24,12 @@ what was asked, not by arrival order, so concurrent turns cannot swap them:
 * ``match="turn"`` (fork): the same round and role, in order, whatever the request says: a
   fork changes settings (another model) but must see the answers the forked run saw up to
   the fork's round. The action must agree, else the fork has diverged and says so.
+
+A call the recorded run was refused by its budget is refused again in the taped rounds
+(:class:`~bus.BudgetExhausted`), so a replay of a budget-exhausted run ends the same way.
+Stop conditions that watch spend or tokens read :meth:`TapeGateway.course`: the totals the
+run would show uninterrupted, with each taped answer counted at its original cost when it is
+replayed (a resume's carried spend and a replay's $0 would otherwise move such a stop).
 """
 
 from __future__ import annotations
@@ -36,7 +42,7 @@ from typing import Any, Literal
 
 import msgspec
 
-from ._errors import ConfigError
+from ._errors import BudgetExhausted, ConfigError
 from ._events import LLMCalled, Note
 from ._gateway import Gateway
 from ._jsonl import read_jsonl
@@ -46,6 +52,7 @@ from ._replay import request_key
 from ._store import CALLS, RunStore
 
 RESERVED = "llm_reserved"
+_COUNTED = ("total_usd", "llm_calls", "prompt_tokens", "completion_tokens")
 RELEASED = "llm_released"
 
 
@@ -103,11 +110,18 @@ Match = Literal["key", "turn"]
 class Tape:
     """Recorded answers, each taken at most once (see the module docstring for ``match``)."""
 
-    def __init__(self, records: Iterable[CallRecord], *, match: Match):
+    def __init__(self, records: Iterable[CallRecord], *, match: Match,
+                 refused: Iterable[LedgerLine] = ()):
         self.match = match
         self._answers: dict[tuple[Any, ...], deque[CallRecord]] = defaultdict(deque)
         for record in records:
             self._answers[self._slot(record.round, record.role, record.key)].append(record)
+        self._refused = {(line.round, line.role, line.action) for line in refused
+                         if line.outcome == "refused"}
+
+    def was_refused(self, request: LLMRequest, round: int) -> bool:
+        """Whether the recorded run's budget refused ``request``'s action in ``round``."""
+        return (round, request.role, request.action) in self._refused
 
     def _slot(self, round: int, role: str, key: str) -> tuple[Any, ...]:
         return (round, role, key) if self.match == "key" else (round, role)
@@ -149,17 +163,43 @@ class TapeGateway:
         self._taped_through = taped_through
         self._store = store
         self.taped = 0  # calls answered from the tape
+        self._base = gateway.stats()  # what was carried over before the first call
+        self._original: dict[str, Any] = dict.fromkeys(_COUNTED, 0)  # taped answers as recorded
+        self._counted: dict[str, Any] = dict.fromkeys(_COUNTED, 0)  # as the gateway counted them again
 
     @property
     def budget(self) -> Any:
         return self.gateway.budget
 
     def stats(self) -> dict[str, Any]:
+        """The ledger's totals (for the summary), and how many answers came from the tape."""
         return {**self.gateway.stats(), "taped_calls": self.taped}
+
+    def course(self) -> dict[str, Any]:
+        """The totals as the run uninterrupted would show them at this point (see the
+        module docstring): for stop conditions that watch spend or tokens."""
+        now = self.gateway.stats()
+        return {**now, **{key: now[key] - self._base[key] + self._original[key] - self._counted[key]
+                          for key in _COUNTED}}
+
+    def _count(self, record: CallRecord) -> None:
+        line = record.ledger
+        if line is not None:
+            for key, value in zip(_COUNTED, (line.cost_usd, 1, line.prompt_tokens,
+                                              line.completion_tokens), strict=True):
+                self._original[key] += value
+        if self._free:  # record_replay ledgers the answer: one call, its tokens, $0
+            usage = record.completion.usage
+            for key, value in zip(_COUNTED[1:], (1, usage.prompt_tokens, usage.completion_tokens),
+                                  strict=True):
+                self._counted[key] += value
 
     async def complete(self, request: LLMRequest, *, round: int, attempt: int = 1) -> Completion:
         record = self._tape.take(request, round)
         if record is None:
+            if round <= self._taped_through and self._tape.was_refused(request, round):
+                raise BudgetExhausted(f"the recorded run's budget refused {request.role!r}'s "
+                                      f"{request.action!r} call in round {round}")
             if round <= self._taped_through:
                 raise ConfigError(
                     f"the recording has no answer for {request.role!r}'s {request.action!r} call "
@@ -167,6 +207,7 @@ class TapeGateway:
                     f"and make no provider call); the recorded run did not make that call")
             return await self.gateway.complete(request, round=round, attempt=attempt)
         self.taped += 1
+        self._count(record)
         if self._free:
             return self.gateway.record_replay(request, record.completion, round=round, attempt=attempt)
         if record.ledger is not None:

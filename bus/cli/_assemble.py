@@ -126,7 +126,7 @@ async def _run(scenario: Scenario, team: Any, prices: PriceBook, provider: Provi
         # this run's gateway, which exists only now.
         bind_stats = getattr(team.stop, "bind_stats", None)
         if callable(bind_stats):
-            bind_stats(gateway.stats)
+            bind_stats(gateway.stats if continuation is None else asker.course)
         env = Environment(store.run_id, log=store.log)
         env.add_all(team.roles)
         runner = Runner(env, mode=scenario.run.mode, max_rounds=scenario.run.max_rounds,
