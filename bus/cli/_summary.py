@@ -9,6 +9,7 @@ from typing import Any
 
 def print_summary(summary: dict[str, Any], run_dir: Path) -> None:
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     spent, cap = Decimal(str(summary.get("total_usd", 0))), Decimal(str(summary.get("budget_usd", 0)))
@@ -23,14 +24,22 @@ def print_summary(summary: dict[str, Any], run_dir: Path) -> None:
         ("messages", f"{summary['messages']} ({summary['undelivered']} undelivered)"),
         ("LLM calls", str(summary.get("llm_calls", 0))),
         ("tokens", f"{summary.get('prompt_tokens', 0)} prompt, {summary.get('completion_tokens', 0)} completion"),
-        ("spend", f"${spent:.4f} of ${cap:.2f} ({_share(spent, cap)})"),
+        ("spend", f"{money(spent)} of {money(cap)} ({_share(spent, cap)})"),
         ("duration", f"{summary.get('duration_s', 0):.2f} s"),
         ("run directory", str(run_dir)),
     ]
     for key, value in rows:
         if value:
-            table.add_row(key, str(value))
+            table.add_row(key, escape(str(value)))  # "[run].budget_usd" is text, not markup
     Console().print(table)
+
+
+def money(amount: Decimal) -> str:
+    """Dollars to the cent, or to four significant digits below a cent (a sim run costs
+    fractions of a cent, and "$0.00" would hide it)."""
+    if amount == 0 or abs(amount) >= Decimal("0.01"):
+        return f"${amount:.2f}" if abs(amount) >= 1 or amount == 0 else f"${amount:.4f}"
+    return f"${amount:.4g}" if "e" not in f"{amount:.4g}" else f"${amount:.8f}".rstrip("0")
 
 
 def _share(spent: Decimal, cap: Decimal) -> str:
