@@ -15,6 +15,8 @@ from typing import Any
 
 import trio
 
+from ._summary import money
+
 _POLL_S = 0.1
 
 
@@ -42,7 +44,7 @@ class Progress:
         handled = bool(await self._nursery_cm.__aexit__(kind, exc, tb))
         if not self._tty:
             rnd, published, spent, cap = self._state()
-            print(f"ended in round {rnd} | messages {published} | spent ${spent:.4f} of ${cap:.2f}",
+            print(f"ended in round {rnd} | messages {published} | spent {money(spent)} of {money(cap)}",
                   flush=True)
         return handled
 
@@ -58,7 +60,7 @@ class Progress:
                 if rnd != last:
                     last = rnd
                     print(f"round {rnd}/{self._max_rounds} | messages {published} | "
-                          f"spent ${spent:.4f} of ${cap:.2f}", flush=True)
+                          f"spent {money(spent)} of {money(cap)}", flush=True)
                 await trio.sleep(_POLL_S)
 
     async def _live(self) -> None:
