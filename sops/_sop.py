@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -91,7 +92,7 @@ def get_sop(ref: str, *, where: str = "$.scenario.sop", path: Path | None = None
         raise ConfigError(f"{file}unknown SOP {ref!r} at {where}: built-in SOPs are "
                           f"{', '.join(builtin_sops())}, or name your own as 'module:attribute'{hint}")
     try:
-        module = importlib.import_module(module_name)
+        module = _import_beside(module_name, path.parent if path else None)
     except ImportError as exc:
         raise ConfigError(f"{file}cannot import the SOP module {module_name!r} named at {where}: "
                           f"{exc}; check the name and that the module is on PYTHONPATH") from None
@@ -100,6 +101,19 @@ def get_sop(ref: str, *, where: str = "$.scenario.sop", path: Path | None = None
         raise ConfigError(f"{file}{ref!r} at {where} is not an SOP (found {type(sop).__name__}); "
                           f"point it at a sops.SOP(name=..., description=..., build=...) value")
     return sop
+
+
+def _import_beside(module_name: str, directory: Path | None) -> Any:
+    """Imports ``module_name``, looking first beside the scenario file, so that a user's
+    ``sop = "my_team:SOP"`` works with ``my_team.py`` next to the scenario, wherever
+    ``sopbus`` is run from."""
+    if directory is None or str(directory) in sys.path:
+        return importlib.import_module(module_name)
+    sys.path.insert(0, str(directory))
+    try:
+        return importlib.import_module(module_name)
+    finally:
+        sys.path.remove(str(directory))
 
 
 def options_as(options: Mapping[str, Any], kind: type[S], path: Path | None = None) -> S:
