@@ -137,7 +137,7 @@ async def test_each_trigger_fires_exactly_when_its_condition_holds(
 async def test_workers_write_the_slots_the_issue_names() -> None:
     board = Board(title="B")
     gw = scripted()
-    cases = {
+    cases: dict[type[BoardWorker], tuple[tuple[str, Any], list[tuple[str, Any]]]] = {
         MaterialWorker: (("word_count", 0), [("material_needs", ("What happens first?",))]),
         ContentWorker: (("material", "m"), [("content", "drafted text"), ("word_count", 2)]),
         EvaluationWorker: (("content", "c"), [("evaluation", "too short"), ("revision_count", 1)]),
@@ -218,7 +218,7 @@ async def test_matching_policies_are_in_every_prompt_before_the_call(tmp_path: P
                for c in gw.calls}
     assert "Keep him funny." in prompts["Havoc"] and "Plain English." in prompts["Havoc"]
     assert "Keep him funny." not in prompts["Quiet"] and "Plain English." in prompts["Quiet"]
-    looked = [e["data"] for e in read_jsonl(tmp_path / "events.jsonl") if e["kind"] == "policies_looked_up"]
+    looked = [e["data"] for e in read_jsonl(tmp_path / "events.jsonl", dict[str, Any]) if e["kind"] == "policies_looked_up"]
     assert sorted((d["heading"], tuple(d["policies"])) for d in looked) == [
         ("Havoc", ("voice", "comic")), ("Quiet", ("voice",))]
 
@@ -228,7 +228,7 @@ async def test_matching_policies_are_in_every_prompt_before_the_call(tmp_path: P
 
 def triggers(run_dir: Path) -> list[tuple[int, str, str]]:
     return [(e["round"], e["data"]["worker"], e["data"]["heading"])
-            for e in read_jsonl(run_dir / "events.jsonl") if e["kind"] == "board_trigger"]
+            for e in read_jsonl(run_dir / "events.jsonl", dict[str, Any]) if e["kind"] == "board_trigger"]
 
 
 async def run_shipped(tmp_path: Path, name: str = "a") -> Any:
@@ -264,7 +264,7 @@ async def test_runs_are_deterministic(tmp_path: Path) -> None:
     b = await run_shipped(tmp_path, "b")
     # Whatever order the concurrent turns and calls of a round ran in, the board sees the
     # same writes in the same order, so the messages and the book are the same.
-    published = [[e["message"] for e in logical_view(read_jsonl(r.run_dir / "events.jsonl"))
+    published = [[e["message"] for e in logical_view(read_jsonl(r.run_dir / "events.jsonl", dict[str, Any]))
                   if e["kind"] == "message_published"] for r in (a, b)]
     assert published[0] == published[1] and len(published[0]) > 80
     assert (a.run_dir / "artifacts" / "book.md").read_text() == (b.run_dir / "artifacts" / "book.md").read_text()
@@ -281,7 +281,7 @@ def test_sopbus_run_takes_user_edits_from_a_file(tmp_path: Path) -> None:
     assert (5, "ContentWorker", "Why Readers Still Come Back") in fired
     assert (2, "ContentWorker", "Why Readers Still Come Back") in fired
     # The injected requirement (round 4) is watched by no worker, but the keeper takes it in.
-    events = list(read_jsonl(run_dir / "events.jsonl"))
+    events = list(read_jsonl(run_dir / "events.jsonl", dict[str, Any]))
     assert [e["recipients"] for e in events if e["kind"] == "message_published"
             and e["message"]["cause_by"] == "Board.requirement" and e["message"]["sent_from"] == "User"] == [["BoardKeeper"]]
     assert (run_dir / "artifacts" / "book.md").read_text().count("## Outline") == 1
