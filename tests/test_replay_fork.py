@@ -218,11 +218,13 @@ def test_fork_makes_no_call_up_to_its_round_and_runs_live_after(
 def test_fork_with_an_injected_message_and_a_new_budget(tmp_path: Path) -> None:
     original = run(load_scenario(relay(tmp_path))).run_dir
 
-    scenario, continuation = plan_fork(original, at_round=2, settings=(
-        "inject=Mind the steeping time", "run.budget_usd=0.5", "run.seed=4"))
-    fork = run(scenario, continuation=continuation)
+    assert main(["fork", str(original), "--at-round", "2", "--set", "inject=Mind the steeping time",
+                 "--set", "run.budget_usd=0.5", "--set", "run.seed=4", "--into",
+                 str(tmp_path / "fork"), "--quiet"]) == 0
+    assert main(["fork", str(original), "--at-round", "9", "--quiet"]) == 2  # a usage error
 
-    forked, recorded = messages(fork.run_dir), messages(original)
+    fork_dir = tmp_path / "fork"
+    forked, recorded = messages(fork_dir), messages(original)
     assert forked[:4] == recorded[:4]
     injected = forked[4]["message"]
     assert (injected["round"], injected["sent_from"], injected["cause_by"], injected["content"]) == (
@@ -231,9 +233,9 @@ def test_fork_with_an_injected_message_and_a_new_budget(tmp_path: Path) -> None:
     originals = {p.relative_to(original / "artifacts"): p.read_bytes()
                  for p in (original / "artifacts").rglob("*.md")}
     for name in ("plan.md", "drafts/ann.md", "drafts/ben.md"):
-        assert (fork.run_dir / "artifacts" / name).read_bytes() == originals[Path(name)]
-    assert ledger(fork.run_dir)[-1].budget_usd == Decimal("0.5")
-    assert sum(l.cost_usd for l in ledger(fork.run_dir) if l.round <= 2) == 0
+        assert (fork_dir / "artifacts" / name).read_bytes() == originals[Path(name)]
+    assert ledger(fork_dir)[-1].budget_usd == Decimal("0.5")
+    assert sum(l.cost_usd for l in ledger(fork_dir) if l.round <= 2) == 0
 
 
 def test_fork_refuses_rounds_the_run_did_not_finish_and_bad_settings(tmp_path: Path) -> None:
