@@ -54,13 +54,20 @@ def line_hash(data: bytes | bytearray) -> bytes:
 def seal_into(buf: bytearray, prev: bytes) -> bytes:
     """Turns ``buf``, one encoded JSON object, into a chained line (with its newline) in
     place and returns its ``_h``. Raises :class:`TypeError` for anything but an object."""
-    if len(buf) < 2 or buf[0] != 0x7B or buf[-1] != 0x7D:  # "{" ... "}"
+    # On the hot path (every event of every run): in-place appends and one hash.
+    if len(buf) < 2 or buf[-1] != 0x7D or buf[0] != 0x7B:  # "{" ... "}"
         raise TypeError(f"a chained JSON line must hold a JSON object, got {bytes(buf[:40])!r}; "
                         f"write a dict or a msgspec Struct")
-    del buf[-1]
-    buf += (_PREV_KEY_FIRST if len(buf) == 1 else _PREV_KEY) + prev
+    if len(buf) == 2:  # {}
+        del buf[-1]
+    else:
+        buf[-1] = 0x2C  # the closing brace becomes the comma before "_prev"
+    buf += _PREV_KEY_FIRST
+    buf += prev
     digest = hexlify(_sha256(buf).digest()[:HASH_HEX // 2])
-    buf += _H_KEY + digest + b'"}\n'
+    buf += _H_KEY
+    buf += digest
+    buf += b'"}\n'
     return digest
 
 
