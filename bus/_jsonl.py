@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, overload
 
 import msgspec
 
@@ -74,7 +74,11 @@ class JsonlWriter:
         self.close()
 
 
-def read_jsonl(path: Path, type: type[T] = Any) -> Iterator[T]:  # type: ignore[assignment]
+@overload
+def read_jsonl(path: Path) -> Iterator[Any]: ...
+@overload
+def read_jsonl(path: Path, type: type[T]) -> Iterator[T]: ...
+def read_jsonl(path: Path, type: Any = Any) -> Iterator[Any]:
     """Yields the records of a JSON-lines file, chained or not, without the chain fields;
     a torn (unterminated) last line is dropped. Reading does not verify the chain
     (:func:`bus._chain.verify_file` does)."""

@@ -32,7 +32,7 @@ def teams(draw: st.DrawFn) -> list[Echo]:
     for i in range(n):
         watch = draw(st.sets(st.sampled_from(ACTIONS), max_size=4))
         aliases = [f"alias{i}"] if draw(st.booleans()) else []
-        team.append(Echo(f"r{i}", watch, aliases=aliases))
+        team.append(Echo(f"r{i}", sorted(watch), aliases=aliases))
     return team
 
 
