@@ -15,13 +15,12 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from bus import ChatMessage, Message, Turn
+from bus import Message, Turn
 
 from ._action import Action, ActionContext
 from ._company_docs import WriteDesign, WriteTasks
-from ._company_util import WORKSPACE, concurrently, is_test, listing, unique_paths
+from ._company_util import WORKSPACE, concurrently, is_test, listing, task_prompt, unique_paths
 from ._llm import LLMSettings, layered
-from ._prompt import task_text
 from ._role import Role
 
 BUG_REPORT = "DebugError"
@@ -52,12 +51,6 @@ class CodeSummary(BaseModel):
     todo: list[str] = Field(description="known gaps, if any")
 
 
-def _ask_file(ctx: ActionContext, *, action: str, instruction: str,
-              context: Sequence[Message]) -> tuple[ChatMessage, ...]:
-    return (ChatMessage("system", ctx.role.system_text()),
-            ChatMessage("user", task_text(action=action, instruction=instruction, context=context)))
-
-
 class WriteCode(Action):
     """Write one source file of the task list (one call per file)."""
 
@@ -79,7 +72,7 @@ class WriteCode(Action):
             text += (f"\n\nThe current code:\n\n{listing(current)}\n\nRewrite {path} so that the "
                      f"problems reported above are fixed. Keep its interface unless the report "
                      f"says the interface is wrong.")
-        answer = await self.ask(ctx, _ask_file(ctx, action=self.name, instruction=text,
+        answer = await self.ask(ctx, task_prompt(ctx, self.name, text,
                                                context=context), output=CodeFile)
         return answer.code
 
@@ -95,7 +88,7 @@ class WriteCodeReview(Action):
     async def review(self, ctx: ActionContext, path: str, code: str, *,
                      context: Sequence[Message]) -> CodeReview:
         text = f"File to review: {path}\n\n{listing({path: code})}\n\n{self.instruction}"
-        return await self.ask(ctx, _ask_file(ctx, action=self.name, instruction=text,
+        return await self.ask(ctx, task_prompt(ctx, self.name, text,
                                              context=context), output=CodeReview)
 
 
@@ -108,7 +101,7 @@ class SummarizeCode(Action):
 
     async def summarize(self, ctx: ActionContext, workspace: dict[str, str]) -> CodeSummary:
         text = f"{listing(workspace)}\n\n{self.instruction}"
-        return await self.ask(ctx, _ask_file(ctx, action=self.name, instruction=text,
+        return await self.ask(ctx, task_prompt(ctx, self.name, text,
                                              context=ctx.news[-3:]), output=CodeSummary)
 
 

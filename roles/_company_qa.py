@@ -20,13 +20,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from bus import ChatMessage, Message, SandboxLimits, Turn, run_sandboxed
+from bus import Message, SandboxLimits, Turn, run_sandboxed
 
 from ._action import Action, ActionContext
 from ._company_code import BUG_REPORT, SummarizeCode, WriteCode
-from ._company_util import WORKSPACE, concurrently, is_test, listing, tail
+from ._company_util import WORKSPACE, concurrently, is_test, listing, tail, task_prompt
 from ._llm import LLMSettings
-from ._prompt import task_text
 from ._role import Role
 
 PYTEST = ("python", "-m", "pytest", "-q", "--no-header", "-p", "no:cacheprovider", "tests")
@@ -62,12 +61,6 @@ class PytestRun(BaseModel):
     output: str
 
 
-def _messages(ctx: ActionContext, action: str, text: str,
-              context: Sequence[Message]) -> tuple[ChatMessage, ...]:
-    return (ChatMessage("system", ctx.role.system_text()),
-            ChatMessage("user", task_text(action=action, instruction=text, context=context)))
-
-
 class WriteTest(Action):
     """Write a pytest file for one module of the engineer's code."""
 
@@ -85,7 +78,7 @@ class WriteTest(Action):
                 f"{listing(workspace)}\n\n{self.instruction}")
         if problem:
             text += f"\n\nThe previous version of this test file was wrong:\n{problem}"
-        answer = await self.ask(ctx, _messages(ctx, self.name, text, context), output=PytestFile)
+        answer = await self.ask(ctx, task_prompt(ctx, self.name, text, context), output=PytestFile)
         return answer.code
 
 
@@ -118,7 +111,7 @@ class DebugError(Action):
                       context: Sequence[Message]) -> BugReport:
         text = (f"{listing(workspace)}\n\n### Test output (round {run.test_round})\n```\n"
                 f"{run.output}\n```\n\n{self.instruction}")
-        return await self.ask(ctx, _messages(ctx, self.name, text, context), output=BugReport)
+        return await self.ask(ctx, task_prompt(ctx, self.name, text, context), output=BugReport)
 
 
 class QaEngineer(Role):

@@ -10,7 +10,10 @@ from typing import TypeVar
 
 import trio
 
-from bus import BudgetExhausted, StopRun
+from bus import BudgetExhausted, ChatMessage, Message, StopRun
+
+from ._action import ActionContext
+from ._prompt import task_text
 
 T = TypeVar("T")
 
@@ -104,3 +107,10 @@ def _lang(name: str) -> str:
 def tail(text: str, limit: int = 4000) -> str:
     """The end of a long output (where pytest puts its failures and summary)."""
     return text if len(text) <= limit else "...\n" + text[-limit:]
+
+
+def task_prompt(ctx: ActionContext, action: str, instruction: str,
+                context: Sequence[Message]) -> tuple[ChatMessage, ...]:
+    """The role as system text, then the task with the messages it works from."""
+    return (ChatMessage("system", ctx.role.system_text()),
+            ChatMessage("user", task_text(action=action, instruction=instruction, context=context)))
