@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--messages", type=int, default=200_000)
     p.add_argument("--mode", choices=["rounds", "events"], default="rounds")
     p.add_argument("--log", action="store_true", help="also write events.jsonl (one line per event)")
-    p.add_argument("--repeat", type=int, default=3, help="runs of the workload; the best is reported")
+    p.add_argument("--repeat", type=int, default=5, help="runs of the workload; the best is reported")
     p.add_argument("--json", action="store_true")
     a = p.parse_args(argv)
 

@@ -209,6 +209,8 @@ class Runner:
                 self._error = (f"role {member.name!r} failed in round {rnd}: {exc!r}", tb)
             scope.cancel()  # the other turns are cancelled; the run ends with 'error'
             return ()
+        if not out:
+            return ()
         parents = tuple(m.id for m in news)
         return [m if m.parents else msgspec.structs.replace(m, parents=parents) for m in out]
 
