@@ -24,7 +24,7 @@ from ._ledger import LedgerLine
 from ._llm import Usage
 from ._prices import PriceBook
 
-COSTS_FILE = "costs.jsonl"
+from ._layout import COSTS as COSTS_FILE
 _GROUPS = (("by_role", "role"), ("by_action", "action"), ("by_model", "model"))
 
 

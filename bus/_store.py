@@ -30,11 +30,7 @@ from ._errors import ConfigError, ModelOutputError
 from ._events import ArtifactWritten, LLMCalled, Note
 from ._jsonl import JsonlWriter, encode_json
 
-EVENTS = "events.jsonl"
-COSTS = "costs.jsonl"
-SUMMARY = "summary.json"
-SCENARIO = "scenario.toml"
-ARTIFACTS = "artifacts"
+from ._layout import ARTIFACTS, COSTS, EVENTS, SCENARIO, SUMMARY
 CALLS = "calls.jsonl"
 
 

@@ -33,11 +33,7 @@ from ._chain import ChainReport, split_line, unseal, verify_file
 from ._errors import SopbusError
 from ._jsonl import JsonlWriter
 
-EVENTS = "events.jsonl"
-COSTS = "costs.jsonl"
-SUMMARY = "summary.json"
-ARTIFACTS = "artifacts"
-RECEIPTS = "receipts.jsonl"
+from ._layout import ARTIFACTS, COSTS, EVENTS, RECEIPTS, SUMMARY
 RECEIPT_EVENT = "receipt_issued"
 
 

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from .._layout import EVENTS
 from ._runref import add_runs_dir, console, first_event, read_summary, run_dirs, started_at
 
 NAME = "runs"
@@ -75,7 +76,7 @@ def _last_round(run_dir: Path) -> int:
     from bus import read_jsonl
 
     last = 0
-    for event in read_jsonl(run_dir / "events.jsonl", dict):
+    for event in read_jsonl(run_dir / EVENTS, dict):
         if event.get("kind") == "round_started":
             last = event["round"]
     return last

@@ -18,7 +18,7 @@ from typing import Any
 from .._errors import ConfigError
 
 DEFAULT_RUNS_DIR = "runs"
-EVENTS = "events.jsonl"
+from .._layout import EVENTS
 SUMMARY = "summary.json"
 LAST = "last"
 

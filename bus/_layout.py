@@ -1,0 +1,9 @@
+"""The names of the files in a run directory, in one place (no imports: the CLI's light
+modules read them too)."""
+
+EVENTS = "events.jsonl"
+COSTS = "costs.jsonl"
+SUMMARY = "summary.json"
+SCENARIO = "scenario.toml"
+ARTIFACTS = "artifacts"
+RECEIPTS = "receipts.jsonl"  # under artifacts/, written by gated SOPs
