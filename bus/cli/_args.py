@@ -7,6 +7,7 @@ and ``pathlib`` are cheap, but ``sopbus --help`` pays for every module the parse
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -34,12 +35,17 @@ def usd(text: str) -> Decimal:
     return amount
 
 
-def positive_int(text: str) -> int:
-    """A whole number of 1 or more (``--max-rounds``)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected 1 or more, got {value}")
-    return value
+def whole_number(minimum: int, what: str = "a whole number") -> Callable[[str], int]:
+    """An argparse type: a whole number of ``minimum`` or more."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"expected {minimum} or more, got {value}")
+        return value
+    return parse
+
+
+positive_int = whole_number(1)  # --max-rounds

@@ -11,21 +11,14 @@ from __future__ import annotations
 
 import argparse
 
-from ._args import path_arg
+from ._args import path_arg, whole_number
 from ._runref import add_run_arg, resolve_run
 
 NAME = "fork"
 HELP = "start a new run from the state after round N of RUN, with changed settings"
 
 
-def round_number(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a round number, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected 0 or more, got {value}")
-    return value
+round_number = whole_number(0, "a round number")
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
