@@ -21,9 +21,9 @@ when no condition holds any more: no worker publishes, the bus goes idle.
 from __future__ import annotations
 
 import re
+from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, TypeVar
 
 import msgspec
@@ -32,9 +32,8 @@ from pydantic import BaseModel, Field
 
 from bus import ChatMessage, Message, Turn
 
-from ._board import SLOTS, Board, BoardError, BoardView, Heading, child_key, read_write, slot_action, slot_of, write_message
+from ._board import Board, BoardError, BoardView, Heading, child_key, read_write, slot_action, write_message
 from ._book_notes import Note, Policy, matching_notes, policies_for, policy_text
-from ._book_render import render_book
 from ._llm import ask_model
 from ._role import Role
 
@@ -95,7 +94,7 @@ class SplitPlan(BaseModel):
 # -- the worker base ----------------------------------------------------------------------
 
 
-class BoardWorker(Role, register=False):
+class BoardWorker(Role, ABC, register=False):
     """A role that wakes on board writes and writes the board (see the module docstring).
 
     Subclasses set ``watch`` (the slots that wake it), ``actions`` (the slots it writes),
@@ -115,11 +114,13 @@ class BoardWorker(Role, register=False):
     def fields(self) -> dict[str, Any]:
         return {**super().fields(), "board": self.board, "settings": self.settings, "rank": self.rank}
 
+    @abstractmethod
     def holds(self, view: BoardView, heading: str) -> bool:
-        raise NotImplementedError
+        """Whether this worker's trigger condition holds for ``heading``."""
 
+    @abstractmethod
     async def work(self, view: BoardView, heading: str, turn: Turn) -> list[Message]:
-        raise NotImplementedError
+        """The board writes this worker makes for ``heading``."""
 
     async def step(self, news: Sequence[Message], turn: Turn) -> Sequence[Message]:
         fresh = tuple(news)
@@ -362,40 +363,3 @@ WORKERS: tuple[type[BoardWorker], ...] = (MaterialWorker, ContentWorker, Evaluat
 
 
 # -- the keeper ---------------------------------------------------------------------------
-
-
-class BoardKeeper(Role):
-    """Watches every slot: takes in users' edits, logs the ones it cannot read
-    (``board_write_rejected``), and keeps ``artifacts/book.md`` up to date after each round
-    with writes. It never writes the board."""
-
-    profile = "Board keeper"
-    goal = "keep the book on the board readable as book.md"
-    watch = tuple(slot_action(s) for s in SLOTS)
-    book_file = "book.md"
-
-    def __init__(self, *, board: Board, **fields: Any) -> None:
-        super().__init__(**fields)
-        self.board = board
-        board.writers.add(self.name)
-
-    def fields(self) -> dict[str, Any]:
-        return {**super().fields(), "board": self.board}
-
-    async def step(self, news: Sequence[Message], turn: Turn) -> Sequence[Message]:
-        fresh = tuple(news)
-        for message in self.board.absorb(fresh):
-            why = dict(self.board.rejected).get(message.id, "")
-            turn.emit("board_write_rejected", message=message.id, cause_by=message.cause_by, why=why)
-        if any(slot_of(m.cause_by) for m in fresh):
-            turn.write_artifact(self.book_file, self.render(self.board.view(turn.round, fresh)))
-        return ()
-
-    def render(self, view: BoardView) -> str:
-        return render_book(view, title=self.board.title)
-
-    def finish(self, artifacts: Path | None) -> None:
-        """Writes the final book (every recorded write) at the end of the run."""
-        if artifacts is not None:
-            artifacts.mkdir(parents=True, exist_ok=True)
-            (artifacts / self.book_file).write_text(self.render(self.board.view()), encoding="utf-8")

@@ -13,6 +13,7 @@ limit are the SOP's stop condition (``sops.camel_roleplay``), so the engine enfo
 from __future__ import annotations
 
 import re
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -159,16 +160,18 @@ def _words(text: str) -> int:
     return len(text.split())
 
 
-class _GuardedTurn(Action, register=False):
+class _GuardedTurn(Action, ABC, register=False):
     """One conversational message, checked by the role guard (see the module docstring)."""
 
     form = ""
 
+    @abstractmethod
     def check(self, text: str) -> str | None:
-        raise NotImplementedError
+        """Why ``text`` is out of this part (the role guard's verdict), or None."""
 
+    @abstractmethod
     def chat(self, role: CamelAgent) -> tuple[ChatMessage, ...]:
-        raise NotImplementedError
+        """The conversation as this part sees it."""
 
     async def run(self, ctx: ActionContext) -> ActionResult:
         role = ctx.role

@@ -40,7 +40,8 @@ import msgspec
 from bus import ConfigError, Message
 from roles._board import Board, write_message
 from roles._book_notes import load_notes, load_policies
-from roles._book_workers import WORKERS, BoardKeeper, WriterSettings
+from roles._book_render import BoardKeeper
+from roles._book_workers import WORKERS, WriterSettings
 
 from . import _sop
 from ._sop import SopContext, Team
