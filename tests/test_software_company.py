@@ -240,6 +240,26 @@ async def test_qa_gives_up_after_max_test_rounds(tmp_path: Path) -> None:
     assert gave_up["data"] == {"max_test_rounds": 2}
 
 
+async def test_a_review_that_never_passes_rewrites_the_file_at_most_max_review_rounds(
+        tmp_path: Path) -> None:
+    picky = fixture_file(tmp_path / "picky.toml", [
+        {"action": "WriteCodeReview", "match": "File to review: wordcount/cli.py",
+         "responses": [json.dumps({"lgtm": False, "issues": ["main() ignores --top 0"]})]}])
+    outcome = await run_in_process(
+        company(tmp_path, fixtures=[picky, FIXTURES], sop="review = true\nmax_review_rounds = 2"),
+        tmp_path / "runs")
+    run_dir = outcome.run_dir
+    reviews = [e["data"] for e in events(run_dir, "code_reviewed")]
+    assert [(r["review_round"], r["lgtm"]) for r in reviews if r["file"] == "wordcount/cli.py"] == [
+        (1, False), (2, False)]
+    assert sorted(r["file"] for r in reviews if r["lgtm"]) == [
+        "wordcount/__init__.py", "wordcount/__main__.py", "wordcount/counter.py"]
+    # the first write and one rewrite per failed review of cli.py; one write for the others
+    actions = [line["action"] for line in ledger(run_dir)]
+    assert actions.count("WriteCode") == 4 + 2 and actions.count("WriteCodeReview") == 3 + 2
+    assert qa_verdicts(run_dir) == [True]
+
+
 # -- concurrency ------------------------------------------------------------------------
 
 
