@@ -163,6 +163,20 @@ def test_token_and_spend_limits_read_the_bound_stats() -> None:
     assert stop([], 4) == "$0.02 spent, limit $0.02"
 
 
+@pytest.mark.parametrize(("limit", "fired"), [
+    ({"max_tokens": 1}, "tokens used, limit 1"),
+    ({"max_usd": 0.000001}, "spent, limit $0.000001"),
+])
+async def test_a_run_binds_its_totals_so_token_and_spend_limits_stop_it(
+        tmp_path: Path, limit: dict[str, Any], fired: str) -> None:
+    sc = scenario("group_chat", tmp_path, fixtures=SPEECHES,
+                  sop={"strategy": "round_robin", "termination": {"max_messages": 50, **limit}})
+    out = await run(sc)
+    assert out.summary["end_reason"] == "stop_condition"
+    assert fired in out.summary["detail"]
+    assert speakers(out) == ["Planner"]  # the first priced call already crossed the limit
+
+
 @pytest.mark.parametrize(("sop", "message"), [
     ({"participants": [{"name": "Solo"}]}, "at least two"),
     ({"fallback": "Zed"}, "fallback 'Zed' is neither"),
