@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+import re
 import sys
+import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -130,4 +132,19 @@ def options_as(options: Mapping[str, Any], kind: type[S], path: Path | None = No
         return msgspec.convert(dict(options), kind)
     except msgspec.ValidationError as exc:
         text = str(exc).replace("- at `$", "- at `$.sop")
-        raise ConfigError(f"{file}{text}") from None
+        raise ConfigError(f"{file}{text}{_choices(kind, text)}") from None
+
+
+def _choices(kind: type, error: str) -> str:
+    """For a wrong value of a ``Literal`` option (``$.sop.strategy``, or in a table such as
+    ``$.sop.termination.mode``), the values it may take: msgspec names only the wrong one."""
+    found = re.match(r"Invalid enum value .* - at `\$\.sop\.([\w.]+)`$", error)
+    if found is None:
+        return ""
+    hint: Any = kind
+    for key in found.group(1).split("."):
+        # `T | None` tables: look inside T
+        inner = [a for a in typing.get_args(hint) if a is not type(None)] or [hint]
+        hint = typing.get_type_hints(inner[0]).get(key) if isinstance(inner[0], type) else None
+    values = typing.get_args(hint) if typing.get_origin(hint) is typing.Literal else ()
+    return f"; choose one of {', '.join(repr(v) for v in values)}" if values else ""

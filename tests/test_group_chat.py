@@ -184,7 +184,8 @@ async def test_a_run_binds_its_totals_so_token_and_spend_limits_stop_it(
     ({"participants": [{"name": "Ann"}, {"name": "ann"}]}, "repeated"),
     ({"termination": {"mode": "any"}}, "names no condition"),
     ({"termination": {"max_messages": 0}}, "MaxMessages limit must be 1 or more"),
-    ({"strategy": "random"}, "$.sop.strategy"),
+    ({"strategy": "random"}, "$.sop.strategy`; choose one of 'round_robin', 'model', 'handoff'"),
+    ({"termination": {"mode": "some"}}, "$.sop.termination.mode`; choose one of 'any', 'all'"),
 ])
 def test_option_mistakes_are_config_errors(tmp_path: Path, sop: dict[str, Any], message: str) -> None:
     from sops import build_team
