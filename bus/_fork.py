@@ -34,9 +34,7 @@ from ._scenario import check_scenario, scenario_to_builtins
 from ._scenario_types import Scenario, ScenarioDoc
 from ._store import EVENTS, new_run_id
 from ._suggest import closest
-from ._tape import Tape, read_calls
-
-EVERY_ROUND = 1 << 62
+from ._tape import EVERY_ROUND, Tape, read_calls
 
 
 def plan_replay(run_dir: Path, *, into: Path | None = None) -> tuple[Scenario, Continuation]:

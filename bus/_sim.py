@@ -149,20 +149,34 @@ class SimProvider:
             return rng.uniform(*self.latency_ms)
         return float(self.latency_ms)
 
-    def _fixture_answer(self, request: LLMRequest) -> str | None:
+    def observe(self, request: LLMRequest) -> None:
+        """Counts ``request`` as answered without answering it. A resume or a fork takes the
+        answers of recorded calls from the run's tape; telling the simulator moves each
+        fixture's ``responses`` on as the recorded call did, so the next live call gets the
+        response the uninterrupted run got (not the first one again)."""
+        i = self._fitting(request)
+        if i is not None:
+            self._used[i] += 1
+
+    def _fitting(self, request: LLMRequest) -> int | None:
+        """The index of the first fixture that fits ``request``, if any."""
         if not self.fixtures:
             return None
         prompt = "\n".join(message.content for message in request.messages)
-        for i, fixture in enumerate(self.fixtures):
-            if fixture.fits(request, prompt):
-                text = fixture.responses[min(self._used[i], len(fixture.responses) - 1)]
-                self._used[i] += 1
-                if count_text(text, request.model) > request.max_tokens:
-                    raise ConfigError(f"{fixture.source} answers {request.action} with more than "
-                                      f"max_tokens={request.max_tokens} tokens; shorten the "
-                                      "fixture or raise the action's max_tokens")
-                return text
-        return None
+        return next((i for i, f in enumerate(self.fixtures) if f.fits(request, prompt)), None)
+
+    def _fixture_answer(self, request: LLMRequest) -> str | None:
+        i = self._fitting(request)
+        if i is None:
+            return None
+        fixture = self.fixtures[i]
+        text = fixture.responses[min(self._used[i], len(fixture.responses) - 1)]
+        self._used[i] += 1
+        if count_text(text, request.model) > request.max_tokens:
+            raise ConfigError(f"{fixture.source} answers {request.action} with more than "
+                              f"max_tokens={request.max_tokens} tokens; shorten the "
+                              "fixture or raise the action's max_tokens")
+        return text
 
 
 def _generate(request: LLMRequest, rng: random.Random) -> str:

@@ -54,6 +54,8 @@ from ._store import CALLS, RunStore
 RESERVED = "llm_reserved"
 _COUNTED = ("total_usd", "llm_calls", "prompt_tokens", "completion_tokens")
 RELEASED = "llm_released"
+EVERY_ROUND = 1 << 62
+"""``taped_through`` of a replay: every round is answered from the tape."""
 
 
 class CallRecord(msgspec.Struct, frozen=True, kw_only=True):
@@ -201,13 +203,18 @@ class TapeGateway:
                 raise BudgetExhausted(f"the recorded run's budget refused {request.role!r}'s "
                                       f"{request.action!r} call in round {round}")
             if round <= self._taped_through:
+                taped = ("a replay takes every answer from it" if self._taped_through >= EVERY_ROUND
+                         else f"rounds up to {self._taped_through} take their answers from it")
                 raise ConfigError(
                     f"the recording has no answer for {request.role!r}'s {request.action!r} call "
-                    f"in round {round} (rounds up to {self._taped_through} are answered from it "
-                    f"and make no provider call); the recorded run did not make that call")
+                    f"in round {round} ({taped}, with no provider call); the recorded run did "
+                    f"not make that call, or asked it with another prompt")
             return await self.gateway.complete(request, round=round, attempt=attempt)
         self.taped += 1
         self._count(record)
+        observe = getattr(self.gateway.provider, "observe", None)
+        if observe is not None:  # a stateful provider (the simulator's fixture sequences)
+            observe(request)
         if self._free:
             return self.gateway.record_replay(request, record.completion, round=round, attempt=attempt)
         if record.ledger is not None:

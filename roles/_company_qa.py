@@ -33,6 +33,11 @@ PYTEST = ("python", "-m", "pytest", "-q", "--no-header", "-p", "no:cacheprovider
 # loading them costs seconds per run.
 PYTEST_ENV = {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
 _PYTEST_TOTALS = re.compile(r"^=*\s*((?:\d+ (?:passed|failed|errors?|skipped)|no tests ran).*?)\s*=*$", re.M)
+# pytest's own timing ("13 passed in 0.31s", "in 61.20s (0:01:01)") is wall clock, different
+# on every run. It is cut from what QA publishes and asks: the same code then gives the same
+# messages and prompts, so a replay or a resume finds its recorded answers (keyed by prompt)
+# and `sopbus diff` compares what the tests said, not how fast the machine was.
+_PYTEST_TIME = re.compile(r" in \d+(?:\.\d+)?s(?: \(\d+:\d\d:\d\d\))?(?=\s*=*\s*$)", re.M)
 
 
 class PytestFile(BaseModel):
@@ -55,7 +60,7 @@ class PytestRun(BaseModel):
     passed: bool
     exit_code: int | None
     timed_out: bool
-    duration_s: float
+    duration_s: float = Field(exclude=True)  # wall clock: in the tests_ran event, not the message
     totals: str
     network_isolated: bool
     output: str
@@ -91,8 +96,9 @@ class RunCode(Action):
         workspace = root / WORKSPACE if root is not None and (root / WORKSPACE).is_dir() else None
         result = await run_sandboxed(PYTEST, workspace=workspace,
                                      files=None if workspace else files, limits=limits, env=PYTEST_ENV)
-        output = result.stdout + (f"\n[stderr]\n{result.stderr}" if result.stderr.strip() else "")
-        totals = _PYTEST_TOTALS.findall(result.stdout)
+        stdout = _PYTEST_TIME.sub("", result.stdout)
+        output = stdout + (f"\n[stderr]\n{result.stderr}" if result.stderr.strip() else "")
+        totals = _PYTEST_TOTALS.findall(stdout)
         return PytestRun(test_round=test_round, passed=result.exit_code == 0, exit_code=result.exit_code,
                        timed_out=result.timed_out, duration_s=round(result.duration_s, 3),
                        totals=totals[-1] if totals else "no pytest summary",
@@ -242,8 +248,8 @@ def _module_of(test: str, workspace: dict[str, str]) -> str:
 
 def _run_text(run: PytestRun) -> str:
     verdict = "PASSED" if run.passed else ("TIMED OUT" if run.timed_out else "FAILED")
-    return (f"Test round {run.test_round}: {verdict} ({run.totals}; exit code {run.exit_code}, "
-            f"{run.duration_s:.2f} s)\n```\n{run.output}\n```")
+    return (f"Test round {run.test_round}: {verdict} ({run.totals}; exit code {run.exit_code})"
+            f"\n```\n{run.output}\n```")
 
 
 def _report_text(report: BugReport, run: PytestRun) -> str:
@@ -258,11 +264,11 @@ def render_test_report(runs: Sequence[PytestRun]) -> str:
     last = runs[-1]
     lines = ["# Test report", "",
              f"**Result: {'PASSED' if last.passed else 'FAILED'}** after {len(runs)} run(s) "
-             f"({last.totals}).", "", "| round | result | totals | exit code | seconds |",
-             "|---|---|---|---|---|"]
+             f"({last.totals}).", "", "| round | result | totals | exit code |",
+             "|---|---|---|---|"]
     for run in runs:
         lines.append(f"| {run.test_round} | {'passed' if run.passed else 'failed'} | {run.totals} "
-                     f"| {run.exit_code} | {run.duration_s:.2f} |")
+                     f"| {run.exit_code} |")
     for run in runs:
         lines += ["", f"## Round {run.test_round}", "", "```", run.output.rstrip(), "```"]
     return "\n".join(lines) + "\n"
