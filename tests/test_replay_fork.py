@@ -238,6 +238,22 @@ def test_fork_with_an_injected_message_and_a_new_budget(tmp_path: Path) -> None:
     assert sum(l.cost_usd for l in ledger(fork_dir) if l.round <= 2) == 0
 
 
+def test_a_fork_whose_early_rounds_need_an_unrecorded_call_fails_instead_of_calling(
+        server: OpenAIServer, tmp_path: Path) -> None:
+    original = run(load_scenario(pipeline(tmp_path, server)), environ=KEY).run_dir
+    server.requests.clear()
+
+    # A renamed first role asks in round 1 where the recording has no call of that role.
+    scenario, continuation = plan_fork(original, at_round=2, settings=("roles.0.name=Oona",))
+    fork = run(scenario, environ=KEY, continuation=continuation)
+
+    assert fork.result.end_reason == "error"
+    assert "no answer for 'Oona'" in (fork.result.error or "")
+    assert "rounds up to 2 take their answers from it" in (fork.result.error or "")
+    assert server.requests == []  # rounds up to the fork's make no provider call
+    assert ledger(fork.run_dir) == []
+
+
 def test_fork_refuses_rounds_the_run_did_not_finish_and_bad_settings(tmp_path: Path) -> None:
     original = run(scenario_with_overrides(load_scenario(relay(tmp_path)), max_rounds=2)).run_dir
     with pytest.raises(ConfigError, match="completed rounds 1 to 2"):
