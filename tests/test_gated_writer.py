@@ -335,3 +335,38 @@ async def test_publisher_refuses_a_broken_receipt_chain(tmp_path: Path) -> None:
     events = list(read_jsonl(tmp_path / "run" / "events.jsonl", dict[str, Any]))
     assert [e["data"]["cause"] for e in events if e["kind"] == "sample_failed"] == ["receipt_invalid"]
 
+
+
+# -- the detector's checks, one by one ------------------------------------------------------
+
+
+def detector_input(draft: str) -> dict[str, Any]:
+    from roles._gated_check import check
+
+    store, outline = load_store(DATA), load_outline(DATA / "outline.toml")
+    manifest = plan(store, outline, budget_chars=1200, fact_share=0.6)
+    prose = [{"id": i.id, "text": store.items[i.id].text} for i in manifest.items if i.kind == "prose"]
+    facts = [{"id": i.id, "text": i.text, "forbid": list(i.forbid)} for i in store.facts()]
+    assert prose and facts
+    data = {"sample": "ch07", "draft": draft, "outline": msgspec.to_builtins(outline),
+            "facts": facts, "prose": prose}
+    return check(data) | {"prose": prose}
+
+
+def error_ids(draft: str) -> list[str]:
+    return [e["id"] for e in detector_input(draft)["errors"]]
+
+
+def test_the_detector_blocks_each_verifiable_error_by_its_id() -> None:
+    assert detector_input(GOOD)["passed"] is True and error_ids(GOOD) == []
+    assert error_ids(GOOD.replace("unmoored", "adrift")) == ["OUTLINE-HE1"]
+    assert error_ids("The tide bell was silent that evening. " + GOOD) == ["TIMELINE-HE3"]
+    assert error_ids("# Chapter 7\n\n" + GOOD) == ["CONTRACT-FORBID-1"]
+    assert "CONTRACT-LENGTH" in error_ids(GOOD[:400])
+    assert error_ids(GOOD.replace("red hand", "red mark")) == ["NEWFACT-N1"]
+    prose = detector_input(GOOD)["prose"][0]
+    copied = " ".join(prose["text"].split()[:14])
+    assert error_ids(copied + " " + GOOD) == [f"COPY-{prose['id']}"]
+    # an adjustable beat left out is a warning, never a block
+    no_gulls = detector_input(GOOD.replace("gulls", "terns").replace("Gulls", "Terns"))
+    assert no_gulls["passed"] is True and [w["id"] for w in no_gulls["warnings"]] == ["BEAT-B2"]
