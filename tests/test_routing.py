@@ -73,6 +73,7 @@ def test_delivery_equals_the_reference(data: st.DataObject) -> None:
     dropped = [e for e in log if type(e).__name__ == "MessageUndelivered"]
     assert {e.message.id for e in dropped} == undelivered  # type: ignore[attr-defined]
     assert len(published) + len(dropped) == len(stream)
+    assert (env.published, env.undelivered) == (len(stream), len(undelivered))
     for e in published:
         assert e.message.sent_from not in e.recipients  # type: ignore[attr-defined]
     assert env.pending() == 0
