@@ -183,6 +183,19 @@ def test_ctrl_c_exits_130(monkeypatch: pytest.MonkeyPatch, capsys: pytest.Captur
     assert capsys.readouterr().err == "sopbus: interrupted\n"
 
 
+def test_a_reader_that_goes_away_gets_no_traceback() -> None:
+    # `sopbus roles --json | head -1`: the pipe closes before sopbus has written everything.
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen([sys.executable, "-m", "bus.cli", "roles", "--json"], cwd=ROOT, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    proc.stderr.close()
+    assert proc.wait(timeout=120) == ExitCode.FAILED
+    assert err == ""
+
+
 def test_other_exceptions_are_bugs_and_propagate(monkeypatch: pytest.MonkeyPatch) -> None:
     def buggy(args: argparse.Namespace) -> int:
         raise RuntimeError("a bug")

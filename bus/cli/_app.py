@@ -72,3 +72,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)
         return ExitCode.INTERRUPTED
+    except BrokenPipeError:
+        # The reader went away (`sopbus show RUN --json | head`): stop without a traceback,
+        # and point stdout at /dev/null so the interpreter's final flush does not fail again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return ExitCode.FAILED
