@@ -109,6 +109,13 @@ def test_validate_on_a_broken_file_exits_2_with_the_message(tmp_path: Path) -> N
     assert "Traceback" not in done.stderr
 
 
+@pytest.mark.parametrize("path", sorted((ROOT / "scenarios").glob("*.toml")), ids=lambda p: p.stem)
+def test_validate_passes_on_every_shipped_scenario(path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["validate", str(path)]) == ExitCode.COMPLETED
+    out = capsys.readouterr().out
+    assert out.startswith(f"{path}: ok\n") and "watch graph" in out
+
+
 @pytest.mark.parametrize("path", sorted(BAD.glob("*.toml")), ids=lambda p: p.stem)
 def test_validate_in_process_fails_on_every_broken_file(
         path: Path, capsys: pytest.CaptureFixture[str]) -> None:
