@@ -31,6 +31,10 @@ def build_team(scenario: Scenario) -> Team:
     sop = get_sop(scenario.sop, path=scenario.path) if scenario.sop else None
     reg = registry.copy()
     for name, action in scenario.actions.items():
+        if name in reg.actions:  # a file's action never silently replaces a built-in one
+            raise ConfigError(f"{scenario.path}: [actions.{name}] - at `$.actions.{name}`: an action "
+                              f"named {name} already exists ({_origin(reg.actions[name])}); "
+                              f"rename the table, e.g. [actions.My{name}], and the names that refer to it")
         declare_action(name, instruction=action.instruction, output=action.output_types(),
                        llm=action.llm, max_repairs=action.max_repairs, registry=reg)
     defaults = llm_defaults(scenario)
@@ -47,6 +51,11 @@ def build_team(scenario: Scenario) -> Team:
                                                   send_to=i.send_to, content=i.content, payload=i.payload))
         for i in scenario.inject)
     return team
+
+
+def _origin(action: type) -> str:
+    declared = getattr(action, "_declared_at", None)
+    return f"declared at {declared}" if declared else f"built in: {action.__module__}.{action.__qualname__}"
 
 
 def llm_defaults(scenario: Scenario) -> LLMSettings:

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import json
 import tomllib
+from pathlib import Path
 from typing import Any
 
 import pytest
 from pydantic import BaseModel, ConfigDict
 from scripted_gateway import ScriptedGateway, turn
 
-from bus import ConfigError, LLMRequest, Message
+from bus import ConfigError, LLMRequest, Message, load_scenario
 from roles import (
     Action,
     LLMSettings,
@@ -21,6 +22,8 @@ from roles import (
     registry,
     role_with_overrides,
 )
+from sops import build_team
+from sops._team import llm_defaults
 
 # -- the same team, once in Python ------------------------------------------------------
 
@@ -218,3 +221,36 @@ def test_declared_role_settings_are_checked_at_their_path() -> None:
     slow = declare_role("Slow", react_mode="react", max_react_steps=2, actions=["ReviewCode"],
                         registry=reg)
     assert (slow.react_mode, slow.max_react_steps) == ("react", 2)
+
+
+# -- the same twins through the real scenario loader and team builder ------------------------
+
+
+def scenario_file(tmp_path: Path, tables: str) -> Path:
+    path = tmp_path / "twins.toml"
+    path.write_text('[scenario]\nname = "twins"\nidea = "review"\n' + tables, encoding="utf-8")
+    return path
+
+
+async def test_a_role_from_a_scenario_file_behaves_like_its_python_twin(tmp_path: Path) -> None:
+    # WriteCode is a built-in action, so the file watches it without declaring it.
+    tables = SCENARIO.replace('[actions.WriteCode]\ninstruction = "Write the code for the task."\n', "")
+    scenario = load_scenario(scenario_file(tmp_path, tables))
+    (declared,) = build_team(scenario).roles
+    python = Reviewer(registry=PY, llm_defaults=llm_defaults(scenario))
+    assert declared.fields() | {"actions": None} == python.fields() | {"actions": None}
+    got_declared, asked_declared = await run(declared)
+    got_python, asked_python = await run(python)
+    assert got_declared == got_python and asked_declared == asked_python
+    assert [m.payload for m in got_declared] == [
+        {"approved": False, "problems": ["subtracts"]}, {"approved": True, "problems": []}]
+
+
+def test_a_file_action_named_like_a_built_in_one_names_the_file_and_the_fix(tmp_path: Path) -> None:
+    path = scenario_file(tmp_path, SCENARIO)  # declares [actions.WriteCode], a built-in name
+    with pytest.raises(ConfigError) as caught:
+        build_team(load_scenario(path))
+    assert str(caught.value) == (
+        f"{path}: [actions.WriteCode] - at `$.actions.WriteCode`: an action named WriteCode already "
+        f"exists (built in: roles._company_code.WriteCode); rename the table, e.g. "
+        f"[actions.MyWriteCode], and the names that refer to it")
