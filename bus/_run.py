@@ -206,7 +206,8 @@ class Runner:
             tb = traceback.format_exc()
             self._log(TurnFailed(round=rnd, role=member.name, error=repr(exc), traceback=tb))
             if self._error is None:
-                self._error = (f"role {member.name!r} failed in round {rnd}: {exc!r}", tb)
+                # str, not repr: the message of a ModelOutputError is multi-line prose for people
+                self._error = (f"role {member.name!r} failed in round {rnd}: {type(exc).__name__}: {exc}", tb)
             scope.cancel()  # the other turns are cancelled; the run ends with 'error'
             return ()
         if not out:

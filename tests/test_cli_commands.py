@@ -84,6 +84,26 @@ def test_a_tiny_budget_exits_3_and_the_ledger_shows_the_refusal(tmp_path: Path) 
     assert [(r["status"], r["end_reason"]) for r in listed] == [("budget_exhausted", "budget_exhausted")]
 
 
+def test_an_action_that_fails_for_good_exits_1_with_the_reason(tmp_path: Path) -> None:
+    # The writer's answers always miss `body`: one ask and two repairs, then the run fails.
+    (tmp_path / "no_body.toml").write_text(
+        "# SIMULATED OUTPUT: canned answers for sopbus's sim provider; no model wrote them.\n"
+        "simulated = true\n[[fixture]]\naction = \"Draft\"\nresponses = ['{\"title\": \"T\"}']\n")
+    scenario = tmp_path / "pair.toml"
+    scenario.write_text(PAIR.read_text().replace("max_tokens = 256", 'max_tokens = 256\nfixtures = ["no_body.toml"]'))
+    done = sopbus("run", scenario, "--runs-dir", "runs", "--quiet", cwd=tmp_path)
+    assert done.returncode == 1, done.stderr
+    assert "Traceback" not in done.stderr + done.stdout
+    assert "failed (error)" in done.stdout and "Field required" in done.stdout
+    (run,) = (tmp_path / "runs").iterdir()
+    summary = json.loads((run / "summary.json").read_text())
+    assert (summary["status"], summary["end_reason"], summary["llm_calls"]) == ("failed", "error", 3)
+    assert summary["error"].startswith("role 'Writer' failed in round 1: ModelOutputError: action 'Draft'")
+    assert [(line["role"], line["attempt"]) for line in jsonl(run / "costs.jsonl")] == [("Writer", 1), ("Writer", 2), ("Writer", 3)]
+    (row,) = json.loads(ok("runs", "--json", cwd=tmp_path))
+    assert (row["status"], row["end_reason"], row["calls"]) == ("failed", "error", 3)
+
+
 # -- runs -----------------------------------------------------------------------------------
 
 
