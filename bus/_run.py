@@ -95,7 +95,7 @@ class Runner:
             else:
                 end = await self._events()
         except BaseException as exc:  # cancellation, Ctrl-C: record, then let it go on
-            end = _End("cancelled", type(exc).__name__)
+            end = _End("cancelled", _what(exc))
             self._finish(end, started)
             raise
         return self._finish(end, started)
@@ -261,6 +261,14 @@ class Runner:
         ended = time.time()
         summary.update(started_at=started, ended_at=ended, duration_s=round(ended - started, 6))
         return summary
+
+
+def _what(exc: BaseException) -> str:
+    """``Cancelled`` or ``KeyboardInterrupt``, looking inside the groups trio's nurseries wrap
+    them in (``BaseExceptionGroup`` alone would not say what stopped the run)."""
+    if isinstance(exc, BaseExceptionGroup):
+        return ", ".join(sorted({_what(e) for e in exc.exceptions}))
+    return type(exc).__name__
 
 
 async def run_team(env: Environment, **kwargs: Any) -> RunResult:

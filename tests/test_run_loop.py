@@ -164,3 +164,21 @@ async def test_a_role_hired_mid_run_gets_messages_from_the_next_delivery() -> No
     assert [m.cause_by for m in hire.seen] == ["Pong", "Pong"]
     env.remove("Newbie")
     assert "Newbie" not in env and env.watchers("Pong") == ["B"]
+
+
+@pytest.mark.parametrize("mode", ["rounds", "events"])
+async def test_a_cancelled_run_records_cancelled_and_keeps_its_log(
+        tmp_path: Path, mode: str, autojump_clock: object) -> None:
+    store = RunStore(tmp_path, "run")
+    env = Environment("run", log=store.log)
+    slow = Echo("Slow", ["Go"], replies=["Done"], delay=100)
+    env.add_all([Echo("Fast", ["Go"], replies=["Next"]), slow])
+    with trio.move_on_after(10):  # as Ctrl-C or a parent's deadline would
+        await run_team(env, mode=mode, seed=[Message(cause_by="Go", sent_from="Boss")], store=store)
+    store.close()
+    assert slow.cancelled
+    events = list(read_jsonl(tmp_path / "events.jsonl"))
+    assert (events[-1]["kind"], events[-1]["reason"], events[-1]["detail"]) == ("run_ended", "cancelled", "Cancelled")
+    assert events[2]["kind"] == "message_published" and events[2]["message"]["cause_by"] == "Go"
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert (summary["status"], summary["end_reason"]) == ("cancelled", "cancelled")
