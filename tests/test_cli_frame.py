@@ -203,6 +203,23 @@ def test_a_reader_that_goes_away_gets_no_traceback() -> None:
     assert err == ""
 
 
+def test_ctrl_c_inside_a_run_exits_130_too(monkeypatch: pytest.MonkeyPatch,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    def interrupted_run(args: argparse.Namespace) -> int:  # trio's nurseries wrap the interrupt
+        raise BaseExceptionGroup("run", [BaseExceptionGroup("turns", [KeyboardInterrupt()])])
+
+    monkeypatch.setattr(_cmd_validate, "run", interrupted_run)
+    assert main(["validate", "x.toml"]) == 130
+    assert capsys.readouterr().err == "sopbus: interrupted\n"
+
+    def buggy_run(args: argparse.Namespace) -> int:
+        raise ExceptionGroup("run", [RuntimeError("a bug")])
+
+    monkeypatch.setattr(_cmd_validate, "run", buggy_run)
+    with pytest.raises(ExceptionGroup):
+        main(["validate", "x.toml"])
+
+
 def test_other_exceptions_are_bugs_and_propagate(monkeypatch: pytest.MonkeyPatch) -> None:
     def buggy(args: argparse.Namespace) -> int:
         raise RuntimeError("a bug")

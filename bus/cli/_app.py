@@ -72,6 +72,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)
         return ExitCode.INTERRUPTED
+    except BaseExceptionGroup as group:
+        # Ctrl-C during a run arrives wrapped by trio's nurseries; anything else is a bug.
+        if group.subgroup(KeyboardInterrupt) is None:
+            raise
+        print(f"{PROG}: interrupted", file=sys.stderr)
+        return ExitCode.INTERRUPTED
     except BrokenPipeError:
         # The reader went away (`sopbus show RUN --json | head`): stop without a traceback,
         # and point stdout at /dev/null so the interpreter's final flush does not fail again.
