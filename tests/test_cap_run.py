@@ -71,7 +71,7 @@ def test_a_run_never_spends_past_its_cap_and_its_files_agree(
     assert summary["end_reason"] == end_reason
     # A refused call ends the run as budget_exhausted; a run that ran out of rounds refused nothing.
     assert (end_reason == "budget_exhausted") == bool(refused)
-    if not refused:
-        assert end_reason == "max_rounds"
+    if not refused:  # one role alone never hears its own Go, so it goes idle after one turn
+        assert end_reason == ("max_rounds" if len(team) > 1 else "idle")
     # one refusal per role at most: a refused role publishes nothing more, and no new round starts
     assert len({line["role"] for line in refused}) == len(refused)
