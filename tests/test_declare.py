@@ -234,10 +234,12 @@ def scenario_file(tmp_path: Path, tables: str) -> Path:
 
 async def test_a_role_from_a_scenario_file_behaves_like_its_python_twin(tmp_path: Path) -> None:
     # WriteCode is a built-in action, so the file watches it without declaring it.
+    # Another name than Reviewer: Python test modules register roles of that name globally.
     tables = SCENARIO.replace('[actions.WriteCode]\ninstruction = "Write the code for the task."\n', "")
+    tables = tables.replace('name = "Reviewer"', 'name = "TwinReviewer"')
     scenario = load_scenario(scenario_file(tmp_path, tables))
     (declared,) = build_team(scenario).roles
-    python = Reviewer(registry=PY, llm_defaults=llm_defaults(scenario))
+    python = Reviewer(registry=PY, name="TwinReviewer", llm_defaults=llm_defaults(scenario))
     assert declared.fields() | {"actions": None} == python.fields() | {"actions": None}
     got_declared, asked_declared = await run(declared)
     got_python, asked_python = await run(python)
