@@ -67,9 +67,9 @@ if TYPE_CHECKING:
     from ._replay import RecordingProvider as RecordingProvider
     from ._replay import ReplayProvider as ReplayProvider
     from ._replay import request_key as request_key
-    from ._sim import Fixture as Fixture
+    from ._fixtures import Fixture as Fixture
     from ._sim import SimProvider as SimProvider
-    from ._sim import load_fixtures as load_fixtures
+    from ._fixtures import load_fixtures as load_fixtures
     from ._scenario import check_scenario as check_scenario
     from ._scenario import load_scenario as load_scenario
     from ._scenario import scenario_to_builtins as scenario_to_builtins
@@ -150,9 +150,9 @@ _WHERE: dict[str, str] = {
     "RecordingProvider": "._replay",
     "ReplayProvider": "._replay",
     "request_key": "._replay",
-    "Fixture": "._sim",
+    "Fixture": "._fixtures",
     "SimProvider": "._sim",
-    "load_fixtures": "._sim",
+    "load_fixtures": "._fixtures",
     "check_scenario": "._scenario",
     "load_scenario": "._scenario",
     "scenario_to_builtins": "._scenario",

@@ -184,7 +184,8 @@ def make_provider(scenario: Scenario, environ: Mapping[str, str]) -> Provider:
     scenario gives no ``base_url``."""
     llm = scenario.llm
     if llm.provider == "sim":
-        from .._sim import SimProvider, load_fixtures
+        from .._fixtures import load_fixtures
+        from .._sim import SimProvider
 
         return SimProvider(seed=scenario.run.seed, latency_ms=llm.latency_ms,
                            fixtures=load_fixtures(scenario.fixture_paths()))
