@@ -53,7 +53,9 @@ class Environment:
         self._waiters: dict[str, trio.Event] = {}  # events mode: roles parked until news
         self._by_action: dict[str, list[str]] = {}
         self._by_address: dict[str, str] = {}
-        self._on_join: Callable[[Member], None] | None = None
+        # Called with each role added from now on; the events-mode run loop sets it so that a
+        # role hired mid-run gets its own task.
+        self.on_join: Callable[[Member], None] | None = None
 
     # -- the address book -------------------------------------------------------------
 
@@ -75,8 +77,8 @@ class Environment:
         if self._log is not None:
             self._log(RoleJoined(round=self.round, name=name, aliases=tuple(member.aliases),
                                  watch=tuple(sorted(member.watch))))
-        if self._on_join is not None:
-            self._on_join(member)
+        if self.on_join is not None:
+            self.on_join(member)
 
     def add_all(self, members: Iterable[Member]) -> None:
         for member in members:

@@ -141,12 +141,12 @@ class Runner:
                 nursery.start_soon(self._role_loop, member, nursery.cancel_scope)
             for member in self.env.members:
                 spawn(member)
-            self.env._on_join = spawn
+            self.env.on_join = spawn
             self._publish_all(self._seed, 0)
             self._check_idle()
             await self._done.wait()
             nursery.cancel_scope.cancel()
-        self.env._on_join = None
+        self.env.on_join = None
         if self._ending is not None:
             return self._ending
         if self._limited:
