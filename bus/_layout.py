@@ -6,4 +6,5 @@ COSTS = "costs.jsonl"
 SUMMARY = "summary.json"
 SCENARIO = "scenario.toml"
 ARTIFACTS = "artifacts"
+CALLS = "calls.jsonl"  # the run's LLM answers (resume, replay, fork)
 RECEIPTS = "receipts.jsonl"  # under artifacts/, written by gated SOPs

@@ -50,7 +50,8 @@ from ._ledger import LedgerLine
 from ._llm import Completion, LLMRequest
 from ._scenario import load_scenario, scenario_with_overrides
 from ._scenario_types import Scenario
-from ._store import CALLS, COSTS, EVENTS, SCENARIO, SUMMARY, RunStore, drop_torn_tail, is_locked
+from ._layout import CALLS, COSTS, EVENTS, SCENARIO, SUMMARY
+from ._store import RunStore, drop_torn_tail, is_locked
 from ._tape import RELEASED, RESERVED, CallRecord, Tape, TapeGateway, read_calls
 
 

@@ -30,8 +30,7 @@ from ._errors import ConfigError, ModelOutputError
 from ._events import ArtifactWritten, LLMCalled, Note
 from ._jsonl import JsonlWriter, encode_json
 
-from ._layout import ARTIFACTS, COSTS, EVENTS, SCENARIO, SUMMARY
-CALLS = "calls.jsonl"
+from ._layout import ARTIFACTS, CALLS, COSTS, EVENTS, SCENARIO, SUMMARY
 
 
 def new_run_id(name: str) -> str:

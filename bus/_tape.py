@@ -49,7 +49,8 @@ from ._jsonl import read_jsonl
 from ._ledger import LedgerLine
 from ._llm import Completion, LLMRequest
 from ._replay import request_key
-from ._store import CALLS, RunStore
+from ._layout import CALLS
+from ._store import RunStore
 
 RESERVED = "llm_reserved"
 _COUNTED = ("total_usd", "llm_calls", "prompt_tokens", "completion_tokens")

@@ -30,6 +30,7 @@ from .._budget import Budget
 from .._environment import Environment
 from .._errors import ConfigError
 from .._gateway import Gateway
+from .._layout import SUMMARY
 from .._llm import Provider
 from .._prices import PriceBook
 from .._run import Runner, RunResult
@@ -101,7 +102,7 @@ async def execute(scenario: Scenario, *, record: Path | None = None, progress: b
     finally:
         logger.remove(sink_id)
         store.close()
-    summary = msgspec.json.decode((store.run_dir / "summary.json").read_bytes())
+    summary = msgspec.json.decode((store.run_dir / SUMMARY).read_bytes())
     return Outcome(result, store.run_dir, summary)
 
 

@@ -18,8 +18,7 @@ from typing import Any
 from .._errors import ConfigError
 
 DEFAULT_RUNS_DIR = "runs"
-from .._layout import EVENTS
-SUMMARY = "summary.json"
+from .._layout import EVENTS, SUMMARY
 LAST = "last"
 
 
