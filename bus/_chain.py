@@ -12,7 +12,7 @@ no longer matches its own ``_h``; a dropped or moved line breaks the next line's
 Both checks work on bytes, with no JSON parsing, so verifying a log is as fast as reading it.
 
 What the chain does not do: it has no key, so someone who rewrites a line *and* recomputes
-every hash after it goes unnoticed by the chain alone; :mod:`bus._verify` cross-checks the
+every hash after it goes unnoticed by the chain alone; :mod:`bus.store._verify` cross-checks the
 files of a run against each other (the ledger against the events, the artifacts against
 their recorded SHA-256) so that such a rewrite has to be done consistently in several places.
 Dropping lines at the very end of a file is also invisible to the chain; the run's last

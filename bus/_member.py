@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from ._llm import Completion, LLMRequest
+from ._protocol import Completion, LLMRequest
 from ._message import Message
 
 

@@ -30,7 +30,7 @@ from ._errors import BudgetExhausted, StopRun
 from ._events import RoundEnded, RoundStarted, RunEnded, TurnFailed
 from ._member import LLMGateway, Member, Turn
 from ._message import Message
-from ._store import RunStore
+from .store._store import RunStore
 
 StopCondition = Callable[[Sequence[Message], int], "str | None"]
 """Looks at the messages a round (or a turn) published and returns why to stop, or None."""

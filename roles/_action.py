@@ -21,7 +21,7 @@ from ._registry import registry as default_registry
 
 if TYPE_CHECKING:
     from ._memory import Memory
-    from ._role import Role
+    from ._view import RoleView
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -48,7 +48,7 @@ class ActionContext:
     artifacts, events), the messages that triggered this step, the messages the role has
     already published in this step, and the resolved LLM settings for this action."""
 
-    role: Role
+    role: RoleView
     turn: Turn
     news: tuple[Message, ...]
     earlier: tuple[Message, ...] = ()

@@ -21,7 +21,7 @@ from ._llm import ask_model
 from ._prompt import task_text
 
 if TYPE_CHECKING:
-    from ._role import Role
+    from ._view import RoleView
 
 THINK = "_think"
 """The action name a ``react`` pick is asked (and ledgered) under."""
@@ -49,7 +49,7 @@ class Plan(BaseModel):
     steps: list[str]
 
 
-async def choose_next(role: Role, news: tuple[Message, ...], earlier: tuple[Message, ...],
+async def choose_next(role: RoleView, news: tuple[Message, ...], earlier: tuple[Message, ...],
                       taken: Sequence[str], turn: Turn) -> Action | None:
     """The action the model picks next, or ``None`` when it answers ``"done"``."""
     names = tuple(a.name for a in role.actions)
@@ -65,7 +65,7 @@ async def choose_next(role: Role, news: tuple[Message, ...], earlier: tuple[Mess
     return None if picked == DONE else role.action_named(picked)
 
 
-async def make_plan(role: Role, news: tuple[Message, ...], turn: Turn) -> tuple[Action, ...]:
+async def make_plan(role: RoleView, news: tuple[Message, ...], turn: Turn) -> tuple[Action, ...]:
     """The actions the model plans to take on ``news``, in order (at most ``max_react_steps``)."""
     names = tuple(a.name for a in role.actions)
     if not names:
@@ -79,7 +79,7 @@ async def make_plan(role: Role, news: tuple[Message, ...], turn: Turn) -> tuple[
     return tuple(role.action_named(step) for step in plan.steps)
 
 
-async def _ask(role: Role, news: tuple[Message, ...], earlier: tuple[Message, ...],
+async def _ask(role: RoleView, news: tuple[Message, ...], earlier: tuple[Message, ...],
                turn: Turn, instruction: str, label: str, output: type[T]) -> T:
     context = role.recall(news, earlier, limit=HISTORY)
     messages = (ChatMessage("system", role.system_text()),
@@ -88,7 +88,7 @@ async def _ask(role: Role, news: tuple[Message, ...], earlier: tuple[Message, ..
                            action=label, role=role.name, max_repairs=REPAIRS)
 
 
-def _menu(role: Role) -> str:
+def _menu(role: RoleView) -> str:
     lines = [f"- {a.name}" + (f": {d}" if (d := describe(a)) else "") for a in role.actions]
     return "Your actions:\n" + "\n".join(lines)
 

@@ -11,13 +11,14 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterable, Mapping
 from types import MappingProxyType
-from typing import TYPE_CHECKING, TypeVar
+from typing import Any, TypeAlias, TypeVar
 
 from bus import ConfigError
 
-if TYPE_CHECKING:
-    from ._action import Action
-    from ._role import Role
+# The registry holds Action and Role subclasses but names neither type: both register
+# themselves here when their class statement runs, so importing them would be a circle.
+Action: TypeAlias = Any
+Role: TypeAlias = Any
 
 _C = TypeVar("_C", bound=type)
 

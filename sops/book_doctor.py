@@ -3,14 +3,14 @@ within hard bounds, and proposes a validated plan (nothing is applied).
 
 The question is the scenario's idea. ``[sop]`` options (paths relative to the scenario)::
 
-    book = "data/journey_west"     # required: the book's data directory (see roles._book_data)
+    book = "data/journey_west"     # required: the book's data directory (see roles.book._data)
     max_steps = 4                  # decision steps (model answers), 3 to 5
     max_tool_calls = 4             # tools run, 3 to 5
     max_request_chars = 32000      # characters per request, 24,000 to 64,000
     max_result_chars = 6000        # one tool result is cut to this (500 to a third of the cap)
     max_new_chapters = 3           # new chapters one plan may add
 
-See ``roles._book_doctor`` for the protocol, the trimming and the fail-closed rule.
+See ``roles.book._doctor`` for the protocol, the trimming and the fail-closed rule.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from typing import Annotated
 import msgspec
 
 from bus import ConfigError
-from roles._book_data import load_book
-from roles._book_doctor import CHAR_RANGE, STEP_RANGE, TOOL_RANGE, BookDoctor, DoctorBounds
+from roles.book._data import load_book
+from roles.book._doctor import CHAR_RANGE, STEP_RANGE, TOOL_RANGE, BookDoctor, DoctorBounds
 
 from . import _sop
 from ._sop import SopContext, Team

@@ -28,7 +28,7 @@ from collections.abc import Sequence
 import msgspec
 
 from bus import ConfigError, Message
-from roles._camel import (INSTRUCT, SOLVE, TASK_DONE, AIAssistant, AIUser, GiveInstruction,
+from roles.chat._camel import (INSTRUCT, SOLVE, TASK_DONE, AIAssistant, AIUser, GiveInstruction,
                           GiveSolution, SpecifyTask, TaskSpecifier)
 
 from . import _sop

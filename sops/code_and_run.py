@@ -24,7 +24,7 @@ from pathlib import Path, PurePosixPath
 import msgspec
 
 from bus import ConfigError, Message, SandboxLimits
-from roles._code_run import RUN, Coder, Executor, RunScript, WriteScript
+from roles.chat._code_run import RUN, Coder, Executor, RunScript, WriteScript
 
 from . import _sop
 from ._sop import SopContext, Team

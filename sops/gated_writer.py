@@ -2,7 +2,7 @@
 
 ``[sop]`` options (paths relative to the scenario file)::
 
-    store = "data/gated_writer"                 # the story store (roles._gated_store)
+    store = "data/gated_writer"                 # the story store (roles.gated._store)
     outlines = ["data/gated_writer/outline.toml"]  # confirmed chapter outlines: one sample each
     budget_chars = 6000       # evidence the planner may select per sample
     fact_share = 0.6          # of which facts (the rest: prose)
@@ -13,7 +13,7 @@
     checker_timeout_s = 30
     model_check = false       # also ask the model for contradictions (findings must validate)
 
-Roles: ``Planner``, ``Writer``, ``Gate``, ``Publisher`` (see :mod:`roles._gated`). The run
+Roles: ``Planner``, ``Writer``, ``Gate``, ``Publisher`` (see :mod:`roles.gated._writer`). The run
 stops when every sample is delivered (with a receipt) or has gone to the user; a sample that
 fails closed ends the run ``failed`` with its cause.
 """
@@ -25,10 +25,10 @@ from collections.abc import Sequence
 import msgspec
 
 from bus import ConfigError, Message, StopCondition
-from roles._gated import (CHECK, DELIVER, OUTLINE, ChapterGate, ChapterPublisher, ChapterWriter,
+from roles.gated._writer import (CHECK, DELIVER, OUTLINE, ChapterGate, ChapterPublisher, ChapterWriter,
                           EvidencePlanner, GatedSettings, GateChapter, PlanEvidence, WriteChapter)
-from roles._gated_detect import GateOptions
-from roles._gated_store import load_outline, load_store
+from roles.gated._detect import GateOptions
+from roles.gated._store import load_outline, load_store
 
 from . import _sop
 from ._sop import SopContext, Team

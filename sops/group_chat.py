@@ -35,7 +35,7 @@ from typing import Literal
 import msgspec
 
 from bus import ConfigError
-from roles._group_chat import (ROUND_ROBIN, SPEAK, ChatManager, ChatParticipant, NextSpeaker,
+from roles.chat._group_chat import (ROUND_ROBIN, SPEAK, ChatManager, ChatParticipant, NextSpeaker,
                                Participant, Speak)
 
 from . import _sop

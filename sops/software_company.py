@@ -23,9 +23,9 @@ from typing import Annotated
 
 import msgspec
 
-from roles._company_code import Engineer
-from roles._company_docs import Architect, ProductManager, ProjectManager
-from roles._company_qa import QaEngineer
+from roles.company._code import Engineer
+from roles.company._docs import Architect, ProductManager, ProjectManager
+from roles.company._qa import QaEngineer
 
 from . import _sop
 from ._sop import SopContext, Team

@@ -18,10 +18,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bus import ConfigError, LLMRequest, Message, ModelOutputError, RunStore, Turn, load_scenario, read_jsonl
-from roles._book_data import BookData, load_book
-from roles._book_doctor import BookDoctor, DoctorBounds, request_chars
-from roles._book_plan import ChapterChange, NewChapter, Plan, Suggestion, validate_plan
-from roles._book_tools import TOOLS, call_tool, ToolError
+from roles.book._data import BookData, load_book
+from roles.book._doctor import BookDoctor, DoctorBounds, request_chars
+from roles.book._plan import ChapterChange, NewChapter, Plan, Suggestion, validate_plan
+from roles.book._tools import TOOLS, call_tool, ToolError
 from scripted_gateway import ScriptedGateway
 from sops import build_team
 

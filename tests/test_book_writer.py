@@ -13,9 +13,9 @@ import pytest
 
 from bus import Message, RunStore, Turn, load_scenario, logical_view, read_jsonl
 from bus.cli._assemble import execute
-from roles._board import Board, BoardError, coerce, read_write, slot_action, write_message
-from roles._book_notes import Note, Policy, matching_notes, policies_for
-from roles._book_workers import (BoardWorker, ContentWorker, EvaluationWorker, MaterialWorker,
+from roles.book._board import Board, BoardError, coerce, read_write, slot_action, write_message
+from roles.book._notes import Note, Policy, matching_notes, policies_for
+from roles.book._workers import (BoardWorker, ContentWorker, EvaluationWorker, MaterialWorker,
                                  RevisionWorker, SplitWorker, StrategyWorker, WriterSettings)
 from scripted_gateway import ScriptedGateway
 

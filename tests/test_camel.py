@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from bus import Turn
-from roles._camel import TASK_DONE, check_assistant_turn, check_user_turn
+from roles.chat._camel import TASK_DONE, check_assistant_turn, check_user_turn
 from sop_runs import cli_run, events, ledger, messages, run, scenario
 from sops import build_team
 

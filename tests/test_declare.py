@@ -254,5 +254,5 @@ def test_a_file_action_named_like_a_built_in_one_names_the_file_and_the_fix(tmp_
         build_team(load_scenario(path))
     assert str(caught.value) == (
         f"{path}: [actions.WriteCode] - at `$.actions.WriteCode`: an action named WriteCode already "
-        f"exists (built in: roles._company_code.WriteCode); rename the table, e.g. "
+        f"exists (built in: roles.company._code.WriteCode); rename the table, e.g. "
         f"[actions.MyWriteCode], and the names that refer to it")

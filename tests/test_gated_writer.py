@@ -17,9 +17,9 @@ import pytest
 from bus import (Budget, Completion, Environment, Gateway, LLMRequest, PriceBook, Provider,
                  ProviderError, RunResult, RunStore, Runner, Scenario, SimProvider, Turn,
                  issue_receipt, load_fixtures, load_scenario, read_jsonl, verify_run)
-from roles._gated import ChapterPublisher
-from roles._gated_guard import SampleFailed, same_model
-from roles._gated_store import load_outline, load_store, manifest_bytes, plan
+from roles.gated._writer import ChapterPublisher
+from roles.gated._guard import SampleFailed, same_model
+from roles.gated._store import load_outline, load_store, manifest_bytes, plan
 from sops import build_team
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -341,7 +341,7 @@ async def test_publisher_refuses_a_broken_receipt_chain(tmp_path: Path) -> None:
 
 
 def detector_input(draft: str) -> dict[str, Any]:
-    from roles._gated_check import check
+    from roles.gated._check import check
 
     store, outline = load_store(DATA), load_outline(DATA / "outline.toml")
     manifest = plan(store, outline, budget_chars=1200, fact_share=0.6)

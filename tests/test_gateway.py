@@ -12,7 +12,7 @@ from loguru import logger
 
 from bus import (Budget, BudgetExhausted, ChatMessage, Completion, ConfigError, Gateway,
                  LedgerLine, LLMRequest, PriceBook, ProviderError, SimProvider, Usage)
-from bus._tokens import prompt_upper_bound
+from bus.llm._tokens import prompt_upper_bound
 
 PRICES = PriceBook.load({"test-model": {"input": 1000, "output": 2000}})
 

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from bus import ConfigError, LLMRequest, Message
-from roles._group_chat import ChatManager, NextSpeaker, Participant
+from roles.chat._group_chat import ChatManager, NextSpeaker, Participant
 from scripted_gateway import ScriptedGateway, turn
 from sop_runs import cli_run, events, ledger, messages, run, scenario
 from sops import AllOf, AnyOf, MaxMessages, SpendLimit, TextMention, Timeout, TokenLimit

@@ -11,7 +11,7 @@ from pydantic import BaseModel
 
 from bus import (Budget, ChatMessage, ConfigError, Gateway, LedgerLine, LLMRequest,
                  OpenAIProvider, PriceBook, ProviderError, openai_settings_from_env)
-from bus._openai import strict_schema
+from bus.llm._openai import strict_schema
 
 from openai_server import Answer, Fail, OpenAIServer, Slow
 

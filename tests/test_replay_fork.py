@@ -13,8 +13,8 @@ import pytest
 import trio
 
 from bus import ConfigError, LedgerLine, load_scenario, read_jsonl, scenario_with_overrides
-from bus._fork import plan_fork, plan_replay
-from bus._resume import plan_resume
+from bus.store._fork import plan_fork, plan_replay
+from bus.store._resume import plan_resume
 from bus.cli import main
 from bus.cli._assemble import Outcome, execute
 from bus.cli._cmd_diff import messages

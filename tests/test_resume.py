@@ -22,9 +22,9 @@ import pytest
 import trio
 
 from bus import ConfigError, LedgerLine, load_scenario, read_jsonl, scenario_with_overrides
-from bus._resume import plan_resume
-from bus._store import drop_torn_tail
-from bus._tape import CallRecord
+from bus.store._resume import plan_resume
+from bus.store._store import drop_torn_tail
+from bus.llm._tape import CallRecord
 from bus.cli import main
 from bus.cli._assemble import execute
 from bus.cli._cmd_diff import messages

@@ -16,7 +16,7 @@ import pytest
 import trio
 
 from bus import SandboxLimits, SandboxResult, run_sandboxed
-from bus._sandbox import _detect_network_isolation
+from bus.sandbox._local import _detect_network_isolation
 
 
 def _live_processes_with(marker: str) -> list[int]:

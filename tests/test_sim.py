@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from pydantic import BaseModel, Field, create_model
 
 from bus import ChatMessage, ConfigError, LLMRequest, SimProvider, load_fixtures
-from bus._tokens import count_prompt, count_text
+from bus.llm._tokens import count_prompt, count_text
 
 
 def ask(text: str = "Write a PRD for a terminal snake game with levels and high scores",

@@ -18,10 +18,10 @@ from typing import Any
 import pytest
 
 from bus import ChatMessage, ConfigError, LLMRequest, load_scenario, read_jsonl, scenario_with_overrides
-from bus._sim import _generate
+from bus.llm._sim import _generate
 from bus.cli._assemble import Outcome, execute
 from openai_server import Answer, OpenAIServer
-from roles._company_util import safe_path, unique_paths
+from roles.company._util import safe_path, unique_paths
 from sops import build_team
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -6,8 +6,8 @@ CLI is the assembly point; the engine itself knows neither).
 is ``sopbus run``: it adds the progress display, the summary table and the exit code.
 
 Every run keeps its LLM answers in ``calls.jsonl`` and the reservation of each call in its
-event log (:class:`bus._tape.CallLog`), so it can be resumed, replayed and forked. Those
-commands pass :func:`execute` a :class:`bus._resume.Continuation`: which directory to write
+event log (:class:`bus.llm._tape.CallLog`), so it can be resumed, replayed and forked. Those
+commands pass :func:`execute` a :class:`bus.store._resume.Continuation`: which directory to write
 (the same one for a resume), which answers come from a recording, what spend carries over.
 """
 
@@ -26,22 +26,22 @@ import trio
 from loguru import logger
 
 from .. import _events as ev
-from .._budget import Budget
+from ..money._budget import Budget
 from .._environment import Environment
 from .._errors import ConfigError
-from .._gateway import Gateway
+from ..llm._gateway import Gateway
 from .._layout import SUMMARY
-from .._llm import Provider
-from .._prices import PriceBook
+from .._protocol import Provider
+from ..money._prices import PriceBook
 from .._run import Runner, RunResult
-from .._scenario import scenario_to_builtins
-from .._scenario_types import Scenario
-from .._store import RunStore
+from ..scenario._load import scenario_to_builtins
+from ..scenario._types import Scenario
+from ..store._store import RunStore
 from ._exit import ExitCode
 from ._progress import Progress
 
 if TYPE_CHECKING:
-    from .._resume import Continuation
+    from ..store._resume import Continuation
 
 
 class Outcome(NamedTuple):
@@ -81,7 +81,7 @@ async def execute(scenario: Scenario, *, record: Path | None = None, progress: b
     team = build_team(scenario)
     prices = _checked_prices(scenario, team.roles)
     if continuation is not None and not continuation.live:
-        from .._resume import Unplugged
+        from ..store._resume import Unplugged
 
         provider: Provider = Unplugged()
     else:
@@ -109,7 +109,7 @@ async def execute(scenario: Scenario, *, record: Path | None = None, progress: b
 async def _run(scenario: Scenario, team: Any, prices: PriceBook, provider: Provider,
                store: RunStore, record: Path | None, progress: bool,
                continuation: Continuation | None) -> RunResult:
-    from .._tape import CallLog
+    from ..llm._tape import CallLog
 
     store.write_scenario(scenario_as_run(scenario))
     store.log(ev.RunStarted(run_id=store.run_id, scenario=scenario.name, mode=scenario.run.mode,
@@ -185,20 +185,20 @@ def make_provider(scenario: Scenario, environ: Mapping[str, str]) -> Provider:
     scenario gives no ``base_url``."""
     llm = scenario.llm
     if llm.provider == "sim":
-        from .._fixtures import load_fixtures
-        from .._sim import SimProvider
+        from ..llm._fixtures import load_fixtures
+        from ..llm._sim import SimProvider
 
         return SimProvider(seed=scenario.run.seed, latency_ms=llm.latency_ms,
                            fixtures=load_fixtures(scenario.fixture_paths()))
     if llm.provider == "replay":
-        from .._replay import ReplayProvider
+        from ..llm._replay import ReplayProvider
 
         cassette = scenario.cassette_path()
         if cassette is None:
             raise ConfigError(f"{scenario.path}: provider 'replay' needs a cassette: set "
                               f"[llm].cassette to a file recorded with `sopbus run --record FILE`")
         return ReplayProvider(cassette)
-    from .._openai import OpenAIProvider, openai_settings_from_env
+    from ..llm._openai import OpenAIProvider, openai_settings_from_env
 
     env = openai_settings_from_env(environ)
     if not env.api_key:
@@ -212,7 +212,7 @@ def make_provider(scenario: Scenario, environ: Mapping[str, str]) -> Provider:
 async def _opened(provider: Provider, record: Path | None) -> AsyncIterator[Provider]:
     """The provider, opened for the run (and wrapped in a recorder with ``--record``)."""
     if record is not None:
-        from .._replay import RecordingProvider
+        from ..llm._replay import RecordingProvider
 
         provider = RecordingProvider(provider, record)
     if hasattr(provider, "__aenter__"):

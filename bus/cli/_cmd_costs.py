@@ -114,7 +114,7 @@ def _print_report(report: dict[str, Any], run_dir: Path, actual: list[LedgerLine
     from rich.markup import escape
 
     from bus import render_table
-    from bus._budget import usd
+    from bus.money._budget import usd
 
     out = console()
     out.print(f"[bold]costs of run {escape(report['run_id'])}[/] ({escape(str(run_dir))})",

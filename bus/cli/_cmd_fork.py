@@ -4,7 +4,7 @@ A new run that starts from the state of RUN after round N: the answers of rounds
 from RUN's recording (no provider call, $0), and from round N+1 on it runs live with the
 changed settings: ``--set llm.model=gpt-4o``, ``--set run.budget_usd=5``,
 ``--set run.max_rounds=12``, ``--set inject='Use SQLite, not files'`` (a message published
-at round N+1). See :mod:`bus._fork`.
+at round N+1). See :mod:`bus.store._fork`.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from bus._fork import plan_fork
+    from bus.store._fork import plan_fork
 
     scenario, continuation = plan_fork(resolve_run(args.run, args.runs_dir), at_round=args.at_round,
                                        settings=tuple(args.settings), into=args.into)

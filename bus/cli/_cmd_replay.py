@@ -24,7 +24,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from bus._fork import plan_replay
+    from bus.store._fork import plan_replay
 
     scenario, continuation = plan_replay(resolve_run(args.run, args.runs_dir), into=args.into)
     from bus.cli._assemble import run_scenario

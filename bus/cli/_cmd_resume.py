@@ -3,7 +3,7 @@
 The run's scenario is run again into the same directory; every call the run had already
 answered is answered from its own ``calls.jsonl`` (no provider call, no new cost), calls
 that were in flight when it died are ledgered ``lost`` at their reservation and made
-again, and the run goes on live from there. See :mod:`bus._resume` for what happens to each
+again, and the run goes on live from there. See :mod:`bus.store._resume` for what happens to each
 file. A run stopped by its round limit or budget resumes with the limit raised.
 """
 
@@ -28,7 +28,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from bus._resume import plan_resume
+    from bus.store._resume import plan_resume
 
     run_dir = resolve_run(args.run, args.runs_dir)
     scenario, continuation = plan_resume(run_dir, budget_usd=args.budget_usd,

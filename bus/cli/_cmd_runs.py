@@ -61,7 +61,7 @@ def _from_summary(summary: dict[str, Any]) -> dict[str, Any]:
 def _from_logs(run_dir: Path) -> dict[str, Any]:
     """What a killed run's logs say: its scenario and budget from the first event, its
     spend and calls from the ledger, its last round from the event log."""
-    from bus._costs import load_ledger
+    from bus.money._costs import load_ledger
 
     first = first_event(run_dir) or {}
     ledger = load_ledger(run_dir)
@@ -88,7 +88,7 @@ def _print_table(rows: list[dict[str, Any]], runs_dir: Path) -> None:
     from rich.markup import escape
     from rich.table import Table
 
-    from bus._budget import usd
+    from bus.money._budget import usd
 
     table = Table(title=escape(f"runs in {runs_dir}/"), title_justify="left")
     for column in ("run", "scenario", "status", "end reason", "spend / budget", "calls", "started"):

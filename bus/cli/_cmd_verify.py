@@ -2,7 +2,7 @@
 
 Checks the hash chains of ``events.jsonl``, ``costs.jsonl`` and (for a gated run) the
 receipts, the ledger against the event log, the artifacts against their recorded SHA-256,
-and each receipt against the files it vouches for (see :mod:`bus._verify`). Prints one line
+and each receipt against the files it vouches for (see :mod:`bus.store._verify`). Prints one line
 per file and, for each problem, the file and line number where it is. Exit 0 when intact
 (a torn last line of a killed run is reported, but is not tampering), 1 when not.
 """
@@ -22,7 +22,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from .._verify import verify_run
+    from ..store._verify import verify_run
 
     run_dir = resolve_run(args.run, args.runs_dir)
     verdict = verify_run(run_dir)

@@ -1,0 +1,283 @@
+"""The ``openai`` provider: the official SDK's ``AsyncOpenAI`` for any OpenAI-compatible server.
+
+Open it once per run with ``async with OpenAIProvider(...) as provider:``. The SDK's own
+retries are off (``max_retries=0``): the :class:`~bus.Gateway` retries, so that each attempt is
+reserved, priced and ledgered. Failures become :class:`~bus.ProviderError`: 429, 408, 409, 5xx,
+timeouts and broken connections are retryable (with the server's ``retry-after``), other
+4xx are not.
+
+Structured output is asked for with ``response_format`` of type ``json_schema``; it is
+``strict`` when the schema fits the strict subset (every property required, no extra
+properties, only supported keywords), otherwise ``strict: false``. A request with
+``output_mode="prompt"`` writes the schema into the system prompt instead, for servers that
+lack structured outputs. Usage (cached tokens included) is taken from the API as it is; when
+streaming, from the last chunk (``stream_options={"include_usage": True}``).
+
+The provider never reads the environment: the caller passes ``base_url`` and ``api_key``
+(:func:`openai_settings_from_env` reads the usual variables for the CLI). The key is never
+logged nor shown in ``repr``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any, Literal
+
+import msgspec
+import httpx2
+import openai
+from loguru import logger
+from openai.types.chat import ChatCompletionChunk
+
+from .._errors import ConfigError, ProviderError
+from .._protocol import ChatMessage, Completion, LLMRequest, Usage
+from ._tokens import count_text, prompt_upper_bound, schema_text
+
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+SCHEMA_INSTRUCTION = ("Answer with one JSON value and nothing else (no prose, no code fence). "
+                      "It must validate against this JSON schema:\n")
+_RETRYABLE_STATUS = frozenset({408, 409, 429})
+_STRICT_KEYWORDS = frozenset({
+    "type", "properties", "required", "additionalProperties", "items", "enum", "const", "anyOf",
+    "$ref", "$defs", "definitions", "description", "title", "pattern", "format", "minimum",
+    "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "minItems", "maxItems"})
+_STRICT_FORMATS = frozenset({"date-time", "time", "date", "duration", "email", "hostname",
+                             "ipv4", "ipv6", "uuid"})
+
+
+class OpenAISettings(msgspec.Struct, frozen=True):
+    """Where the ``openai`` provider connects; ``repr`` hides the key."""
+
+    base_url: str | None
+    api_key: str | None
+
+    def __repr__(self) -> str:
+        return f"OpenAISettings(base_url={self.base_url!r}, api_key={'***' if self.api_key else None})"
+
+
+def openai_settings_from_env(environ: Mapping[str, str]) -> OpenAISettings:
+    """``OPENAI_BASE_URL`` and ``OPENAI_API_KEY`` from ``environ`` (the CLI passes ``os.environ``)."""
+    return OpenAISettings(base_url=environ.get("OPENAI_BASE_URL") or None,
+                          api_key=environ.get("OPENAI_API_KEY") or None)
+
+
+class OpenAIProvider:
+    """An OpenAI-compatible chat completions endpoint (see the module docstring).
+
+    ``max_tokens_param`` names the request field that carries ``max_tokens``:
+    ``max_completion_tokens`` (OpenAI's current name, required by reasoning models) or
+    ``max_tokens`` (older compatible servers).
+    """
+
+    name = "openai"
+
+    def __init__(self, *, base_url: str | None = None, api_key: str | None = None,
+                 timeout_s: float = 60.0, stream: bool = False,
+                 max_tokens_param: Literal["max_completion_tokens", "max_tokens"] = "max_completion_tokens"):
+        self.base_url = base_url or DEFAULT_BASE_URL
+        self._api_key = api_key
+        self.timeout_s = timeout_s
+        self.stream = stream
+        self.max_tokens_param = max_tokens_param
+        self._client: openai.AsyncOpenAI | None = None
+
+    def __repr__(self) -> str:
+        return f"OpenAIProvider(base_url={self.base_url!r}, stream={self.stream})"
+
+    async def __aenter__(self) -> OpenAIProvider:
+        if not self._api_key:
+            raise ConfigError(f"no API key for the openai provider at {self.base_url}; set "
+                              "OPENAI_API_KEY (any non-empty value for a server without keys)")
+        client = openai.AsyncOpenAI(api_key=self._api_key, base_url=self.base_url,
+                                    timeout=self.timeout_s, max_retries=0)
+        self._client = await client.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        client, self._client = self._client, None
+        if client is not None:
+            await client.close()
+
+    async def complete(self, request: LLMRequest) -> Completion:
+        if self._client is None:
+            raise RuntimeError("OpenAIProvider is not open; use `async with OpenAIProvider(...)`")
+        params = request_params(request, max_tokens_param=self.max_tokens_param, stream=self.stream)
+        try:
+            if self.stream:
+                text, usage = await self._streamed(params)
+            else:
+                text, usage = await self._plain(params)
+        except openai.APIError as error:
+            raise _provider_error(error, self.base_url) from error
+        if usage is None:
+            usage = _counted_usage(request, text, self.base_url)
+        return Completion(text=text, usage=usage, model=request.model, provider=self.name)
+
+    async def _plain(self, params: dict[str, Any]) -> tuple[str, Usage | None]:
+        assert self._client is not None
+        response = await self._client.chat.completions.create(**params)
+        message = response.choices[0].message if response.choices else None
+        text = (message.content or message.refusal or "") if message else ""
+        return text, _usage(response.usage)
+
+    async def _streamed(self, params: dict[str, Any]) -> tuple[str, Usage | None]:
+        # Read the server-sent events off the raw response to its end: the SDK's AsyncStream
+        # stops at [DONE] and leaves its inner async generators unfinished, which trio reports.
+        assert self._client is not None
+        parts: list[str] = []
+        usage: Usage | None = None
+        try:
+            async with self._client.chat.completions.with_streaming_response.create(**params) as response:
+                async for line in response.iter_lines():
+                    chunk = _chunk(line)
+                    if chunk is None:
+                        continue
+                    if chunk.choices and chunk.choices[0].delta.content:
+                        parts.append(chunk.choices[0].delta.content)
+                    if chunk.usage is not None:  # the last chunk, with include_usage
+                        usage = _usage(chunk.usage)
+        except httpx2.TimeoutException as error:  # while reading the body, past the SDK
+            raise ProviderError(f"{self.base_url} timed out while streaming", retryable=True) from error
+        except httpx2.TransportError as error:
+            raise ProviderError(f"{self.base_url} broke off the stream: {error}", retryable=True) from error
+        return "".join(parts), usage
+
+
+def _chunk(line: str) -> ChatCompletionChunk | None:
+    if not line.startswith("data:"):
+        return None  # blank separators, comments, event names
+    data = line[5:].strip()
+    if data == "[DONE]":
+        return None
+    event = msgspec.json.decode(data)
+    if isinstance(event, dict) and event.get("error"):
+        raise ProviderError(f"the stream ended with an error: {event['error']}", retryable=False)
+    return ChatCompletionChunk.model_validate(event)
+
+
+def request_params(request: LLMRequest, *, max_tokens_param: str = "max_completion_tokens",
+                   stream: bool = False) -> dict[str, Any]:
+    """The keyword arguments of ``chat.completions.create`` for ``request``."""
+    messages = request.messages
+    params: dict[str, Any] = {"model": request.model, "temperature": request.temperature,
+                              max_tokens_param: request.max_tokens}
+    if request.schema is not None and request.output_mode == "prompt":
+        messages = with_schema_instruction(request)
+    elif request.schema is not None:
+        params["response_format"] = response_format(request)
+    params["messages"] = [{"role": m.role, "content": m.content} for m in messages]
+    if stream:
+        params["stream"] = True
+        params["stream_options"] = {"include_usage": True}
+    return params
+
+
+def with_schema_instruction(request: LLMRequest) -> tuple[ChatMessage, ...]:
+    """The messages with the schema written into the (first) system prompt."""
+    instruction = SCHEMA_INSTRUCTION + schema_text(request)
+    messages = request.messages
+    if messages and messages[0].role == "system":
+        first = ChatMessage("system", f"{messages[0].content}\n\n{instruction}")
+        return (first, *messages[1:])
+    return (ChatMessage("system", instruction), *messages)
+
+
+def response_format(request: LLMRequest) -> dict[str, Any]:
+    """``response_format`` of type ``json_schema``, strict when the schema allows it."""
+    assert request.schema is not None
+    strict = strict_schema(request.schema)
+    name = request.schema_name or str(request.schema.get("title") or request.action or "output")
+    return {"type": "json_schema", "json_schema": {
+        "name": re.sub(r"[^A-Za-z0-9_-]", "_", name)[:64],
+        "schema": strict if strict is not None else request.schema,
+        "strict": strict is not None}}
+
+
+def strict_schema(schema: Mapping[str, Any]) -> dict[str, Any] | None:
+    """``schema`` made fit for ``strict: true`` (closed objects, defaults dropped), or ``None``
+    when it uses something strict mode cannot express (optional properties, open objects,
+    unsupported keywords or formats)."""
+    if not isinstance(schema, Mapping):
+        return None
+    out: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key == "default":
+            continue  # informative only; we validate with pydantic on our side
+        if key not in _STRICT_KEYWORDS or (key == "format" and value not in _STRICT_FORMATS):
+            return None
+        if key in ("properties", "$defs", "definitions"):
+            subs = {name: strict_schema(sub) for name, sub in value.items()}
+            if any(sub is None for sub in subs.values()):
+                return None
+            out[key] = subs
+        elif key in ("items", "additionalProperties") and isinstance(value, Mapping):
+            if key == "additionalProperties":
+                return None
+            sub = strict_schema(value)
+            if sub is None:
+                return None
+            out[key] = sub
+        elif key == "anyOf":
+            options = [strict_schema(option) for option in value]
+            if any(option is None for option in options):
+                return None
+            out[key] = options
+        else:
+            out[key] = value
+    return _closed(out)
+
+
+def _closed(schema: dict[str, Any]) -> dict[str, Any] | None:
+    if schema.get("type") != "object" and "properties" not in schema:
+        return schema
+    if schema.get("additionalProperties", False) is not False:
+        return None
+    if set(schema.get("properties", {})) != set(schema.get("required", ())):
+        return None
+    schema["additionalProperties"] = False
+    return schema
+
+
+def _usage(usage: Any) -> Usage | None:
+    if usage is None:
+        return None
+    details = getattr(usage, "prompt_tokens_details", None)
+    cached = getattr(details, "cached_tokens", None) or 0
+    return Usage(prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens,
+                 cached_tokens=cached)
+
+
+def _counted_usage(request: LLMRequest, text: str, base_url: str) -> Usage:
+    # Some compatible servers send no usage. The call was still made, so count it ourselves,
+    # on the high side for the prompt, rather than ledger it as free.
+    logger.warning("{} sent no usage for {}; counting tokens locally", base_url, request.action)
+    return Usage(prompt_tokens=prompt_upper_bound(request),
+                 completion_tokens=count_text(text, request.model))
+
+
+def _provider_error(error: openai.APIError, base_url: str) -> ProviderError:
+    if isinstance(error, openai.APITimeoutError):
+        return ProviderError(f"{base_url} timed out", retryable=True)
+    if isinstance(error, openai.APIConnectionError):
+        return ProviderError(f"cannot reach {base_url}: {error}", retryable=True)
+    if isinstance(error, openai.APIStatusError):
+        status = error.status_code
+        retryable = status in _RETRYABLE_STATUS or status >= 500
+        return ProviderError(f"{base_url} answered HTTP {status}: {error.message}",
+                             retryable=retryable, retry_after=_retry_after(error.response.headers))
+    return ProviderError(f"{base_url}: {error}", retryable=False)
+
+
+def _retry_after(headers: Mapping[str, str]) -> float | None:
+    for header, scale in (("retry-after-ms", 1000.0), ("retry-after", 1.0)):
+        value = headers.get(header)
+        if value is not None:
+            try:
+                return max(float(value) / scale, 0.0)
+            except ValueError:
+                continue  # an HTTP date; rare for APIs, and the backoff still applies
+    return None

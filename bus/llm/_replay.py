@@ -1,0 +1,111 @@
+"""Cassettes: record a run's LLM answers and replay them, free, in a later run.
+
+A cassette is a JSON-lines file of :class:`CassetteLine` (``key``, ``role``, ``action``,
+``completion``). The key is :func:`request_key`: a SHA-256 of the msgspec JSON of what the
+model sees (messages, model, temperature, max_tokens, schema, schema name, output mode).
+``role`` and ``action`` are left out of the key on purpose: they are bookkeeping the model
+never sees, so renaming a role keeps its recordings; they are kept on the line for people and
+for error messages.
+
+The same request may be asked more than once (two roles with one prompt, a retried repair).
+The answers recorded under one key are replayed in recorded order, the last one repeating,
+so a replayed run sees what the recorded run saw.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import defaultdict
+from pathlib import Path
+
+import msgspec
+
+from .._errors import ConfigError
+from .._jsonl import JsonlWriter, read_jsonl
+from .._protocol import ChatMessage, Completion, LLMRequest, Provider
+
+
+class CassetteLine(msgspec.Struct, frozen=True, kw_only=True):
+    """One recorded answer."""
+
+    key: str
+    role: str
+    action: str
+    completion: Completion
+
+
+class _Seen(msgspec.Struct, frozen=True, array_like=True):
+    # Field order is part of the key: append new fields at the end, never reorder.
+    messages: tuple[ChatMessage, ...]
+    model: str
+    temperature: float
+    max_tokens: int
+    schema: dict[str, object] | None
+    schema_name: str | None
+    output_mode: str
+
+
+_encoder = msgspec.json.Encoder(order="sorted")
+
+
+def request_key(request: LLMRequest) -> str:
+    """The cassette key of ``request`` (see the module docstring)."""
+    seen = _Seen(request.messages, request.model, request.temperature, request.max_tokens,
+                 request.schema, request.schema_name, request.output_mode)
+    return hashlib.sha256(_encoder.encode(seen)).hexdigest()
+
+
+class ReplayProvider:
+    """Answers from a cassette; each answer is ``replayed=True`` and the gateway bills $0."""
+
+    name = "replay"
+    free = True  # tells the Gateway to reserve nothing: a replayed answer costs nothing
+
+    def __init__(self, cassette_path: str | Path):
+        self.path = Path(cassette_path)
+        if not self.path.is_file():
+            raise ConfigError(f"cassette {self.path} does not exist; record one with --record FILE")
+        self._answers: dict[str, list[Completion]] = defaultdict(list)
+        for line in read_jsonl(self.path, CassetteLine):
+            self._answers[line.key].append(line.completion)
+        self._used: dict[str, int] = defaultdict(int)
+
+    async def complete(self, request: LLMRequest) -> Completion:
+        key = request_key(request)
+        answers = self._answers.get(key)
+        if not answers:
+            raise ConfigError(
+                f"cassette {self.path} has no answer for action {request.action!r} of role "
+                f"{request.role!r} on model {request.model!r} (key {key[:12]}): the prompt differs "
+                "from the recorded run; record the cassette again with --record")
+        index = min(self._used[key], len(answers) - 1)
+        self._used[key] += 1
+        return msgspec.structs.replace(answers[index], replayed=True)
+
+
+class RecordingProvider:
+    """Wraps ``inner`` and appends each answer to ``cassette_path`` (flushed per line).
+
+    Close it with :meth:`aclose` (or ``async with``); the inner provider is the caller's to
+    open and close.
+    """
+
+    def __init__(self, inner: Provider, cassette_path: str | Path):
+        self.inner = inner
+        self.name = inner.name
+        self._writer = JsonlWriter(Path(cassette_path))
+
+    async def complete(self, request: LLMRequest) -> Completion:
+        completion = await self.inner.complete(request)
+        self._writer.write(CassetteLine(key=request_key(request), role=request.role,
+                                        action=request.action, completion=completion))
+        return completion
+
+    async def aclose(self) -> None:
+        self._writer.close()
+
+    async def __aenter__(self) -> RecordingProvider:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()

@@ -1,0 +1,234 @@
+"""A run's own recording of its LLM calls, and answering calls from such a recording.
+
+Recording (every run). The gateway tells the run's :class:`CallLog` of each attempt twice:
+
+* before it is sent, once its budget reservation is held: an ``llm_reserved`` event goes
+  into ``events.jsonl`` (call id, round, role, action, model, attempt, amount);
+* when it ends: an answer becomes one :class:`CallRecord` in ``calls.jsonl``; a failure
+  or a cancellation (the reservation was released) an ``llm_released`` event.
+
+Both are written, flushed, before the call's ledger line. So after a SIGKILL the run
+directory says which calls were answered (``calls.jsonl``) and which were in flight (a
+reservation with neither an answer nor a release): ``sopbus resume`` counts the latter as
+spent. A :class:`CallRecord` is a cassette line of :mod:`bus.llm._replay` (``key``, ``role``,
+``action``, ``completion``) with the call's ``round``, ``attempt``, call id and ledger line
+added, so ``calls.jsonl`` also works as ``[llm] cassette`` for the ``replay`` provider.
+
+Answering (resume, replay, fork). A :class:`Tape` holds the answers of ``calls.jsonl``; a
+:class:`TapeGateway` stands in front of the run's :class:`~bus.Gateway` and answers from the
+tape whatever it can, leaving the rest to the gateway (a live call). Answers are matched by
+what was asked, not by arrival order, so concurrent turns cannot swap them:
+
+* ``match="key"`` (resume, replay): the same round, role and request (:func:`request_key`),
+  in recorded order when the same request was asked more than once;
+* ``match="turn"`` (fork): the same round and role, in order, whatever the request says: a
+  fork changes settings (another model) but must see the answers the forked run saw up to
+  the fork's round. The action must agree, else the fork has diverged and says so.
+
+A call the recorded run was refused by its budget is refused again in the taped rounds
+(:class:`~bus.BudgetExhausted`), so a replay of a budget-exhausted run ends the same way.
+Stop conditions that watch spend or tokens read :meth:`TapeGateway.course`: the totals the
+run would show uninterrupted, with each taped answer counted at its original cost when it is
+replayed (a resume's carried spend and a replay's $0 would otherwise move such a stop).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict, deque
+from collections.abc import Iterable
+from decimal import Decimal
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+import msgspec
+
+from .._errors import BudgetExhausted, ConfigError
+from .._events import LLMCalled, Note
+from ._gateway import Gateway
+from .._jsonl import read_jsonl
+from ..money._ledger import LedgerLine
+from .._protocol import Completion, LLMRequest
+from ._replay import request_key
+from .._layout import CALLS
+
+RESERVED = "llm_reserved"
+_COUNTED = ("total_usd", "llm_calls", "prompt_tokens", "completion_tokens")
+RELEASED = "llm_released"
+EVERY_ROUND = 1 << 62
+"""``taped_through`` of a replay: every round is answered from the tape."""
+
+
+class CallRecord(msgspec.Struct, frozen=True, kw_only=True):
+    """One answered call in ``calls.jsonl`` (a :class:`bus.llm._replay.CassetteLine` and more)."""
+
+    key: str
+    role: str
+    action: str
+    completion: Completion
+    round: int = 0
+    attempt: int = 1
+    call: int = 0  # the id of its llm_reserved event; 0 for a replayed answer (no reservation)
+    ledger: LedgerLine | None = None
+
+
+class RunLog(Protocol):
+    """Where a run's recording goes: the run store, seen from below (the store sits above
+    the gateway, so this module names only the two writes it needs)."""
+
+    def log(self, event: Any) -> None:
+        """Append one event to ``events.jsonl``, flushed."""
+
+    def record_answer(self, record: Any) -> None:
+        """Append one answered call to ``calls.jsonl``, flushed."""
+
+
+class CallLog:
+    """The gateway's :class:`~bus.llm._gateway.CallJournal` for one run (module docstring).
+
+    ``first_call`` is the last call id an earlier execution of the run used, so that ids
+    stay unique across a resume.
+    """
+
+    def __init__(self, store: RunLog, *, first_call: int = 0):
+        self._store = store
+        self._next = first_call
+
+    def reserved(self, request: LLMRequest, *, round: int, attempt: int, amount: Decimal) -> int:
+        self._next += 1
+        self._store.log(Note(kind=RESERVED, round=round, role=request.role, data={
+            "call": self._next, "action": request.action, "model": request.model,
+            "attempt": attempt, "amount": amount}))
+        return self._next
+
+    def closed(self, call: int, request: LLMRequest, completion: Completion | None,
+               line: LedgerLine) -> None:
+        if completion is None:
+            self._store.log(Note(kind=RELEASED, round=line.round, role=request.role,
+                                 data={"call": call, "outcome": line.outcome}))
+            return
+        self._store.record_answer(CallRecord(
+            key=request_key(request), role=request.role, action=request.action,
+            completion=completion, round=line.round, attempt=line.attempt, call=call, ledger=line))
+
+
+def read_calls(run_dir: Path) -> list[CallRecord]:
+    """The answered calls of the run in ``run_dir`` (none when it made no call)."""
+    path = run_dir / CALLS
+    return list(read_jsonl(path, CallRecord)) if path.is_file() else []
+
+
+Match = Literal["key", "turn"]
+
+
+class Tape:
+    """Recorded answers, each taken at most once (see the module docstring for ``match``)."""
+
+    def __init__(self, records: Iterable[CallRecord], *, match: Match,
+                 refused: Iterable[LedgerLine] = ()):
+        self.match = match
+        self._answers: dict[tuple[Any, ...], deque[CallRecord]] = defaultdict(deque)
+        for record in records:
+            self._answers[self._slot(record.round, record.role, record.key)].append(record)
+        self._refused = {(line.round, line.role, line.action) for line in refused
+                         if line.outcome == "refused"}
+
+    def was_refused(self, request: LLMRequest, round: int) -> bool:
+        """Whether the recorded run's budget refused ``request``'s action in ``round``."""
+        return (round, request.role, request.action) in self._refused
+
+    def _slot(self, round: int, role: str, key: str) -> tuple[Any, ...]:
+        return (round, role, key) if self.match == "key" else (round, role)
+
+    def take(self, request: LLMRequest, round: int) -> CallRecord | None:
+        """The recorded answer to ``request`` asked in ``round``, or ``None``."""
+        slot = self._slot(round, request.role, request_key(request) if self.match == "key" else "")
+        answers = self._answers.get(slot)
+        if not answers:
+            return None
+        record = answers.popleft()
+        if record.action != request.action:
+            raise ConfigError(
+                f"the run has diverged from the recording: in round {round}, role "
+                f"{request.role!r} asks for {request.action!r} where the recorded run asked for "
+                f"{record.action!r}; fork at an earlier round, or before the setting that changed it")
+        return record
+
+    def __len__(self) -> int:
+        return sum(len(answers) for answers in self._answers.values())
+
+
+class TapeGateway:
+    """Answers from a :class:`Tape` first, then from the live ``gateway``.
+
+    ``free=False`` (resume): a taped answer is the run's own, already paid and already in
+    its ledger; it is returned as it was, and only its original ledger line is logged again
+    (as ``llm_called``) so the new event log tells the whole run. ``free=True`` (replay,
+    fork): a taped answer is ledgered as ``replayed`` at $0 and recorded into this run's
+    ``calls.jsonl``. A call in a round up to ``taped_through`` that the tape cannot answer
+    is a :class:`~bus.ConfigError`: those rounds make no provider call at all.
+    """
+
+    def __init__(self, gateway: Gateway, tape: Tape, *, free: bool, taped_through: int,
+                 store: RunLog):
+        self.gateway = gateway
+        self._tape = tape
+        self._free = free
+        self._taped_through = taped_through
+        self._store = store
+        self.taped = 0  # calls answered from the tape
+        self._base = gateway.stats()  # what was carried over before the first call
+        self._original: dict[str, Any] = dict.fromkeys(_COUNTED, 0)  # taped answers as recorded
+        self._counted: dict[str, Any] = dict.fromkeys(_COUNTED, 0)  # as the gateway counted them again
+
+    @property
+    def budget(self) -> Any:
+        return self.gateway.budget
+
+    def stats(self) -> dict[str, Any]:
+        """The ledger's totals (for the summary), and how many answers came from the tape."""
+        return {**self.gateway.stats(), "taped_calls": self.taped}
+
+    def course(self) -> dict[str, Any]:
+        """The totals as the run uninterrupted would show them at this point (see the
+        module docstring): for stop conditions that watch spend or tokens."""
+        now = self.gateway.stats()
+        return {**now, **{key: now[key] - self._base[key] + self._original[key] - self._counted[key]
+                          for key in _COUNTED}}
+
+    def _count(self, record: CallRecord) -> None:
+        line = record.ledger
+        if line is not None:
+            for key, value in zip(_COUNTED, (line.cost_usd, 1, line.prompt_tokens,
+                                              line.completion_tokens), strict=True):
+                self._original[key] += value
+        if self._free:  # record_replay ledgers the answer: one call, its tokens, $0
+            usage = record.completion.usage
+            for key, value in zip(_COUNTED[1:], (1, usage.prompt_tokens, usage.completion_tokens),
+                                  strict=True):
+                self._counted[key] += value
+
+    async def complete(self, request: LLMRequest, *, round: int, attempt: int = 1) -> Completion:
+        record = self._tape.take(request, round)
+        if record is None:
+            if round <= self._taped_through and self._tape.was_refused(request, round):
+                raise BudgetExhausted(f"the recorded run's budget refused {request.role!r}'s "
+                                      f"{request.action!r} call in round {round}")
+            if round <= self._taped_through:
+                taped = ("a replay takes every answer from it" if self._taped_through >= EVERY_ROUND
+                         else f"rounds up to {self._taped_through} take their answers from it")
+                raise ConfigError(
+                    f"the recording has no answer for {request.role!r}'s {request.action!r} call "
+                    f"in round {round} ({taped}, with no provider call); the recorded run did "
+                    f"not make that call, or asked it with another prompt")
+            return await self.gateway.complete(request, round=round, attempt=attempt)
+        self.taped += 1
+        self._count(record)
+        observe = getattr(self.gateway.provider, "observe", None)
+        if observe is not None:  # a stateful provider (the simulator's fixture sequences)
+            observe(request)
+        if self._free:
+            return self.gateway.record_replay(request, record.completion, round=round, attempt=attempt)
+        if record.ledger is not None:
+            self._store.log(LLMCalled(round=round, role=request.role, action=request.action,
+                                      call=record.ledger))
+        return record.completion

@@ -1,0 +1,149 @@
+"""Token counts: exact ones for the simulator, upper bounds for budget reservations.
+
+Counting uses the OpenAI BPE tables compiled into ``bpe-openai``'s Rust extension
+(offline): the encoding of the model when it is a known OpenAI model, ``o200k_base``
+otherwise. The extension is loaded on its own, without the package's Python wrapper: the
+wrapper parses every table in Python when it is imported (1 to 2 s at each ``sopbus run``),
+while the extension has them built in (about 0.1 s for the first tokenizer). Counts of message texts are
+memoised per (encoding, text), because a run sends the same system prompts and history over
+and over, and the gateway and the simulator count the same messages of one call.
+
+The chat format adds a few tokens per message (OpenAI's cookbook: 3 per message and 3 that
+prime the reply). :func:`prompt_upper_bound` adds more than that on purpose, plus the schema
+when one is asked for (the API counts a ``json_schema`` response format as prompt, and
+``prompt`` mode writes the schema into the system prompt). For a model whose tokenizer is
+unknown it counts UTF-8 bytes instead of tokens: a byte-level BPE never makes more tokens
+than bytes, so the bound holds whatever the server's tokenizer.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import importlib
+import importlib.machinery
+import importlib.util
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import msgspec
+
+from .._protocol import LLMRequest
+
+FALLBACK_ENCODING = "o200k_base"
+# What the chat format adds: cookbook figures, used for the simulator's exact counts.
+CHAT_TOKENS_PER_MESSAGE = 3
+CHAT_REPLY_PRIMING = 3
+# Margins of the reservation bound: a message's role and separators (known encodings), a
+# foreign chat template's special tokens (unknown tokenizers), and the sentence that asks for
+# the schema. tests/test_budget.py checks the provider's schema sentence fits SCHEMA_OVERHEAD.
+BOUND_TOKENS_PER_MESSAGE = 8
+BOUND_TOKENS_PER_MESSAGE_UNKNOWN = 16
+SCHEMA_OVERHEAD = 64
+
+_schema_json = msgspec.json.Encoder()
+
+
+# Which encoding an OpenAI model uses, by name prefix (the public mapping tiktoken ships);
+# the longest matching prefix wins. Snapshots ("gpt-4o-2024-08-06") share their family's.
+_ENCODING_BY_PREFIX = {
+    "gpt-4o": "o200k_base", "gpt-4.1": "o200k_base", "gpt-4.5": "o200k_base",
+    "gpt-5": "o200k_base", "o1": "o200k_base", "o3": "o200k_base", "o4": "o200k_base",
+    "chatgpt-4o": "o200k_base", "gpt-oss": "o200k_base",
+    "gpt-4": "cl100k_base", "gpt-3.5": "cl100k_base", "gpt-35": "cl100k_base",
+    "text-embedding-3": "cl100k_base", "text-embedding-ada-002": "cl100k_base",
+}
+
+
+@lru_cache(maxsize=256)
+def encoding_name(model: str) -> str | None:
+    """The BPE encoding of an OpenAI ``model``, or ``None`` when the model is not known."""
+    prefixes = [p for p in _ENCODING_BY_PREFIX if model == p or model.startswith((p + "-", p + "."))]
+    return _ENCODING_BY_PREFIX[max(prefixes, key=len)] if prefixes else None
+
+
+def _extension() -> ModuleType:
+    """bpe-openai's compiled tokenizer module, loaded without the package's ``__init__``."""
+    spec = importlib.util.find_spec("bpe_openai")
+    locations = list(spec.submodule_search_locations or ()) if spec else []
+    for directory in locations:
+        for path in sorted(Path(directory).glob("_bindings*")):
+            if path.suffix in (".so", ".pyd"):
+                name = "bpe_openai._bindings"
+                loader = importlib.machinery.ExtensionFileLoader(name, str(path))
+                module = importlib.util.module_from_spec(
+                    importlib.util.spec_from_file_location(name, path, loader=loader))  # type: ignore[arg-type]
+                loader.exec_module(module)
+                return module
+    return importlib.import_module("bpe_openai._bindings")  # the slow way, but it works
+
+
+@lru_cache(maxsize=8)
+def _tokenizer(name: str) -> Any:
+    return _extension().tokenizer_for_encoding(name)
+
+
+@lru_cache(maxsize=16384)
+def _count(name: str, text: str) -> int:
+    # The extension counts "<|endoftext|>" in a prompt as text, not as a special token.
+    return int(_tokenizer(name).count(text))
+
+
+def count_text(text: str, model: str) -> int:
+    """Tokens of ``text`` in ``model``'s encoding (``o200k_base`` for unknown models)."""
+    return _count(encoding_name(model) or FALLBACK_ENCODING, text)
+
+
+def schema_text(request: LLMRequest) -> str:
+    """The schema as written into a prompt (and counted): compact JSON, or ``""``."""
+    return _schema_json.encode(request.schema).decode() if request.schema is not None else ""
+
+
+def count_prompt(request: LLMRequest) -> int:
+    """The prompt tokens a server would report for ``request``: messages in the chat format,
+    plus the schema when one is asked for. What the simulator reports."""
+    model = request.model
+    total = CHAT_REPLY_PRIMING
+    for message in request.messages:
+        total += CHAT_TOKENS_PER_MESSAGE + count_text(message.role, model) + count_text(message.content, model)
+    if request.schema is not None:
+        total += count_text(schema_text(request), model)
+    return total
+
+
+def prompt_upper_bound(request: LLMRequest) -> int:
+    """At least as many prompt tokens as any server will bill for ``request``; see the module
+    docstring for why it holds."""
+    known = encoding_name(request.model) is not None
+    total = CHAT_REPLY_PRIMING
+    if known:
+        for message in request.messages:
+            total += BOUND_TOKENS_PER_MESSAGE + count_text(message.content, request.model)
+    else:
+        for message in request.messages:
+            total += BOUND_TOKENS_PER_MESSAGE_UNKNOWN + len(message.content.encode("utf-8"))
+    if request.schema is not None:
+        text = schema_text(request)
+        total += SCHEMA_OVERHEAD + (count_text(text, request.model) if known else len(text.encode("utf-8")))
+    return total
+
+
+def truncate_to_tokens(text: str, model: str, limit: int) -> str:
+    """``text`` cut to its first ``limit`` tokens, as a server cuts an answer at max_tokens."""
+    tokenizer = _tokenizer(encoding_name(model) or FALLBACK_ENCODING)
+    tokens = tokenizer.encode(text)
+    if len(tokens) <= limit:
+        return text
+    # A cut inside a multi-byte character cannot be decoded; cut a token earlier. Re-encoding
+    # a cut can merge differently, so cut further until the result fits.
+    while limit > 0:
+        try:
+            cut = str(tokenizer.decode(tokens[:limit]))
+        except ValueError:
+            limit -= 1
+            continue
+        if tokenizer.count(cut) <= limit:
+            return cut
+        limit -= 1
+    return ""

@@ -1,0 +1,248 @@
+"""Loading a scenario file: TOML -> :class:`Scenario`, or a :class:`ConfigError` that says
+exactly what to fix.
+
+Loading has two steps. msgspec decodes the file into the Structs of
+``_scenario_types`` (types, unknown keys, enums, integer ranges); then :func:`_problems`
+checks what a type cannot say (money, files that must exist, one rule across tables).
+Both report ``<file>: <what> - at `$.path`: <expected>; did you mean ...?``. The second
+step reports every problem at once, since fixing one does not hide the next.
+
+Names of actions, roles and SOPs are *not* checked here: the registry that knows them
+lives in ``roles``/``sops``, which check them when they build the team.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import typing
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from .._errors import ConfigError
+from ._errors import PathToken, explain_syntax_error, explain_validation_error, format_path
+from ._types import Provider, RunMode, Scenario, ScenarioDoc
+from ._typespec import TYPE_SPECS, TypeSpecError, parse_type_spec
+
+_SOP_REF = re.compile(r"[A-Za-z_][\w-]*|[A-Za-z_][\w.]*:[A-Za-z_][\w.]*")
+_FIELD_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
+
+
+def load_scenario(path: Path | str) -> Scenario:
+    """Decode and check the scenario file at ``path``.
+
+    Relative files it names (``llm.fixtures``, ``llm.cassette``) are resolved against its
+    directory and must exist. Raises :class:`ConfigError` naming the file, the place
+    (``$.roles[0].watch[1]``), what was expected and the closest valid names.
+    """
+    path = Path(path)
+    shown = str(path)
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise ConfigError(f"{shown}: no such scenario file") from None
+    except OSError as error:
+        raise ConfigError(f"{shown}: cannot read the scenario file ({error.strerror})") from None
+    doc = _decode(data, shown)
+    absolute = path.resolve()
+    fields = {f: getattr(doc, f) for f in doc.__struct_fields__}
+    scenario = Scenario(**fields, path=absolute, base_dir=absolute.parent)
+    check_scenario(scenario, shown)
+    return scenario
+
+
+def _decode(data: bytes, shown: str) -> ScenarioDoc:
+    try:
+        return msgspec.toml.decode(data, type=ScenarioDoc)
+    except msgspec.ValidationError as error:
+        raw = msgspec.toml.decode(data)  # parsed fine a moment ago: only the types were wrong
+        raise ConfigError(f"{shown}: {explain_validation_error(error, raw, ScenarioDoc)}") from None
+    except msgspec.DecodeError as error:
+        text = data.decode("utf-8", errors="replace")
+        raise ConfigError(f"{shown}: {explain_syntax_error(error, text)}") from None
+
+
+def check_scenario(scenario: Scenario, shown: str | None = None) -> None:
+    """Raise :class:`ConfigError` listing every rule ``scenario`` breaks (one per line), or
+    return. ``shown`` is the file name to print (default: ``scenario.path``)."""
+    problems = _problems(scenario)
+    if problems:
+        where = shown or str(scenario.path)
+        raise ConfigError("\n".join(f"{where}: {problem}" for problem in problems))
+
+
+def _at(tokens: list[PathToken], what: str, expected: str = "") -> str:
+    """One problem, worded like msgspec's own errors: ``<what> - at `$.path`: <expected>``."""
+    return f"{what} - at `{format_path(tokens)}`" + (f": {expected}" if expected else "")
+
+
+def _q(value: object) -> str:
+    """A value quoted as TOML writes it: ``"Rita"``, not Python's ``'Rita'``."""
+    return json.dumps(value)
+
+
+def _problems(s: Scenario) -> list[str]:
+    return [*_info_problems(s), *_money_problems(s), *_llm_problems(s),
+            *_role_problems(s), *_action_problems(s), *_inject_problems(s)]
+
+
+def _info_problems(s: Scenario) -> list[str]:
+    out: list[str] = []
+    if not s.info.name.strip():
+        out.append(_at(["scenario", "name"], "empty name", "give the scenario a name"))
+    if s.info.sop is None and not s.roles:
+        out.append(_at(["scenario", "sop"], "no SOP and no roles",
+                       "set sop = \"<built-in SOP>\" or \"module:attribute\", or declare the team with [[roles]]"))
+    elif s.info.sop is not None and not _SOP_REF.fullmatch(s.info.sop):
+        out.append(_at(["scenario", "sop"], f"invalid SOP reference {_q(s.info.sop)}",
+                       "expected a built-in SOP's name or \"module:attribute\""))
+    return out
+
+
+def _money_problems(s: Scenario) -> list[str]:
+    out: list[str] = []
+    budget = s.run.budget_usd
+    if not budget.is_finite() or budget <= 0:
+        out.append(_at(["run", "budget_usd"], f"budget {budget}",
+                       "expected an amount of USD greater than 0, such as 3.0"))
+    for model, price in s.prices.items():
+        for key, value in (("input", price.input), ("output", price.output),
+                           ("cached_input", price.cached_input)):
+            if value is not None and (not value.is_finite() or value < 0):
+                out.append(_at(["prices", model, key], f"price {value}",
+                               "expected USD per 1M tokens, 0 or more"))
+    return out
+
+
+def _llm_problems(s: Scenario) -> list[str]:
+    out: list[str] = []
+    for i, fixture in enumerate(s.llm.fixtures):
+        if not s.resolve(fixture).is_file():
+            out.append(_at(["llm", "fixtures", i], f"fixture file {_q(fixture)} not found",
+                           f"looked for {s.resolve(fixture)} (paths are relative to the scenario file)"))
+    cassette = s.cassette_path()
+    if s.llm.provider == "replay" and cassette is None:
+        out.append(_at(["llm", "cassette"], "no cassette", "provider \"replay\" needs "
+                       "cassette = \"<file recorded with sopbus run --record>\""))
+    elif s.llm.provider == "replay" and cassette is not None and not cassette.is_file():
+        out.append(_at(["llm", "cassette"], f"cassette file {_q(s.llm.cassette)} not found",
+                       f"looked for {cassette} (paths are relative to the scenario file)"))
+    return out
+
+
+def _role_problems(s: Scenario) -> list[str]:
+    out: list[str] = []
+    first_at: dict[str, int] = {}
+    for i, role in enumerate(s.roles):
+        if not role.name.strip():
+            out.append(_at(["roles", i, "name"], "empty role name"))
+        elif role.name in first_at:
+            out.append(_at(["roles", i, "name"], f"role {_q(role.name)} is declared twice",
+                           f"first at {format_path(['roles', first_at[role.name]])}; merge the two"))
+        else:
+            first_at[role.name] = i
+    return out
+
+
+def _action_problems(s: Scenario) -> list[str]:
+    out: list[str] = []
+    for name, action in s.actions.items():
+        if not action.instruction.strip():
+            out.append(_at(["actions", name, "instruction"], "empty instruction",
+                           "say what the action must do"))
+        for field, spec in (action.output or {}).items():
+            out.extend(_output_field_problems(["actions", name, "output", field], field, spec))
+    return out
+
+
+def _output_field_problems(tokens: list[PathToken], field: str, spec: str) -> list[str]:
+    if not _FIELD_NAME.fullmatch(field):
+        return [_at(tokens, f"invalid output field name {_q(field)}",
+                    "expected a letter followed by letters, digits or _")]
+    try:
+        parse_type_spec(spec)
+    except TypeSpecError as error:
+        return [_at(tokens, error.problem, f"expected {TYPE_SPECS}{error.hint}")]
+    return []
+
+
+def _inject_problems(s: Scenario) -> list[str]:
+    out: list[str] = []
+    for i, item in enumerate(s.inject):
+        if not item.content and item.payload is None:
+            out.append(_at(["inject", i], "empty message", "give it content or a payload"))
+    return out
+
+
+def scenario_warnings(scenario: Scenario) -> list[str]:
+    """Things that are allowed but probably not meant, one sentence each with its path."""
+    out = []
+    for i, item in enumerate(scenario.inject):
+        if item.round > scenario.run.max_rounds:
+            out.append(f"{format_path(['inject', i, 'round'])}: round {item.round} is after "
+                       f"the last round ({scenario.run.max_rounds}); it will never be sent")
+    if scenario.llm.base_url is not None and scenario.llm.provider != "openai":
+        out.append(f"$.llm.base_url: ignored by provider {_q(scenario.llm.provider)} "
+                   "(only \"openai\" uses it)")
+    return out
+
+
+def scenario_with_overrides(
+    scenario: Scenario,
+    *,
+    idea: str | None = None,
+    provider: Provider | None = None,
+    model: str | None = None,
+    base_url: str | None = None,
+    budget_usd: Decimal | int | str | None = None,
+    max_rounds: int | None = None,
+    seed: int | None = None,
+    mode: RunMode | None = None,
+    runs_dir: str | Path | None = None,
+) -> Scenario:
+    """``scenario`` with the command line's flags laid over the file; ``None`` keeps the
+    file's value. The result is checked again (``--provider replay`` needs a cassette)."""
+    _check_flags(provider=provider, mode=mode, max_rounds=max_rounds)
+    info = _replace(scenario.info, idea=idea)
+    llm = _replace(scenario.llm, provider=provider, model=model, base_url=base_url)
+    run = _replace(scenario.run, max_rounds=max_rounds, seed=seed, mode=mode,
+                   budget_usd=None if budget_usd is None else _decimal(budget_usd),
+                   runs_dir=None if runs_dir is None else str(runs_dir))
+    result = msgspec.structs.replace(scenario, info=info, llm=llm, run=run)
+    check_scenario(result)
+    return result
+
+
+def _check_flags(*, provider: str | None, mode: str | None, max_rounds: int | None) -> None:
+    # The command line checks these already; a caller of the Python API gets the same words.
+    if provider is not None and provider not in typing.get_args(Provider):
+        raise ConfigError(f"--provider {provider!r}: expected one of "
+                          f"{', '.join(typing.get_args(Provider))}")
+    if mode is not None and mode not in typing.get_args(RunMode):
+        raise ConfigError(f"--mode {mode!r}: expected one of {', '.join(typing.get_args(RunMode))}")
+    if max_rounds is not None and max_rounds < 1:
+        raise ConfigError(f"--max-rounds {max_rounds}: expected 1 or more")
+
+
+def _replace(struct: Any, **changes: Any) -> Any:
+    given = {k: v for k, v in changes.items() if v is not None}
+    return msgspec.structs.replace(struct, **given) if given else struct
+
+
+def _decimal(value: Decimal | int | str) -> Decimal:
+    try:
+        return Decimal(str(value))
+    except ArithmeticError:
+        raise ConfigError(f"budget {value!r}: expected an amount of USD such as 3.0") from None
+
+
+def scenario_to_builtins(scenario: Scenario) -> dict[str, Any]:
+    """The scenario as its file would say it (TOML keys, ``Decimal`` as strings), plus its
+    ``path``: what a run directory records as "the scenario as run"."""
+    doc = ScenarioDoc(**{f: getattr(scenario, f) for f in ScenarioDoc.__struct_fields__})
+    out: dict[str, Any] = msgspec.to_builtins(doc)
+    out["path"] = str(scenario.path)
+    return out

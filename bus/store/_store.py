@@ -1,0 +1,178 @@
+"""The run store: one directory per run, everything the run did, written as it happens.
+
+``runs/<run_id>/`` holds ``scenario.toml`` (the scenario as run), ``events.jsonl`` (every
+message, delivery, LLM call and artifact, in order), ``costs.jsonl`` (the cost ledger),
+``artifacts/`` (the files the actions wrote), ``summary.json`` (status, end reason and
+totals) and ``calls.jsonl`` (every LLM answer, a replay cassette: see :mod:`bus.llm._tape`).
+Lines are flushed one by one, so a killed run keeps all it had written.
+
+A resumed run (``sopbus resume``) opens its directory again with :meth:`RunStore.open`;
+:func:`drop_torn_tail` first cuts off a line a killed writer left half-written. While a
+run executes it holds a lock on its directory (:meth:`RunStore.lock`), so that a resume
+cannot start on a run that is still going.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import os
+import re
+import secrets
+import time
+from collections.abc import Mapping
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+import msgspec
+
+from .._errors import ConfigError, ModelOutputError
+from .._events import ArtifactWritten, LLMCalled, Note
+from .._jsonl import JsonlWriter, encode_json
+
+from .._layout import ARTIFACTS, CALLS, COSTS, EVENTS, SCENARIO, SUMMARY
+
+
+def new_run_id(name: str) -> str:
+    """``20261130-023512-software-company-3f2a``: sortable by start, readable, unique."""
+    slug = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")[:40] or "run"
+    return f"{time.strftime('%Y%m%d-%H%M%S')}-{slug}-{secrets.token_hex(2)}"
+
+
+class RunStore:
+    """Writes one run's directory. Implements :class:`bus.TurnServices` for the roles and
+    is the event sink of the Environment and the call sink of the gateway."""
+
+    def __init__(self, run_dir: Path, run_id: str):
+        self.run_dir = run_dir
+        self.run_id = run_id
+        run_dir.mkdir(parents=True, exist_ok=True)
+        (run_dir / ARTIFACTS).mkdir(exist_ok=True)
+        self._events = JsonlWriter(run_dir / EVENTS)
+        self._costs = JsonlWriter(run_dir / COSTS)
+        self._calls: JsonlWriter | None = None  # opened at the first answer
+        self._lock_fd = -1
+        self._seq = 0
+
+    @classmethod
+    def create(cls, runs_dir: Path, name: str, *, run_id: str | None = None) -> RunStore:
+        run_id = run_id or new_run_id(name)
+        return cls(runs_dir / run_id, run_id)
+
+    @classmethod
+    def open(cls, run_dir: Path) -> RunStore:
+        """The store of an existing run directory, appending to its files (the run id is
+        the directory's name)."""
+        return cls(run_dir, run_dir.name)
+
+    def lock(self) -> None:
+        """Marks the run as executing until :meth:`close` (an advisory lock on its
+        directory, which the kernel drops if the process dies); a :class:`~bus.ConfigError`
+        when another process holds it."""
+        fd = os.open(self.run_dir, os.O_RDONLY)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise ConfigError(f"run {self.run_id} is still executing in another process "
+                              f"({self.run_dir}); wait for it to end, or stop it first") from None
+        self._lock_fd = fd
+
+    @property
+    def artifacts_dir(self) -> Path:
+        return self.run_dir / ARTIFACTS
+
+    def log(self, event: Any) -> None:
+        """Appends one event record, giving it the next sequence number and the time."""
+        self._seq += 1
+        event.seq = self._seq
+        event.t = time.time()
+        self._events.write(event)
+
+    def record_call(self, line: Any) -> None:
+        """The gateway's sink: one ledger line, and the same call in the event log."""
+        self._costs.write(line)
+        self.log(LLMCalled(round=line.round, role=line.role, action=line.action, call=line))
+
+    def record_answer(self, record: Any) -> None:
+        """One answered LLM call into ``calls.jsonl`` (the call log's sink)."""
+        if self._calls is None:
+            self._calls = JsonlWriter(self.run_dir / CALLS)
+        self._calls.write(record)
+
+    def write_artifact(self, relpath: str, data: str | bytes, *, role: str, round: int) -> Path:
+        path = self.artifacts_dir / _safe_relpath(relpath)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        raw = data.encode() if isinstance(data, str) else data
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_bytes(raw)
+        os.replace(tmp, path)  # a reader never sees half a file
+        self.log(ArtifactWritten(round=round, role=role, path=str(path.relative_to(self.artifacts_dir)),
+                                 sha256=hashlib.sha256(raw).hexdigest(), size=len(raw)))
+        return path
+
+    def emit(self, kind: str, data: Mapping[str, Any], *, role: str, round: int) -> None:
+        self.log(Note(kind=kind, round=round, role=role, data=dict(data)))
+
+    def write_scenario(self, text: str) -> None:
+        (self.run_dir / SCENARIO).write_text(text)
+
+    def write_summary(self, summary: Mapping[str, Any]) -> None:
+        path = self.run_dir / SUMMARY
+        tmp = path.with_suffix(".tmp")
+        tmp.write_bytes(msgspec.json.format(encode_json(dict(summary)), indent=2))
+        os.replace(tmp, path)
+
+    def close(self) -> None:
+        self._events.close()
+        self._costs.close()
+        if self._calls is not None:
+            self._calls.close()
+        if self._lock_fd >= 0:
+            os.close(self._lock_fd)  # releases the lock
+            self._lock_fd = -1
+
+
+def is_locked(run_dir: Path) -> bool:
+    """Whether a process is executing the run in ``run_dir`` now (see :meth:`RunStore.lock`)."""
+    fd = os.open(run_dir, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)  # closing drops the lock if it was taken here
+    return False
+
+
+def drop_torn_tail(path: Path) -> int:
+    """Cuts off an unterminated last line of the JSON-lines file ``path`` (what a writer
+    killed mid-line leaves); returns the bytes dropped (0 for a whole or missing file)."""
+    try:
+        fd = os.open(path, os.O_RDWR)
+    except FileNotFoundError:
+        return 0
+    try:
+        size = os.fstat(fd).st_size
+        end = size
+        while end > 0:
+            start = max(0, end - 65536)
+            cut = os.pread(fd, end - start, start).rfind(b"\n")
+            if cut >= 0:
+                end = start + cut + 1
+                break
+            end = start
+        if end < size:
+            os.ftruncate(fd, end)
+        return size - end
+    finally:
+        os.close(fd)
+
+
+def _safe_relpath(relpath: str) -> PurePosixPath:
+    """A path inside ``artifacts/``; a model that names ``../x`` or ``/etc/x`` is refused."""
+    path = PurePosixPath(relpath.replace("\\", "/"))
+    if not relpath or path.is_absolute() or ".." in path.parts:
+        raise ModelOutputError(f"artifact path {relpath!r} leaves the run's artifacts/ directory; "
+                               f"use a relative path without '..'")
+    return path

@@ -1,0 +1,244 @@
+"""Verifying a run directory, and the receipts a gate issues.
+
+:func:`verify_run` checks what a run left behind against itself:
+
+- the chains of ``events.jsonl``, ``costs.jsonl`` and ``artifacts/receipts.jsonl`` (each line
+  carries the hash of the one before; :mod:`bus._chain`), naming the first edited, dropped,
+  reordered or unchained line; a torn last line is reported as torn, not as tampering;
+- the ledger against the event log: every ``llm_called`` event carries its ledger line, so
+  the two files must hold the same calls in the same order (this also catches lines cut
+  from the end of ``costs.jsonl``, which no chain can see);
+- a finished run (one with ``summary.json``) must end with its ``run_ended`` event;
+- every artifact must still have the SHA-256 its last ``artifact_written`` event recorded;
+- every receipt must name files whose hashes still match, and each ``receipt_issued``
+  event must name a receipt of the file, in order.
+
+A receipt (:class:`Receipt`) is a gate's signature on its inputs: the paths and SHA-256 of
+the files it passed (a draft, the evidence manifest, the gate's report), appended to
+``artifacts/receipts.jsonl``, whose chain links each receipt to the one before. A later
+stage takes a receipt's hash as its input and :func:`require_receipt` refuses it unless the
+whole receipt chain verifies and the files are unchanged.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from .._chain import ChainReport, split_line, unseal, verify_file
+from .._errors import SopbusError
+from .._jsonl import JsonlWriter
+
+from .._layout import ARTIFACTS, COSTS, EVENTS, RECEIPTS, SUMMARY
+RECEIPT_EVENT = "receipt_issued"
+
+
+class ReceiptError(SopbusError):
+    """A receipt is missing, its chain does not verify, or a file it names has changed."""
+
+
+class Subject(msgspec.Struct, frozen=True):
+    """One file a receipt vouches for: its path under ``artifacts/`` and its SHA-256."""
+
+    path: str
+    sha256: str
+
+
+class Receipt(msgspec.Struct, frozen=True, kw_only=True):
+    """A passed gate's receipt (one line of ``receipts.jsonl``; the chain fields are added
+    by the writer). ``subjects`` maps a name (``draft``, ``manifest``, ``report``) to the
+    file vouched for."""
+
+    seq: int
+    sample: str
+    gate: str
+    round: int
+    subjects: dict[str, Subject]
+
+
+def sha256_file(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def issue_receipt(artifacts_dir: Path, *, sample: str, gate: str, round: int,
+                  subjects: dict[str, str]) -> tuple[Receipt, str]:
+    """Appends a receipt for the files ``subjects`` names (paths under ``artifacts_dir``),
+    hashed now, and returns it with its hash (what the next stage is handed)."""
+    path = artifacts_dir / RECEIPTS
+    seq = sum(1 for _ in _receipt_lines(path)) + 1 if path.is_file() else 1
+    receipt = Receipt(seq=seq, sample=sample, gate=gate, round=round, subjects={
+        name: Subject(rel, sha256_file(artifacts_dir / rel)) for name, rel in sorted(subjects.items())})
+    with JsonlWriter(path) as writer:
+        writer.write(receipt)
+        return receipt, writer.head.decode()
+
+
+def require_receipt(artifacts_dir: Path, receipt_hash: str) -> Receipt:
+    """The receipt whose hash is ``receipt_hash``, once the receipt chain verifies and every
+    file it names is unchanged; else :class:`ReceiptError` saying what is wrong."""
+    path = artifacts_dir / RECEIPTS
+    if not path.is_file():
+        raise ReceiptError(f"no receipts at {path}: nothing passed the gate, so there is "
+                           f"nothing to accept")
+    report = verify_file(path)
+    if report.broken is not None or report.torn is not None:
+        raise ReceiptError(f"the receipt chain does not verify: {report.broken or report.torn}")
+    for receipt, digest, _ in _receipt_lines(path):
+        if digest == receipt_hash:
+            problems = _subject_problems(artifacts_dir, receipt)
+            if problems:
+                raise ReceiptError(f"receipt {receipt_hash}: {'; '.join(problems)}")
+            return receipt
+    raise ReceiptError(f"no receipt with hash {receipt_hash} in {path} ({report.lines} receipts)")
+
+
+def _receipt_lines(path: Path) -> list[tuple[Receipt, str, int]]:
+    """(receipt, its hash, line number) of each complete, chained line."""
+    decode = msgspec.json.Decoder(Receipt).decode
+    out = []
+    for number, line in enumerate(path.read_bytes().split(b"\n")[:-1], 1):
+        split = split_line(line)
+        body = unseal(line)
+        if split is None or body is None:
+            continue
+        out.append((decode(body), split[2].decode(), number))
+    return out
+
+
+def _subject_problems(artifacts_dir: Path, receipt: Receipt) -> list[str]:
+    problems = []
+    for name, subject in receipt.subjects.items():
+        file = artifacts_dir / subject.path
+        if not file.is_file():
+            problems.append(f"its {name} {subject.path} is missing")
+        elif sha256_file(file) != subject.sha256:
+            problems.append(f"its {name} {subject.path} has changed since the receipt "
+                            f"(SHA-256 {sha256_file(file)[:12]}, receipt says {subject.sha256[:12]})")
+    return problems
+
+
+# -- the whole run ------------------------------------------------------------------------
+
+
+@dataclass
+class RunVerdict:
+    """What :func:`verify_run` found: ``files`` (the chain report of each file checked),
+    ``problems`` (each names a file, and a line where there is one) and ``notes`` (not
+    tampering: a torn last line, a run that has not finished)."""
+
+    run_dir: Path
+    files: list[ChainReport] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    receipts: int = 0
+
+    @property
+    def intact(self) -> bool:
+        return not self.problems
+
+
+def verify_run(run_dir: Path) -> RunVerdict:
+    """Checks the run in ``run_dir`` (see the module docstring)."""
+    verdict = RunVerdict(run_dir)
+    chains = [run_dir / EVENTS, run_dir / COSTS, run_dir / ARTIFACTS / RECEIPTS]
+    for path in chains:
+        if path.is_file():
+            _check_chain(verdict, verify_file(path))
+    if not verdict.intact:
+        return verdict  # the cross-checks would only repeat the break in other words
+    events = _records(run_dir / EVENTS)
+    _check_ledger(verdict, run_dir, events)
+    _check_ending(verdict, run_dir, events)
+    _check_artifacts(verdict, run_dir, events)
+    _check_receipts(verdict, run_dir, events)
+    return verdict
+
+
+def _check_chain(verdict: RunVerdict, report: ChainReport) -> None:
+    verdict.files.append(report)
+    if report.broken is not None:
+        verdict.problems.append(str(report.broken))
+    if report.torn is not None:
+        verdict.notes.append(str(report.torn))
+
+
+def _records(path: Path) -> list[tuple[int, dict[str, Any]]]:
+    """(line number, record) of the complete lines of a verified file."""
+    if not path.is_file():
+        return []
+    out = []
+    for number, line in enumerate(path.read_bytes().split(b"\n")[:-1], 1):
+        body = unseal(line)
+        out.append((number, msgspec.json.decode(body if body is not None else line)))
+    return out
+
+
+def _check_ledger(verdict: RunVerdict, run_dir: Path, events: list[tuple[int, dict[str, Any]]]) -> None:
+    calls = [(n, e["call"]) for n, e in events if e.get("kind") == "llm_called"]
+    ledger = _records(run_dir / COSTS)
+    for (event_line, call), (ledger_line, line) in zip(calls, ledger):
+        if call != line:
+            verdict.problems.append(
+                f"{run_dir / COSTS}:{ledger_line}: differs from the call logged at "
+                f"{run_dir / EVENTS}:{event_line} (seq {line.get('seq')} vs {call.get('seq')})")
+            return
+    if len(calls) > len(ledger):
+        event_line, call = calls[len(ledger)]
+        verdict.problems.append(
+            f"{run_dir / COSTS}:{len(ledger) + 1}: missing: the ledger has {len(ledger)} lines but "
+            f"the event log records {len(calls)} calls (the next at {run_dir / EVENTS}:{event_line})")
+    elif len(ledger) > len(calls):
+        verdict.problems.append(
+            f"{run_dir / COSTS}:{len(calls) + 1}: the ledger has {len(ledger)} lines but the event "
+            f"log records only {len(calls)} calls")
+
+
+def _check_ending(verdict: RunVerdict, run_dir: Path, events: list[tuple[int, dict[str, Any]]]) -> None:
+    last = events[-1][1].get("kind") if events else None
+    if last == "run_ended":
+        return
+    where = f"{run_dir / EVENTS}:{len(events) + 1}"
+    if (run_dir / SUMMARY).is_file():
+        verdict.problems.append(f"{where}: missing: the run finished (summary.json) but its log "
+                                f"does not end with run_ended: lines were cut from the end")
+    else:
+        verdict.notes.append(f"{where}: the run has not finished (or was killed): no run_ended yet")
+
+
+def _check_artifacts(verdict: RunVerdict, run_dir: Path, events: list[tuple[int, dict[str, Any]]]) -> None:
+    latest: dict[str, tuple[int, str]] = {}
+    for number, event in events:
+        if event.get("kind") == "artifact_written":
+            latest[event["path"]] = (number, event["sha256"])
+    for rel, (number, digest) in sorted(latest.items()):
+        file = run_dir / ARTIFACTS / rel
+        if not file.is_file():
+            verdict.problems.append(f"{file}: missing; written at {run_dir / EVENTS}:{number}")
+        elif sha256_file(file) != digest:
+            verdict.problems.append(f"{file}: changed since it was written "
+                                    f"({run_dir / EVENTS}:{number} recorded SHA-256 {digest[:12]})")
+
+
+def _check_receipts(verdict: RunVerdict, run_dir: Path, events: list[tuple[int, dict[str, Any]]]) -> None:
+    path = run_dir / ARTIFACTS / RECEIPTS
+    lines = _receipt_lines(path) if path.is_file() else []
+    verdict.receipts = len(lines)
+    issued = [(n, e.get("data", {})) for n, e in events if e.get("kind") == RECEIPT_EVENT]
+    for receipt, digest, number in lines:
+        for problem in _subject_problems(run_dir / ARTIFACTS, receipt):
+            verdict.problems.append(f"{path}:{number}: {problem}")
+    for i, (event_line, data) in enumerate(issued):
+        if i >= len(lines):
+            verdict.problems.append(f"{path}:{len(lines) + 1}: missing: {run_dir / EVENTS}:"
+                                    f"{event_line} records receipt {data.get('receipt')}")
+        elif lines[i][1] != data.get("receipt"):
+            verdict.problems.append(f"{path}:{lines[i][2]}: is not the receipt recorded at "
+                                    f"{run_dir / EVENTS}:{event_line}")
+    if len(lines) > len(issued):
+        verdict.problems.append(f"{path}:{lines[len(issued)][2]}: no {RECEIPT_EVENT} event "
+                                f"records this receipt")
+

@@ -1,0 +1,365 @@
+"""The blackboard book writer's workers and the board's keeper.
+
+Each worker watches the board slots that can wake it and, for every heading a write in its
+news touched, checks its condition on the board (as of the start of the round, plus its
+news; see ``roles.book._board``). When the condition holds it asks its model and writes back::
+
+    worker            wakes on a write to   fires when (for that heading)
+    MaterialWorker    word_count            word_count == 0
+    ContentWorker     material              material is not empty
+    EvaluationWorker  content               content is not empty and revision_count < max_revisions
+    StrategyWorker    evaluation            evaluation is not empty
+    RevisionWorker    strategy              strategy is not empty
+    SplitWorker       content               len(content) > split_chars, no subheadings,
+                                            and the heading is above max_split_depth
+
+Before each model call the author's policies that match the heading are looked up and put
+into the prompt (and the lookup is logged as a ``policies_looked_up`` event). The run ends
+when no condition holds any more: no worker publishes, the bus goes idle.
+"""
+
+from __future__ import annotations
+
+import re
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import msgspec
+import trio
+from pydantic import BaseModel, Field
+
+from bus import ChatMessage, Message, Turn
+
+from ._board import Board, BoardError, BoardView, Heading, child_key, read_write, slot_action, write_message
+from ._notes import Note, Policy, matching_notes, policies_for, policy_text
+from .._llm import ask_model
+from .._role import Role
+
+M = TypeVar("M", bound=BaseModel)
+
+
+@dataclass(frozen=True)
+class WriterSettings:
+    """What the workers share besides the board: the scenario's notes and policies and the
+    thresholds of the triggers."""
+
+    notes: tuple[Note, ...] = ()
+    policies: tuple[Policy, ...] = ()
+    notes_per_heading: int = 3
+    split_chars: int = 2000
+    max_revisions: int = 1
+    max_split_depth: int = 1
+
+
+def word_count(text: str) -> int:
+    return len(re.findall(r"\S+", text))
+
+
+# -- what the models answer ---------------------------------------------------------------
+
+
+class MaterialNeeds(BaseModel):
+    questions: list[str] = Field(min_length=1, max_length=6,
+                                 description="what the writer must know to write this heading")
+
+
+class GatheredMaterial(BaseModel):
+    material: str = Field(description="facts, scenes and details that answer the questions")
+
+
+class Draft(BaseModel):
+    content: str = Field(description="the heading's text, in Markdown paragraphs, no heading line")
+
+
+class Evaluation(BaseModel):
+    evaluation: str = Field(description="the concrete weaknesses of the text, most important first")
+
+
+class Strategy(BaseModel):
+    strategy: str = Field(description="the steps to revise the text so the weaknesses go away")
+
+
+class Section(BaseModel):
+    title: str
+    content: str
+
+
+class SplitPlan(BaseModel):
+    intro: str = Field(description="a short lead-in kept under the heading itself")
+    sections: list[Section] = Field(min_length=2, max_length=6)
+
+
+# -- the worker base ----------------------------------------------------------------------
+
+
+class BoardWorker(Role, ABC, register=False):
+    """A role that wakes on board writes and writes the board (see the module docstring).
+
+    Subclasses set ``watch`` (the slots that wake it), ``actions`` (the slots it writes),
+    ``task`` (the name of its model call in the ledger and in fixtures), and implement
+    :meth:`holds` and :meth:`work`. ``rank`` is its place in the team, so that writes of
+    one round keep the order the bus publishes them in.
+    """
+
+    task: str = ""
+
+    def __init__(self, *, board: Board, settings: WriterSettings, rank: int = 1,
+                 **fields: Any) -> None:
+        super().__init__(**fields)
+        self.board, self.settings, self.rank = board, settings, rank
+        board.writers.add(self.name)
+
+    def fields(self) -> dict[str, Any]:
+        return {**super().fields(), "board": self.board, "settings": self.settings, "rank": self.rank}
+
+    @abstractmethod
+    def holds(self, view: BoardView, heading: str) -> bool:
+        """Whether this worker's trigger condition holds for ``heading``."""
+
+    @abstractmethod
+    async def work(self, view: BoardView, heading: str, turn: Turn) -> list[Message]:
+        """The board writes this worker makes for ``heading``."""
+
+    async def step(self, news: Sequence[Message], turn: Turn) -> Sequence[Message]:
+        fresh = tuple(news)
+        if not fresh:
+            return ()
+        self.memory.extend(fresh)
+        self.board.absorb(fresh)
+        view = self.board.view(turn.round, fresh)
+        fired = self.fired(fresh, view)
+        results: list[list[Message]] = [[] for _ in fired]
+
+        async def run(i: int, heading: str, parents: tuple[str, ...]) -> None:
+            out = await self.work(view, heading, turn)
+            results[i] = [msgspec.structs.replace(m, parents=parents) for m in out]
+
+        async with trio.open_nursery() as nursery:
+            for i, (heading, parents) in enumerate(fired):
+                turn.emit("board_trigger", worker=self.name, heading=heading, parents=list(parents))
+                nursery.start_soon(run, i, heading, parents)
+        out = [m for result in results for m in result]
+        self.board.record_own(out, round=turn.round, rank=self.rank)
+        return out
+
+    def fired(self, news: tuple[Message, ...], view: BoardView) -> list[tuple[str, tuple[str, ...]]]:
+        """The headings whose condition holds, each with the ids of the writes that woke it."""
+        woke: dict[str, list[str]] = {}
+        for message in news:
+            if message.cause_by not in self.watch:
+                continue
+            try:
+                heading = read_write(message)[0]
+            except BoardError:
+                continue  # the keeper logs unreadable edits; nothing to do here
+            woke.setdefault(heading, []).append(message.id)
+        return [(h, tuple(ids)) for h, ids in woke.items() if self.holds(view, h)]
+
+    # -- what the subclasses use ----------------------------------------------------------
+
+    async def ask(self, turn: Turn, view: BoardView, heading: str, *, output: type[M],
+                  instruction: str, show: Sequence[str] = (), task: str | None = None) -> M:
+        """One model call about ``heading``: the book, the heading's requirement and the
+        slots named in ``show``, the author's matching policies, then the instruction."""
+        policies = policies_for(self.settings.policies, heading)
+        turn.emit("policies_looked_up", worker=self.name, heading=heading,
+                  policies=[p.id for p in policies])
+        entry = view[heading]
+        parts = [f"Book: {self.board.title}"]
+        if self.board.brief:
+            parts.append(f"Brief: {self.board.brief}")
+        parts.append(f"Heading: {heading}")
+        if entry.requirement:
+            parts.append(f"Requirement: {entry.requirement}")
+        if entry.word_count_requirement:
+            parts.append(f"Length: about {entry.word_count_requirement} words")
+        parts.extend(_slot_text(entry, slot) for slot in show)
+        parts.append(policy_text(policies))
+        task = task or self.task
+        parts.append(f"## Your task: {task}\n{instruction}")
+        messages = (ChatMessage("system", self.system_text()), ChatMessage("user", "\n\n".join(parts)))
+        return await ask_model(turn, messages, output=output, llm=self.context(None, (), turn).llm,
+                               action=task, role=self.name, max_repairs=2)
+
+    def write(self, heading: str, slot: str, value: Any) -> Message:
+        return write_message(heading, slot, value, sender=self.name)
+
+
+def _slot_text(entry: Heading, slot: str) -> str:
+    value = getattr(entry, slot)
+    if isinstance(value, tuple):
+        value = "\n".join(f"- {v}" for v in value) or "(none)"
+    label = slot.replace("_", " ").capitalize()
+    return f"{label}:\n{value if value != '' else '(empty)'}"
+
+
+# -- the six workers ----------------------------------------------------------------------
+
+
+class MaterialWorker(BoardWorker):
+    """Word count 0: writes the questions the heading needs answered, then the material,
+    from the knowledge notes that match (the model's own answers when none match)."""
+
+    profile = "Research assistant"
+    goal = "find what the writer needs to know before a heading is written"
+    watch = (slot_action("word_count"),)
+    actions = (slot_action("material_needs"), slot_action("material"))
+    task = "ListMaterialNeeds"
+    gather_task = "GatherMaterial"
+
+    def holds(self, view: BoardView, heading: str) -> bool:
+        return view[heading].word_count == 0
+
+    async def work(self, view: BoardView, heading: str, turn: Turn) -> list[Message]:
+        needs = await self.ask(turn, view, heading, output=MaterialNeeds, show=("material",),
+                               instruction="List the questions the writer must answer before "
+                                           "writing this heading (at most six).")
+        query = " ".join([heading, view[heading].requirement, *needs.questions])
+        notes = matching_notes(self.settings.notes, query, self.settings.notes_per_heading)
+        if notes:
+            material = "\n\n".join(f"From the note \"{n.title}\": {n.text}" for n in notes)
+        else:
+            material = await self._from_model(turn, view, heading, needs.questions)
+        turn.emit("material_gathered", heading=heading, source="notes" if notes else "model",
+                  notes=[n.title for n in notes])
+        return [self.write(heading, "material_needs", needs.questions),
+                self.write(heading, "material", material)]
+
+    async def _from_model(self, turn: Turn, view: BoardView, heading: str,
+                          questions: list[str]) -> str:
+        asked = "\n".join(f"- {q}" for q in questions)
+        answer = await self.ask(turn, view, heading, output=GatheredMaterial, task=self.gather_task,
+                                instruction=f"No knowledge note covers these questions; answer "
+                                            f"them from what you know:\n{asked}")
+        return answer.material
+
+
+class ContentWorker(BoardWorker):
+    """Material present: writes the heading's content from it."""
+
+    profile = "Author"
+    goal = "write each heading from its material, to its requirement and length"
+    watch = (slot_action("material"),)
+    actions = (slot_action("content"), slot_action("word_count"))
+    task = "WriteContent"
+
+    def holds(self, view: BoardView, heading: str) -> bool:
+        return bool(view[heading].material.strip())
+
+    async def work(self, view: BoardView, heading: str, turn: Turn) -> list[Message]:
+        draft = await self.ask(turn, view, heading, output=Draft, show=("material", "content"),
+                               instruction="Write the text of this heading from the material. "
+                                           "If there is content already, write it anew with the material.")
+        return [self.write(heading, "content", draft.content),
+                self.write(heading, "word_count", word_count(draft.content))]
+
+
+class EvaluationWorker(BoardWorker):
+    """Content present and revision count below ``max_revisions``: writes an evaluation and
+    counts the revision round."""
+
+    profile = "Editor"
+    goal = "find what keeps a text from meeting its requirement"
+    watch = (slot_action("content"),)
+    actions = (slot_action("evaluation"), slot_action("revision_count"))
+    task = "EvaluateContent"
+
+    def holds(self, view: BoardView, heading: str) -> bool:
+        entry = view[heading]
+        return bool(entry.content.strip()) and entry.revision_count < self.settings.max_revisions
+
+    async def work(self, view: BoardView, heading: str, turn: Turn) -> list[Message]:
+        verdict = await self.ask(turn, view, heading, output=Evaluation, show=("content",),
+                                 instruction="Evaluate the content against the requirement, the "
+                                             "length and the policies. Name concrete problems.")
+        return [self.write(heading, "evaluation", verdict.evaluation),
+                self.write(heading, "revision_count", view[heading].revision_count + 1)]
+
+
+class StrategyWorker(BoardWorker):
+    """Evaluation present: writes a revision strategy and clears the evaluation."""
+
+    profile = "Developmental editor"
+    goal = "turn an evaluation into a revision plan the author can follow"
+    watch = (slot_action("evaluation"),)
+    actions = (slot_action("strategy"), slot_action("evaluation"))
+    task = "PlanRevision"
+
+    def holds(self, view: BoardView, heading: str) -> bool:
+        return bool(view[heading].evaluation.strip())
+
+    async def work(self, view: BoardView, heading: str, turn: Turn) -> list[Message]:
+        plan = await self.ask(turn, view, heading, output=Strategy, show=("evaluation", "content"),
+                              instruction="Write the revision strategy for this evaluation.")
+        return [self.write(heading, "strategy", plan.strategy), self.write(heading, "evaluation", "")]
+
+
+class RevisionWorker(BoardWorker):
+    """Strategy present: rewrites the content by it, then clears the strategy (so a board
+    never shows a strategy that was already carried out)."""
+
+    profile = "Author"
+    goal = "revise a heading's text by its revision strategy"
+    watch = (slot_action("strategy"),)
+    actions = (slot_action("content"), slot_action("word_count"), slot_action("strategy"))
+    task = "ReviseContent"
+
+    def holds(self, view: BoardView, heading: str) -> bool:
+        return bool(view[heading].strategy.strip())
+
+    async def work(self, view: BoardView, heading: str, turn: Turn) -> list[Message]:
+        draft = await self.ask(turn, view, heading, output=Draft,
+                               show=("strategy", "content", "material"),
+                               instruction="Rewrite the content following the strategy. Keep what works.")
+        return [self.write(heading, "content", draft.content),
+                self.write(heading, "word_count", word_count(draft.content)),
+                self.write(heading, "strategy", "")]
+
+
+class SplitWorker(BoardWorker):
+    """Long content with no subheadings: divides it into subheadings with their own content;
+    the heading keeps a short lead-in. Only headings above ``max_split_depth`` are split, so
+    splitting cannot go on forever."""
+
+    profile = "Structural editor"
+    goal = "keep each section short enough to read and revise"
+    watch = (slot_action("content"),)
+    actions = (slot_action("subheadings"), slot_action("content"), slot_action("word_count"))
+    task = "SplitSection"
+
+    def holds(self, view: BoardView, heading: str) -> bool:
+        entry = view[heading]
+        return (len(entry.content) > self.settings.split_chars and not entry.subheadings
+                and view.depth(heading) < self.settings.max_split_depth)
+
+    async def work(self, view: BoardView, heading: str, turn: Turn) -> list[Message]:
+        plan = await self.ask(turn, view, heading, output=SplitPlan, show=("content",),
+                              instruction="Divide the content into 2 to 6 subheadings, each with "
+                                          "its own part of the text; keep a short lead-in.")
+        titles = _unique_titles([s.title for s in plan.sections])
+        out = [self.write(heading, "subheadings", titles), self.write(heading, "content", plan.intro),
+               self.write(heading, "word_count", word_count(plan.intro))]
+        for title, section in zip(titles, plan.sections):
+            child = child_key(heading, title)
+            out += [self.write(child, "content", section.content),
+                    self.write(child, "word_count", word_count(section.content))]
+        return out
+
+
+def _unique_titles(titles: list[str]) -> list[str]:
+    seen: dict[str, int] = {}
+    out = []
+    for raw in titles:
+        title = " ".join(raw.replace("/", "-").split()) or "Part"
+        seen[title] = seen.get(title, 0) + 1
+        out.append(title if seen[title] == 1 else f"{title} ({seen[title]})")
+    return out
+
+
+WORKERS: tuple[type[BoardWorker], ...] = (MaterialWorker, ContentWorker, EvaluationWorker,
+                                          StrategyWorker, RevisionWorker, SplitWorker)
+
+
+# -- the keeper ---------------------------------------------------------------------------

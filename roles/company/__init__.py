@@ -1,0 +1,42 @@
+"""The software company: product manager, architect, project manager, engineer and QA.
+"""
+
+from ._code import BUG_REPORT as BUG_REPORT
+from ._code import CodeFile as CodeFile
+from ._code import CodeReview as CodeReview
+from ._code import FileSummary as FileSummary
+from ._code import CodeSummary as CodeSummary
+from ._code import WriteCode as WriteCode
+from ._code import WriteCodeReview as WriteCodeReview
+from ._code import SummarizeCode as SummarizeCode
+from ._code import Engineer as Engineer
+from ._docs import DocumentAction as DocumentAction
+from ._docs import Requirement as Requirement
+from ._docs import PRD as PRD
+from ._docs import WritePRD as WritePRD
+from ._docs import ProductManager as ProductManager
+from ._docs import SystemDesign as SystemDesign
+from ._docs import WriteDesign as WriteDesign
+from ._docs import Architect as Architect
+from ._docs import FileLogic as FileLogic
+from ._docs import TaskList as TaskList
+from ._docs import WriteTasks as WriteTasks
+from ._docs import ProjectManager as ProjectManager
+from ._qa import PYTEST as PYTEST
+from ._qa import PYTEST_ENV as PYTEST_ENV
+from ._qa import PytestFile as PytestFile
+from ._qa import BugReport as BugReport
+from ._qa import PytestRun as PytestRun
+from ._qa import WriteTest as WriteTest
+from ._qa import RunCode as RunCode
+from ._qa import DebugError as DebugError
+from ._qa import QaEngineer as QaEngineer
+from ._qa import render_test_report as render_test_report
+from ._util import WORKSPACE as WORKSPACE
+from ._util import concurrently as concurrently
+from ._util import safe_path as safe_path
+from ._util import unique_paths as unique_paths
+from ._util import is_test as is_test
+from ._util import listing as listing
+from ._util import tail as tail
+from ._util import task_prompt as task_prompt
