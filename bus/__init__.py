@@ -69,6 +69,7 @@ if TYPE_CHECKING:
     from .llm._replay import ReplayProvider as ReplayProvider
     from .llm._replay import request_key as request_key
     from .llm._fixtures import Fixture as Fixture
+    from .llm._human import HUMAN_MODEL as HUMAN_MODEL
     from .llm._sim import SimProvider as SimProvider
     from .llm._fixtures import load_fixtures as load_fixtures
     from .scenario._load import check_scenario as check_scenario
@@ -152,6 +153,7 @@ _WHERE: dict[str, str] = {
     "ReplayProvider": ".llm._replay",
     "request_key": ".llm._replay",
     "Fixture": ".llm._fixtures",
+    "HUMAN_MODEL": ".llm._human",
     "SimProvider": ".llm._sim",
     "load_fixtures": ".llm._fixtures",
     "check_scenario": ".scenario._load",

@@ -81,7 +81,7 @@ def declare_role(name: str, *, profile: str = "", goal: str = "", constraints: s
                  aliases: Iterable[str] = (), watch: Iterable[ActionRef] = (),
                  actions: Iterable[ActionRef] = (), send_to: Iterable[str] = (),
                  react_mode: str = "by_order", max_react_steps: int | None = None,
-                 llm: LLMLike = None,
+                 llm: LLMLike = None, human: bool = False,
                  registry: Registry, where: str | None = None) -> Role:
     """A role named ``name``: an instance of a new Role subclass, registered into
     ``registry`` once it has been checked; the same object a Python subclass builds.
@@ -94,7 +94,8 @@ def declare_role(name: str, *, profile: str = "", goal: str = "", constraints: s
     body: dict[str, Any] = {
         "name": name, "profile": profile, "goal": goal, "constraints": constraints,
         "aliases": aliases, "watch": watch, "actions": actions, "send_to": send_to,
-        "react_mode": react_mode, "llm": settings(llm, f"{at}.llm"), "_declared_at": at,
+        "react_mode": react_mode, "llm": settings(llm, f"{at}.llm"), "human": human,
+        "_declared_at": at,
         "__module__": __name__, "__doc__": f"Role {name!r}, declared at {at}."}
     if max_react_steps is not None:
         body["max_react_steps"] = max_react_steps

@@ -13,7 +13,7 @@ from typing import Any, Literal, get_args
 import msgspec
 import pydantic
 
-from bus import ConfigError, Message, Turn
+from bus import HUMAN_MODEL, ConfigError, Message, Turn
 
 from ._action import Action, ActionContext
 from ._llm import LLMSettings, layered
@@ -22,6 +22,9 @@ from ._prompt import system_text
 from ._react import DONE, choose_next, make_plan
 from ._registry import Registry
 from ._registry import registry as default_registry
+
+# A person's answers: fields, not a model's JSON mode in the prompt (see bus.llm._human).
+_HUMAN = LLMSettings(model=HUMAN_MODEL, output_mode="json_schema")
 
 ReactMode = Literal["by_order", "react", "plan_and_act"]
 ActionRef = type[Action] | Action | str
@@ -68,6 +71,9 @@ class Role:
     send_to: tuple[str, ...] = ()
     llm: LLMSettings = LLMSettings()
     llm_defaults: LLMSettings = LLMSettings()
+    #: Answered by a person instead of a model (``--human-input`` or the terminal): every
+    #: call of the role's actions goes to model ``human``, priced $0, recorded like any answer.
+    human: bool = False
     """The run's defaults (scenario ``[llm]``): the weakest layer under action and role settings."""
 
     def __init_subclass__(cls, *, registry: Registry | None = None, register: bool = True,
@@ -83,7 +89,7 @@ class Role:
                  aliases: Iterable[str] | None = None, watch: Iterable[ActionRef] | None = None,
                  actions: Iterable[ActionRef] | None = None, react_mode: str | None = None,
                  max_react_steps: int | None = None, send_to: Iterable[str] | None = None,
-                 llm: LLMLike = None, llm_defaults: LLMLike = None,
+                 llm: LLMLike = None, llm_defaults: LLMLike = None, human: bool | None = None,
                  registry: Registry | None = None, where: str | None = None) -> None:
         cls = type(self)
         at = where or cls.__qualname__.rpartition("<locals>.")[2]
@@ -110,6 +116,7 @@ class Role:
                               f"from the end of a react step; rename it")
         self.llm = settings(llm, f"{at}.llm").over(cls.llm)
         self.llm_defaults = settings(llm_defaults, f"{at}.llm_defaults").over(cls.llm_defaults)
+        self.human = bool(given(human, "human"))
         self.memory = Memory()
 
     # -- bus.Member ------------------------------------------------------------------------
@@ -139,8 +146,13 @@ class Role:
                 earlier: tuple[Message, ...] = ()) -> ActionContext:
         """The context an action runs in; its LLM settings are the run's defaults, then the
         action's, then this role's (``action=None``: the role's own calls, e.g. planning)."""
-        layers = (self.llm_defaults, action.llm, self.llm) if action else (self.llm_defaults, self.llm)
+        layers = (self.llm_defaults, action.llm, self._own_llm) if action else (self.llm_defaults, self._own_llm)
         return ActionContext(role=self, turn=turn, news=news, earlier=earlier, llm=layered(*layers))
+
+    @property
+    def _own_llm(self) -> LLMSettings:
+        """The role's settings; a person's role asks model ``human`` whatever else is set."""
+        return _HUMAN.over(self.llm) if self.human else self.llm
 
     def recall(self, news: tuple[Message, ...], earlier: tuple[Message, ...],
                limit: int) -> tuple[Message, ...]:
@@ -154,8 +166,8 @@ class Role:
     def models(self) -> set[str | None]:
         """Every model this role's calls can use (its own and each action's), so that a
         run can check their prices before it makes any call."""
-        own = layered(self.llm_defaults, self.llm).model
-        return {own, *(layered(self.llm_defaults, a.llm, self.llm).model for a in self._actions)}
+        own = layered(self.llm_defaults, self._own_llm).model
+        return {own, *(layered(self.llm_defaults, a.llm, self._own_llm).model for a in self._actions)}
 
     def action_named(self, name: str) -> Action:
         for action in self._actions:
@@ -169,7 +181,7 @@ class Role:
                     constraints=self.constraints, aliases=self.aliases, watch=self.watch_order,
                     actions=self.actions, react_mode=self.react_mode,
                     max_react_steps=self.max_react_steps, send_to=self.send_to, llm=self.llm,
-                    llm_defaults=self.llm_defaults)
+                    llm_defaults=self.llm_defaults, human=self.human)
 
     # -- reacting --------------------------------------------------------------------------
 

@@ -21,7 +21,7 @@ IDEA_ACTION = "UserRequirement"
 IDEA_SENDER = "Boss"
 
 _ROLE_FIELDS = ("profile", "goal", "constraints", "aliases", "watch", "actions", "send_to",
-                "react_mode", "max_react_steps", "llm")
+                "react_mode", "max_react_steps", "llm", "human")
 
 
 def build_team(scenario: Scenario) -> Team:

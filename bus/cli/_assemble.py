@@ -63,7 +63,8 @@ def run_scenario(scenario: Scenario, args: argparse.Namespace,
     quiet = bool(getattr(args, "quiet", False))
     _configure_logging(quiet)
     outcome = trio.run(lambda: execute(scenario, record=getattr(args, "record", None),
-                                       progress=not quiet, continuation=continuation))
+                                       progress=not quiet, continuation=continuation,
+                                       human_input=getattr(args, "human_input", None)))
     from ._summary import print_summary
 
     print_summary(outcome.summary, outcome.run_dir)
@@ -72,7 +73,8 @@ def run_scenario(scenario: Scenario, args: argparse.Namespace,
 
 async def execute(scenario: Scenario, *, record: Path | None = None, progress: bool = False,
                   environ: Mapping[str, str] | None = None,
-                  continuation: Continuation | None = None) -> Outcome:
+                  continuation: Continuation | None = None,
+                  human_input: Path | None = None) -> Outcome:
     """Builds and runs ``scenario``; every configuration mistake is raised as
     :class:`~bus.ConfigError` before any call is made or any run directory is created
     (or, with a ``continuation``, changed)."""
@@ -86,6 +88,7 @@ async def execute(scenario: Scenario, *, record: Path | None = None, progress: b
         provider: Provider = Unplugged()
     else:
         provider = make_provider(scenario, os.environ if environ is None else environ)
+        provider = _with_people(provider, team.roles, human_input, required=continuation is None)
     if continuation is not None:
         store = continuation.open_store()
     else:
@@ -135,8 +138,24 @@ async def _run(scenario: Scenario, team: Any, prices: PriceBook, provider: Provi
                         gateway=asker, store=store, summary=summary)
         if not progress:
             return await runner.run()
-        async with Progress(env, gateway, scenario, store.run_dir):
+        async with Progress(env, gateway, scenario, store.run_dir) as shown:
+            person = getattr(provider, "human", None)
+            if person is not None:
+                person.pause, shown.person = shown.paused, person
             return await runner.run()
+
+
+def _with_people(provider: Provider, roles: list[Any], human_input: Path | None, *,
+                 required: bool) -> Provider:
+    """The run's provider, with a person answering the roles declared ``human = true``."""
+    humans = [role.name for role in roles if getattr(role, "human", False)]
+    if not humans:
+        return provider
+    from ..llm._human import HumanProvider, HumanRouter, answers_for
+
+    answers = answers_for(human_input, interactive=sys.stdin.isatty(), humans=humans,
+                          required=required)
+    return HumanRouter(provider, HumanProvider(answers))
 
 
 def scenario_as_run(scenario: Scenario) -> str:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import argparse
 
-from ._args import positive_int, usd
+from ._args import path_arg, positive_int, usd
 from ._runref import add_run_arg, resolve_run
 
 NAME = "resume"
@@ -24,6 +24,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="a new budget cap in USD (above what the run has spent)")
     parser.add_argument("--max-rounds", metavar="N", type=positive_int,
                         help="a new round limit (for a run stopped by its round limit)")
+    parser.add_argument("--human-input", metavar="PATH", type=path_arg,
+                        help="answers for roles with human = true that the recording lacks, one a "
+                             "line (default: ask on the terminal)")
     parser.add_argument("--quiet", action="store_true", help="no progress display; only the summary")
 
 

@@ -46,6 +46,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--inject", metavar="FILE", type=path_arg, action="append",
                         help="a TOML file of [[inject]] entries (as in a scenario: round and "
                              "message), added to the scenario's; may be given more than once")
+    parser.add_argument("--human-input", metavar="PATH", type=path_arg,
+                        help="answers for roles with human = true, one a line (a file or a named "
+                             "pipe; a JSON object for an action with output fields); default: ask "
+                             "on the terminal")
     parser.add_argument("--quiet", action="store_true",
                         help="no progress display; only the summary")
 

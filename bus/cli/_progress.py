@@ -8,6 +8,8 @@ counters (polling a few times a second), so the engine knows nothing about it.
 from __future__ import annotations
 
 import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from decimal import Decimal
 from pathlib import Path
 from types import TracebackType
@@ -30,6 +32,8 @@ class Progress:
         self._cancel = trio.CancelScope()
         self._nursery_cm: Any = None
         self._tty = sys.stdout.isatty()
+        self._bar: Any = None  # the rich display, while it is shown
+        self.person: Any = None  # the run's HumanProvider, when a role is answered by a person
 
     async def __aenter__(self) -> Progress:
         print(f"sopbus: running {self._name} -> {self._run_dir}", flush=True)
@@ -48,12 +52,28 @@ class Progress:
                   flush=True)
         return handled
 
+    @asynccontextmanager
+    async def paused(self) -> AsyncIterator[None]:
+        """The display keeps quiet meanwhile (a person is typing an answer below it)."""
+        bar = self._bar
+        if bar is not None:
+            bar.stop()
+        try:
+            yield
+        finally:
+            if bar is not None:
+                bar.start()
+
     def _state(self) -> tuple[int, int, Decimal, Decimal]:
         budget = self._gateway.budget
         return self._env.round, self._env.published, budget.spent, budget.cap
 
+    def _waiting(self) -> str:
+        who = getattr(self.person, "waiting", None)
+        return f"waiting for a person: {who}" if who else ""
+
     async def _lines(self) -> None:
-        last = -1
+        last, last_wait = -1, ""
         with self._cancel:
             while True:
                 rnd, published, spent, cap = self._state()
@@ -61,6 +81,10 @@ class Progress:
                     last = rnd
                     print(f"round {rnd}/{self._max_rounds} | messages {published} | "
                           f"spent {money(spent)} of {money(cap)}", flush=True)
+                waiting = self._waiting()
+                if waiting and waiting != last_wait:
+                    print(waiting, flush=True)
+                last_wait = waiting
                 await trio.sleep(_POLL_S)
 
     async def _live(self) -> None:
@@ -68,12 +92,15 @@ class Progress:
 
         bar = Bar(TextColumn("[bold]round {task.fields[round]}/{task.fields[max_rounds]}"),
                   TextColumn("messages {task.fields[messages]}"), BarColumn(),
-                  TextColumn("${task.fields[spent]:.4f} of ${task.fields[cap]:.2f}"))
+                  TextColumn("${task.fields[spent]:.4f} of ${task.fields[cap]:.2f}"),
+                  TextColumn("[yellow]{task.fields[waiting]}"))
         with bar, self._cancel:
+            self._bar = bar
             rnd, published, spent, cap = self._state()
             task = bar.add_task("spend", total=float(cap), round=rnd, max_rounds=self._max_rounds,
-                                messages=published, spent=spent, cap=cap)
+                                messages=published, spent=spent, cap=cap, waiting="")
             while True:
                 rnd, published, spent, cap = self._state()
-                bar.update(task, completed=float(spent), round=rnd, messages=published, spent=spent)
+                bar.update(task, completed=float(spent), round=rnd, messages=published, spent=spent,
+                           waiting=self._waiting())
                 await trio.sleep(_POLL_S)

@@ -17,6 +17,10 @@ if TYPE_CHECKING:
     from ._fixtures import Fixture as Fixture
     from ._fixtures import load_fixtures as load_fixtures
     from ._gateway import CallJournal as CallJournal
+    from ._human import HUMAN_MODEL as HUMAN_MODEL
+    from ._human import HumanProvider as HumanProvider
+    from ._human import HumanRouter as HumanRouter
+    from ._human import answers_for as answers_for
     from ._gateway import Gateway as Gateway
     from ._gateway import round_ms as round_ms
     from ._openai import DEFAULT_BASE_URL as DEFAULT_BASE_URL
@@ -58,6 +62,10 @@ _WHERE: dict[str, str] = {
     "Fixture": "._fixtures",
     "load_fixtures": "._fixtures",
     "CallJournal": "._gateway",
+    "HUMAN_MODEL": "._human",
+    "HumanProvider": "._human",
+    "HumanRouter": "._human",
+    "answers_for": "._human",
     "Gateway": "._gateway",
     "round_ms": "._gateway",
     "DEFAULT_BASE_URL": "._openai",

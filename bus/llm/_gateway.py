@@ -163,7 +163,7 @@ class Gateway:
         budget = self.budget
         line = LedgerLine(
             seq=self._seq, round=round, role=request.role, action=request.action,
-            provider=provider or self.provider.name, model=request.model,
+            provider=provider or self._provider_name(request), model=request.model,
             prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens,
             cached_tokens=usage.cached_tokens, cost_usd=cost, total_usd=budget.spent,
             budget_usd=budget.cap, attempt=attempt, outcome=outcome, resume=self._resume,
@@ -179,6 +179,11 @@ class Gateway:
                         "prompt_tokens: {}, completion_tokens: {}", budget.spent, budget.cap,
                         cost, usage.prompt_tokens, usage.completion_tokens)
         return line
+
+    def _provider_name(self, request: LLMRequest) -> str:
+        # A router (a person for some roles, a model for the rest) names who answers what.
+        name_for = getattr(self.provider, "name_for", None)
+        return str(name_for(request)) if callable(name_for) else self.provider.name
 
     # -- continuing a run (sopbus resume, replay, fork) ----------------------------------
 

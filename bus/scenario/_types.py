@@ -135,6 +135,7 @@ class RoleSpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     react_mode: ReactMode | None = None
     max_react_steps: PositiveInt | None = None
     llm: LLMOverrides | None = None
+    human: bool | None = None  # answered by a person (terminal or --human-input), not a model
 
 
 class ActionSpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
