@@ -61,6 +61,10 @@ def run_scenario(scenario: Scenario, args: argparse.Namespace,
     """``sopbus run`` (and resume, replay, fork with a ``continuation``): the run with live
     progress, then the summary; returns the exit code."""
     quiet = bool(getattr(args, "quiet", False))
+    from ..otel import check_available, wanted
+
+    if wanted(bool(getattr(args, "otel", False)), os.environ):
+        check_available()  # a missing extra is said before the run, not after it
     _configure_logging(quiet)
     outcome = trio.run(lambda: execute(scenario, record=getattr(args, "record", None),
                                        progress=not quiet, continuation=continuation,
@@ -68,7 +72,19 @@ def run_scenario(scenario: Scenario, args: argparse.Namespace,
     from ._summary import print_summary
 
     print_summary(outcome.summary, outcome.run_dir)
+    _send_trace(args, outcome.run_dir)
     return int(EXIT[outcome.result.status])
+
+
+def _send_trace(args: argparse.Namespace, run_dir: Path) -> None:
+    """``--otel`` (or a standard OTLP endpoint variable): the run's trace, from its log. A
+    collector that is down costs a warning, never the run's result."""
+    from ..otel import wanted
+
+    if wanted(bool(getattr(args, "otel", False)), os.environ):
+        from ._cmd_export_otel import send
+
+        send(run_dir, None)
 
 
 async def execute(scenario: Scenario, *, record: Path | None = None, progress: bool = False,

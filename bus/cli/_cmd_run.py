@@ -50,6 +50,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="answers for roles with human = true, one a line (a file or a named "
                              "pipe; a JSON object for an action with output fields); default: ask "
                              "on the terminal")
+    parser.add_argument("--otel", action="store_true",
+                        help="send the run's trace over OTLP/HTTP when it ends (also when an "
+                             "OTEL_EXPORTER_OTLP_ENDPOINT variable is set; needs sopbus[otel])")
     parser.add_argument("--quiet", action="store_true",
                         help="no progress display; only the summary")
 
