@@ -158,7 +158,17 @@ async def _run(scenario: Scenario, team: Any, prices: PriceBook, provider: Provi
             person = getattr(provider, "human", None)
             if person is not None:
                 person.pause, shown.person = shown.paused, person
+            streaming = _innermost(provider)
+            if getattr(streaming, "stream", False) and hasattr(streaming, "live"):
+                streaming.live = shown.live
             return await runner.run()
+
+
+def _innermost(provider: Any) -> Any:
+    """The provider behind the wrappers (a person's router, a cassette recorder)."""
+    while hasattr(provider, "inner"):
+        provider = provider.inner
+    return provider
 
 
 def _with_people(provider: Provider, roles: list[Any], human_input: Path | None, *,
@@ -224,7 +234,7 @@ def make_provider(scenario: Scenario, environ: Mapping[str, str]) -> Provider:
         from ..llm._sim import SimProvider
 
         return SimProvider(seed=scenario.run.seed, latency_ms=llm.latency_ms,
-                           fixtures=load_fixtures(scenario.fixture_paths()))
+                           fixtures=load_fixtures(scenario.fixture_paths()), stream=llm.stream)
     if llm.provider == "replay":
         from ..llm._replay import ReplayProvider
 

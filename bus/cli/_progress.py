@@ -17,6 +17,7 @@ from typing import Any
 
 import trio
 
+from ..llm._live import LiveText
 from ._summary import money
 
 _POLL_S = 0.1
@@ -34,6 +35,7 @@ class Progress:
         self._tty = sys.stdout.isatty()
         self._bar: Any = None  # the rich display, while it is shown
         self.person: Any = None  # the run's HumanProvider, when a role is answered by a person
+        self.live = LiveText()  # streamed text of the calls in flight (shown on a terminal)
 
     async def __aenter__(self) -> Progress:
         print(f"sopbus: running {self._name} -> {self._run_dir}", flush=True)
@@ -88,19 +90,29 @@ class Progress:
                 await trio.sleep(_POLL_S)
 
     async def _live(self) -> None:
+        from rich.console import Group
+        from rich.live import Live
         from rich.progress import BarColumn, Progress as Bar, TextColumn
+        from rich.text import Text
 
         bar = Bar(TextColumn("[bold]round {task.fields[round]}/{task.fields[max_rounds]}"),
                   TextColumn("messages {task.fields[messages]}"), BarColumn(),
                   TextColumn("${task.fields[spent]:.4f} of ${task.fields[cap]:.2f}"),
                   TextColumn("[yellow]{task.fields[waiting]}"))
-        with bar, self._cancel:
-            self._bar = bar
-            rnd, published, spent, cap = self._state()
-            task = bar.add_task("spend", total=float(cap), round=rnd, max_rounds=self._max_rounds,
-                                messages=published, spent=spent, cap=cap, waiting="")
+        rnd, published, spent, cap = self._state()
+        task = bar.add_task("spend", total=float(cap), round=rnd, max_rounds=self._max_rounds,
+                            messages=published, spent=spent, cap=cap, waiting="")
+
+        def frame() -> Group:
+            streamed = [Text(line, no_wrap=True, overflow="ellipsis", style="dim")
+                        for line in self.live.lines()]
+            return Group(bar, *streamed)
+
+        with Live(frame(), refresh_per_second=10, transient=False) as live, self._cancel:
+            self._bar = live
             while True:
                 rnd, published, spent, cap = self._state()
                 bar.update(task, completed=float(spent), round=rnd, messages=published, spent=spent,
                            waiting=self._waiting())
+                live.update(frame())
                 await trio.sleep(_POLL_S)

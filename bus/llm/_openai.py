@@ -32,6 +32,7 @@ from openai.types.chat import ChatCompletionChunk
 
 from .._errors import ConfigError, ProviderError
 from .._protocol import ChatMessage, Completion, LLMRequest, Usage
+from ._live import LiveText
 from ._tokens import count_text, prompt_upper_bound, schema_text
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
@@ -81,6 +82,7 @@ class OpenAIProvider:
         self.stream = stream
         self.max_tokens_param = max_tokens_param
         self._client: openai.AsyncOpenAI | None = None
+        self.live: LiveText | None = None  # set by the live view: streamed text goes there
 
     def __repr__(self) -> str:
         return f"OpenAIProvider(base_url={self.base_url!r}, stream={self.stream})"
@@ -108,7 +110,7 @@ class OpenAIProvider:
         params = request_params(request, max_tokens_param=self.max_tokens_param, stream=self.stream)
         try:
             if self.stream:
-                text, usage = await self._streamed(params)
+                text, usage = await self._streamed(params, request)
             else:
                 text, usage = await self._plain(params)
         except openai.APIError as error:
@@ -124,12 +126,14 @@ class OpenAIProvider:
         text = (message.content or message.refusal or "") if message else ""
         return text, _usage(response.usage)
 
-    async def _streamed(self, params: dict[str, Any]) -> tuple[str, Usage | None]:
+    async def _streamed(self, params: dict[str, Any], request: LLMRequest) -> tuple[str, Usage | None]:
         # Read the server-sent events off the raw response to its end: the SDK's AsyncStream
         # stops at [DONE] and leaves its inner async generators unfinished, which trio reports.
         assert self._client is not None
         parts: list[str] = []
         usage: Usage | None = None
+        live = self.live
+        call = live.open(request) if live is not None else 0
         try:
             async with self._client.chat.completions.with_streaming_response.create(**params) as response:
                 async for line in response.iter_lines():
@@ -138,12 +142,17 @@ class OpenAIProvider:
                         continue
                     if chunk.choices and chunk.choices[0].delta.content:
                         parts.append(chunk.choices[0].delta.content)
+                        if live is not None:
+                            live.feed(call, parts[-1])
                     if chunk.usage is not None:  # the last chunk, with include_usage
                         usage = _usage(chunk.usage)
         except httpx2.TimeoutException as error:  # while reading the body, past the SDK
             raise ProviderError(f"{self.base_url} timed out while streaming", retryable=True) from error
         except httpx2.TransportError as error:
             raise ProviderError(f"{self.base_url} broke off the stream: {error}", retryable=True) from error
+        finally:
+            if live is not None:
+                live.close(call)
         return "".join(parts), usage
 
 

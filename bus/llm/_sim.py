@@ -32,6 +32,7 @@ import trio
 from .._errors import ConfigError
 from ._fixtures import Fixture
 from .._protocol import Completion, LLMRequest, Usage
+from ._live import LiveText
 from ._tokens import count_prompt, count_text, truncate_to_tokens
 
 _json = msgspec.json.Encoder()
@@ -52,21 +53,39 @@ class SimProvider:
     name = "sim"
 
     def __init__(self, seed: int = 0, latency_ms: float | tuple[float, float] = 0,
-                 fixtures: Sequence[Fixture] | None = None):
+                 fixtures: Sequence[Fixture] | None = None, stream: bool = False):
         self.seed = seed
         self.latency_ms = latency_ms
         self.fixtures = tuple(fixtures or ())
         self._used = [0] * len(self.fixtures)
+        self.stream = stream
+        self.live: LiveText | None = None  # set by the live view: streamed text goes there
 
     async def complete(self, request: LLMRequest) -> Completion:
         rng = random.Random(self._rng_seed(request))
         delay_ms = self._latency(rng)
-        if delay_ms > 0:
-            await trio.sleep(delay_ms / 1000)
-        text = self._fixture_answer(request) or _generate(request, rng)
+        if self.stream and self.live is not None:
+            text = self._fixture_answer(request) or _generate(request, rng)
+            await self._trickle(request, text, delay_ms / 1000)
+        else:
+            if delay_ms > 0:
+                await trio.sleep(delay_ms / 1000)
+            text = self._fixture_answer(request) or _generate(request, rng)
         usage = Usage(prompt_tokens=count_prompt(request),
                       completion_tokens=count_text(text, request.model))
         return Completion(text=text, usage=usage, model=request.model, provider=self.name)
+
+    async def _trickle(self, request: LLMRequest, text: str, seconds: float) -> None:
+        """The answer piece by piece over the call's latency, as a streaming server sends it."""
+        assert self.live is not None
+        pieces = re.findall(r"\S+\s*|\s+", text) or [text]
+        call = self.live.open(request)
+        try:
+            for piece in pieces:
+                await trio.sleep(seconds / len(pieces))
+                self.live.feed(call, piece)
+        finally:
+            self.live.close(call)
 
     def _rng_seed(self, request: LLMRequest) -> int:
         digest = hashlib.blake2b(_json.encode(request), digest_size=8,
