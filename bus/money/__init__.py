@@ -3,43 +3,17 @@ reservations, the cost ledger's line, and cost reports read back from a ledger.
 All amounts are ``Decimal`` USD.
 """
 
-from __future__ import annotations
-
-from typing import TYPE_CHECKING
-
-from .._lazy import lazy_exports
-
-if TYPE_CHECKING:
-    from ._budget import Reservation as Reservation
-    from ._budget import Budget as Budget
-    from ._budget import usd as usd
-    from ._costs import load_ledger as load_ledger
-    from ._costs import cost_report as cost_report
-    from ._costs import report_json as report_json
-    from ._costs import reprice as reprice
-    from ._costs import render_table as render_table
-    from ._costs import ledger_csv as ledger_csv
-    from ._ledger import WALL_CLOCK_FIELDS as WALL_CLOCK_FIELDS
-    from ._ledger import LedgerLine as LedgerLine
-    from ._ledger import without_wall_clock as without_wall_clock
-    from ._prices import Price as Price
-    from ._prices import PriceBook as PriceBook
-
-_WHERE: dict[str, str] = {
-    "Reservation": "._budget",
-    "Budget": "._budget",
-    "usd": "._budget",
-    "load_ledger": "._costs",
-    "cost_report": "._costs",
-    "report_json": "._costs",
-    "reprice": "._costs",
-    "render_table": "._costs",
-    "ledger_csv": "._costs",
-    "WALL_CLOCK_FIELDS": "._ledger",
-    "LedgerLine": "._ledger",
-    "without_wall_clock": "._ledger",
-    "Price": "._prices",
-    "PriceBook": "._prices",
-}
-
-__getattr__, __dir__, __all__ = lazy_exports(globals(), _WHERE)
+from ._budget import Reservation as Reservation
+from ._budget import Budget as Budget
+from ._budget import usd as usd
+from ._costs import load_ledger as load_ledger
+from ._costs import cost_report as cost_report
+from ._costs import report_json as report_json
+from ._costs import reprice as reprice
+from ._costs import render_table as render_table
+from ._costs import ledger_csv as ledger_csv
+from ._ledger import WALL_CLOCK_FIELDS as WALL_CLOCK_FIELDS
+from ._ledger import LedgerLine as LedgerLine
+from ._ledger import without_wall_clock as without_wall_clock
+from ._prices import Price as Price
+from ._prices import PriceBook as PriceBook

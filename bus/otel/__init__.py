@@ -2,25 +2,8 @@
 rounds, turns, LLM calls with the GenAI attributes, cost and budget), sent over OTLP/HTTP.
 The SDK is the optional extra ``sopbus[otel]``; building the spans needs nothing extra."""
 
-from __future__ import annotations
-
-from typing import TYPE_CHECKING
-
-from .._lazy import lazy_exports
-
-if TYPE_CHECKING:
-    from ._export import check_available as check_available
-    from ._export import export_trace as export_trace
-    from ._export import wanted as wanted
-    from ._spans import Span as Span
-    from ._spans import run_trace as run_trace
-
-_WHERE: dict[str, str] = {
-    "check_available": "._export",
-    "export_trace": "._export",
-    "wanted": "._export",
-    "Span": "._spans",
-    "run_trace": "._spans",
-}
-
-__getattr__, __dir__, __all__ = lazy_exports(globals(), _WHERE)
+from ._export import check_available as check_available
+from ._export import export_trace as export_trace
+from ._export import wanted as wanted
+from ._spans import Span as Span
+from ._spans import run_trace as run_trace

@@ -3,57 +3,24 @@ error messages that name the file, the place and the fix, and the type specs of 
 action outputs.
 """
 
-from __future__ import annotations
-
-from typing import TYPE_CHECKING
-
-from .._lazy import lazy_exports
-
-if TYPE_CHECKING:
-    from ._errors import format_path as format_path
-    from ._errors import explain_validation_error as explain_validation_error
-    from ._errors import explain_syntax_error as explain_syntax_error
-    from ._load import load_scenario as load_scenario
-    from ._load import check_scenario as check_scenario
-    from ._load import scenario_warnings as scenario_warnings
-    from ._load import scenario_with_overrides as scenario_with_overrides
-    from ._load import scenario_to_builtins as scenario_to_builtins
-    from ._types import ScenarioInfo as ScenarioInfo
-    from ._types import RunSettings as RunSettings
-    from ._types import LLMOverrides as LLMOverrides
-    from ._types import LLMSettings as LLMSettings
-    from ._types import PriceSpec as PriceSpec
-    from ._types import RoleSpec as RoleSpec
-    from ._types import ActionSpec as ActionSpec
-    from ._types import InjectSpec as InjectSpec
-    from ._types import ScenarioDoc as ScenarioDoc
-    from ._types import Scenario as Scenario
-    from ._typespec import TYPE_SPECS as TYPE_SPECS
-    from ._typespec import TypeSpecError as TypeSpecError
-    from ._typespec import parse_type_spec as parse_type_spec
-
-_WHERE: dict[str, str] = {
-    "format_path": "._errors",
-    "explain_validation_error": "._errors",
-    "explain_syntax_error": "._errors",
-    "load_scenario": "._load",
-    "check_scenario": "._load",
-    "scenario_warnings": "._load",
-    "scenario_with_overrides": "._load",
-    "scenario_to_builtins": "._load",
-    "ScenarioInfo": "._types",
-    "RunSettings": "._types",
-    "LLMOverrides": "._types",
-    "LLMSettings": "._types",
-    "PriceSpec": "._types",
-    "RoleSpec": "._types",
-    "ActionSpec": "._types",
-    "InjectSpec": "._types",
-    "ScenarioDoc": "._types",
-    "Scenario": "._types",
-    "TYPE_SPECS": "._typespec",
-    "TypeSpecError": "._typespec",
-    "parse_type_spec": "._typespec",
-}
-
-__getattr__, __dir__, __all__ = lazy_exports(globals(), _WHERE)
+from ._errors import format_path as format_path
+from ._errors import explain_validation_error as explain_validation_error
+from ._errors import explain_syntax_error as explain_syntax_error
+from ._load import load_scenario as load_scenario
+from ._load import check_scenario as check_scenario
+from ._load import scenario_warnings as scenario_warnings
+from ._load import scenario_with_overrides as scenario_with_overrides
+from ._load import scenario_to_builtins as scenario_to_builtins
+from ._types import ScenarioInfo as ScenarioInfo
+from ._types import RunSettings as RunSettings
+from ._types import LLMOverrides as LLMOverrides
+from ._types import LLMSettings as LLMSettings
+from ._types import PriceSpec as PriceSpec
+from ._types import RoleSpec as RoleSpec
+from ._types import ActionSpec as ActionSpec
+from ._types import InjectSpec as InjectSpec
+from ._types import ScenarioDoc as ScenarioDoc
+from ._types import Scenario as Scenario
+from ._typespec import TYPE_SPECS as TYPE_SPECS
+from ._typespec import TypeSpecError as TypeSpecError
+from ._typespec import parse_type_spec as parse_type_spec

@@ -2,63 +2,27 @@
 written as it happens, and what reads it back: verify, resume, replay and fork.
 """
 
-from __future__ import annotations
-
-from typing import TYPE_CHECKING
-
-from .._lazy import lazy_exports
-
-if TYPE_CHECKING:
-    from ._fork import plan_replay as plan_replay
-    from ._fork import plan_fork as plan_fork
-    from ._fork import completed_rounds as completed_rounds
-    from ._fork import with_settings as with_settings
-    from ._resume import InFlight as InFlight
-    from ._resume import Continuation as Continuation
-    from ._resume import Unplugged as Unplugged
-    from ._resume import plan_resume as plan_resume
-    from ._resume import scenario_of as scenario_of
-    from ._resume import in_flight as in_flight
-    from ._resume import ledger_of as ledger_of
-    from ._store import new_run_id as new_run_id
-    from ._store import RunStore as RunStore
-    from ._store import is_locked as is_locked
-    from ._store import drop_torn_tail as drop_torn_tail
-    from ._verify import RECEIPT_EVENT as RECEIPT_EVENT
-    from ._verify import ReceiptError as ReceiptError
-    from ._verify import Subject as Subject
-    from ._verify import Receipt as Receipt
-    from ._verify import sha256_file as sha256_file
-    from ._verify import issue_receipt as issue_receipt
-    from ._verify import require_receipt as require_receipt
-    from ._verify import RunVerdict as RunVerdict
-    from ._verify import verify_run as verify_run
-
-_WHERE: dict[str, str] = {
-    "plan_replay": "._fork",
-    "plan_fork": "._fork",
-    "completed_rounds": "._fork",
-    "with_settings": "._fork",
-    "InFlight": "._resume",
-    "Continuation": "._resume",
-    "Unplugged": "._resume",
-    "plan_resume": "._resume",
-    "scenario_of": "._resume",
-    "in_flight": "._resume",
-    "ledger_of": "._resume",
-    "new_run_id": "._store",
-    "RunStore": "._store",
-    "is_locked": "._store",
-    "drop_torn_tail": "._store",
-    "RECEIPT_EVENT": "._verify",
-    "ReceiptError": "._verify",
-    "Subject": "._verify",
-    "Receipt": "._verify",
-    "sha256_file": "._verify",
-    "issue_receipt": "._verify",
-    "require_receipt": "._verify",
-    "RunVerdict": "._verify",
-    "verify_run": "._verify",
-}
-
-__getattr__, __dir__, __all__ = lazy_exports(globals(), _WHERE)
+from ._fork import plan_replay as plan_replay
+from ._fork import plan_fork as plan_fork
+from ._fork import completed_rounds as completed_rounds
+from ._fork import with_settings as with_settings
+from ._resume import InFlight as InFlight
+from ._resume import Continuation as Continuation
+from ._resume import Unplugged as Unplugged
+from ._resume import plan_resume as plan_resume
+from ._resume import scenario_of as scenario_of
+from ._resume import in_flight as in_flight
+from ._resume import ledger_of as ledger_of
+from ._store import new_run_id as new_run_id
+from ._store import RunStore as RunStore
+from ._store import is_locked as is_locked
+from ._store import drop_torn_tail as drop_torn_tail
+from ._verify import RECEIPT_EVENT as RECEIPT_EVENT
+from ._verify import ReceiptError as ReceiptError
+from ._verify import Subject as Subject
+from ._verify import Receipt as Receipt
+from ._verify import sha256_file as sha256_file
+from ._verify import issue_receipt as issue_receipt
+from ._verify import require_receipt as require_receipt
+from ._verify import RunVerdict as RunVerdict
+from ._verify import verify_run as verify_run
