@@ -63,7 +63,9 @@ if TYPE_CHECKING:
     from .llm._openai import OpenAIProvider as OpenAIProvider
     from .llm._openai import OpenAISettings as OpenAISettings
     from .llm._openai import openai_settings_from_env as openai_settings_from_env
-    from .money._prices import Price as Price
+    from .money._quote import Price as Price
+    from .money._quote import Quote as Quote
+    from .money._quote import Tier as Tier
     from .money._prices import PriceBook as PriceBook
     from .llm._replay import RecordingProvider as RecordingProvider
     from .llm._replay import ReplayProvider as ReplayProvider
@@ -147,7 +149,9 @@ _WHERE: dict[str, str] = {
     "OpenAIProvider": ".llm._openai",
     "OpenAISettings": ".llm._openai",
     "openai_settings_from_env": ".llm._openai",
-    "Price": ".money._prices",
+    "Price": ".money._quote",
+    "Quote": ".money._quote",
+    "Tier": ".money._quote",
     "PriceBook": ".money._prices",
     "RecordingProvider": ".llm._replay",
     "ReplayProvider": ".llm._replay",

@@ -60,7 +60,8 @@ async def test_a_call_is_priced_settled_and_ledgered(autojump_clock: object) -> 
     assert lines == [LedgerLine(
         seq=1, round=3, role="Alice", action="WritePRD", provider="scripted", model="test-model",
         prompt_tokens=10, completion_tokens=5, cached_tokens=4, cost_usd=cost, total_usd=cost,
-        budget_usd=Decimal(10), attempt=1, outcome="ok", latency_ms=250.0, t=1700000000.0)]
+        budget_usd=Decimal(10), attempt=1, outcome="ok", price_source="scenario",
+        latency_ms=250.0, t=1700000000.0)]
     assert gw.stats() == {"total_usd": cost, "budget_usd": Decimal(10), "llm_calls": 1,
                           "prompt_tokens": 10, "completion_tokens": 5}
     assert gw.budget.reserved == 0

@@ -93,17 +93,19 @@ async def execute(scenario: Scenario, *, record: Path | None = None, progress: b
                   human_input: Path | None = None) -> Outcome:
     """Builds and runs ``scenario``; every configuration mistake is raised as
     :class:`~bus.ConfigError` before any call is made or any run directory is created
-    (or, with a ``continuation``, changed)."""
+    (or, with a ``continuation``, changed). ``environ`` holds the keys and endpoints
+    (default ``os.environ``)."""
     from sops import build_team
 
+    env = os.environ if environ is None else environ
     team = build_team(scenario)
-    prices = _checked_prices(scenario, team.roles)
+    prices = _checked_prices(scenario, team.roles, endpoint=endpoint(scenario, env))
     if continuation is not None and not continuation.live:
         from ..store._resume import Unplugged
 
         provider: Provider = Unplugged()
     else:
-        provider = make_provider(scenario, os.environ if environ is None else environ)
+        provider = make_provider(scenario, env)
         provider = _with_people(provider, team.roles, human_input, required=continuation is None)
     if continuation is not None:
         store = continuation.open_store()
@@ -211,10 +213,11 @@ def _summary_fields(scenario: Scenario, store: RunStore) -> dict[str, Any]:
             "seed": scenario.run.seed, "run_dir": str(store.run_dir)}
 
 
-def _checked_prices(scenario: Scenario, roles: list[Any]) -> PriceBook:
+def _checked_prices(scenario: Scenario, roles: list[Any], *, endpoint: str | None = None) -> PriceBook:
     """The price book, with every model the team can call priced (else a ConfigError that
-    names the model and the fix) before any call is made."""
-    prices = PriceBook.load(scenario.price_table())
+    names the model and the fix) before any call is made. ``endpoint`` (see :func:`endpoint`)
+    lets genai-prices price a model at the provider that serves it."""
+    prices = PriceBook.load(scenario.price_table(), endpoint=endpoint)
     models = {scenario.llm.model} | {m for role in roles for m in role.models() if m}
     for model in sorted(models):
         try:
@@ -222,6 +225,16 @@ def _checked_prices(scenario: Scenario, roles: list[Any]) -> PriceBook:
         except ConfigError as exc:
             raise ConfigError(f"{scenario.path}: {exc}") from None
     return prices
+
+
+def endpoint(scenario: Scenario, environ: Mapping[str, str]) -> str | None:
+    """The URL the ``openai`` provider will call (``[llm].base_url``, else
+    ``OPENAI_BASE_URL``, else OpenAI's); ``None`` for the other providers."""
+    if scenario.llm.provider != "openai":
+        return None
+    from ..llm._openai import DEFAULT_BASE_URL, openai_settings_from_env
+
+    return scenario.llm.base_url or openai_settings_from_env(environ).base_url or DEFAULT_BASE_URL
 
 
 def make_provider(scenario: Scenario, environ: Mapping[str, str]) -> Provider:

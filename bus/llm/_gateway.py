@@ -1,9 +1,9 @@
 """The LLM gateway: the one door through which every call of a run goes.
 
 For each attempt of a call, in this order: look up the model's price (an unknown model fails
-here, before anything is sent); reserve the worst case (an upper bound of the prompt tokens
-plus ``max_tokens`` of completion) in the :class:`~bus.Budget`, or write a ``refused`` line and
-raise :class:`~bus.BudgetExhausted`; call the provider; settle the actual usage; write one
+here, before anything is sent; the ledger line names the price's source); reserve the worst
+case (an upper bound of the prompt tokens plus ``max_tokens`` of completion) in the
+:class:`~bus.Budget`, or write a ``refused`` line and raise :class:`~bus.BudgetExhausted`; call the provider; settle the actual usage; write one
 :class:`~bus.LedgerLine` to the sink and the MetaGPT-style cost line to the log.
 
 A retryable :class:`~bus.ProviderError` (429, 5xx, timeouts) is retried after an exponential
@@ -161,12 +161,15 @@ class Gateway:
         self._prompt_tokens += usage.prompt_tokens
         self._completion_tokens += usage.completion_tokens
         budget = self.budget
+        # The price's source, except for a replayed answer: it costs $0 whatever the price.
+        source = "" if outcome == "replayed" else self.prices.quote(request.model).source
         line = LedgerLine(
             seq=self._seq, round=round, role=request.role, action=request.action,
             provider=provider or self._provider_name(request), model=request.model,
             prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens,
             cached_tokens=usage.cached_tokens, cost_usd=cost, total_usd=budget.spent,
-            budget_usd=budget.cap, attempt=attempt, outcome=outcome, resume=self._resume,
+            budget_usd=budget.cap, attempt=attempt, outcome=outcome, price_source=source,
+            resume=self._resume,
             latency_ms=latency_ms, t=self._clock())
         # The journal first: a run killed between the two writes keeps the answer, and
         # `sopbus resume` restores the ledger line from it (see bus.store._resume).

@@ -1,4 +1,4 @@
-"""Money: prices (``prices.toml`` and per-scenario overrides), the budget with its
+"""Money: prices (per-scenario overrides, ``prices.toml``, then genai-prices), the budget with its
 reservations, the cost ledger's line, and cost reports read back from a ledger.
 All amounts are ``Decimal`` USD.
 """
@@ -15,5 +15,8 @@ from ._costs import ledger_csv as ledger_csv
 from ._ledger import WALL_CLOCK_FIELDS as WALL_CLOCK_FIELDS
 from ._ledger import LedgerLine as LedgerLine
 from ._ledger import without_wall_clock as without_wall_clock
-from ._prices import Price as Price
+from ._quote import Price as Price
+from ._quote import PriceSource as PriceSource
+from ._quote import Quote as Quote
+from ._quote import Tier as Tier
 from ._prices import PriceBook as PriceBook

@@ -13,6 +13,8 @@ from typing import Literal
 
 import msgspec
 
+from ._quote import PriceSource
+
 Outcome = Literal["ok", "error", "refused", "replayed", "lost"]
 
 WALL_CLOCK_FIELDS: tuple[str, ...] = ("latency_ms", "t")
@@ -28,6 +30,9 @@ class LedgerLine(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     the call's reservation as spent since the provider may have billed it).
     ``attempt`` is the caller's attempt number plus the gateway's retries before this one.
     ``total_usd`` is the run's spend after this line, ``budget_usd`` its cap.
+    ``price_source`` says who priced the model: ``scenario`` (its ``[prices]``), ``sopbus``
+    (``bus/money/prices.toml``) or ``genai-prices``; empty (and omitted from the JSON) for a
+    ``replayed`` line, which costs $0 whatever the price, and in ledgers written before it.
     ``resume`` is 0 for lines of a run's first execution and ``n`` for lines written by its
     n-th ``sopbus resume`` (omitted from the JSON when 0).
     ``latency_ms`` (provider call duration) and ``t`` (Unix time at the end) are wall clock.
@@ -47,6 +52,7 @@ class LedgerLine(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     budget_usd: Decimal
     attempt: int
     outcome: Outcome
+    price_source: PriceSource | Literal[""] = ""
     resume: int = 0
     latency_ms: float
     t: float

@@ -1,93 +1,119 @@
-"""Model prices: what a call costs, in ``Decimal`` USD.
+"""Model prices: what a call costs, in ``Decimal`` USD, and which source said so.
 
-The prices of the common OpenAI models ship with the package (``bus/prices.toml``, USD per
-1 million tokens); a scenario adds or overrides models with ``[prices."<model>"]``. A model
-without a price is a :class:`~bus.ConfigError` naming the model and the fix, never $0: a
-price of 0 counts only when someone wrote it down.
+A model is priced by the first of three sources that knows it (:data:`PriceSource`):
+
+1. ``scenario``: the scenario's ``[prices."<model>"]`` tables;
+2. ``sopbus``: ``bus/money/prices.toml``, shipped with the package (the common OpenAI models);
+3. ``genai-prices``: the genai-prices library's offline data (Claude, Gemini, DeepSeek,
+   Llama and Qwen hosts, ...; see :mod:`bus.money._library` for how a name is matched).
+
+A model no source knows is a :class:`~bus.ConfigError` naming the model, close names and
+the fix, never $0: a price of 0 counts only when someone wrote it down.
 """
 
 from __future__ import annotations
 
-import difflib
 import tomllib
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from decimal import Decimal
 from importlib import resources
 from typing import Any
 
-import msgspec
-
 from .._errors import ConfigError
-from .._protocol import Usage
+from .._suggest import closest
+from ._quote import Price, PriceSource, Quote
 
-_PER_TOKEN = Decimal(1_000_000)
+PACKAGED = "bus/money/prices.toml"
 _KEYS = ("input", "output", "cached_input")
 
 
-class Price(msgspec.Struct, frozen=True):
-    """USD per 1 million tokens. ``cached_input`` bills prompt tokens served from the cache."""
-
-    input: Decimal
-    output: Decimal
-    cached_input: Decimal
-
-    def cost(self, usage: Usage) -> Decimal:
-        """Exact cost of ``usage``; ``usage.cached_tokens`` are part of ``prompt_tokens``
-        (as the OpenAI API reports them) and billed at ``cached_input``."""
-        cached = min(usage.cached_tokens, usage.prompt_tokens)
-        return ((usage.prompt_tokens - cached) * self.input + cached * self.cached_input
-                + usage.completion_tokens * self.output) / _PER_TOKEN
-
-    def worst_case(self, prompt_tokens: int, completion_tokens: int) -> Decimal:
-        """The most ``prompt_tokens`` and ``completion_tokens`` can cost, however many are
-        served from the cache."""
-        top_input = max(self.input, self.cached_input)
-        return (prompt_tokens * top_input + completion_tokens * self.output) / _PER_TOKEN
-
-
 class PriceBook:
-    """Prices by model name: the packaged table plus a scenario's overrides.
+    """Prices by model name from the scenario, ``prices.toml`` and genai-prices, in that
+    order (see the module docstring). Each model is looked up once; later calls get the
+    same :class:`Quote`, so one run prices every call of a model alike.
+
+    ``endpoint`` (the run's ``base_url``) lets genai-prices pick the provider that serves
+    the model; ``at`` is when prices are taken (default: when the book is made).
+    ``library=False`` leaves genai-prices out.
 
     >>> book = PriceBook.load({"my-model": {"input": 0.5, "output": 1.5}})
     >>> book.price("my-model").cost(Usage(prompt_tokens=1000, completion_tokens=100))
     Decimal('0.00065')
     """
 
-    def __init__(self, prices: Mapping[str, Price]):
-        self._prices = dict(prices)
+    def __init__(self, prices: Mapping[str, Price], *, sources: Mapping[str, PriceSource] | None = None,
+                 library: bool = False, endpoint: str | None = None, at: datetime | None = None):
+        self._quotes = {model: Quote(model=model, price=price,
+                                     source=(sources or {}).get(model, "scenario"))
+                        for model, price in prices.items()}
+        self._library = library
+        self._endpoint = endpoint
+        self._at = at or datetime.now(tz=UTC)
+        self._misses: set[str] = set()
 
     @classmethod
-    def load(cls, overrides: Mapping[str, Mapping[str, Any]] | None = None) -> PriceBook:
+    def load(cls, overrides: Mapping[str, Mapping[str, Any]] | None = None, *,
+             library: bool = True, endpoint: str | None = None,
+             at: datetime | None = None) -> PriceBook:
         """The packaged prices with ``overrides`` (``{model: {"input", "output",
-        "cached_input"}}``, USD per 1M tokens) laid over them, whole model by whole model."""
+        "cached_input"}}``, USD per 1M tokens, from a scenario) laid over them, whole model
+        by whole model, and genai-prices behind both."""
         text = resources.files("bus.money").joinpath("prices.toml").read_text(encoding="utf-8")
         table = tomllib.loads(text, parse_float=Decimal)["prices"]
-        prices = {model: _parse_price(model, entry, "bus/prices.toml") for model, entry in table.items()}
+        prices = {model: _parse_price(model, entry, PACKAGED) for model, entry in table.items()}
+        sources: dict[str, PriceSource] = dict.fromkeys(prices, "sopbus")
         for model, entry in (overrides or {}).items():
             prices[model] = _parse_price(model, entry, "the scenario")
-        return cls(prices)
+            sources[model] = "scenario"
+        return cls(prices, sources=sources, library=library, endpoint=endpoint, at=at)
 
     @property
     def models(self) -> tuple[str, ...]:
-        return tuple(sorted(self._prices))
+        """The models of the scenario and ``prices.toml`` (genai-prices' are not listed)."""
+        return tuple(sorted(m for m, q in self._quotes.items() if q.source != "genai-prices"))
 
     def __contains__(self, model: object) -> bool:
-        return model in self._prices
+        if not isinstance(model, str):
+            return False
+        try:
+            self.quote(model)
+        except ConfigError:
+            return False
+        return True
 
     def price(self, model: str) -> Price:
         """The price of ``model``; a :class:`~bus.ConfigError` with the fix when there is none."""
-        try:
-            return self._prices[model]
-        except KeyError:
-            raise ConfigError(_unknown_model_message(model, self._prices)) from None
+        return self.quote(model).price
 
+    def quote(self, model: str) -> Quote:
+        """``model``'s price with its source and, from genai-prices, what it matched."""
+        known = self._quotes.get(model)
+        if known is not None:
+            return known
+        if self._library and model not in self._misses:
+            from ._library import look_up
 
-def _unknown_model_message(model: str, known: Mapping[str, Price]) -> str:
-    close = difflib.get_close_matches(model, list(known), n=3, cutoff=0.5)
-    hint = f"known models close to it: {', '.join(close)}" if close else (
-        f"known models: {', '.join(sorted(known))}")
-    return (f"no price for model {model!r} ({hint}); add [prices.\"{model}\"] input = ..., "
-            f"output = ... (USD per 1M tokens) to the scenario, or pick a priced model")
+            found = look_up(model, endpoint=self._endpoint, at=self._at)
+            if found is not None:
+                self._quotes[model] = found
+                return found
+            self._misses.add(model)
+        raise ConfigError(self._unknown_model_message(model))
+
+    def _unknown_model_message(self, model: str) -> str:
+        names = list(self.models)
+        searched = f"the scenario's [prices] and {PACKAGED}"
+        if self._library:
+            from ._library import known_names, version
+
+            names += known_names()
+            searched = f"the scenario's [prices], {PACKAGED} and genai-prices {version()}"
+        close = closest(model, dict.fromkeys(names), cutoff=0.5)
+        hint = f"; close names: {', '.join(close)}" if close else ""
+        return (f"no price for model {model!r} in {searched}{hint}; add [prices.\"{model}\"] "
+                f"input = ..., output = ... (USD per 1M tokens) to the scenario, or pick a "
+                f"priced model (`sopbus prices MODEL` shows what a model costs)")
 
 
 def _parse_price(model: str, entry: Mapping[str, Any], where: str) -> Price:
