@@ -60,14 +60,17 @@ def run_scenario(scenario: Scenario, args: argparse.Namespace,
                  continuation: Continuation | None = None) -> int:
     """``sopbus run`` (and resume, replay, fork with a ``continuation``): the run with live
     progress, then the summary; returns the exit code."""
-    quiet = bool(getattr(args, "quiet", False))
     from ..otel import check_available, wanted
+    from ._environ import run_environ
 
+    quiet = bool(getattr(args, "quiet", False))
     if wanted(bool(getattr(args, "otel", False)), os.environ):
         check_available()  # a missing extra is said before the run, not after it
+    environ = run_environ()  # keys and endpoints: the environment over ./.env
     _configure_logging(quiet)
     outcome = trio.run(lambda: execute(scenario, record=getattr(args, "record", None),
-                                       progress=not quiet, continuation=continuation,
+                                       progress=not quiet, environ=environ,
+                                       continuation=continuation,
                                        human_input=getattr(args, "human_input", None)))
     from ._summary import print_summary
 
@@ -94,7 +97,7 @@ async def execute(scenario: Scenario, *, record: Path | None = None, progress: b
     """Builds and runs ``scenario``; every configuration mistake is raised as
     :class:`~bus.ConfigError` before any call is made or any run directory is created
     (or, with a ``continuation``, changed). ``environ`` holds the keys and endpoints
-    (default ``os.environ``)."""
+    (default ``os.environ``; the CLI and the Python API pass :func:`~bus.cli._environ.run_environ`)."""
     from sops import build_team
 
     env = os.environ if environ is None else environ
@@ -261,7 +264,8 @@ def make_provider(scenario: Scenario, environ: Mapping[str, str]) -> Provider:
     env = openai_settings_from_env(environ)
     if not env.api_key:
         raise ConfigError(f"{scenario.path}: provider 'openai' needs an API key: set "
-                          f"OPENAI_API_KEY in the environment (any value for a local server)")
+                          f"OPENAI_API_KEY in the environment or in a .env file in the working "
+                          f"directory (any value for a local server)")
     return OpenAIProvider(base_url=llm.base_url or env.base_url, api_key=env.api_key,
                           timeout_s=llm.timeout_s, stream=llm.stream)
 

@@ -61,14 +61,13 @@ def _book(args: argparse.Namespace) -> PriceBook:
     overrides: dict[str, Any] = {}
     endpoint = args.base_url
     if args.scenario is not None:
-        import os
-
         from bus import load_scenario
         from bus.cli._assemble import endpoint as run_endpoint
+        from bus.cli._environ import run_environ
 
         scenario = load_scenario(args.scenario)
         overrides = scenario.price_table()
-        endpoint = endpoint or run_endpoint(scenario, os.environ)
+        endpoint = endpoint or run_endpoint(scenario, run_environ())
     return PriceBook.load(overrides, endpoint=endpoint)
 
 
