@@ -15,7 +15,7 @@ from pathlib import Path
 import grimp
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("bus", "roles", "sops")
+PACKAGES = ("sopbus", "bus", "roles", "sops")
 
 
 def test_import_linter_contracts_hold() -> None:

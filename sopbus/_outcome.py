@@ -1,0 +1,118 @@
+"""What a finished run hands back to Python: :class:`RunOutcome` and its :class:`Verdict`.
+
+Everything comes from the run directory (``summary.json``, ``events.jsonl``,
+``costs.jsonl``, ``artifacts/``), so :meth:`RunOutcome.open` reads an older run the same
+way as :func:`sopbus.run_scenario` returns a new one.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from bus import ConfigError, LedgerLine, Message
+
+_SUMMARY, _EVENTS, _COSTS, _ARTIFACTS = "summary.json", "events.jsonl", "costs.jsonl", "artifacts"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """Whether a run met its procedure's purpose (QA's tests pass, the gate passed, the chat
+    ended by its done token, ...), as the SOP states it, and why."""
+
+    passed: bool
+    reason: str
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    """A finished run, as ``summary.json`` and its directory tell it.
+
+    ``status`` is ``completed``, ``failed``, ``budget_exhausted`` or ``cancelled`` (the
+    ``sopbus run`` exit codes 0, 1, 3 and 130); ``end_reason`` says which ending:
+    ``idle``, ``max_rounds``, ``stop_condition``, ``budget_exhausted``, ``error`` or
+    ``cancelled``. ``verdict`` is the SOP's verdict, ``None`` when it states none.
+    ``total_usd`` is what the run spent against ``budget_usd`` (exact ``Decimal``), with
+    ``llm_calls``, ``prompt_tokens`` and ``completion_tokens``. ``summary`` is the whole
+    ``summary.json``. Messages, artifacts and the cost ledger are read on demand.
+    """
+
+    run_id: str
+    run_dir: Path
+    status: str
+    end_reason: str
+    verdict: Verdict | None
+    total_usd: Decimal
+    budget_usd: Decimal
+    llm_calls: int
+    prompt_tokens: int
+    completion_tokens: int
+    rounds: int
+    summary: Mapping[str, Any]
+
+    @classmethod
+    def open(cls, run_dir: str | Path) -> RunOutcome:
+        """The outcome of the finished run in ``run_dir``; a :class:`~bus.ConfigError` when
+        it has no ``summary.json`` (killed, or still running: ``sopbus resume`` it)."""
+        run_dir = Path(run_dir).resolve()
+        try:
+            summary = json.loads((run_dir / _SUMMARY).read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise ConfigError(f"{run_dir} has no {_SUMMARY}: the run was killed or is still "
+                              f"running (`sopbus resume {run_dir}` finishes it)") from None
+        verdict = summary.get("verdict")
+        return cls(run_id=summary["run_id"], run_dir=run_dir, status=summary["status"],
+                   end_reason=summary["end_reason"],
+                   verdict=None if verdict is None else Verdict(bool(verdict["passed"]),
+                                                                str(verdict.get("reason", ""))),
+                   total_usd=Decimal(summary["total_usd"]), budget_usd=Decimal(summary["budget_usd"]),
+                   llm_calls=summary["llm_calls"], prompt_tokens=summary["prompt_tokens"],
+                   completion_tokens=summary["completion_tokens"], rounds=summary["rounds"],
+                   summary=summary)
+
+    @property
+    def ok(self) -> bool:
+        """The run completed and its verdict (if the SOP states one) passed."""
+        return self.status == "completed" and (self.verdict is None or self.verdict.passed)
+
+    @property
+    def artifacts_dir(self) -> Path:
+        """The directory of the files the actions wrote."""
+        return self.run_dir / _ARTIFACTS
+
+    def artifacts(self) -> dict[str, Path]:
+        """The files the actions wrote, by their path relative to :attr:`artifacts_dir`
+        (``"docs/prd.md"``), sorted."""
+        root = self.artifacts_dir
+        if not root.is_dir():
+            return {}
+        return {p.relative_to(root).as_posix(): p for p in sorted(root.rglob("*")) if p.is_file()}
+
+    def read_artifact(self, name: str) -> str:
+        """The text of the artifact ``name`` (a key of :meth:`artifacts`); a ``KeyError``
+        naming the artifacts there are when it is not one of them."""
+        found = self.artifacts()
+        if name not in found:
+            raise KeyError(f"run {self.run_id} has no artifact {name!r}; it has: "
+                           f"{', '.join(found) or 'none'}")
+        return found[name].read_text(encoding="utf-8")
+
+    def messages(self) -> list[Message]:
+        """Every message the run published, in order (undelivered ones too)."""
+        from bus import read_jsonl
+
+        kinds = ("message_published", "message_undelivered")
+        return [msgspec.convert(event["message"], Message)
+                for event in read_jsonl(self.run_dir / _EVENTS, dict) if event.get("kind") in kinds]
+
+    def ledger(self) -> list[LedgerLine]:
+        """The cost ledger: one line per LLM call attempt (see ``costs.jsonl``)."""
+        from bus import load_ledger
+
+        return load_ledger(self.run_dir)
