@@ -128,8 +128,7 @@ def _parse_price(model: str, entry: Mapping[str, Any], where: str) -> Price:
         if key not in entry:
             raise ConfigError(f"{place} has no {key} price; add {key} = <USD per 1M tokens>")
     values = {key: _usd(entry[key], f"{place}.{key}") for key in _KEYS if key in entry}
-    values.setdefault("cached_input", values["input"])
-    return Price(**values)
+    return Price(values["input"], values["output"], values.get("cached_input", values["input"]))
 
 
 def _usd(value: Any, place: str) -> Decimal:
