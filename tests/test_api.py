@@ -196,3 +196,28 @@ def test_the_overrides_are_the_run_commands_flags() -> None:
     from bus.cli._cmd_run import OVERRIDES
 
     assert set(sopbus.OVERRIDES) == set(OVERRIDES)
+
+
+@pytest.mark.slow
+def test_a_jupyter_notebook_runs_a_scenario_with_both_forms(tmp_path: Path) -> None:
+    # A real notebook on a real IPython kernel, where an asyncio loop runs under every cell.
+    nbformat = pytest.importorskip("nbformat", reason="pip install nbformat (in the test extras)")
+    nbclient = pytest.importorskip("nbclient", reason="pip install nbclient (in the test extras)")
+    pytest.importorskip("ipykernel", reason="pip install ipykernel (in the test extras)")
+    scenario = relay(tmp_path)
+    cells = [
+        "import asyncio\nasyncio.get_running_loop()  # the kernel's loop runs under this cell",
+        f"import sopbus\nr = sopbus.run_scenario({str(scenario)!r}, runs_dir='runs')\n"
+        "print(r.status, r.llm_calls, sorted(r.artifacts()))",
+        f"r2 = await sopbus.run_scenario_asyncio({str(scenario)!r}, runs_dir='runs')\n"
+        "print(r2.status, r2.llm_calls, r2.run_id != r.run_id)",
+    ]
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
+    client = nbclient.NotebookClient(notebook, kernel_name="python3", timeout=120,
+                                     resources={"metadata": {"path": str(tmp_path)}})
+    client.execute()
+    printed = ["".join(o.get("text", "") for o in cell.outputs if o.get("name") == "stdout")
+               for cell in notebook.cells]
+    assert printed[1] == f"completed 5 {ARTIFACTS}\n"
+    assert printed[2] == "completed 5 True\n"
+    assert len(list((tmp_path / "runs").iterdir())) == 2
