@@ -146,17 +146,29 @@ class _Job:
 
     def in_worker_thread(self) -> RunOutcome:
         """Runs trio in a new thread and waits; Ctrl-C (or a notebook's interrupt) cancels
-        the run, waits for it to end, and is raised again."""
+        the run, waits for it to end (its summary written), and is raised again."""
         box: list[trio_outcome.Outcome[RunOutcome | None]] = []
-        thread = threading.Thread(target=lambda: box.append(trio_outcome.capture(trio.run, self.run)),
-                                  name="sopbus-run", daemon=True)
+        finished = threading.Event()
+
+        def work() -> None:
+            try:
+                box.append(trio_outcome.capture(trio.run, self.run))
+            finally:
+                finished.set()
+
+        # Not a daemon: the interpreter waits for the run to write its summary before exiting.
+        thread = threading.Thread(target=work, name="sopbus-run")
         thread.start()
         try:
-            thread.join()
+            # An Event, not thread.join(): after a join() interrupted by Ctrl-C, joining
+            # again returned at once on CPython 3.11 and the process exited mid-run, before
+            # the run had written its summary (tests/test_api.py caught it).
+            finished.wait()
         except KeyboardInterrupt:
             self.cancel()
-            thread.join()
+            finished.wait()
             raise
+        thread.join()
         return _finished(box[0].unwrap())
 
 

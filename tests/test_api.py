@@ -221,3 +221,48 @@ def test_a_jupyter_notebook_runs_a_scenario_with_both_forms(tmp_path: Path) -> N
     assert printed[1] == f"completed 5 {ARTIFACTS}\n"
     assert printed[2] == "completed 5 True\n"
     assert len(list((tmp_path / "runs").iterdir())) == 2
+
+
+@pytest.mark.slow
+def test_interrupting_a_blocking_run_under_a_loop_cancels_it_and_keeps_its_summary(
+        tmp_path: Path) -> None:
+    # As a notebook's "interrupt kernel" does: SIGINT while run_scenario waits for its
+    # worker thread under a running loop (run_until_complete keeps Python's SIGINT handler).
+    import signal
+    import time
+
+    scenario = relay(tmp_path, latency=3_000)  # 4 rounds of 3 s calls: long enough to interrupt
+    script = f"""
+        import asyncio
+        from sopbus import run_scenario
+        async def main():
+            try:
+                run_scenario({str(scenario)!r}, runs_dir="runs")
+            except KeyboardInterrupt:
+                print("interrupted")
+        asyncio.new_event_loop().run_until_complete(main())
+    """
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    child = subprocess.Popen([sys.executable, "-c", textwrap.dedent(script)], cwd=tmp_path, env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not started(tmp_path) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert started(tmp_path), "the run never reached its first round"
+        child.send_signal(signal.SIGINT)
+        out, err = child.communicate(timeout=60)
+    finally:
+        if child.poll() is None:
+            child.kill()
+    assert child.returncode == 0, err
+    assert out == "interrupted\n"
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert (summary["status"], summary["end_reason"]) == ("cancelled", "cancelled")
+    assert summary["rounds"] < 4
+
+
+def started(cwd: Path) -> bool:
+    """The run in ``cwd/runs`` has begun its first round (its setup is behind it)."""
+    return any("round_started" in p.read_text() for p in cwd.glob("runs/*/events.jsonl"))
