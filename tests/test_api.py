@@ -266,3 +266,23 @@ def test_interrupting_a_blocking_run_under_a_loop_cancels_it_and_keeps_its_summa
 def started(cwd: Path) -> bool:
     """The run in ``cwd/runs`` has begun its first round (its setup is behind it)."""
     return any("round_started" in p.read_text() for p in cwd.glob("runs/*/events.jsonl"))
+
+
+def test_cancelling_the_asyncio_form_cancels_the_run_and_waits_for_its_summary(tmp_path: Path) -> None:
+    import asyncio
+
+    scenario = relay(tmp_path, latency=3_000)
+
+    async def main() -> None:
+        task = asyncio.create_task(sopbus.run_scenario_asyncio(scenario, runs_dir=tmp_path / "runs",
+                                                               environ={}))
+        while not started(tmp_path):
+            await asyncio.sleep(0.02)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(main())
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    summary = json.loads((run_dir / "summary.json").read_text())  # written before the await ended
+    assert (summary["status"], summary["end_reason"], summary["rounds"]) == ("cancelled", "cancelled", 1)
