@@ -250,7 +250,8 @@ def make_provider(scenario: Scenario, environ: Mapping[str, str]) -> Provider:
         raise ConfigError(f"{scenario.path}: provider 'openai' needs an API key: set "
                           f"OPENAI_API_KEY in the environment (any value for a local server)")
     return OpenAIProvider(base_url=llm.base_url or env.base_url, api_key=env.api_key,
-                          timeout_s=llm.timeout_s, stream=llm.stream)
+                          timeout_s=llm.timeout_s, stream=llm.stream,
+                          max_tokens_param=llm.max_tokens_param)
 
 
 @asynccontextmanager
