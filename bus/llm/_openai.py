@@ -28,8 +28,7 @@ logged nor shown in ``repr``.
 from __future__ import annotations
 
 import re
-from contextlib import aclosing
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import Mapping
 from typing import Any, Literal
 
 import httpx2
@@ -41,7 +40,8 @@ from loguru import logger
 from .._errors import ConfigError, ProviderError
 from .._protocol import ChatMessage, Completion, LLMRequest, Usage
 from ._tokens import count_text, prompt_upper_bound, schema_text
-from ._wire import StreamReader, body_limit, bounded, first_line, head, read_answer, retryable_status
+from ._wire import (Lines, StreamReader, body_limit, first_line, head, read_answer, read_body,
+                    retryable_status)
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 SCHEMA_INSTRUCTION = ("Answer with one JSON value and nothing else (no prose, no code fence). "
@@ -130,37 +130,28 @@ class OpenAIProvider:
     async def _exchange(self, params: dict[str, Any], limit: int) -> tuple[str, Usage | None]:
         """One request and its whole answer, read within ``limit`` bytes."""
         assert self._client is not None
-        seen = bytearray()
+        seen = b""
         try:
-            async with (self._client.chat.completions.with_streaming_response.create(**params) as response,
-                        aclosing(bounded(response.iter_bytes(), limit, self.base_url, seen)) as body):
+            async with self._client.chat.completions.with_streaming_response.create(**params) as response:
+                chunks = response.http_response.aiter_bytes()
                 if self.stream:
-                    return await _read_stream(body, self.base_url, seen)
+                    reader = StreamReader(self.base_url)
+                    lines = Lines(reader.feed)
+                    seen = await read_body(chunks, limit, self.base_url, lines)
+                    lines.close()
+                    return reader.end(seen)
+                parts: list[bytes] = []
+                seen = await read_body(chunks, limit, self.base_url, parts.append)
                 content_type = response.headers.get("content-type", "")
-                return read_answer(b"".join([chunk async for chunk in body]), self.base_url, content_type)
+                return read_answer(b"".join(parts), self.base_url, content_type)
         except openai.APIError as error:
             raise _provider_error(error, self.base_url) from error
         except httpx2.TimeoutException as error:  # while reading the body, past the SDK
             raise ProviderError(f"{self.base_url} timed out while answering", retryable=True,
                                 maybe_billed=True) from error
         except httpx2.TransportError as error:
-            raise ProviderError(f"{self.base_url} broke off its answer: {error}; it began: "
-                                f"{head(bytes(seen))}", retryable=True, maybe_billed=True) from error
-
-
-async def _read_stream(body: AsyncIterator[bytes], base_url: str,
-                       seen: bytearray) -> tuple[str, Usage | None]:
-    # The server-sent events are read off the raw body to its end: the SDK's AsyncStream
-    # stops at [DONE] and leaves its inner async generators unfinished, which trio reports.
-    reader = StreamReader(base_url)
-    pending = b""
-    async for chunk in body:
-        pending += chunk
-        *lines, pending = pending.split(b"\n")
-        for line in lines:
-            reader.feed(line.rstrip(b"\r"))
-    reader.feed(pending.rstrip(b"\r"))
-    return reader.end(bytes(seen))
+            raise ProviderError(f"{self.base_url} broke off its answer: {error}", retryable=True,
+                                maybe_billed=True) from error
 
 
 def request_params(request: LLMRequest, *, max_tokens_param: str = "max_completion_tokens",
@@ -262,10 +253,19 @@ def _provider_error(error: openai.APIError, base_url: str) -> ProviderError:
         return ProviderError(f"cannot reach {base_url}: {error}", retryable=True)
     if isinstance(error, openai.APIStatusError):
         status = error.status_code
-        return ProviderError(f"{base_url} answered HTTP {status}: {first_line(error.message)}",
+        return ProviderError(f"{base_url} answered HTTP {status}: {_said(error)}",
                              retryable=retryable_status(status), status=status,
                              retry_after=_retry_after(error.response.headers))
     return ProviderError(f"{base_url}: {first_line(str(error))}", retryable=False)
+
+
+def _said(error: openai.APIStatusError) -> str:
+    """The first line of what the server said with an error status (its JSON error's
+    ``message`` when there is one, else its body as text)."""
+    body = error.body
+    if isinstance(body, dict) and isinstance(body.get("message"), str):
+        return first_line(body["message"]) or f"(an empty message; body {head(error.response.content)})"
+    return first_line(error.response.text) or "(no body)"
 
 
 def _retry_after(headers: Mapping[str, str]) -> float | None:

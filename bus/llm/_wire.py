@@ -14,11 +14,11 @@ would let one server fill the memory and, echoed into a repair prompt, the budge
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator
-from contextlib import aclosing
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import msgspec
+import trio
 
 from .._errors import ProviderError
 from .._protocol import Usage
@@ -116,23 +116,57 @@ def read_answer(body: bytes, base_url: str, content_type: str) -> tuple[str, Usa
     return text, answer.usage.value() if answer.usage is not None else None
 
 
-async def bounded(chunks: AsyncGenerator[bytes, None], limit: int, base_url: str,
-                  seen: bytearray) -> AsyncGenerator[bytes, None]:
-    """``chunks`` until more than ``limit`` bytes came, then a :class:`~bus.ProviderError`;
-    the first bytes are kept in ``seen`` for error messages. Close it with ``aclosing``:
-    it closes ``chunks`` in turn."""
+async def read_body(chunks: AsyncIterator[bytes], limit: int, base_url: str,
+                    take: Callable[[bytes], None]) -> bytes:
+    """Gives each chunk of a body to ``take`` until the body ends; returns its first bytes.
+
+    More than ``limit`` bytes, or a :class:`~bus.ProviderError` from ``take``, ends the read
+    by cancelling it: the cancellation starts at the socket and unwinds every async generator
+    of the HTTP stack, where breaking out of the loop would leave them half-iterated (trio
+    reports those). The error is raised once the read has unwound.
+    """
+    seen = bytearray()
     total = 0
-    async with aclosing(chunks):
+    failure: ProviderError | None = None
+    with trio.CancelScope() as reading:
         async for chunk in chunks:
+            if failure is not None:
+                continue  # already buffered before the cancellation could land
             total += len(chunk)
             if len(seen) < HEAD_BYTES:
                 seen += chunk[:HEAD_BYTES - len(seen)]
-            if total > limit:
-                raise ProviderError(
-                    f"{base_url} sent more than {limit} bytes for an answer of at most the request's "
-                    f"max_tokens; refused (a body that large cannot be the answer asked for); it "
-                    f"began: {head(bytes(seen))}", retryable=False, maybe_billed=True)
-            yield chunk
+            try:
+                if total > limit:
+                    raise ProviderError(
+                        f"{base_url} sent more than {limit} bytes for an answer of at most the "
+                        f"request's max_tokens; refused (a body that large cannot be the answer "
+                        f"asked for); it began: {head(bytes(seen))}", maybe_billed=True)
+                take(chunk)
+            except ProviderError as error:
+                failure = error
+                reading.cancel()
+    if failure is not None:
+        raise failure
+    return bytes(seen)
+
+
+class Lines:
+    """Splits a body's chunks into lines (without their line breaks) for ``feed``."""
+
+    def __init__(self, feed: Callable[[bytes], None]):
+        self._feed = feed
+        self._pending = b""
+
+    def __call__(self, chunk: bytes) -> None:
+        *lines, self._pending = (self._pending + chunk).split(b"\n")
+        for line in lines:
+            self._feed(line.rstrip(b"\r"))
+
+    def close(self) -> None:
+        """Feeds the last line, if the body did not end with a line break."""
+        if self._pending:
+            self._feed(self._pending.rstrip(b"\r"))
+            self._pending = b""
 
 
 class StreamReader:
