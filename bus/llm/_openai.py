@@ -28,7 +28,8 @@ logged nor shown in ``repr``.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from functools import partial
 from typing import Any, Literal
 
 import httpx2
@@ -39,6 +40,7 @@ from loguru import logger
 
 from .._errors import ConfigError, ProviderError
 from .._protocol import ChatMessage, Completion, LLMRequest, Usage
+from ._live import LiveText
 from ._tokens import count_text, prompt_upper_bound, schema_text
 from ._wire import (Lines, StreamReader, body_limit, first_line, head, read_answer, read_body,
                     retryable_status)
@@ -89,6 +91,7 @@ class OpenAIProvider:
         self.stream = stream
         self.max_tokens_param = max_tokens_param
         self._client: openai.AsyncOpenAI | None = None
+        self.live: LiveText | None = None  # set by the live view: streamed text goes there
 
     def __repr__(self) -> str:
         return f"OpenAIProvider(base_url={self.base_url!r}, stream={self.stream})"
@@ -118,7 +121,7 @@ class OpenAIProvider:
         # timeout_s bounds the whole call: the SDK's timeout is per read, and a server that
         # trickles a byte a second would never trip it.
         with trio.move_on_after(self.timeout_s):
-            answer = await self._exchange(params, body_limit(request.max_tokens))
+            answer = await self._exchange(params, request)
         if answer is None:
             raise ProviderError(f"{self.base_url} timed out: no whole answer within "
                                 f"timeout_s={self.timeout_s} s", retryable=True, maybe_billed=True)
@@ -127,15 +130,26 @@ class OpenAIProvider:
             usage = _counted_usage(request, text, self.base_url)
         return Completion(text=text, usage=usage, model=request.model, provider=self.name)
 
-    async def _exchange(self, params: dict[str, Any], limit: int) -> tuple[str, Usage | None]:
-        """One request and its whole answer, read within ``limit`` bytes."""
+    async def _exchange(self, params: dict[str, Any], request: LLMRequest) -> tuple[str, Usage | None]:
+        """One request and its whole answer, read within the body size bound."""
+        live = self.live if self.stream else None
+        call = live.open(request) if live is not None else 0
+        try:
+            return await self._read(params, body_limit(request.max_tokens),
+                                    partial(live.feed, call) if live is not None else None)
+        finally:
+            if live is not None:
+                live.close(call)
+
+    async def _read(self, params: dict[str, Any], limit: int,
+                    on_text: Callable[[str], None] | None) -> tuple[str, Usage | None]:
         assert self._client is not None
         seen = b""
         try:
             async with self._client.chat.completions.with_streaming_response.create(**params) as response:
                 chunks = response.http_response.aiter_bytes()
                 if self.stream:
-                    reader = StreamReader(self.base_url)
+                    reader = StreamReader(self.base_url, on_text=on_text)
                     lines = Lines(reader.feed)
                     seen = await read_body(chunks, limit, self.base_url, lines)
                     lines.close()

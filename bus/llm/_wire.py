@@ -172,8 +172,9 @@ class Lines:
 class StreamReader:
     """Reads server-sent events of a streamed chat completion, one line at a time."""
 
-    def __init__(self, base_url: str):
+    def __init__(self, base_url: str, *, on_text: Callable[[str], None] | None = None):
         self.base_url = base_url
+        self._on_text = on_text  # each piece of text as it arrives (the live view)
         self.parts: list[str] = []
         self.usage: Usage | None = None
         self.finished = False  # a finish_reason or [DONE] arrived: the answer is whole
@@ -201,6 +202,8 @@ class StreamReader:
             self.began = True
             if choice.delta is not None and choice.delta.content:
                 self.parts.append(choice.delta.content)
+                if self._on_text is not None:
+                    self._on_text(choice.delta.content)
             self.finished = self.finished or choice.finish_reason is not None
         if chunk.usage is not None:  # the last chunk, with include_usage
             self.usage = chunk.usage.value()
