@@ -101,7 +101,8 @@ class StreamError:
 
 
 Hostile = Raw | Huge | Trickle | Cut | BadChunk | StreamError
-Reply = Answer | Fail | Slow | Hostile | Callable[[dict[str, Any]], "Answer | Fail | Slow | Hostile"]
+Static = Answer | Fail | Slow | Hostile
+Reply = Static | Callable[[dict[str, Any]], Static]
 """A scripted reply; a callable computes it from the request's JSON body (e.g. an answer
 that fits the request's ``response_format`` schema)."""
 
