@@ -98,11 +98,11 @@ MODES = {mode.name: mode for mode in (
 )}
 
 
-def scenario(tmp: Path, *, stream: bool) -> Path:
+def scenario(tmp: Path, *, stream: bool, llm: str = "") -> Path:
     text = MAIN.read_text(encoding="utf-8").replace(
         'fixtures = ["fixtures/software_company.toml"]',
         f"fixtures = [{json.dumps(str(FIXTURES))}]\ntimeout_s = 0.5\nmax_attempts = 2\n"
-        f"stream = {str(stream).lower()}")
+        f"stream = {str(stream).lower()}\n{llm}")
     path = tmp / "company.toml"
     path.write_text(text, encoding="utf-8")
     return path
@@ -117,6 +117,7 @@ class Run:
     events: list[dict[str, Any]]
     requests: int
     reported: list[Usage]
+    bodies: list[dict[str, Any]]
 
 
 @pytest.fixture
@@ -125,18 +126,18 @@ def key(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def company_run(tmp: Path, script: Script, *, stream: bool = False, cap: Decimal = CAP,
-                extra: tuple[str, ...] = ()) -> Run:
+                extra: tuple[str, ...] = (), llm: str = "") -> Run:
     runs = tmp / "runs"
     with OpenAIServer() as server:
         server.script(script)
-        code = main(["run", str(scenario(tmp, stream=stream)), "--provider", "openai",
+        code = main(["run", str(scenario(tmp, stream=stream, llm=llm)), "--provider", "openai",
                      "--base-url", server.base_url, "--model", "gpt-4o-mini", "--budget", str(cap),
                      "--max-rounds", "3", "--runs-dir", str(runs), "--quiet", *extra])
-        requests = len(server.requests)
+        bodies = [received.body for received in server.requests]
     (run_dir,) = runs.iterdir()
     return Run(code, run_dir, json.loads((run_dir / "summary.json").read_text()),
                list(read_jsonl(run_dir / "costs.jsonl", LedgerLine)),
-               list(read_jsonl(run_dir / "events.jsonl")), requests, script.reported)
+               list(read_jsonl(run_dir / "events.jsonl")), len(bodies), script.reported, bodies)
 
 
 def check_money(run: Run) -> None:
@@ -261,8 +262,12 @@ def test_the_cli_exits_3_and_names_the_overrun(tmp_path: Path) -> None:
 def test_record_with_the_openai_provider_writes_a_cassette_that_replays(
         tmp_path: Path, key: None) -> None:
     cassette = tmp_path / "company.cassette.jsonl"
-    run = company_run(tmp_path, Script(honest, first=10**9), extra=("--record", str(cassette)))
+    run = company_run(tmp_path, Script(honest, first=10**9), extra=("--record", str(cassette)),
+                      llm='max_tokens_param = "max_tokens"')
     assert run.code == 0 and run.requests == 3
+    # [llm] max_tokens_param reaches the wire: the backend gets the field it accepts
+    assert [b.get("max_tokens") for b in run.bodies] == [1500, 1500, 1500]
+    assert not any("max_completion_tokens" in b for b in run.bodies)
     recorded = list(read_jsonl(cassette))
     assert [r["action"] for r in recorded] == ["WritePRD", "WriteDesign", "WriteTasks"]
     assert [r["completion"]["usage"]["prompt_tokens"] for r in recorded] == [

@@ -177,10 +177,11 @@ class Gateway:
                                  why=why, prompt_bound=bound, reserved=reserved, cost=cost,
                                  estimated=estimated, spent=self.budget.spent, cap=self.budget.cap)
         self._overrun = self._overrun or overrun
+        counted = "its reservation, estimated" if estimated else "what that usage bills"
         message = (f"the {self.provider.name} provider reported usage that cannot be true for "
-                   f"{request.role}'s {request.action} call: {why}; it is ledgered at ${cost} "
-                   f"(reserved ${reserved}) and the run ends, since a provider that bills past "
-                   f"a call's reservation makes the cap meaningless")
+                   f"{request.role}'s {request.action} call: {why}; ledgered at ${cost} "
+                   f"({counted}); no further call is made, since the cap cannot hold against "
+                   f"a provider whose usage is not true")
         self.budget.close(message)
         self._ledger(request, sent.round, sent.attempt, "overrun", usage, cost, sent.latency_ms(),
                      call=sent.call, estimated=estimated, error=why)
