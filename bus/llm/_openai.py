@@ -144,7 +144,6 @@ class OpenAIProvider:
     async def _read(self, params: dict[str, Any], limit: int,
                     on_text: Callable[[str], None] | None) -> tuple[str, Usage | None]:
         assert self._client is not None
-        seen = b""
         try:
             async with self._client.chat.completions.with_streaming_response.create(**params) as response:
                 chunks = response.http_response.aiter_bytes()
@@ -155,7 +154,7 @@ class OpenAIProvider:
                     lines.close()
                     return reader.end(seen)
                 parts: list[bytes] = []
-                seen = await read_body(chunks, limit, self.base_url, parts.append)
+                await read_body(chunks, limit, self.base_url, parts.append)
                 content_type = response.headers.get("content-type", "")
                 return read_answer(b"".join(parts), self.base_url, content_type)
         except openai.APIError as error:
