@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from ._errors import ConfigError as ConfigError
     from ._errors import ModelOutputError as ModelOutputError
     from ._errors import ProviderError as ProviderError
+    from ._errors import ProviderOverrun as ProviderOverrun
     from ._errors import SopbusError as SopbusError
     from ._errors import StopRun as StopRun
     from ._jsonl import JsonlWriter as JsonlWriter
@@ -105,6 +106,7 @@ _WHERE: dict[str, str] = {
     "ConfigError": "._errors",
     "ModelOutputError": "._errors",
     "ProviderError": "._errors",
+    "ProviderOverrun": "._errors",
     "SopbusError": "._errors",
     "StopRun": "._errors",
     "JsonlWriter": "._jsonl",

@@ -5,7 +5,9 @@ A *user's* mistake (a scenario file that is wrong, an unknown model price) is a
 its cap raises :class:`BudgetExhausted`, which ends the run with ``budget_exhausted``
 rather than ``error``. A model that answers badly raises :class:`ModelOutputError`, which
 an action retries with feedback. A provider that fails (HTTP 5xx, timeouts) raises
-:class:`ProviderError`. Anything else is a bug in our code and is raised as it is.
+:class:`ProviderError`; one that reports usage that cannot be true raises
+:class:`ProviderOverrun`, which ends the run like the cap does. Anything else is a bug in our
+code and is raised as it is.
 """
 
 from __future__ import annotations
@@ -26,8 +28,8 @@ class ConfigError(SopbusError):
 class BudgetExhausted(SopbusError):
     """A call's worst-case cost does not fit under the run's budget cap.
 
-    Raised *before* the call is made, so nothing was spent on it. The run loop ends the run
-    with end reason ``budget_exhausted``.
+    Raised *before* the call is made, so nothing was spent on it (except as its subclass
+    :class:`ProviderOverrun`). The run loop ends the run with end reason ``budget_exhausted``.
     """
 
 
@@ -36,16 +38,39 @@ class ModelOutputError(SopbusError):
 
 
 class ProviderError(SopbusError):
-    """An LLM provider failed: transport error, HTTP error status, timeout.
+    """An LLM provider failed: transport error, HTTP error status, timeout, an answer that is
+    not a chat completion.
 
     ``retryable`` says whether the same request may succeed later (429, 5xx, timeouts);
-    ``retry_after`` is the server's hint in seconds, when it gave one.
+    ``retry_after`` is the server's hint in seconds, when it gave one. ``status`` is the HTTP
+    status (or the code of an error event inside a stream), ``None`` when there was none.
+    ``maybe_billed`` says the server had begun to answer (or may have been generating) when
+    the attempt failed, so the provider may bill it: the gateway then counts the attempt at
+    its reservation, marked estimated, instead of $0.
     """
 
-    def __init__(self, message: str, *, retryable: bool = False, retry_after: float | None = None):
+    def __init__(self, message: str, *, retryable: bool = False, retry_after: float | None = None,
+                 status: int | None = None, maybe_billed: bool = False):
         super().__init__(message)
         self.retryable = retryable
         self.retry_after = retry_after
+        self.status = status
+        self.maybe_billed = maybe_billed
+
+
+class ProviderOverrun(ProviderError, BudgetExhausted):
+    """The provider reported usage that cannot be true: a negative count, more completion
+    tokens than ``max_tokens``, more prompt tokens than the prompt can hold.
+
+    The reservation of such a call was no bound, so the cap can no longer be trusted: the
+    call is ledgered at what the provider says it billed and the run ends at once. It is a
+    :class:`BudgetExhausted` too, so the run loop ends the run with ``budget_exhausted``;
+    ``overrun`` holds what the summary reports (``summary.json``'s ``overrun``).
+    """
+
+    def __init__(self, message: str, *, overrun: dict[str, object]):
+        super().__init__(message, retryable=False)
+        self.overrun = overrun
 
 
 class StopRun(SopbusError):

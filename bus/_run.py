@@ -11,8 +11,9 @@ message that led to it), and ``max_rounds`` bounds that depth.
 
 A run ends at the first of: idle (nobody has news), the round limit, a stop condition (a
 role raised :class:`StopRun`, or the SOP's ``stop`` said so), the budget (a call was
-refused), an error (a role raised; the other turns are cancelled and the traceback is
-logged), or cancellation. The end reason is logged and written to ``summary.json``.
+refused, or a provider reported usage past a call's reservation and closed the budget), an
+error (a role raised; the other turns are cancelled and the traceback is logged), or
+cancellation. The end reason is logged and written to ``summary.json``.
 """
 
 from __future__ import annotations
@@ -238,6 +239,11 @@ class Runner:
     def _finish(self, end: _End, started: float) -> RunResult:
         if self._error is not None:
             end = _End("error", self._error[0])
+        closed = getattr(getattr(self._gateway, "budget", None), "closed", None)
+        if isinstance(closed, str) and end.reason != "cancelled":
+            # A provider overran its reservation: whatever a role made of that error, the
+            # cap stopped holding there, and that is why the run ended.
+            end = _End("budget_exhausted", closed)
         error, tb = self._error or (None, None)
         self._log(RunEnded(round=self._round, reason=end.reason, detail=end.detail, error=error, traceback=tb))
         result = RunResult(run_id=self.env.run_id, end_reason=end.reason, detail=end.detail,

@@ -98,13 +98,26 @@ async def ask_model(turn: Turn, messages: Sequence[ChatMessage], *, output: type
             return output.model_validate_json(unfence(answer))
         except pydantic.ValidationError as exc:
             error = describe_validation_error(exc)
-        feedback = (ChatMessage("assistant", answer), ChatMessage("user", repair_text(error)))
+        feedback = (ChatMessage("assistant", quoted(answer)), ChatMessage("user", repair_text(error)))
         request = msgspec.structs.replace(request, messages=first + feedback)
     raise ModelOutputError(
         f"action {action!r} of role {role!r}: the model's answer did not fit the output schema "
         f"after {max_repairs + 1} attempts (max_repairs={max_repairs}); last validation error:\n"
         f"{error}\nRaise max_repairs, simplify the output fields, or use a model that "
         f"supports structured outputs (output_mode = \"json_schema\").")
+
+
+REPAIR_QUOTE_CHARS = 8000
+"""The most of a bad answer a repair prompt quotes back: enough to show a model its mistake;
+a server that sends megabytes must not make the next prompt (and its price) as large."""
+
+
+def quoted(answer: str, limit: int = REPAIR_QUOTE_CHARS) -> str:
+    """``answer`` as a repair prompt quotes it: its head, cut at ``limit`` characters with a
+    note of how much was left out."""
+    if len(answer) <= limit:
+        return answer
+    return f"{answer[:limit]}\n[... {len(answer) - limit} more characters of this answer left out]"
 
 
 def unfence(text: str) -> str:

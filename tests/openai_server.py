@@ -12,6 +12,19 @@ test can check what the client sent. Replies:
 - :class:`Slow` - waits, then answers (for client timeouts);
 - a callable - computes one of the above from the request's JSON body.
 
+Hostile replies, for the hardening tests (usage lies are plain :class:`Answer` values with
+inflated, negative or huge counts):
+
+- :class:`Raw` - any status, content type and body (an HTML page with 200, broken JSON);
+- :class:`Huge` - a 200 answer of ``size`` bytes, written in pieces so the server never
+  holds it (a streamed request gets well-formed events, each a big piece of content);
+- :class:`Trickle` - a whole answer, written one byte every ``every_s`` seconds;
+- :class:`Cut` - an answer broken off: a stream after ``events`` events (the connection
+  closes cleanly, no ``[DONE]``), a plain answer half-way through its announced length;
+- :class:`BadChunk` - a stream with a malformed event after ``after`` good ones;
+- :class:`StreamError` - a stream with an error event (``{"error": {"code": "500"}}``)
+  after ``after`` good ones, as a gateway sends when its backend fails mid-stream.
+
 Used as ``with OpenAIServer() as server: ...``; ``server.base_url`` ends in ``/v1``.
 """
 
@@ -47,7 +60,49 @@ class Slow:
     then: Answer
 
 
-Reply = Answer | Fail | Slow | Callable[[dict[str, Any]], "Answer | Fail | Slow"]
+@dataclass(frozen=True)
+class Raw:
+    body: bytes
+    content_type: str = "text/html"
+    status: int = 200
+
+
+@dataclass(frozen=True)
+class Huge:
+    size: int
+    piece: int = 64 * 1024
+
+
+@dataclass(frozen=True)
+class Trickle:
+    then: Answer
+    every_s: float = 1.0
+
+
+@dataclass(frozen=True)
+class Cut:
+    then: Answer
+    events: int = 2
+
+
+@dataclass(frozen=True)
+class BadChunk:
+    then: Answer
+    after: int = 1
+    chunk: str = 'data: {"choices": [{"index": 0, "delta": {"content": "tru'
+
+
+@dataclass(frozen=True)
+class StreamError:
+    then: Answer
+    after: int = 1
+    code: str = "500"
+    message: str = "the backend failed mid-stream"
+
+
+Hostile = Raw | Huge | Trickle | Cut | BadChunk | StreamError
+Static = Answer | Fail | Slow | Hostile
+Reply = Static | Callable[[dict[str, Any]], Static]
 """A scripted reply; a callable computes it from the request's JSON body (e.g. an answer
 that fits the request's ``response_format`` schema)."""
 
@@ -123,19 +178,54 @@ def _handler_for(server: OpenAIServer) -> type[BaseHTTPRequestHandler]:
             if isinstance(reply, Fail):
                 error = {"error": {"message": reply.message, "type": "scripted", "code": None}}
                 self._send(reply.status, "application/json", json.dumps(error).encode(), reply.headers)
-            elif body.get("stream"):
-                include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
-                self._send(200, "text/event-stream", _sse(reply, body["model"], include_usage))
+            elif isinstance(reply, Answer):
+                self._send(200, *_answer(reply, body))
             else:
-                self._send(200, "application/json", json.dumps(_completion(reply, body["model"])).encode())
+                self._hostile(reply, body)
 
-        def _send(self, status: int, kind: str, data: bytes, headers: Mapping[str, str] = {}) -> None:
+        def _hostile(self, reply: Hostile, body: dict[str, Any]) -> None:
+            streamed = bool(body.get("stream"))
+            if isinstance(reply, Raw):
+                self._send(reply.status, reply.content_type, reply.body)
+            elif isinstance(reply, Huge):
+                self._head(200, "text/event-stream" if streamed else "application/json", reply.size)
+                _write_huge(self.wfile, reply, streamed)
+            elif isinstance(reply, Trickle):
+                kind, data = _answer(reply.then, body)
+                self._head(200, kind, len(data))
+                for i in range(len(data)):
+                    if server._stopping.wait(reply.every_s if i else 0):
+                        return
+                    self.wfile.write(data[i:i + 1])
+                    self.wfile.flush()
+            elif isinstance(reply, Cut) and not streamed:
+                data = _answer(reply.then, body)[1]
+                self._head(200, "application/json", len(data))  # promises more than it sends
+                self.wfile.write(data[:len(data) // 2])
+            else:
+                events = _events(reply.then, body)
+                if isinstance(reply, Cut):
+                    events = events[:reply.events]
+                elif isinstance(reply, BadChunk):
+                    events = [*events[:reply.after], reply.chunk + "\n\n", *events[reply.after:]]
+                elif isinstance(reply, StreamError):
+                    error = {"error": {"code": reply.code, "message": reply.message, "type": "server_error"}}
+                    events = [*events[:reply.after], f"data: {json.dumps(error)}\n\n"]
+                self._head(200, "text/event-stream", None)  # the end is the connection's close
+                self.wfile.write("".join(events).encode())
+
+        def _head(self, status: int, kind: str, length: int | None,
+                  headers: Mapping[str, str] = {}) -> None:
             self.send_response(status)
             self.send_header("content-type", kind)
-            self.send_header("content-length", str(len(data)))
+            if length is not None:
+                self.send_header("content-length", str(length))
             for name, value in headers.items():
                 self.send_header(name, value)
             self.end_headers()
+
+        def _send(self, status: int, kind: str, data: bytes, headers: Mapping[str, str] = {}) -> None:
+            self._head(status, kind, len(data), headers)
             self.wfile.write(data)
 
         def log_message(self, format: str, *args: Any) -> None:
@@ -157,7 +247,35 @@ def _completion(reply: Answer, model: str) -> dict[str, Any]:
                          "message": {"role": "assistant", "content": reply.text}}]}
 
 
-def _sse(reply: Answer, model: str, include_usage: bool) -> bytes:
+def _answer(reply: Answer, body: dict[str, Any]) -> tuple[str, bytes]:
+    """The content type and bytes of ``reply`` as the request asks for it (streamed or not)."""
+    if body.get("stream"):
+        return "text/event-stream", "".join(_events(reply, body)).encode()
+    return "application/json", json.dumps(_completion(reply, body["model"])).encode()
+
+
+def _events(reply: Answer, body: dict[str, Any]) -> list[str]:
+    include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+    return _sse(reply, body["model"], include_usage)
+
+
+def _write_huge(out: Any, reply: Huge, streamed: bool) -> None:
+    # Written piece by piece: the test server must stay small however big the body it sends.
+    if streamed:
+        event = 'data: {"choices": [{"index": 0, "delta": {"content": "%s"}}]}\n\n'
+        piece = (event % ("x" * (reply.piece - len(event)))).encode()
+        opening = b""
+    else:
+        opening, piece = b'{"choices": [{"index": 0, "message": {"content": "', b"x" * reply.piece
+    out.write(opening)
+    sent = len(opening)
+    while sent < reply.size:
+        data = piece[:reply.size - sent]
+        out.write(data)
+        sent += len(data)
+
+
+def _sse(reply: Answer, model: str, include_usage: bool) -> list[str]:
     size = max(1, -(-len(reply.text) // reply.chunks))
     pieces = [reply.text[i:i + size] for i in range(0, len(reply.text), size)]
     base = {"id": "chatcmpl-test", "object": "chat.completion.chunk", "created": 1700000000,
@@ -167,5 +285,4 @@ def _sse(reply: Answer, model: str, include_usage: bool) -> bytes:
     events.append({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
     if include_usage:
         events.append({**base, "choices": [], "usage": _usage(reply)})
-    lines = [f"data: {json.dumps(event)}\n\n" for event in events] + ["data: [DONE]\n\n"]
-    return "".join(lines).encode()
+    return [f"data: {json.dumps(event)}\n\n" for event in events] + ["data: [DONE]\n\n"]

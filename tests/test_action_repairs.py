@@ -219,3 +219,18 @@ async def test_several_concurrent_asks_in_one_action() -> None:
     assert out[0].payload == {"a.py": True, "b.py": False}
     assert sorted(c.request.messages[0].content for c in gw.calls) == ["Review a.py", "Review b.py"]
     assert {c.request.action for c in gw.calls} == {"ReviewFiles"}
+
+
+async def test_a_huge_bad_answer_is_quoted_back_only_by_its_head() -> None:
+    from roles._llm import REPAIR_QUOTE_CHARS
+
+    huge = "<html>" + "x" * 4_000_000  # what a broken server may send as "the answer"
+    gw = ScriptedGateway([huge, GOOD])
+    await rita().step([CODE], turn(gw, role="Rita", round=1))
+
+    repair = gw.calls[1].request.messages
+    quoted = repair[-2]
+    assert quoted.role == "assistant" and quoted.content.startswith("<html>xxx")
+    assert len(quoted.content) < REPAIR_QUOTE_CHARS + 100
+    assert f"{len(huge) - REPAIR_QUOTE_CHARS} more characters" in quoted.content
+    assert sum(len(m.content) for m in repair) < sum(len(m.content) for m in gw.calls[0].request.messages) + REPAIR_QUOTE_CHARS + 1000

@@ -83,3 +83,16 @@ def test_an_empty_or_missing_ledger(tmp_path: Path) -> None:
     assert load_ledger(tmp_path) == []
     report = cost_report([], budget=Decimal("2"))
     assert (report["total_usd"], report["budget_usd"], report["calls"], report["by_role"]) == (0, 2, 0, {})
+
+
+def test_reprice_keeps_lines_counted_at_their_reservation() -> None:
+    def line(outcome: str, cost: str, estimated: bool = False) -> LedgerLine:
+        return LedgerLine(seq=1, round=1, role="Bob", action="WriteDesign", provider="openai",
+                          model="gpt-4o-mini", prompt_tokens=0, completion_tokens=0, cached_tokens=0,
+                          cost_usd=Decimal(cost), total_usd=Decimal(cost), budget_usd=Decimal(1),
+                          attempt=1, outcome=outcome, estimated=estimated, latency_ms=0.0, t=0.0)  # type: ignore[arg-type]
+
+    lines = [line("error", "0.002", estimated=True), line("lost", "0.003"), line("error", "0")]
+    repriced = reprice(lines, "gpt-4o", PRICES)
+    assert [l.cost_usd for l in repriced] == [Decimal("0.002"), Decimal("0.003"), Decimal(0)]
+    assert repriced[-1].total_usd == Decimal("0.005")

@@ -63,7 +63,7 @@ async def test_a_call_is_priced_settled_and_ledgered(autojump_clock: object) -> 
         budget_usd=Decimal(10), attempt=1, outcome="ok", price_source="scenario",
         latency_ms=250.0, t=1700000000.0)]
     assert gw.stats() == {"total_usd": cost, "budget_usd": Decimal(10), "llm_calls": 1,
-                          "prompt_tokens": 10, "completion_tokens": 5}
+                          "prompt_tokens": 10, "completion_tokens": 5, "overrun": None}
     assert gw.budget.reserved == 0
 
 

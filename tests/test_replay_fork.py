@@ -3,6 +3,7 @@ round N that makes no call for rounds up to N; the first difference of two runs.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from decimal import Decimal
 from functools import partial
@@ -117,7 +118,7 @@ def test_replay_of_an_openai_run_sends_no_request_and_repeats_it(
     assert main(["replay", str(original), "--into", str(tmp_path / "replay"), "--quiet"]) == 0
 
     assert len(server.requests) == 3  # the server's log did not grow: no HTTP request
-    replay = tmp_path / "replay"
+    (replay,) = (tmp_path / "replay").iterdir()  # --into names the folder of the new run
     assert messages(replay) == messages(original)
     assert diff(original, replay, capsys) == (0, "same 4 messages\n")
     lines = ledger(replay)
@@ -131,6 +132,24 @@ def test_replay_of_an_openai_run_sends_no_request_and_repeats_it(
     scenario, continuation = plan_replay(replay, into=tmp_path / "again")
     again = run(scenario, continuation=continuation)
     assert messages(again.run_dir) == messages(original) and len(server.requests) == 3
+
+
+def test_replay_into_the_runs_folder_makes_a_new_run_there_and_leaves_the_folder_alone(
+        tmp_path: Path) -> None:
+    original = run(load_scenario(pipeline(tmp_path))).run_dir
+    runs = original.parent
+    before = {p.name: p.read_bytes() for p in original.iterdir() if p.is_file()}
+
+    assert main(["replay", str(original), "--into", str(runs), "--quiet"]) == 0
+
+    (replay,) = [p for p in runs.iterdir() if p != original]
+    assert json.loads((replay / "summary.json").read_text())["replay_of"] == original.name
+    assert sorted(p.name for p in runs.iterdir() if p.is_file()) == []  # no run files loose in runs/
+    assert messages(replay) == messages(original)
+    assert {p.name: p.read_bytes() for p in original.iterdir() if p.is_file()} == before
+    # A run's own directory is not a folder of runs: refused, nothing written.
+    assert main(["replay", str(original), "--into", str(original), "--quiet"]) == 2
+    assert sorted(p.name for p in original.iterdir() if p.is_dir()) == ["artifacts"]
 
 
 def test_replay_of_a_resumed_run_repeats_the_whole_run(tmp_path: Path) -> None:
@@ -223,7 +242,7 @@ def test_fork_with_an_injected_message_and_a_new_budget(tmp_path: Path) -> None:
                  str(tmp_path / "fork"), "--quiet"]) == 0
     assert main(["fork", str(original), "--at-round", "9", "--quiet"]) == 2  # a usage error
 
-    fork_dir = tmp_path / "fork"
+    (fork_dir,) = (tmp_path / "fork").iterdir()
     forked, recorded = messages(fork_dir), messages(original)
     assert forked[:4] == recorded[:4]
     injected = forked[4]["message"]

@@ -267,7 +267,8 @@ def make_provider(scenario: Scenario, environ: Mapping[str, str]) -> Provider:
                           f"OPENAI_API_KEY in the environment or in a .env file in the working "
                           f"directory (any value for a local server)")
     return OpenAIProvider(base_url=llm.base_url or env.base_url, api_key=env.api_key,
-                          timeout_s=llm.timeout_s, stream=llm.stream)
+                          timeout_s=llm.timeout_s, stream=llm.stream,
+                          max_tokens_param=llm.max_tokens_param)
 
 
 @asynccontextmanager

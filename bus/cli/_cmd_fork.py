@@ -28,7 +28,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--set", dest="settings", metavar="KEY=VALUE", action="append", default=[],
                         help="change a setting of the scenario from round N+1 on (repeatable)")
     parser.add_argument("--into", metavar="DIR", type=path_arg,
-                        help="the fork's run directory (default: a new one beside RUN)")
+                        help="the folder (such as runs) that gets the fork's new run directory "
+                             "(default: the folder RUN is in)")
     parser.add_argument("--quiet", action="store_true", help="no progress display; only the summary")
 
 

@@ -19,7 +19,8 @@ HELP = "run a run again at no cost, every LLM answer taken from its recording"
 def configure(parser: argparse.ArgumentParser) -> None:
     add_run_arg(parser)
     parser.add_argument("--into", metavar="DIR", type=path_arg,
-                        help="the replay's run directory (default: a new one beside RUN)")
+                        help="the folder (such as runs) that gets the replay's new run directory "
+                             "(default: the folder RUN is in)")
     parser.add_argument("--quiet", action="store_true", help="no progress display; only the summary")
 
 

@@ -25,6 +25,7 @@ def print_summary(summary: dict[str, Any], run_dir: Path) -> None:
         ("LLM calls", str(summary.get("llm_calls", 0))),
         ("tokens", f"{summary.get('prompt_tokens', 0)} prompt, {summary.get('completion_tokens', 0)} completion"),
         ("spend", f"{money(spent)} of {money(cap)} ({_share(spent, cap)})"),
+        ("overrun", _overrun(summary.get("overrun"))),
         ("duration", f"{summary.get('duration_s', 0):.2f} s"),
         ("run directory", str(run_dir)),
     ]
@@ -44,3 +45,12 @@ def money(amount: Decimal) -> str:
 
 def _share(spent: Decimal, cap: Decimal) -> str:
     return f"{spent / cap * 100:.1f}%" if cap else "no cap"
+
+
+def _overrun(overrun: Any) -> str:
+    """The provider's overrun in one line, or ``""`` when there was none."""
+    if not isinstance(overrun, dict):
+        return ""
+    cost = money(Decimal(str(overrun.get("cost_usd", 0))))
+    return (f"{overrun.get('provider')} billed {cost} for {overrun.get('role')}'s "
+            f"{overrun.get('action')} in round {overrun.get('round')}: {overrun.get('reason')}")

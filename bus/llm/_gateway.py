@@ -8,9 +8,16 @@ case (an upper bound of the prompt tokens plus ``max_tokens`` of completion) in 
 
 A retryable :class:`~bus.ProviderError` (429, 5xx, timeouts) is retried after an exponential
 backoff that honours the server's ``retry-after``, up to ``max_attempts`` attempts in all.
-Each attempt is reserved and ledgered; a failed attempt returned no usage and costs $0 (the
-providers do not bill a request that failed; what a timed-out request may have cost on the
-server side cannot be known, and guessing would make the ledger disagree with the invoice).
+Each attempt is reserved and ledgered. A failed attempt returned no usage: it costs $0 when
+the provider cannot have billed it (an HTTP error status, no connection), and its
+reservation, marked ``estimated``, when it may have (``ProviderError.maybe_billed``: a stream
+cut mid-way, a timeout, a 200 answer that was no chat completion), as ``sopbus resume``
+counts a call that was in flight when a run died. Its ledger line and ``llm_released`` event
+say why it failed (``status``, ``error``); the log gets a warning, not a cost line.
+
+Usage that cannot be true (:mod:`bus.llm._overrun`: negative, above ``max_tokens``, or
+pricing above the reservation) is ledgered ``overrun`` at what the provider says it billed, even past
+the cap; the budget is closed and :class:`~bus.ProviderOverrun` ends the run.
 
 A :class:`CallJournal` (optional) hears of each attempt twice: when its reservation is made,
 before anything is sent, and when it ends, before its ledger line is written. The run's
@@ -32,10 +39,11 @@ import trio
 from loguru import logger
 
 from ..money._budget import Budget, Reservation
-from .._errors import BudgetExhausted, ProviderError
+from .._errors import BudgetExhausted, ProviderError, ProviderOverrun
 from ..money._ledger import LedgerLine, Outcome
 from .._protocol import Completion, LLMRequest, Provider, Usage
 from ..money._prices import Price, PriceBook
+from ._overrun import impossible_usage, overrun_cost, overrun_record
 from ._tokens import prompt_upper_bound
 
 LedgerSink = Callable[[LedgerLine], None]
@@ -56,6 +64,7 @@ class CallJournal(Protocol):
 
 _NO_USAGE = Usage(prompt_tokens=0, completion_tokens=0)
 _ZERO = Decimal(0)
+_ERROR_CHARS = 300  # of a failed attempt's reason on its ledger line
 
 
 class Gateway:
@@ -92,6 +101,7 @@ class Gateway:
         self._calls = 0
         self._prompt_tokens = 0
         self._completion_tokens = 0
+        self._overrun: dict[str, Any] | None = None  # the first, for the summary
 
     async def complete(self, request: LLMRequest, *, round: int, attempt: int = 1) -> Completion:
         """The provider's answer to ``request``; raises :class:`~bus.ConfigError` (no price),
@@ -114,7 +124,8 @@ class Gateway:
 
     async def _attempt(self, request: LLMRequest, round: int, attempt: int) -> Completion:
         price = self.prices.price(request.model)
-        worst = _ZERO if self._free else price.worst_case(prompt_upper_bound(request), request.max_tokens)
+        bound = prompt_upper_bound(request)
+        worst = _ZERO if self._free else price.worst_case(bound, request.max_tokens)
         try:
             reservation = self.budget.reserve(worst)
         except BudgetExhausted:
@@ -123,38 +134,64 @@ class Gateway:
         call = 0
         if self._journal is not None:
             call = self._journal.reserved(request, round=round, attempt=attempt, amount=worst)
-        start = trio.current_time()
+        sent = _Sent(request, round, attempt, call, reservation, trio.current_time())
         try:
             completion = await self.provider.complete(request)
-        except BaseException:
+        except BaseException as exc:
             # ProviderError, cancellation, or a bug: the call returned no usage.
-            self._close(request, round, attempt, price, reservation, None, start, call)
+            self._failed(sent, exc)
             raise
-        self._close(request, round, attempt, price, reservation, completion, start, call)
+        cost = _ZERO if completion.replayed else price.cost(completion.usage)
+        if not completion.replayed:
+            why = impossible_usage(completion.usage, request, cost=cost, reserved=worst)
+            if why is not None:
+                raise self._overran(sent, price, completion.usage, bound, why)
+            if completion.usage.prompt_tokens > bound:
+                logger.warning("{} {} used {} prompt tokens, above the bound of {}; its cost "
+                               "stayed within the reservation", request.role, request.action,
+                               completion.usage.prompt_tokens, bound)
+        self._answered(sent, cost, completion)
         return completion
 
-    def _close(self, request: LLMRequest, round: int, attempt: int, price: Price,
-               reservation: Reservation, completion: Completion | None, start: float,
-               call: int) -> None:
-        latency_ms = round_ms(trio.current_time() - start)
-        if completion is None:
-            self.budget.release(reservation)
-            self._ledger(request, round, attempt, "error", _NO_USAGE, _ZERO, latency_ms,
-                         call=call)
-            return
-        usage = completion.usage
-        cost = _ZERO if completion.replayed else price.cost(usage)
-        if cost > reservation.amount:
-            logger.warning("{} {} cost ${} but reserved ${}: the prompt bound was too low",
-                           request.role, request.action, cost, reservation.amount)
-        self.budget.settle(reservation, cost)
+    def _answered(self, sent: _Sent, cost: Decimal, completion: Completion) -> None:
+        self.budget.settle(sent.reservation, cost)
         outcome: Outcome = "replayed" if completion.replayed else "ok"
-        self._ledger(request, round, attempt, outcome, usage, cost, latency_ms,
-                     call=call, completion=completion)
+        self._ledger(sent.request, sent.round, sent.attempt, outcome, completion.usage, cost,
+                     sent.latency_ms(), call=sent.call, completion=completion)
+
+    def _failed(self, sent: _Sent, exc: BaseException) -> None:
+        billed = isinstance(exc, ProviderError) and exc.maybe_billed
+        cost = sent.reservation.amount if billed else _ZERO
+        self.budget.settle(sent.reservation, cost)  # settling at $0 releases it
+        status = exc.status if isinstance(exc, ProviderError) else None
+        self._ledger(sent.request, sent.round, sent.attempt, "error", _NO_USAGE, cost,
+                     sent.latency_ms(), call=sent.call, estimated=billed, status=status,
+                     error=_first_line(exc))
+
+    def _overran(self, sent: _Sent, price: Price, usage: Usage, bound: int,
+                 why: str) -> ProviderOverrun:
+        request, reserved = sent.request, sent.reservation.amount
+        cost, estimated = overrun_cost(price, usage, reserved)
+        self.budget.settle(sent.reservation, cost)
+        overrun = overrun_record(request, usage, round=sent.round, provider=self.provider.name,
+                                 why=why, prompt_bound=bound, reserved=reserved, cost=cost,
+                                 estimated=estimated, spent=self.budget.spent, cap=self.budget.cap)
+        self._overrun = self._overrun or overrun
+        counted = "its reservation, estimated" if estimated else "what that usage bills"
+        message = (f"the {self.provider.name} provider reported usage that cannot be true for "
+                   f"{request.role}'s {request.action} call: {why}; ledgered at ${cost} "
+                   f"({counted}); no further call is made, since the cap cannot hold against "
+                   f"a provider whose usage is not true")
+        self.budget.close(message)
+        self._ledger(request, sent.round, sent.attempt, "overrun", usage, cost, sent.latency_ms(),
+                     call=sent.call, estimated=estimated, error=why)
+        return ProviderOverrun(message, overrun=overrun)
 
     def _ledger(self, request: LLMRequest, round: int, attempt: int, outcome: Outcome,
                 usage: Usage, cost: Decimal, latency_ms: float, *, call: int = 0,
-                completion: Completion | None = None, provider: str | None = None) -> LedgerLine:
+                completion: Completion | None = None, provider: str | None = None,
+                estimated: bool = False, status: int | None = None,
+                error: str | None = None) -> LedgerLine:
         self._seq += 1
         if outcome != "refused":
             self._calls += 1
@@ -169,7 +206,7 @@ class Gateway:
             prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens,
             cached_tokens=usage.cached_tokens, cost_usd=cost, total_usd=budget.spent,
             budget_usd=budget.cap, attempt=attempt, outcome=outcome, price_source=source,
-            resume=self._resume,
+            resume=self._resume, estimated=estimated, status=status, error=error,
             latency_ms=latency_ms, t=self._clock())
         # The journal first: a run killed between the two writes keeps the answer, and
         # `sopbus resume` restores the ledger line from it (see bus.store._resume).
@@ -177,10 +214,7 @@ class Gateway:
             self._journal.closed(call, request, completion, line)
         if self._sink is not None:
             self._sink(line)
-        if outcome != "refused":  # a refusal is not a call; BudgetExhausted tells the run
-            logger.info("Total running cost: ${:.3f} | Max budget: ${:.3f} | Current cost: ${:.3f}, "
-                        "prompt_tokens: {}, completion_tokens: {}", budget.spent, budget.cap,
-                        cost, usage.prompt_tokens, usage.completion_tokens)
+        _log_line(line)
         return line
 
     def _provider_name(self, request: LLMRequest) -> str:
@@ -223,11 +257,52 @@ class Gateway:
     def stats(self) -> dict[str, Any]:
         """Totals for the run summary: ``total_usd`` and ``budget_usd`` (Decimal),
         ``llm_calls`` (attempts sent to the provider; refusals are not calls),
-        ``prompt_tokens`` and ``completion_tokens``."""
+        ``prompt_tokens``, ``completion_tokens``, and ``overrun``: the first call whose
+        usage could not be true (:func:`bus.llm._overrun.overrun_record`), or ``None``."""
         return {"total_usd": self.budget.spent, "budget_usd": self.budget.cap,
                 "llm_calls": self._calls, "prompt_tokens": self._prompt_tokens,
-                "completion_tokens": self._completion_tokens}
+                "completion_tokens": self._completion_tokens, "overrun": self._overrun}
+
+
+class _Sent:
+    """An attempt on its way: what was asked, its call id and reservation, when it left."""
+
+    __slots__ = ("request", "round", "attempt", "call", "reservation", "start")
+
+    def __init__(self, request: LLMRequest, round: int, attempt: int, call: int,
+                 reservation: Reservation, start: float):
+        self.request, self.round, self.attempt = request, round, attempt
+        self.call, self.reservation, self.start = call, reservation, start
+
+    def latency_ms(self) -> float:
+        return round_ms(trio.current_time() - self.start)
 
 
 def round_ms(seconds: float) -> float:
     return round(seconds * 1000, 3)
+
+
+def _first_line(exc: BaseException) -> str:
+    """Why an attempt failed, in one bounded line for its ledger line and event."""
+    if isinstance(exc, trio.Cancelled):
+        return "cancelled"
+    text = str(exc).strip().splitlines()
+    line = text[0] if text else type(exc).__name__
+    return line if len(line) <= _ERROR_CHARS else line[:_ERROR_CHARS - 3] + "..."
+
+
+def _log_line(line: LedgerLine) -> None:
+    """MetaGPT's cost line for an answered call; a failed or overrun attempt gets a warning
+    that cannot be read as one (a refusal is not a call: BudgetExhausted tells the run)."""
+    if line.outcome in ("ok", "replayed", "lost"):
+        logger.info("Total running cost: ${:.3f} | Max budget: ${:.3f} | Current cost: ${:.3f}, "
+                    "prompt_tokens: {}, completion_tokens: {}", line.total_usd, line.budget_usd,
+                    line.cost_usd, line.prompt_tokens, line.completion_tokens)
+    elif line.outcome != "refused":
+        counted = (f"counted at its reservation ${line.cost_usd} (estimated: the provider may "
+                   f"have billed it)" if line.estimated else f"counted at ${line.cost_usd}")
+        status = f"HTTP {line.status}: " if line.status is not None else ""
+        what = "Provider overrun" if line.outcome == "overrun" else "LLM call failed"
+        logger.warning("{}: {} {} on {}, attempt {}: {}{}; {}; ${:.3f} of ${:.3f} spent", what,
+                       line.role, line.action, line.model, line.attempt, status, line.error,
+                       counted, line.total_usd, line.budget_usd)

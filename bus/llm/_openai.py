@@ -4,7 +4,14 @@ Open it once per run with ``async with OpenAIProvider(...) as provider:``. The S
 retries are off (``max_retries=0``): the :class:`~bus.Gateway` retries, so that each attempt is
 reserved, priced and ledgered. Failures become :class:`~bus.ProviderError`: 429, 408, 409, 5xx,
 timeouts and broken connections are retryable (with the server's ``retry-after``), other
-4xx are not.
+4xx are not. ``timeout_s`` bounds each call as a whole, streamed or not.
+
+The body is read here, within a size bound, and parsed strictly (:mod:`bus.llm._wire`): an
+HTML page, broken JSON, a malformed or error chunk in a stream, a stream cut before its end,
+or a body past the bound is a :class:`~bus.ProviderError` naming the server and quoting what
+it sent. An error event inside a stream counts as its HTTP status (a gateway's
+``{"error": {"code": "500"}}`` is retried like an HTTP 500). Failures after the server began
+to answer are ``maybe_billed``, and the gateway counts them at their reservation.
 
 Structured output is asked for with ``response_format`` of type ``json_schema``; it is
 ``strict`` when the schema fits the strict subset (every property required, no extra
@@ -21,24 +28,26 @@ logged nor shown in ``repr``.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from functools import partial
 from typing import Any, Literal
 
-import msgspec
 import httpx2
+import msgspec
 import openai
+import trio
 from loguru import logger
-from openai.types.chat import ChatCompletionChunk
 
 from .._errors import ConfigError, ProviderError
 from .._protocol import ChatMessage, Completion, LLMRequest, Usage
 from ._live import LiveText
 from ._tokens import count_text, prompt_upper_bound, schema_text
+from ._wire import (Lines, StreamReader, body_limit, first_line, head, read_answer, read_body,
+                    retryable_status)
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 SCHEMA_INSTRUCTION = ("Answer with one JSON value and nothing else (no prose, no code fence). "
                       "It must validate against this JSON schema:\n")
-_RETRYABLE_STATUS = frozenset({408, 409, 429})
 _STRICT_KEYWORDS = frozenset({
     "type", "properties", "required", "additionalProperties", "items", "enum", "const", "anyOf",
     "$ref", "$defs", "definitions", "description", "title", "pattern", "format", "minimum",
@@ -108,64 +117,54 @@ class OpenAIProvider:
         if self._client is None:
             raise RuntimeError("OpenAIProvider is not open; use `async with OpenAIProvider(...)`")
         params = request_params(request, max_tokens_param=self.max_tokens_param, stream=self.stream)
-        try:
-            if self.stream:
-                text, usage = await self._streamed(params, request)
-            else:
-                text, usage = await self._plain(params)
-        except openai.APIError as error:
-            raise _provider_error(error, self.base_url) from error
+        answer: tuple[str, Usage | None] | None = None
+        # timeout_s bounds the whole call: the SDK's timeout is per read, and a server that
+        # trickles a byte a second would never trip it.
+        with trio.move_on_after(self.timeout_s):
+            answer = await self._exchange(params, request)
+        if answer is None:
+            raise ProviderError(f"{self.base_url} timed out: no whole answer within "
+                                f"timeout_s={self.timeout_s} s", retryable=True, maybe_billed=True)
+        text, usage = answer
         if usage is None:
             usage = _counted_usage(request, text, self.base_url)
         return Completion(text=text, usage=usage, model=request.model, provider=self.name)
 
-    async def _plain(self, params: dict[str, Any]) -> tuple[str, Usage | None]:
-        assert self._client is not None
-        response = await self._client.chat.completions.create(**params)
-        message = response.choices[0].message if response.choices else None
-        text = (message.content or message.refusal or "") if message else ""
-        return text, _usage(response.usage)
-
-    async def _streamed(self, params: dict[str, Any], request: LLMRequest) -> tuple[str, Usage | None]:
-        # Read the server-sent events off the raw response to its end: the SDK's AsyncStream
-        # stops at [DONE] and leaves its inner async generators unfinished, which trio reports.
-        assert self._client is not None
-        parts: list[str] = []
-        usage: Usage | None = None
-        live = self.live
+    async def _exchange(self, params: dict[str, Any], request: LLMRequest) -> tuple[str, Usage | None]:
+        """One request and its whole answer, read within the body size bound."""
+        live = self.live if self.stream else None
         call = live.open(request) if live is not None else 0
         try:
-            async with self._client.chat.completions.with_streaming_response.create(**params) as response:
-                async for line in response.iter_lines():
-                    chunk = _chunk(line)
-                    if chunk is None:
-                        continue
-                    if chunk.choices and chunk.choices[0].delta.content:
-                        parts.append(chunk.choices[0].delta.content)
-                        if live is not None:
-                            live.feed(call, parts[-1])
-                    if chunk.usage is not None:  # the last chunk, with include_usage
-                        usage = _usage(chunk.usage)
-        except httpx2.TimeoutException as error:  # while reading the body, past the SDK
-            raise ProviderError(f"{self.base_url} timed out while streaming", retryable=True) from error
-        except httpx2.TransportError as error:
-            raise ProviderError(f"{self.base_url} broke off the stream: {error}", retryable=True) from error
+            return await self._read(params, body_limit(request.max_tokens),
+                                    partial(live.feed, call) if live is not None else None)
         finally:
             if live is not None:
                 live.close(call)
-        return "".join(parts), usage
 
-
-def _chunk(line: str) -> ChatCompletionChunk | None:
-    if not line.startswith("data:"):
-        return None  # blank separators, comments, event names
-    data = line[5:].strip()
-    if data == "[DONE]":
-        return None
-    event = msgspec.json.decode(data)
-    if isinstance(event, dict) and event.get("error"):
-        raise ProviderError(f"the stream ended with an error: {event['error']}", retryable=False)
-    return ChatCompletionChunk.model_validate(event)
+    async def _read(self, params: dict[str, Any], limit: int,
+                    on_text: Callable[[str], None] | None) -> tuple[str, Usage | None]:
+        assert self._client is not None
+        try:
+            async with self._client.chat.completions.with_streaming_response.create(**params) as response:
+                chunks = response.http_response.aiter_bytes()
+                if self.stream:
+                    reader = StreamReader(self.base_url, on_text=on_text)
+                    lines = Lines(reader.feed)
+                    seen = await read_body(chunks, limit, self.base_url, lines)
+                    lines.close()
+                    return reader.end(seen)
+                parts: list[bytes] = []
+                await read_body(chunks, limit, self.base_url, parts.append)
+                content_type = response.headers.get("content-type", "")
+                return read_answer(b"".join(parts), self.base_url, content_type)
+        except openai.APIError as error:
+            raise _provider_error(error, self.base_url) from error
+        except httpx2.TimeoutException as error:  # while reading the body, past the SDK
+            raise ProviderError(f"{self.base_url} timed out while answering", retryable=True,
+                                maybe_billed=True) from error
+        except httpx2.TransportError as error:
+            raise ProviderError(f"{self.base_url} broke off its answer: {error}", retryable=True,
+                                maybe_billed=True) from error
 
 
 def request_params(request: LLMRequest, *, max_tokens_param: str = "max_completion_tokens",
@@ -251,15 +250,6 @@ def _closed(schema: dict[str, Any]) -> dict[str, Any] | None:
     return schema
 
 
-def _usage(usage: Any) -> Usage | None:
-    if usage is None:
-        return None
-    details = getattr(usage, "prompt_tokens_details", None)
-    cached = getattr(details, "cached_tokens", None) or 0
-    return Usage(prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens,
-                 cached_tokens=cached)
-
-
 def _counted_usage(request: LLMRequest, text: str, base_url: str) -> Usage:
     # Some compatible servers send no usage. The call was still made, so count it ourselves,
     # on the high side for the prompt, rather than ledger it as free.
@@ -270,15 +260,25 @@ def _counted_usage(request: LLMRequest, text: str, base_url: str) -> Usage:
 
 def _provider_error(error: openai.APIError, base_url: str) -> ProviderError:
     if isinstance(error, openai.APITimeoutError):
-        return ProviderError(f"{base_url} timed out", retryable=True)
+        # The request may have reached the server, which may be generating for it.
+        return ProviderError(f"{base_url} timed out", retryable=True, maybe_billed=True)
     if isinstance(error, openai.APIConnectionError):
         return ProviderError(f"cannot reach {base_url}: {error}", retryable=True)
     if isinstance(error, openai.APIStatusError):
         status = error.status_code
-        retryable = status in _RETRYABLE_STATUS or status >= 500
-        return ProviderError(f"{base_url} answered HTTP {status}: {error.message}",
-                             retryable=retryable, retry_after=_retry_after(error.response.headers))
-    return ProviderError(f"{base_url}: {error}", retryable=False)
+        return ProviderError(f"{base_url} answered HTTP {status}: {_said(error)}",
+                             retryable=retryable_status(status), status=status,
+                             retry_after=_retry_after(error.response.headers))
+    return ProviderError(f"{base_url}: {first_line(str(error))}", retryable=False)
+
+
+def _said(error: openai.APIStatusError) -> str:
+    """The first line of what the server said with an error status (its JSON error's
+    ``message`` when there is one, else its body as text)."""
+    body = error.body
+    if isinstance(body, dict) and isinstance(body.get("message"), str):
+        return first_line(body["message"]) or f"(an empty message; body {head(error.response.content)})"
+    return first_line(error.response.text) or "(no body)"
 
 
 def _retry_after(headers: Mapping[str, str]) -> float | None:

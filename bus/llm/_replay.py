@@ -86,8 +86,8 @@ class ReplayProvider:
 class RecordingProvider:
     """Wraps ``inner`` and appends each answer to ``cassette_path`` (flushed per line).
 
-    Close it with :meth:`aclose` (or ``async with``); the inner provider is the caller's to
-    open and close.
+    Use it with ``async with``: that opens ``inner`` too when it is a context manager (the
+    ``openai`` provider is), and closes both; :meth:`aclose` closes the cassette alone.
     """
 
     def __init__(self, inner: Provider, cassette_path: str | Path):
@@ -105,7 +105,15 @@ class RecordingProvider:
         self._writer.close()
 
     async def __aenter__(self) -> RecordingProvider:
+        enter = getattr(self.inner, "__aenter__", None)
+        if enter is not None:
+            await enter()
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
+        try:
+            leave = getattr(self.inner, "__aexit__", None)
+            if leave is not None:
+                await leave(*exc)
+        finally:
+            await self.aclose()

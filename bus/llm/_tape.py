@@ -4,8 +4,9 @@ Recording (every run). The gateway tells the run's :class:`CallLog` of each atte
 
 * before it is sent, once its budget reservation is held: an ``llm_reserved`` event goes
   into ``events.jsonl`` (call id, round, role, action, model, attempt, amount);
-* when it ends: an answer becomes one :class:`CallRecord` in ``calls.jsonl``; a failure
-  or a cancellation (the reservation was released) an ``llm_released`` event.
+* when it ends: an answer becomes one :class:`CallRecord` in ``calls.jsonl``; a failure,
+  a cancellation or an overrun an ``llm_released`` event (the reservation is closed) with the
+  attempt's ``outcome``, ``status`` and ``error``, and its ``cost_usd`` when it was counted.
 
 Both are written, flushed, before the call's ledger line. So after a SIGKILL the run
 directory says which calls were answered (``calls.jsonl``) and which were in flight (a
@@ -103,8 +104,12 @@ class CallLog:
     def closed(self, call: int, request: LLMRequest, completion: Completion | None,
                line: LedgerLine) -> None:
         if completion is None:
+            # Why it failed and what it was counted at travel with the release, so that the
+            # event log alone tells a failed attempt from an answered one.
+            why = {k: v for k, v in (("status", line.status), ("error", line.error)) if v is not None}
+            billed = {"cost_usd": line.cost_usd, "estimated": line.estimated} if line.cost_usd else {}
             self._store.log(Note(kind=RELEASED, round=line.round, role=request.role,
-                                 data={"call": call, "outcome": line.outcome}))
+                                 data={"call": call, "outcome": line.outcome, **why, **billed}))
             return
         self._store.record_answer(CallRecord(
             key=request_key(request), role=request.role, action=request.action,

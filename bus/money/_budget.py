@@ -6,6 +6,10 @@ call the reservation is *settled* at the actual cost (or *released* when nothing
 No method awaits, so under trio each one runs whole, and the cap holds under any interleaving
 of concurrent calls: at every moment ``spent + reserved <= cap``, and a settled cost never
 exceeds its reservation when the reservation is a true upper bound.
+
+When a provider reports usage past that bound (:class:`~bus.ProviderOverrun`) the gateway
+settles what the provider says it billed, which may pass the cap, and :meth:`Budget.close`
+refuses every later reservation: the run ends there.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ class Budget:
         self._cap = cap
         self._spent = Decimal(0)
         self._reserved = Decimal(0)
+        self._closed: str | None = None
 
     @property
     def cap(self) -> Decimal:
@@ -55,11 +60,23 @@ class Budget:
         """What new reservations may still take."""
         return self._cap - self._spent - self._reserved
 
+    @property
+    def closed(self) -> str | None:
+        """Why no reservation is taken any more (see :meth:`close`), or ``None``."""
+        return self._closed
+
+    def close(self, reason: str) -> None:
+        """Refuses every later reservation with :class:`~bus.BudgetExhausted` naming ``reason``
+        (a provider's overrun: the cap can no longer be trusted)."""
+        self._closed = self._closed or reason
+
     def reserve(self, amount: Decimal) -> Reservation:
         """Holds ``amount`` for a call, or raises :class:`~bus.BudgetExhausted` when it does
-        not fit under the cap (nothing is held then)."""
+        not fit under the cap or the budget is closed (nothing is held then)."""
         if amount < 0:
             raise ValueError(f"a reservation is 0 or more, got {amount!r}")
+        if self._closed is not None:
+            raise BudgetExhausted(f"no more calls: {self._closed}")
         if self._spent + self._reserved + amount > self._cap:
             raise BudgetExhausted(
                 f"next call needs up to ${usd(amount)}; ${usd(self.left)} left of ${usd(self._cap)} "

@@ -76,13 +76,16 @@ def report_json(report: dict[str, Any]) -> bytes:
 def reprice(lines: Sequence[LedgerLine], model: str, prices: PriceBook) -> list[LedgerLine]:
     """What the same calls would have cost on ``model``: the same tokens at ``model``'s price,
     with ``model`` and the running ``total_usd`` rewritten. Replayed and refused lines stay
-    at $0 (they cost nothing either way), so repricing on the run's own model changes nothing.
+    at $0 (they cost nothing either way), and lines counted at their reservation (``lost``,
+    ``estimated``) at that amount, so repricing on the run's own model changes nothing.
     An unknown ``model`` is a :class:`~bus.ConfigError`."""
     price = prices.price(model)
     total = Decimal(0)
     out = []
     for line in lines:
-        cost = line.cost_usd if line.outcome in ("replayed", "refused") else price.cost(
+        # An estimated or lost line was counted at its reservation, not from tokens: kept.
+        kept = line.outcome in ("replayed", "refused", "lost") or line.estimated
+        cost = line.cost_usd if kept else price.cost(
             Usage(line.prompt_tokens, line.completion_tokens, line.cached_tokens))
         total += cost
         out.append(msgspec.structs.replace(line, model=model, cost_usd=cost, total_usd=total))

@@ -15,7 +15,7 @@ import msgspec
 
 from ._quote import PriceSource
 
-Outcome = Literal["ok", "error", "refused", "replayed", "lost"]
+Outcome = Literal["ok", "error", "refused", "replayed", "lost", "overrun"]
 
 WALL_CLOCK_FIELDS: tuple[str, ...] = ("latency_ms", "t")
 
@@ -26,8 +26,15 @@ class LedgerLine(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     ``seq`` counts lines from 1 within a run. ``outcome`` is ``ok`` (answered and billed),
     ``error`` (the provider failed; no usage, so $0), ``refused`` (the budget refused the
     reservation; no call made), ``replayed`` (answered from a cassette; recorded usage at $0)
-    or ``lost`` (in flight when the run was killed; written by ``sopbus resume``, which counts
-    the call's reservation as spent since the provider may have billed it).
+    ``lost`` (in flight when the run was killed; written by ``sopbus resume``, which counts
+    the call's reservation as spent since the provider may have billed it), or ``overrun``
+    (answered with usage that cannot be true: the tokens are the provider's, the cost what
+    they price at, and the run ended there).
+    An ``error`` line costs $0 when the provider cannot have billed it (an HTTP error status,
+    no connection) and its reservation when it may have (a stream cut mid-way, a timeout, a
+    200 answer that was no chat completion): ``estimated`` is then true. ``status`` (the
+    HTTP status or a stream error's code) and ``error`` (the first line of what went wrong)
+    say why an ``error`` or ``overrun`` line failed; the three are omitted when unset.
     ``attempt`` is the caller's attempt number plus the gateway's retries before this one.
     ``total_usd`` is the run's spend after this line, ``budget_usd`` its cap.
     ``price_source`` says who priced the model: ``scenario`` (its ``[prices]``), ``sopbus``
@@ -54,6 +61,9 @@ class LedgerLine(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     outcome: Outcome
     price_source: PriceSource | Literal[""] = ""
     resume: int = 0
+    estimated: bool = False
+    status: int | None = None
+    error: str | None = None
     latency_ms: float
     t: float
 

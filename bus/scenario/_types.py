@@ -24,6 +24,7 @@ from ._typespec import parse_type_spec
 Provider = Literal["sim", "openai", "replay"]
 RunMode = Literal["rounds", "events"]
 OutputMode = Literal["json_schema", "prompt"]
+MaxTokensParam = Literal["max_completion_tokens", "max_tokens"]
 ReactMode = Literal["by_order", "react", "plan_and_act"]
 
 PositiveInt = Annotated[int, msgspec.Meta(ge=1)]
@@ -75,6 +76,9 @@ class LLMOverrides(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
 class LLMSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """``[llm]``: the provider and the default model settings of every call.
 
+    ``max_tokens_param`` is the request field that carries ``max_tokens`` to an ``openai``
+    server: ``max_completion_tokens`` (OpenAI's) or ``max_tokens`` (for backends that reject
+    the newer name; dropping the field instead would drop the bound the reservation counts on).
     ``base_url`` is used by ``openai`` only, ``latency_ms`` and ``fixtures`` by ``sim``
     only, ``cassette`` by ``replay`` only; the others ignore them, so one file can be run
     with ``--provider`` switched. ``fixtures`` and ``cassette`` are relative to the
@@ -90,6 +94,7 @@ class LLMSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
     stream: bool = False
     timeout_s: PositiveFloat = 60.0
     max_attempts: PositiveInt = 3
+    max_tokens_param: MaxTokensParam = "max_completion_tokens"
     latency_ms: NonNegativeInt = 0
     fixtures: tuple[str, ...] = ()
     cassette: str | None = None

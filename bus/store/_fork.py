@@ -38,8 +38,8 @@ from ..llm._tape import EVERY_ROUND, Tape, read_calls
 
 
 def plan_replay(run_dir: Path, *, into: Path | None = None) -> tuple[Scenario, Continuation]:
-    """The scenario and continuation that replay the run in ``run_dir`` into ``into`` (a
-    new run directory; default: a new one beside the run)."""
+    """The scenario and continuation that replay the run in ``run_dir`` into a new run
+    directory in the folder ``into`` (default: beside the run)."""
     scenario = scenario_of(run_dir)
     calls = read_calls(run_dir)
     target = _new_run_dir(run_dir, scenario, "replay", into)
@@ -53,7 +53,8 @@ def plan_replay(run_dir: Path, *, into: Path | None = None) -> tuple[Scenario, C
 def plan_fork(run_dir: Path, *, at_round: int, settings: tuple[str, ...] = (),
               into: Path | None = None) -> tuple[Scenario, Continuation]:
     """The scenario (with ``settings`` laid over it) and continuation that fork the run in
-    ``run_dir`` after round ``at_round`` into ``into`` (default: a new run directory beside it)."""
+    ``run_dir`` after round ``at_round`` into a new run directory in the folder ``into``
+    (default: beside the run)."""
     done = completed_rounds(run_dir)
     if not 0 <= at_round <= done:
         raise ConfigError(f"--at-round {at_round}: run {run_dir.name} completed rounds 1 to {done}, "
@@ -149,8 +150,8 @@ def _injection(value: Any, at_round: int, setting: str) -> dict[str, Any]:
 
 
 def _new_run_dir(run_dir: Path, scenario: Scenario, what: str, into: Path | None) -> Path:
-    if into is None:
-        return run_dir.parent / new_run_id(f"{scenario.name}-{what}")
-    if (into / EVENTS).exists():
-        raise ConfigError(f"--into {into}: that directory already holds a run; name a new one")
-    return into
+    """A new run directory in ``into`` (a runs folder such as ``runs``), or beside the run."""
+    if into is not None and (into / EVENTS).exists():
+        raise ConfigError(f"--into {into}: that is a run's own directory; name the folder the "
+                          f"new run's directory goes into (such as runs)")
+    return (into if into is not None else run_dir.parent) / new_run_id(f"{scenario.name}-{what}")

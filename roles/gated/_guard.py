@@ -97,6 +97,8 @@ async def _ask(ctx: ActionContext, request: LLMRequest, timeout_s: float) -> Com
     except trio.TooSlowError:
         raise Closed("timeout", f"{request.action} got no answer within {timeout_s} s "
                                 f"([sop].stage_timeout_s)") from None
+    except BudgetExhausted:
+        raise  # a ProviderOverrun too: the run ends on the budget, not on a failed gate
     except ProviderError as exc:
         raise Closed("provider_error", f"{request.action}: {exc}") from None
 
