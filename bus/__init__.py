@@ -34,9 +34,10 @@ if TYPE_CHECKING:
     from ._member import Turn as Turn
     from ._member import TurnServices as TurnServices
     from ._message import Message as Message
-    from .sandbox._local import SandboxLimits as SandboxLimits
-    from .sandbox._local import SandboxResult as SandboxResult
-    from .sandbox._local import run_sandboxed as run_sandboxed
+    from .sandbox._settings import SandboxSettings as SandboxSettings
+    from .sandbox._types import SandboxLimits as SandboxLimits
+    from .sandbox._types import SandboxResult as SandboxResult
+    from .sandbox._run import run_sandboxed as run_sandboxed
     from ._environment import Environment as Environment
     from ._events import logical_view as logical_view
     from ._events import decode_event as decode_event
@@ -121,9 +122,10 @@ _WHERE: dict[str, str] = {
     "Turn": "._member",
     "TurnServices": "._member",
     "Message": "._message",
-    "SandboxLimits": ".sandbox._local",
-    "SandboxResult": ".sandbox._local",
-    "run_sandboxed": ".sandbox._local",
+    "SandboxSettings": ".sandbox._settings",
+    "SandboxLimits": ".sandbox._types",
+    "SandboxResult": ".sandbox._types",
+    "run_sandboxed": ".sandbox._run",
     "Environment": "._environment",
     "logical_view": "._events",
     "decode_event": "._events",

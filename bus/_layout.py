@@ -8,3 +8,4 @@ SCENARIO = "scenario.toml"
 ARTIFACTS = "artifacts"
 CALLS = "calls.jsonl"  # the run's LLM answers (resume, replay, fork)
 RECEIPTS = "receipts.jsonl"  # under artifacts/, written by gated SOPs
+SANDBOX_SCRATCH = ".sandbox"  # scratch directories of sandboxed runs; removed as they end

@@ -30,12 +30,14 @@ from ..money._budget import Budget
 from .._environment import Environment
 from .._errors import ConfigError
 from ..llm._gateway import Gateway
-from .._layout import SUMMARY
+from .._layout import SANDBOX_SCRATCH, SUMMARY
 from .._protocol import Provider
 from ..money._prices import PriceBook
 from .._run import Runner, RunResult
 from ..scenario._load import scenario_to_builtins
 from ..scenario._types import Scenario
+from ..sandbox import SandboxSettings, check_backend, sweep_stale
+from ..sandbox import using as sandbox_using
 from ..store._store import RunStore
 from ._exit import ExitCode
 from ._progress import Progress
@@ -103,6 +105,7 @@ async def execute(scenario: Scenario, *, record: Path | None = None, progress: b
     env = os.environ if environ is None else environ
     team = build_team(scenario)
     prices = _checked_prices(scenario, team.roles, endpoint=endpoint(scenario, env))
+    check_backend(scenario.sandbox.backend, where=f"{scenario.path}: [sandbox].backend")
     if continuation is not None and not continuation.live:
         from ..store._resume import Unplugged
 
@@ -118,13 +121,14 @@ async def execute(scenario: Scenario, *, record: Path | None = None, progress: b
     sink_id = logger.add(store.run_dir / "run.log", level="DEBUG", enqueue=False,
                          filter=lambda record: record["extra"].get("run_id") == store.run_id)
     try:
-        with logger.contextualize(run_id=store.run_id):
+        with logger.contextualize(run_id=store.run_id), sandbox_using(_sandbox(scenario, store)):
             result = await _run(scenario, team, prices, provider, store, record, progress,
                                 continuation)
         if team.finish is not None:
             team.finish(store.artifacts_dir)
     finally:
         logger.remove(sink_id)
+        _remove_if_empty(store.run_dir / SANDBOX_SCRATCH)
         store.close()
     summary = msgspec.json.decode((store.run_dir / SUMMARY).read_bytes())
     return Outcome(result, store.run_dir, summary)
@@ -208,6 +212,24 @@ def _without_none(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [_without_none(v) for v in value]
     return value
+
+
+def _sandbox(scenario: Scenario, store: RunStore) -> SandboxSettings:
+    """The run's sandbox: its scratch directories under the run directory (stale ones of a
+    killed sopbus removed first); code from a real model (not the simulator) is untrusted."""
+    root = store.run_dir / SANDBOX_SCRATCH
+    for stale in Path(scenario.run.runs_dir).glob(f"*/{SANDBOX_SCRATCH}"):
+        sweep_stale(stale)
+        _remove_if_empty(stale)
+    return SandboxSettings(backend=scenario.sandbox.backend, scratch_root=root,
+                           untrusted=scenario.llm.provider != "sim")
+
+
+def _remove_if_empty(path: Path) -> None:
+    try:
+        path.rmdir()
+    except OSError:
+        pass  # not there, or a live run's scratch directories are in it
 
 
 def _summary_fields(scenario: Scenario, store: RunStore) -> dict[str, Any]:

@@ -21,7 +21,7 @@ HELP = "run a scenario: live progress, then a summary and the run directory"
 
 # Flags that override a value of the scenario file, as scenario_with_overrides names them.
 OVERRIDES = ("idea", "provider", "model", "base_url", "budget_usd", "max_rounds", "seed",
-             "mode", "runs_dir")
+             "mode", "runs_dir", "sandbox")
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -41,6 +41,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="scheduling (overrides [run].mode)")
     parser.add_argument("--runs-dir", metavar="DIR",
                         help="where run directories go (overrides [run].runs_dir)")
+    parser.add_argument("--sandbox", choices=("auto", "bwrap", "local"),
+                        help="how model-written code runs (overrides [sandbox].backend): bwrap "
+                             "isolates it (bubblewrap), local does not, auto takes bwrap when "
+                             "installed")
     parser.add_argument("--record", metavar="FILE", type=path_arg,
                         help="record every LLM call into a replay cassette")
     parser.add_argument("--inject", metavar="FILE", type=path_arg, action="append",

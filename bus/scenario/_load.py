@@ -24,7 +24,7 @@ import msgspec
 
 from .._errors import ConfigError
 from ._errors import PathToken, explain_syntax_error, explain_validation_error, format_path
-from ._types import Provider, RunMode, Scenario, ScenarioDoc
+from ._types import Provider, RunMode, SandboxBackend, Scenario, ScenarioDoc
 from ._typespec import TYPE_SPECS, TypeSpecError, parse_type_spec
 
 _SOP_REF = re.compile(r"[A-Za-z_][\w-]*|[A-Za-z_][\w.]*:[A-Za-z_][\w.]*")
@@ -202,6 +202,7 @@ def scenario_with_overrides(
     seed: int | None = None,
     mode: RunMode | None = None,
     runs_dir: str | Path | None = None,
+    sandbox: SandboxBackend | None = None,
 ) -> Scenario:
     """``scenario`` with the command line's flags laid over the file; ``None`` keeps the
     file's value. The result is checked again (``--provider replay`` needs a cassette)."""
@@ -211,7 +212,11 @@ def scenario_with_overrides(
     run = _replace(scenario.run, max_rounds=max_rounds, seed=seed, mode=mode,
                    budget_usd=None if budget_usd is None else _decimal(budget_usd),
                    runs_dir=None if runs_dir is None else str(runs_dir))
-    result = msgspec.structs.replace(scenario, info=info, llm=llm, run=run)
+    if sandbox is not None and sandbox not in typing.get_args(SandboxBackend):
+        raise ConfigError(f"--sandbox {sandbox!r}: expected one of "
+                          f"{', '.join(typing.get_args(SandboxBackend))}")
+    box = _replace(scenario.sandbox, backend=sandbox)
+    result = msgspec.structs.replace(scenario, info=info, llm=llm, run=run, sandbox=box)
     check_scenario(result)
     return result
 

@@ -26,6 +26,7 @@ RunMode = Literal["rounds", "events"]
 OutputMode = Literal["json_schema", "prompt"]
 MaxTokensParam = Literal["max_completion_tokens", "max_tokens"]
 ReactMode = Literal["by_order", "react", "plan_and_act"]
+SandboxBackend = Literal["auto", "bwrap", "local"]
 
 PositiveInt = Annotated[int, msgspec.Meta(ge=1)]
 NonNegativeInt = Annotated[int, msgspec.Meta(ge=0)]
@@ -111,6 +112,14 @@ class LLMSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
         return result
 
 
+class SandboxSpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """``[sandbox]``: how model-written code runs. ``backend``: ``"bwrap"`` (bubblewrap
+    namespaces; a configuration error where it is missing), ``"local"`` (no isolation), or
+    ``"auto"`` (bwrap when installed, else local with a warning for a real model's code)."""
+
+    backend: SandboxBackend = "auto"
+
+
 class PriceSpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """``[prices."<model>"]``: USD per 1M tokens (each >= 0). ``cached_input`` defaults to
     ``input`` in the price book."""
@@ -182,6 +191,7 @@ class ScenarioDoc(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
     run: RunSettings = RunSettings()
     llm: LLMSettings = LLMSettings()
     prices: dict[str, PriceSpec] = {}
+    sandbox: SandboxSpec = SandboxSpec()
     sop_options: dict[str, Any] = msgspec.field(default_factory=dict, name="sop")
     roles: tuple[RoleSpec, ...] = ()
     actions: dict[str, ActionSpec] = {}
