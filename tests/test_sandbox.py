@@ -202,7 +202,34 @@ async def test_bad_calls_are_refused_before_anything_runs(tmp_path: Path) -> Non
 async def test_a_missing_program_exits_127() -> None:
     result = await run_sandboxed(["no-such-program-sopbus"])
     assert result.exit_code == 127
-    assert "cannot run 'no-such-program-sopbus'" in result.stderr
+    assert "no-such-program-sopbus" in result.stderr
+    assert "No such file or directory" in result.stderr
+
+
+@pytest.fixture
+def python_launcher(monkeypatch: pytest.MonkeyPatch) -> None:
+    """As on a machine without util-linux's prlimit and setpriv: the launcher is Python."""
+    from bus.sandbox import _launcher
+
+    monkeypatch.setattr(_launcher, "util_linux", lambda: None)
+
+
+@pytest.mark.usefixtures("python_launcher")
+async def test_the_python_launcher_sets_the_same_limits(backend: str) -> None:
+    script = "import os, sys\nprint(os.getuid() != 0)\nb = bytearray(int(sys.argv[1]) << 20)\n"
+    small = await run_sandboxed(["python", "hog.py", "16"], files={"hog.py": script},
+                                limits=SandboxLimits(memory_mb=256))
+    assert small.exit_code == 0, small.stderr
+    if backend == "bwrap" and os.geteuid() == 0:
+        assert small.stdout == "True\n"  # root's sandbox runs as a fresh uid
+    big = await run_sandboxed(["python", "hog.py", "2048"], files={"hog.py": script},
+                              limits=SandboxLimits(memory_mb=256))
+    assert big.exit_code == 1 and "MemoryError" in big.stderr
+    cpu = await run_sandboxed(["python", "-c", "while True: pass"],
+                              limits=SandboxLimits(cpu_s=1, timeout_s=60))
+    assert cpu.exit_code == -signal.SIGXCPU
+    missing = await run_sandboxed(["no-such-program-sopbus"])
+    assert missing.exit_code == 127 and "cannot run 'no-such-program-sopbus'" in missing.stderr
 
 
 async def test_network_to_the_host_loopback_is_cut(backend: str) -> None:

@@ -38,7 +38,7 @@ from typing import NamedTuple
 import trio
 
 from ._env import SYSTEM_PATH, environment
-from ._launcher import launcher
+from ._launcher import launcher, own_processes
 from ._process import Capture, Child, run_child, sweep_group
 from ._scratch import Scratch
 from ._types import SANDBOX_DIR, SANDBOX_HOME, SANDBOX_TMP, SandboxLimits
@@ -118,7 +118,7 @@ def _python_binds() -> list[str]:
 
 
 def command(found: Probe, scratch: Scratch, argv: Sequence[str], limits: SandboxLimits,
-            env: Mapping[str, str], info_fd: int, uid: int) -> list[str]:
+            env: Mapping[str, str], info_fd: int, uid: int, processes_now: int) -> list[str]:
     """The full bwrap command line for one run."""
     assert found.bwrap is not None
     args = [found.bwrap, *found.namespaces, "--die-with-parent", "--new-session",
@@ -136,7 +136,7 @@ def command(found: Probe, scratch: Scratch, argv: Sequence[str], limits: Sandbox
              "--proc", "/proc", "--dev", "/dev", "--info-fd", str(info_fd)]
     for name, value in env.items():
         args += ["--setenv", name, value]
-    inner = launcher(limits, uid=uid, gid=uid)
+    inner = launcher(limits, uid=uid, gid=uid, processes_now=processes_now)
     return [*args, "--", *inner, *argv]
 
 
@@ -152,11 +152,14 @@ async def run(scratch: Scratch, argv: Sequence[str], limits: SandboxLimits,
     uid = fresh_uid() if os.geteuid() == 0 else -1
     if uid >= 0:
         await trio.to_thread.run_sync(scratch.hand_to, uid, uid)
+    # A fresh uid has no process yet; the user's own uid counts its processes outside too
+    # (on kernels before 5.14, where a user namespace does not count apart).
+    now = 0 if uid >= 0 else await trio.to_thread.run_sync(own_processes)
     env = environment(home=SANDBOX_HOME, tmp=SANDBOX_TMP, extra=extra_env)
     env["PATH"] = f"{os.path.dirname(sys.executable)}{os.pathsep}{SYSTEM_PATH}"
     info_r, info_w = os.pipe()
     try:
-        child = Child(command(found, scratch, argv, limits, env, info_w, uid),
+        child = Child(command(found, scratch, argv, limits, env, info_w, uid, now),
                       cwd=scratch.path, env={}, pass_fds=(info_w,))
     except BaseException:
         os.close(info_r)

@@ -30,7 +30,7 @@ from typing import NamedTuple
 import trio
 
 from ._env import environment
-from ._launcher import launcher
+from ._launcher import launcher, own_processes
 from ._process import Capture, Child, run_child, sweep_group
 from ._scratch import Scratch
 from ._types import SandboxLimits
@@ -83,7 +83,9 @@ async def run(scratch: Scratch, argv: Sequence[str], limits: SandboxLimits,
     """Run ``argv`` in ``scratch.work``; (status, stdout, stderr, timed out)."""
     isolation = await trio.to_thread.run_sync(_detect_network_isolation)
     make_undumpable()
-    inner = launcher(limits, parent_pid=os.getpid(), drop_caps=os.geteuid() == 0)
+    now = await trio.to_thread.run_sync(own_processes)
+    inner = launcher(limits, parent_pid=os.getpid(), drop_caps=os.geteuid() == 0,
+                     processes_now=now)
     env = environment(home=str(scratch.home), tmp=str(scratch.tmp), extra=extra_env)
     child = Child([*isolation.prefix, *inner, *argv], cwd=scratch.work, env=env)
     out, err = Capture(limits.max_output_bytes), Capture(limits.max_output_bytes)
