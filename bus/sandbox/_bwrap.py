@@ -29,6 +29,7 @@ import json
 import os
 import random
 import shutil
+import signal
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
@@ -37,7 +38,7 @@ from typing import NamedTuple
 
 import trio
 
-from ._env import SYSTEM_PATH, environment
+from ._env import environment
 from ._launcher import launcher, own_processes
 from ._process import Capture, Child, run_child, sweep_group
 from ._scratch import Scratch
@@ -99,7 +100,9 @@ def _top_level() -> list[str]:
 def _python_binds() -> list[str]:
     """The interpreter's prefix and the venv, read-only at their own paths, with the
     directories above them created searchable (bubblewrap makes them 0700 otherwise)."""
+    # The venv as written (PATH names its bin) and as resolved, the base interpreter's prefix.
     wanted = {os.path.realpath(p) for p in (sys.base_prefix, sys.prefix)}
+    wanted.add(os.path.abspath(sys.prefix))
     wanted.add(os.path.dirname(os.path.dirname(os.path.realpath(sys.executable))))
     roots = sorted(p for p in wanted if not p.startswith("/usr/") and p != "/usr")
     roots = [p for p in roots if not any(p.startswith(q + "/") for q in roots)]
@@ -111,9 +114,6 @@ def _python_binds() -> list[str]:
                 made.add(str(parent))
                 args += ["--perms", "0755", "--dir", str(parent)]
         args += ["--ro-bind", root, root]
-    # sys.prefix may be a symlinked path; bind it as written too so `python` resolves.
-    if os.path.realpath(sys.prefix) != sys.prefix and os.path.isdir(sys.prefix):
-        args += ["--ro-bind", sys.prefix, sys.prefix]
     return args
 
 
@@ -156,7 +156,6 @@ async def run(scratch: Scratch, argv: Sequence[str], limits: SandboxLimits,
     # (on kernels before 5.14, where a user namespace does not count apart).
     now = 0 if uid >= 0 else await trio.to_thread.run_sync(own_processes)
     env = environment(home=SANDBOX_HOME, tmp=SANDBOX_TMP, extra=extra_env)
-    env["PATH"] = f"{os.path.dirname(sys.executable)}{os.pathsep}{SYSTEM_PATH}"
     info_r, info_w = os.pipe()
     try:
         child = Child(command(found, scratch, argv, limits, env, info_w, uid, now),
@@ -223,8 +222,6 @@ class _Info:
 
 
 def _kill(pid: int) -> None:
-    import signal
-
     try:
         os.kill(pid, signal.SIGKILL)
     except ProcessLookupError:

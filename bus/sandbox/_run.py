@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
+import tempfile
 import time
 from collections.abc import Mapping, Sequence
-from pathlib import Path
-import tempfile
+from pathlib import Path, PurePosixPath
 
 import trio
 
 from . import _bwrap, _local
-from ._files import copy_tree, relative_path, write_files
 from ._env import refuse_secrets
+from ._files import copy_tree, relative_path, write_files
 from ._process import Capture
 from ._scratch import Scratch, sweep_stale
 from ._settings import SandboxSettings, current, resolve
@@ -46,16 +46,9 @@ async def run_sandboxed(
     to_write = {relative_path(name): content for name, content in (files or {}).items()}
     if workspace is not None and not workspace.is_dir():
         raise ValueError(f"workspace {workspace} is not a directory")
-    settings = sandbox or current()
-    backend = await trio.to_thread.run_sync(resolve, settings)
-    root = settings.scratch_root or Path(tempfile.gettempdir()) / "sopbus-sandbox"
-    await trio.to_thread.run_sync(sweep_stale, root)
-    scratch = await trio.to_thread.run_sync(Scratch, root)
+    backend, scratch = await trio.to_thread.run_sync(_prepare, sandbox or current(), workspace,
+                                                     to_write)
     try:
-        if workspace is not None:
-            await trio.to_thread.run_sync(lambda: copy_tree(workspace, scratch.work,
-                                                            collecting=False))
-        await trio.to_thread.run_sync(write_files, scratch.work, to_write)
         started = time.perf_counter()
         runner = _bwrap.run if backend == "bwrap" else _local.run
         exit_code, out, err, timed_out = await runner(scratch, command, limits, extra_env)
@@ -70,6 +63,24 @@ async def run_sandboxed(
                          stdout=_fixed_paths(out, scratch), stderr=_fixed_paths(err, scratch),
                          timed_out=timed_out, duration_s=duration, network_isolated=isolated,
                          workdir=SANDBOX_DIR, backend=backend)
+
+
+def _prepare(settings: SandboxSettings, workspace: Path | None,
+             files: Mapping[PurePosixPath, str | bytes]) -> tuple[str, Scratch]:
+    """The backend, and a fresh scratch directory holding the workspace's copy and ``files``
+    (stale directories of killed runs removed first). One thread hop for all the disk work."""
+    backend = resolve(settings)
+    root = settings.scratch_root or Path(tempfile.gettempdir()) / "sopbus-sandbox"
+    sweep_stale(root)
+    scratch = Scratch(root)
+    try:
+        if workspace is not None:
+            copy_tree(workspace, scratch.work, collecting=False)
+        write_files(scratch.work, files)
+    except BaseException:
+        scratch.remove()
+        raise
+    return backend, scratch
 
 
 def _fixed_paths(capture: Capture, scratch: Scratch) -> str:
