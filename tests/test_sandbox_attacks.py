@@ -269,3 +269,14 @@ def test_the_local_backend_makes_sopbus_non_dumpable() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           cwd=ROOT, timeout=60)
     assert done.stdout.split() == ["1", "True", "0"], done.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", BACKENDS)
+async def test_a_long_run_is_not_killed_by_its_own_parent_death_signal(backend: str) -> None:
+    # The parent-death signal follows the *thread* that forked the child. Forked from one of
+    # trio's worker threads (which exit after 10 idle seconds) a run would die at ~10 s.
+    result = await run_sandboxed(["python", "-c", "import time; time.sleep(12); print('done')"],
+                                 limits=SandboxLimits(timeout_s=60),
+                                 sandbox=SandboxSettings(backend=backend))  # type: ignore[arg-type]
+    assert (result.exit_code, result.stdout) == (0, "done\n"), result.stderr
