@@ -132,3 +132,11 @@ def test_an_unknown_backend_names_the_field(tmp_path: Path) -> None:
     assert "Traceback" not in done.stderr
     flag = sopbus("run", scenario, "--sandbox", "docker")
     assert flag.returncode == 2 and "--sandbox" in flag.stderr
+
+
+async def test_keep_creates_the_directories_it_needs(tmp_path: Path) -> None:
+    kept = tmp_path / "a" / "b" / "kept"
+    result = await run_sandboxed(["python", "-c", "open('x.txt', 'w').write('x')"], keep=kept,
+                                 sandbox=SandboxSettings(backend="local"))
+    assert result.exit_code == 0, result.stderr
+    assert (kept / "x.txt").read_text() == "x"

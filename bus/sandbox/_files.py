@@ -70,6 +70,7 @@ def copy_tree(src: Path, dst: Path, *, collecting: bool) -> None:
 
     ``collecting`` marks files coming out of a sandbox: multiply-linked files are dropped.
     """
+    dst.parent.mkdir(parents=True, exist_ok=True)  # the caller's own path, trusted
     real_dirs(dst.parent, PurePosixPath(dst.name))
     _copy_dir(src, dst, PurePosixPath(), collecting)
 
