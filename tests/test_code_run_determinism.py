@@ -61,7 +61,8 @@ def test_two_runs_resume_and_replay_agree(tmp_path: Path, model: OpenAIServer, b
     replayed = sopbus("replay", run_a, "--into", tmp_path / "replay", "--quiet", env=KEY)
     assert replayed.returncode == 0, replayed.stderr
     assert len(model.requests) == 4  # neither the resume nor the replay called the model
-    assert messages(tmp_path / "replay") == messages(run_a)
+    (replay,) = [p for p in (tmp_path / "replay").iterdir() if p.is_dir()]
+    assert messages(replay) == messages(run_a)
 
 
 def test_auto_without_bubblewrap_warns_when_a_real_models_code_runs(
