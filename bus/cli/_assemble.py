@@ -43,6 +43,7 @@ from ._exit import ExitCode
 from ._progress import Progress
 
 if TYPE_CHECKING:
+    from ..money._account import AccountShare
     from ..store._resume import Continuation
 
 
@@ -95,11 +96,14 @@ def _send_trace(args: argparse.Namespace, run_dir: Path) -> None:
 async def execute(scenario: Scenario, *, record: Path | None = None, progress: bool = False,
                   environ: Mapping[str, str] | None = None,
                   continuation: Continuation | None = None,
-                  human_input: Path | None = None) -> Outcome:
+                  human_input: Path | None = None, run_id: str | None = None,
+                  pool: AccountShare | None = None) -> Outcome:
     """Builds and runs ``scenario``; every configuration mistake is raised as
     :class:`~bus.ConfigError` before any call is made or any run directory is created
     (or, with a ``continuation``, changed). ``environ`` holds the keys and endpoints
-    (default ``os.environ``; the CLI and the Python API pass :func:`~bus.cli._environ.run_environ`)."""
+    (default ``os.environ``; the CLI and the Python API pass :func:`~bus.cli._environ.run_environ`).
+    ``run_id`` names a new run's directory (a sweep's runs); ``pool`` is a sweep's shared
+    account, drawn on by every call besides the run's own budget."""
     from sops import build_team
 
     env = os.environ if environ is None else environ
@@ -116,14 +120,14 @@ async def execute(scenario: Scenario, *, record: Path | None = None, progress: b
     if continuation is not None:
         store = continuation.open_store()
     else:
-        store = RunStore.create(Path(scenario.run.runs_dir), scenario.name)
+        store = RunStore.create(Path(scenario.run.runs_dir), scenario.name, run_id=run_id)
         store.lock()
     sink_id = logger.add(store.run_dir / "run.log", level="DEBUG", enqueue=False,
                          filter=lambda record: record["extra"].get("run_id") == store.run_id)
     try:
         with logger.contextualize(run_id=store.run_id), sandbox_using(_sandbox(scenario, store)):
             result = await _run(scenario, team, prices, provider, store, record, progress,
-                                continuation)
+                                continuation, pool)
         if team.finish is not None:
             team.finish(store.artifacts_dir)
     finally:
@@ -136,7 +140,7 @@ async def execute(scenario: Scenario, *, record: Path | None = None, progress: b
 
 async def _run(scenario: Scenario, team: Any, prices: PriceBook, provider: Provider,
                store: RunStore, record: Path | None, progress: bool,
-               continuation: Continuation | None) -> RunResult:
+               continuation: Continuation | None, pool: AccountShare | None = None) -> RunResult:
     from ..llm._tape import CallLog
 
     store.write_scenario(scenario_as_run(scenario))
@@ -148,7 +152,7 @@ async def _run(scenario: Scenario, team: Any, prices: PriceBook, provider: Provi
     async with _opened(provider, record) as live:
         journal = CallLog(store, first_call=continuation.first_call if continuation else 0)
         gateway = Gateway(live, prices, Budget(scenario.run.budget_usd), sink=store.record_call,
-                          max_attempts=scenario.llm.max_attempts, journal=journal)
+                          max_attempts=scenario.llm.max_attempts, journal=journal, pool=pool)
         asker: Any = gateway if continuation is None else continuation.wrap(gateway, store)
         summary = _summary_fields(scenario, store) | (continuation.summary if continuation else {})
         # A stop condition that watches spend or tokens (group chat's limits) reads them from

@@ -25,6 +25,14 @@ journal (:class:`bus.llm._tape.CallLog`) keeps the answers as a cassette and the
 events, so that ``sopbus resume`` knows which calls were answered and which were in flight
 when a run was killed. :meth:`Gateway.carry`, :meth:`Gateway.record_lost` and
 :meth:`Gateway.record_replay` are the resume's and the replay's ways into the same ledger.
+
+A run of a sweep also draws on the sweep's shared account (``pool``, an
+:class:`~bus.money._account.AccountShare`): each attempt reserves there first, then in the
+run's budget; a refusal of either is a refusal (a hold already made is given back), and
+the attempt's cost, whatever the outcome (answered, failed and maybe billed, overrun), is
+settled in both. So the run's cap and the sweep's hold at once. What a resume carries over
+is booked in the run's budget only: the sweep rebases the run's share of its account to
+the same ledger before it resumes the run.
 """
 
 from __future__ import annotations
@@ -38,6 +46,7 @@ import msgspec
 import trio
 from loguru import logger
 
+from ..money._account import AccountShare, Hold
 from ..money._budget import Budget, Reservation
 from .._errors import BudgetExhausted, ProviderError, ProviderOverrun
 from ..money._ledger import LedgerLine, Outcome
@@ -81,7 +90,7 @@ class Gateway:
                  sink: LedgerSink | None = None, max_attempts: int = 3, backoff_s: float = 0.5,
                  max_backoff_s: float = 60.0, clock: Callable[[], float] = time.time,
                  sleep: Callable[[float], Awaitable[None]] = trio.sleep,
-                 journal: CallJournal | None = None):
+                 journal: CallJournal | None = None, pool: AccountShare | None = None):
         if max_attempts < 1:
             raise ValueError(f"max_attempts is at least 1, got {max_attempts}")
         self.provider = provider
@@ -94,6 +103,7 @@ class Gateway:
         self._clock = clock
         self._sleep = sleep
         self._journal = journal
+        self._pool = pool
         self._resume = 0  # which execution of the run this is (see carry)
         # Replayed answers cost nothing, so a replay provider reserves nothing either.
         self._free = bool(getattr(provider, "free", False))
@@ -127,52 +137,73 @@ class Gateway:
         bound = prompt_upper_bound(request)
         worst = _ZERO if self._free else price.worst_case(bound, request.max_tokens)
         try:
-            reservation = self.budget.reserve(worst)
+            hold = await self._hold(worst)
+            try:
+                reservation = self.budget.reserve(worst)
+            except BudgetExhausted:
+                await self._unhold(hold, _ZERO)
+                raise
         except BudgetExhausted:
             self._ledger(request, round, attempt, "refused", _NO_USAGE, _ZERO, 0.0)
             raise
         call = 0
         if self._journal is not None:
             call = self._journal.reserved(request, round=round, attempt=attempt, amount=worst)
-        sent = _Sent(request, round, attempt, call, reservation, trio.current_time())
+        sent = _Sent(request, round, attempt, call, reservation, hold, trio.current_time())
         try:
             completion = await self.provider.complete(request)
         except BaseException as exc:
             # ProviderError, cancellation, or a bug: the call returned no usage.
-            self._failed(sent, exc)
+            await self._failed(sent, exc)
             raise
         cost = _ZERO if completion.replayed else price.cost(completion.usage)
         if not completion.replayed:
             why = impossible_usage(completion.usage, request, cost=cost, reserved=worst)
             if why is not None:
-                raise self._overran(sent, price, completion.usage, bound, why)
+                raise await self._overran(sent, price, completion.usage, bound, why)
             if completion.usage.prompt_tokens > bound:
                 logger.warning("{} {} used {} prompt tokens, above the bound of {}; its cost "
                                "stayed within the reservation", request.role, request.action,
                                completion.usage.prompt_tokens, bound)
-        self._answered(sent, cost, completion)
+        await self._answered(sent, cost, completion)
         return completion
 
-    def _answered(self, sent: _Sent, cost: Decimal, completion: Completion) -> None:
+    async def _hold(self, amount: Decimal) -> Hold | None:
+        """The sweep's hold for an attempt (none outside a sweep, or for a free call)."""
+        if self._pool is None or not amount:
+            return None
+        return await self._pool.reserve(amount)
+
+    async def _unhold(self, hold: Hold | None, actual: Decimal) -> None:
+        if hold is None or self._pool is None:
+            return
+        # Shielded: a cancelled call must still give its hold back to the sweep.
+        with trio.CancelScope(shield=True):
+            await self._pool.settle(hold, actual)
+
+    async def _answered(self, sent: _Sent, cost: Decimal, completion: Completion) -> None:
         self.budget.settle(sent.reservation, cost)
+        await self._unhold(sent.hold, cost)
         outcome: Outcome = "replayed" if completion.replayed else "ok"
         self._ledger(sent.request, sent.round, sent.attempt, outcome, completion.usage, cost,
                      sent.latency_ms(), call=sent.call, completion=completion)
 
-    def _failed(self, sent: _Sent, exc: BaseException) -> None:
+    async def _failed(self, sent: _Sent, exc: BaseException) -> None:
         billed = isinstance(exc, ProviderError) and exc.maybe_billed
         cost = sent.reservation.amount if billed else _ZERO
         self.budget.settle(sent.reservation, cost)  # settling at $0 releases it
+        await self._unhold(sent.hold, cost)
         status = exc.status if isinstance(exc, ProviderError) else None
         self._ledger(sent.request, sent.round, sent.attempt, "error", _NO_USAGE, cost,
                      sent.latency_ms(), call=sent.call, estimated=billed, status=status,
                      error=_first_line(exc))
 
-    def _overran(self, sent: _Sent, price: Price, usage: Usage, bound: int,
-                 why: str) -> ProviderOverrun:
+    async def _overran(self, sent: _Sent, price: Price, usage: Usage, bound: int,
+                       why: str) -> ProviderOverrun:
         request, reserved = sent.request, sent.reservation.amount
         cost, estimated = overrun_cost(price, usage, reserved)
         self.budget.settle(sent.reservation, cost)
+        await self._unhold(sent.hold, cost)  # past the sweep's cap too, as it was billed
         overrun = overrun_record(request, usage, round=sent.round, provider=self.provider.name,
                                  why=why, prompt_bound=bound, reserved=reserved, cost=cost,
                                  estimated=estimated, spent=self.budget.spent, cap=self.budget.cap)
@@ -267,12 +298,12 @@ class Gateway:
 class _Sent:
     """An attempt on its way: what was asked, its call id and reservation, when it left."""
 
-    __slots__ = ("request", "round", "attempt", "call", "reservation", "start")
+    __slots__ = ("request", "round", "attempt", "call", "reservation", "hold", "start")
 
     def __init__(self, request: LLMRequest, round: int, attempt: int, call: int,
-                 reservation: Reservation, start: float):
+                 reservation: Reservation, hold: Hold | None, start: float):
         self.request, self.round, self.attempt = request, round, attempt
-        self.call, self.reservation, self.start = call, reservation, start
+        self.call, self.reservation, self.hold, self.start = call, reservation, hold, start
 
     def latency_ms(self) -> float:
         return round_ms(trio.current_time() - self.start)

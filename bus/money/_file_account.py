@@ -1,0 +1,175 @@
+"""A :class:`~bus.money._account.SharedAccount` in a JSON file, for the processes of one machine.
+
+Every operation is one transaction: take an exclusive ``fcntl.flock`` on a lock file
+beside the account, read the account, change it, write it to a temporary file and
+``os.replace`` it over the old one, drop the lock. The lock serialises the processes (and
+the threads of one process: each transaction opens its own descriptor, and ``flock``
+locks belong to the open file, not to the process), so no update is lost and no
+reservation is checked against a stale total. ``os.replace`` makes each state appear
+whole: a reader without the lock, or a process killed mid-write, never sees half a file.
+The kernel drops the lock of a killed process.
+
+The file (``budget.json``) is small and readable::
+
+    {"cap": "0.50", "spent": {"<run id>": "0.0043", ...},
+     "holds": {"<hold id>": ["<run id>", "0.0025"], ...}, "refused": 0}
+
+Transactions run in a worker thread (``trio.to_thread``), so a process waiting for the
+lock does not stop its other tasks. They are not abandoned on cancellation: a reservation
+that was made is always returned to the caller, which releases it.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import secrets
+from collections.abc import Callable
+from decimal import Decimal
+from pathlib import Path
+from typing import Any, TypeVar
+
+import msgspec
+import trio
+
+from .._errors import BudgetExhausted, ConfigError
+from ._account import AccountState, Hold
+from ._budget import usd
+
+T = TypeVar("T")
+
+
+class _Book(msgspec.Struct, kw_only=True):
+    """The file's content."""
+
+    cap: Decimal
+    spent: dict[str, Decimal] = {}
+    holds: dict[str, tuple[str, Decimal]] = {}
+    refused: int = 0
+
+
+_encoder = msgspec.json.Encoder(decimal_format="string")
+
+
+class FileAccount:
+    """The account in ``path`` (see the module docstring). ``fix`` ends a refusal's message:
+    how the user raises the cap."""
+
+    def __init__(self, path: Path, *, fix: str = "raise the shared budget"):
+        self.path = path
+        self._lock_path = path.with_name(path.name + ".lock")
+        self._fix = fix
+
+    @classmethod
+    def create(cls, path: Path, cap: Decimal, *, fix: str = "raise the shared budget") -> FileAccount:
+        """A new account with ``cap`` and nothing spent; an existing file is an error."""
+        if path.exists():
+            raise ConfigError(f"{path} already holds an account; open it instead of creating it")
+        account = cls(path, fix=fix)
+        account._write(_Book(cap=_checked_cap(cap)))
+        return account
+
+    # -- the SharedAccount protocol ----------------------------------------------------
+
+    async def reserve(self, holder: str, amount: Decimal) -> Hold:
+        return await trio.to_thread.run_sync(self.reserve_now, holder, amount)
+
+    async def settle(self, hold: Hold, actual: Decimal) -> None:
+        await trio.to_thread.run_sync(self.settle_now, hold, actual)
+
+    async def release(self, hold: Hold) -> None:
+        await trio.to_thread.run_sync(self.settle_now, hold, Decimal(0))
+
+    async def rebase(self, holder: str, spent: Decimal) -> None:
+        await trio.to_thread.run_sync(self.rebase_now, holder, spent)
+
+    async def state(self) -> AccountState:
+        return self.read()
+
+    # -- the same, synchronous (for code outside trio) ------------------------------------
+
+    def reserve_now(self, holder: str, amount: Decimal) -> Hold:
+        if amount < 0:
+            raise ValueError(f"a reservation is 0 or more, got {amount!r}")
+        hold = Hold(id=secrets.token_hex(8), holder=holder, amount=amount)
+
+        def change(book: _Book) -> str | None:
+            spent, held = _totals(book)
+            if spent + held + amount > book.cap:
+                book.refused += 1
+                return (f"next call needs up to ${usd(amount)}; ${usd(book.cap - spent - held)} "
+                        f"left of the shared ${usd(book.cap)} (${usd(spent)} spent, ${usd(held)} "
+                        f"held by calls in flight of all runs); {self._fix}")
+            book.holds[hold.id] = (holder, amount)
+            return None
+
+        refusal = self._transact(change)
+        if refusal is not None:
+            raise BudgetExhausted(refusal)
+        return hold
+
+    def settle_now(self, hold: Hold, actual: Decimal) -> None:
+        def change(book: _Book) -> None:
+            if book.holds.pop(hold.id, None) is None:
+                # A rebase dropped it (the holder was resumed elsewhere) or it closed twice.
+                raise RuntimeError(f"{hold!r} is not held in {self.path}")
+            if actual:
+                book.spent[hold.holder] = book.spent.get(hold.holder, Decimal(0)) + actual
+
+        self._transact(change)
+
+    def rebase_now(self, holder: str, spent: Decimal) -> None:
+        def change(book: _Book) -> None:
+            book.holds = {k: v for k, v in book.holds.items() if v[0] != holder}
+            book.spent[holder] = spent
+
+        self._transact(change)
+
+    def set_cap(self, cap: Decimal) -> None:
+        """A new cap (a resumed sweep given a larger ``--budget``); the refusal count
+        starts again, since the money may last now."""
+        def change(book: _Book) -> None:
+            book.cap = _checked_cap(cap)
+            book.refused = 0
+
+        self._transact(change)
+
+    def read(self) -> AccountState:
+        """The account now (no lock needed: every state is written whole)."""
+        try:
+            book = msgspec.json.decode(self.path.read_bytes(), type=_Book)
+        except FileNotFoundError:
+            raise ConfigError(f"no shared account at {self.path}") from None
+        spent, held = _totals(book)
+        return AccountState(cap=book.cap, spent=spent, held=held, refused=book.refused,
+                            by_holder=dict(book.spent))
+
+    # -- the transaction -------------------------------------------------------------------
+
+    def _transact(self, change: Callable[[_Book], T]) -> T:
+        fd = os.open(self._lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            book = msgspec.json.decode(self.path.read_bytes(), type=_Book)
+            result = change(book)
+            self._write(book)
+            return result
+        finally:
+            os.close(fd)  # releases the lock
+
+    def _write(self, book: _Book) -> None:
+        tmp = self.path.with_name(f"{self.path.name}.{os.getpid()}.tmp")
+        tmp.write_bytes(_encoder.encode(book))
+        os.replace(tmp, self.path)
+
+
+def _totals(book: _Book) -> tuple[Decimal, Decimal]:
+    spent = sum(book.spent.values(), Decimal(0))
+    held = sum((amount for _, amount in book.holds.values()), Decimal(0))
+    return spent, held
+
+
+def _checked_cap(cap: Any) -> Decimal:
+    if not isinstance(cap, Decimal) or not cap.is_finite() or cap < 0:
+        raise ValueError(f"a budget cap is a finite Decimal of 0 or more, got {cap!r}")
+    return cap
