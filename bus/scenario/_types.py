@@ -184,6 +184,21 @@ class InjectSpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
     payload: Any = None
 
 
+class SweepSpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """``[sweep]``: what ``sopbus sweep`` runs of this scenario (``sopbus run`` ignores it).
+
+    ``seeds`` is a count (``5``: seeds 0 to 4), a range (``"3..7"``) or a list; ``set`` maps
+    dotted keys of the file to the values to try (``"llm.model" = ["gpt-4o-mini", "gpt-4o"]``),
+    the variants being every combination; ``budget_usd`` is the whole sweep's cap. The
+    command line's flags win over these.
+    """
+
+    seeds: int | str | tuple[int, ...] | None = None
+    set: dict[str, Any] = {}
+    jobs: PositiveInt | None = None
+    budget_usd: Decimal | None = None
+
+
 class ScenarioDoc(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """A scenario file as written: every table, nothing resolved. See :class:`Scenario`."""
 
@@ -196,6 +211,7 @@ class ScenarioDoc(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
     roles: tuple[RoleSpec, ...] = ()
     actions: dict[str, ActionSpec] = {}
     inject: tuple[InjectSpec, ...] = ()
+    sweep: SweepSpec | None = None
 
 
 class Scenario(ScenarioDoc, frozen=True, kw_only=True, forbid_unknown_fields=True):

@@ -1,0 +1,135 @@
+"""``sopbus sweep SCENARIO [--seeds N | --seed A..B] [--set key=v1,v2 ...] [--jobs J]
+[--budget USD] [--runs-dir DIR]``, and ``sopbus sweep --resume ID``.
+
+Runs every variant (the product of the ``--set`` values, and of ``[sweep.set]`` in the
+file) with every seed, ``--jobs`` at a time, each an ordinary run directory, all under one
+budget (``--budget``, else ``[sweep].budget_usd``, else the runs' caps added up). Prints a
+line per run as it ends and a table per variant at the end. Exit codes: 0 every run ran,
+1 a run could not be executed, 2 a usage or configuration error, 3 the sweep's budget ran
+out and runs were skipped, 130 interrupted (resume with ``--resume ID``).
+See :mod:`bus.cli.sweep`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import TYPE_CHECKING
+
+from ._args import path_arg, positive_int, usd
+
+if TYPE_CHECKING:
+    from .sweep._record import SweepDir, SweepRecord
+
+NAME = "sweep"
+HELP = "run a scenario's variants x seeds, --jobs at a time, under one budget"
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("scenario", metavar="SCENARIO", type=path_arg, nargs="?",
+                        help="a scenario file (TOML); its [sweep] table may declare the matrix")
+    parser.add_argument("--seeds", metavar="N", type=positive_int, help="seeds 0 to N-1")
+    parser.add_argument("--seed", metavar="A..B", help="seeds A to B (inclusive), or one seed")
+    parser.add_argument("--set", dest="settings", metavar="KEY=V1,V2", action="append", default=[],
+                        help="values to try for a dotted key of the scenario (repeatable; "
+                             "the variants are every combination)")
+    parser.add_argument("--jobs", metavar="J", type=positive_int,
+                        help="runs at a time (default: the cores; 4 for a real provider)")
+    parser.add_argument("--budget", metavar="USD", type=usd, help="the whole sweep's budget cap")
+    parser.add_argument("--runs-dir", metavar="DIR", help="where the run directories go")
+    parser.add_argument("--sweeps-dir", metavar="DIR", type=path_arg, default=path_arg("sweeps"),
+                        help="where sweep directories go (default: sweeps)")
+    parser.add_argument("--resume", metavar="ID",
+                        help="continue an interrupted sweep: keep finished runs, resume "
+                             "interrupted ones, start the missing ones")
+
+
+def run(args: argparse.Namespace) -> int:
+    from bus import ConfigError
+
+    from .sweep._record import resolve_sweep
+    from .sweep._start import SweepArgs, new_sweep, resumed_sweep
+
+    if args.resume is not None:
+        given = [f for f, v in (("SCENARIO", args.scenario), ("--seeds", args.seeds),
+                                ("--seed", args.seed), ("--set", args.settings),
+                                ("--runs-dir", args.runs_dir)) if v]
+        if given:
+            raise ConfigError(f"--resume continues the sweep as it was planned; drop "
+                              f"{', '.join(given)} (only --jobs and --budget may change)")
+        sdir = resolve_sweep(args.resume, args.sweeps_dir)
+        record = resumed_sweep(sdir, jobs=args.jobs, budget=args.budget)
+    elif args.scenario is None:
+        raise ConfigError("sopbus sweep needs a SCENARIO file, or --resume ID")
+    else:
+        sdir, record = new_sweep(SweepArgs(
+            scenario=args.scenario, seeds=args.seeds, seed=args.seed, settings=tuple(args.settings),
+            jobs=args.jobs, budget=args.budget, runs_dir=args.runs_dir, sweeps_dir=args.sweeps_dir))
+    try:
+        return _execute(sdir, record)
+    finally:
+        sdir.unlock()
+
+
+def _say(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def _execute(sdir: SweepDir, record: SweepRecord) -> int:
+    import trio
+
+    from bus.cli._assemble import _configure_logging
+
+    from .sweep._exec import drive
+
+    _configure_logging(quiet=True)
+    todo = sum(e.state in ("pending", "interrupted") for e in record.runs)
+    _say(f"sweep {record.sweep_id}: {len(record.variants)} variant(s) x {len(record.seeds)} "
+         f"seed(s), {todo} run(s) to go, {record.jobs} at a time ({record.executor}), "
+         f"budget ${record.budget_usd}")
+    try:
+        trio.run(drive, sdir, record, _say)
+    except BaseException as exc:
+        if not _interrupted(exc):
+            raise
+        return _stopped(sdir, record)
+    return _finished(sdir, record)
+
+
+def _interrupted(exc: BaseException) -> bool:
+    if isinstance(exc, BaseExceptionGroup):
+        return exc.subgroup(KeyboardInterrupt) is not None
+    return isinstance(exc, KeyboardInterrupt)
+
+
+def _stopped(sdir: SweepDir, record: SweepRecord) -> int:
+    for entry in record.runs:
+        if entry.state == "running":
+            entry.state = "interrupted"
+    record.state = "interrupted"
+    sdir.write(record)
+    ended = sum(e.state == "done" for e in record.runs)
+    _say(f"sopbus: interrupted: {ended} of {len(record.runs)} runs ended; continue with "
+         f"`sopbus sweep --resume {record.sweep_id}`")
+    return 130
+
+
+def _finished(sdir: SweepDir, record: SweepRecord) -> int:
+    from bus.cli._runref import console
+
+    from .sweep._stats import render, variant_rows
+    from bus.money._file_account import FileAccount
+
+    skipped = sum(e.state == "skipped" for e in record.runs)
+    crashed = [e for e in record.runs if e.state == "crashed"]
+    record.state = "budget_exhausted" if skipped else "finished"
+    sdir.write(record)
+    state = FileAccount(sdir.account_path).read()
+    console().print(render(record, variant_rows(record), state.spent))
+    if skipped:
+        print(f"the sweep's budget ran out: {skipped} run(s) skipped (spent ${state.spent} of "
+              f"${state.cap}); raise it with `sopbus sweep --resume {record.sweep_id} --budget USD`")
+    for entry in crashed:
+        print(f"run {entry.run_id} could not be executed: {entry.error}")
+    print(f"sweep directory: {sdir.path}")
+    return 1 if crashed else 3 if skipped else 0

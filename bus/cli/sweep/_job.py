@@ -1,0 +1,91 @@
+"""One run of a sweep, executed in the current process: started anew or resumed.
+
+A :class:`Job` says everything a process needs (it crosses a pipe to a worker process as
+JSON): the variant's scenario file and the seed, or the run directory to resume, and the
+sweep's shared account. A new run gets the id the sweep gave it, so ``sweep.json`` names
+its directory before it exists. A resumed run's share of the account is first rebased to
+what its ledger will carry over (what it spent, plus the calls it had in flight, counted
+as the run's own resume counts them), which also drops the holds its killed process left.
+"""
+
+from __future__ import annotations
+
+import os
+from decimal import Decimal
+from pathlib import Path
+
+import msgspec
+
+from ..._errors import ConfigError
+from ..._layout import SCENARIO
+from ...money._account import AccountShare
+from ...money._file_account import FileAccount
+from ...scenario._load import load_scenario, scenario_with_overrides
+from ...scenario._types import Scenario
+from ._record import RunState, verdict_of
+
+
+class Job(msgspec.Struct, frozen=True, kw_only=True):
+    """What to run: ``variant_file`` with ``seed`` as run ``run_id``, or, with ``resume``,
+    the run directory ``runs_dir/run_id`` again."""
+
+    run_id: str
+    runs_dir: str
+    account: str
+    fix: str
+    origin: str
+    variant_file: str
+    seed: int
+    resume: bool = False
+
+
+class JobResult(msgspec.Struct, kw_only=True):
+    """What became of a job (the fields of a :class:`~bus.cli.sweep._record.RunEntry`)."""
+
+    run_id: str
+    state: RunState
+    status: str | None = None
+    end_reason: str | None = None
+    total_usd: Decimal | None = None
+    verdict: bool | None = None
+    error: str | None = None
+
+
+async def run_job(job: Job) -> JobResult:
+    """Runs ``job`` to its end; a configuration error is a ``crashed`` result that says why.
+    Cancellation propagates (the run has written its ``cancelled`` summary by then)."""
+    from ...cli._assemble import execute
+
+    account = FileAccount(Path(job.account), fix=job.fix)
+    pool = AccountShare(account, job.run_id)
+    run_dir = Path(job.runs_dir) / job.run_id
+    try:
+        if job.resume and (run_dir / SCENARIO).is_file():
+            from ...store._resume import plan_resume
+
+            scenario, continuation = plan_resume(run_dir)
+            carried = sum((line.cost_usd for line in continuation.carried), Decimal(0))
+            await account.rebase(job.run_id, carried + sum((c.amount for c in continuation.lost), Decimal(0)))
+            outcome = await execute(scenario, continuation=continuation, pool=pool)
+        else:
+            if run_dir.exists():  # it died before its first call (no scenario.toml): anew
+                os.replace(run_dir, run_dir.with_name(f"{job.run_id}.dead-{os.getpid()}"))
+            await account.rebase(job.run_id, Decimal(0))
+            outcome = await execute(job_scenario(job), run_id=job.run_id, pool=pool)
+    except ConfigError as exc:
+        return JobResult(run_id=job.run_id, state="crashed", error=str(exc))
+    summary = outcome.summary
+    return JobResult(run_id=job.run_id, state="done", status=summary.get("status"),
+                     end_reason=summary.get("end_reason"),
+                     total_usd=Decimal(str(summary.get("total_usd", "0"))),
+                     verdict=verdict_of(summary))
+
+
+def job_scenario(job: Job) -> Scenario:
+    """The variant's scenario with the job's seed, its paths resolved against the original
+    scenario file (a Python SOP beside it is found there)."""
+    scenario = load_scenario(job.variant_file)
+    origin = Path(job.origin)
+    if origin.is_file():
+        scenario = msgspec.structs.replace(scenario, path=origin, base_dir=origin.parent)
+    return scenario_with_overrides(scenario, seed=job.seed, runs_dir=job.runs_dir)
