@@ -120,6 +120,8 @@ class WorkerPool:
             result = await worker.ask(job)
         except BaseException:
             self._all.discard(worker)
+            with trio.CancelScope(shield=True):
+                await worker.stop()
             raise
         self._idle.append(worker)
         return result
