@@ -327,3 +327,51 @@ def test_sweep_show_counts_verdicts_and_says_n_a_without_them(tmp_path: Path) ->
     console.print(render(rec, [v1, v2], Decimal("0.01")))
     text = console.export_text()
     assert "50% (1/2)" in text and "n/a" in text and "2/3 (1 skipped)" in text
+
+
+def children(pid: int) -> list[int]:
+    found: list[int] = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        found += [int(c) for c in (task / "children").read_text().split()]
+    return found
+
+
+def open_run_dirs(pid: int, runs: Path) -> list[Path]:
+    """The run directories process ``pid`` holds open (a run locks its directory)."""
+    found = []
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            target = Path(os.readlink(fd))
+        except OSError:
+            continue
+        if target.parent == runs:
+            found.append(target)
+    return found
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="finds worker processes in /proc (Linux)")
+def test_a_worker_killed_mid_run_is_reported_and_its_run_resumed(tmp_path: Path) -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "bus.cli", "sweep", str(COMPANY), "--seeds", "3", "--jobs", "2",
+         "--set", "llm.latency_ms=300"], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    runs = tmp_path / "runs"
+    wait_for(lambda: kill_point(runs), proc)
+    assert len(children(proc.pid)) == 2  # the two worker processes
+    victim = wait_for(lambda: next((pid for pid in children(proc.pid) if any(
+        in_flight(d) for d in open_run_dirs(pid, runs))), None), proc)
+    os.kill(victim, signal.SIGKILL)
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 1, err.decode()
+    sdir = sweep_dir(tmp_path / "sweeps")
+    crashed = [e for e in record(sdir)["runs"] if e["state"] == "crashed"]
+    assert len(crashed) == 1 and "ended with exit code -9" in crashed[0]["error"]
+    assert f"run {crashed[0]['run_id']} could not be executed" in out.decode()
+    others = [e for e in record(sdir)["runs"] if e["state"] != "crashed"]
+    assert {e["status"] for e in others} == {"completed"}  # a new worker took the next runs
+
+    resumed = sopbus(tmp_path, "sweep", "--resume", sdir.name)
+    assert resumed.returncode == 0, resumed.stderr
+    assert {e["state"] for e in record(sdir)["runs"]} == {"done"}
+    assert any(line.outcome == "lost" for line in ledger(runs / crashed[0]["run_id"]))
+    account_matches_ledgers(sdir, runs)

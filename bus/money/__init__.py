@@ -1,8 +1,12 @@
 """Money: prices (per-scenario overrides, ``prices.toml``, then genai-prices), the budget with its
-reservations, the cost ledger's line, and cost reports read back from a ledger.
-All amounts are ``Decimal`` USD.
+reservations, the shared account a sweep's runs draw on, the cost ledger's line, and cost
+reports read back from a ledger. All amounts are ``Decimal`` USD.
 """
 
+from ._account import AccountShare as AccountShare
+from ._account import AccountState as AccountState
+from ._account import Hold as Hold
+from ._account import SharedAccount as SharedAccount
 from ._budget import Reservation as Reservation
 from ._budget import Budget as Budget
 from ._budget import usd as usd
@@ -12,6 +16,7 @@ from ._costs import report_json as report_json
 from ._costs import reprice as reprice
 from ._costs import render_table as render_table
 from ._costs import ledger_csv as ledger_csv
+from ._file_account import FileAccount as FileAccount
 from ._ledger import WALL_CLOCK_FIELDS as WALL_CLOCK_FIELDS
 from ._ledger import LedgerLine as LedgerLine
 from ._ledger import without_wall_clock as without_wall_clock
