@@ -30,7 +30,6 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import msgspec
-import trio
 
 from .._errors import BudgetExhausted, ConfigError
 from ._account import AccountState, Hold
@@ -72,16 +71,16 @@ class FileAccount:
     # -- the SharedAccount protocol ----------------------------------------------------
 
     async def reserve(self, holder: str, amount: Decimal) -> Hold:
-        return await trio.to_thread.run_sync(self.reserve_now, holder, amount)
+        return await _in_thread(self.reserve_now, holder, amount)
 
     async def settle(self, hold: Hold, actual: Decimal) -> None:
-        await trio.to_thread.run_sync(self.settle_now, hold, actual)
+        await _in_thread(self.settle_now, hold, actual)
 
     async def release(self, hold: Hold) -> None:
-        await trio.to_thread.run_sync(self.settle_now, hold, Decimal(0))
+        await _in_thread(self.settle_now, hold, Decimal(0))
 
     async def rebase(self, holder: str, spent: Decimal) -> None:
-        await trio.to_thread.run_sync(self.rebase_now, holder, spent)
+        await _in_thread(self.rebase_now, holder, spent)
 
     async def state(self) -> AccountState:
         return self.read()
@@ -161,6 +160,12 @@ class FileAccount:
         tmp = self.path.with_name(f"{self.path.name}.{os.getpid()}.tmp")
         tmp.write_bytes(_encoder.encode(book))
         os.replace(tmp, self.path)
+
+
+async def _in_thread(function: Callable[..., T], *args: Any) -> T:
+    import trio  # here, not at the top: bus.money is imported by light CLI commands
+
+    return await trio.to_thread.run_sync(function, *args)
 
 
 def _totals(book: _Book) -> tuple[Decimal, Decimal]:
