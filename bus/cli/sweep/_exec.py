@@ -29,7 +29,7 @@ import msgspec
 import trio
 
 from ...money._file_account import FileAccount
-from ._job import Job, JobResult, run_job
+from ._job import Job, JobResult, run_job_guarded
 from ._record import RunEntry, SweepDir, SweepRecord
 from ._worker import PARENT_ENV
 
@@ -56,7 +56,7 @@ async def drive(sdir: SweepDir, record: SweepRecord, say: Say) -> None:
                 continue
             job = _job(sdir, record, entry)
             entry.state = "running"
-            sdir.write(record)
+            sdir.write(record, results=False)
             nursery.start_soon(_one, sdir, record, entry, job, run_one, slots, say)
     sdir.write(record)
 
@@ -99,7 +99,7 @@ class _executor:
         self._pool = WorkerPool() if record.executor == "processes" else None
 
     async def __aenter__(self) -> RunOne:
-        return self._pool.run if self._pool is not None else run_job
+        return self._pool.run if self._pool is not None else run_job_guarded
 
     async def __aexit__(self, *exc: Any) -> None:
         if self._pool is not None:

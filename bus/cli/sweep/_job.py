@@ -11,6 +11,7 @@ as the run's own resume counts them), which also drops the holds its killed proc
 from __future__ import annotations
 
 import os
+import traceback
 from decimal import Decimal
 from pathlib import Path
 
@@ -79,6 +80,16 @@ async def run_job(job: Job) -> JobResult:
                      end_reason=summary.get("end_reason"),
                      total_usd=Decimal(str(summary.get("total_usd", "0"))),
                      verdict=verdict_of(summary))
+
+
+async def run_job_guarded(job: Job) -> JobResult:
+    """:func:`run_job`, with a bug in a run recorded as a ``crashed`` result (its traceback
+    on stderr) so that the sweep goes on with its other runs."""
+    try:
+        return await run_job(job)
+    except Exception as exc:
+        traceback.print_exc()
+        return JobResult(run_id=job.run_id, state="crashed", error=f"{type(exc).__name__}: {exc}")
 
 
 def job_scenario(job: Job) -> Scenario:

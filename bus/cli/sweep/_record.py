@@ -82,6 +82,7 @@ class SweepDir:
     def __init__(self, path: Path):
         self.path = path
         self._lock_fd = -1
+        self._summaries: dict[str, dict[str, Any]] = {}  # of ended runs: they stay as they are
 
     @property
     def sweep_id(self) -> str:
@@ -102,9 +103,11 @@ class SweepDir:
         except msgspec.DecodeError as exc:
             raise ConfigError(f"{self.path / SWEEP} is damaged ({exc}); it cannot be resumed") from None
 
-    def write(self, record: SweepRecord) -> None:
+    def write(self, record: SweepRecord, *, results: bool = True) -> None:
+        """``sweep.json``, and ``results.csv`` unless only a run's start changed."""
         self._replace(SWEEP, msgspec.json.format(encode_json(record), indent=2))
-        self._replace(RESULTS, results_csv(record).encode())
+        if results:
+            self._replace(RESULTS, results_csv(record, self._summaries).encode())
 
     def _replace(self, name: str, data: bytes) -> None:
         tmp = self.path / f".{name}.tmp"
@@ -160,13 +163,17 @@ RESULT_COLUMNS = ("sweep_id", "variant", "settings", "seed", "run_id", "state", 
                   "completion_tokens", "rounds", "duration_s", "error")
 
 
-def results_csv(record: SweepRecord) -> str:
-    """One row per run (``results.csv``); numbers from each run's ``summary.json``."""
+def results_csv(record: SweepRecord, cache: dict[str, dict[str, Any]] | None = None) -> str:
+    """One row per run (``results.csv``); numbers from each run's ``summary.json``
+    (``cache`` keeps those of ended runs, so a long sweep does not read them again)."""
+    cache = {} if cache is None else cache
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(RESULT_COLUMNS)
     for entry in record.runs:
-        summary = read_summary(Path(record.runs_dir) / entry.run_id) or {}
+        summary = cache.get(entry.run_id) or read_summary(Path(record.runs_dir) / entry.run_id) or {}
+        if entry.state == "done" and summary:
+            cache[entry.run_id] = summary
         verdict = verdict_of(summary)
         writer.writerow([
             record.sweep_id, entry.variant, record.variant(entry.variant).label, entry.seed,

@@ -20,13 +20,12 @@ import signal
 import sys
 import threading
 import time
-import traceback
 from typing import Any, BinaryIO
 
 import msgspec
 import trio
 
-from ._job import Job, JobResult, run_job
+from ._job import Job, JobResult, run_job_guarded
 
 PARENT_ENV = "SOPBUS_SWEEP_PARENT"
 
@@ -51,7 +50,7 @@ async def _guarded(job: Job) -> tuple[JobResult, bool]:
     with trio.open_signal_receiver(signal.SIGTERM) as signals:
         async with trio.open_nursery() as nursery:
             async def work() -> None:
-                box["result"] = await _caught(job)
+                box["result"] = await run_job_guarded(job)
                 nursery.cancel_scope.cancel()
 
             nursery.start_soon(work)
@@ -62,14 +61,6 @@ async def _guarded(job: Job) -> tuple[JobResult, bool]:
     result = box.get("result") or JobResult(run_id=job.run_id, state="interrupted",
                                             error="cancelled by the sweep (SIGTERM)")
     return result, bool(box.get("stopped"))
-
-
-async def _caught(job: Job) -> JobResult:
-    try:
-        return await run_job(job)
-    except Exception as exc:  # a bug: the sweep records it and goes on with other runs
-        traceback.print_exc()
-        return JobResult(run_id=job.run_id, state="crashed", error=f"{type(exc).__name__}: {exc}")
 
 
 def _send(channel: BinaryIO, result: JobResult) -> None:
