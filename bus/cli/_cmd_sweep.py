@@ -103,8 +103,12 @@ def _interrupted(exc: BaseException) -> bool:
 
 
 def _stopped(sdir: SweepDir, record: SweepRecord) -> int:
+    from pathlib import Path
+
+    from .sweep._record import ended_as
+
     for entry in record.runs:
-        if entry.state == "running":
+        if entry.state == "running" and not ended_as(entry, Path(record.runs_dir) / entry.run_id):
             entry.state = "interrupted"
     record.state = "interrupted"
     sdir.write(record)

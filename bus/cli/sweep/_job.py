@@ -56,23 +56,26 @@ async def run_job(job: Job) -> JobResult:
     """Runs ``job`` to its end; a configuration error is a ``crashed`` result that says why.
     Cancellation propagates (the run has written its ``cancelled`` summary by then)."""
     from ...cli._assemble import execute
+    from ...cli._environ import run_environ
 
     account = FileAccount(Path(job.account), fix=job.fix)
     pool = AccountShare(account, job.run_id)
     run_dir = Path(job.runs_dir) / job.run_id
     try:
+        environ = run_environ()  # the sweep's working directory (a worker's too): its .env
         if job.resume and (run_dir / SCENARIO).is_file():
             from ...store._resume import plan_resume
 
             scenario, continuation = plan_resume(run_dir)
             carried = sum((line.cost_usd for line in continuation.carried), Decimal(0))
             await account.rebase(job.run_id, carried + sum((c.amount for c in continuation.lost), Decimal(0)))
-            outcome = await execute(scenario, continuation=continuation, pool=pool)
+            outcome = await execute(scenario, continuation=continuation, pool=pool, environ=environ)
         else:
             if run_dir.exists():  # it died before its first call (no scenario.toml): anew
                 os.replace(run_dir, run_dir.with_name(f"{job.run_id}.dead-{os.getpid()}"))
             await account.rebase(job.run_id, Decimal(0))
-            outcome = await execute(job_scenario(job), run_id=job.run_id, pool=pool)
+            outcome = await execute(job_scenario(job), run_id=job.run_id, pool=pool,
+                                    environ=environ)
     except ConfigError as exc:
         return JobResult(run_id=job.run_id, state="crashed", error=str(exc))
     summary = outcome.summary

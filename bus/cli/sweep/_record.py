@@ -132,6 +132,19 @@ class SweepDir:
             self._lock_fd = -1
 
 
+def ended_as(entry: RunEntry, run_dir: Path) -> bool:
+    """Fills ``entry``'s outcome from the run's summary when the run ended on its own (not
+    ``cancelled``); whether it did. A run can end just as its sweep is interrupted."""
+    summary = read_summary(run_dir)
+    if summary is None or summary.get("status") == "cancelled":
+        return False
+    entry.state, entry.error = "done", None
+    entry.status, entry.end_reason = summary.get("status"), summary.get("end_reason")
+    entry.total_usd = Decimal(str(summary.get("total_usd", "0")))
+    entry.verdict = verdict_of(summary)
+    return True
+
+
 def sweep_dirs(sweeps_dir: Path) -> list[SweepDir]:
     """The sweeps in ``sweeps_dir``, newest first (ids start with their start time)."""
     if not sweeps_dir.is_dir():

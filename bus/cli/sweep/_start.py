@@ -25,9 +25,10 @@ from ...scenario._load import load_scenario
 from ...scenario._types import Scenario, SweepSpec
 from ...store._resume import ledger_of
 from ...store._store import is_locked, new_run_id
-from .._assemble import _checked_prices, scenario_as_run
+from .._assemble import _checked_prices, endpoint, scenario_as_run
+from .._environ import run_environ
 from ._plan import Variant, seeds_from, sweep_budget, variant_scenario, variants_from
-from ._record import RunEntry, SweepDir, SweepRecord, read_summary, verdict_of
+from ._record import RunEntry, SweepDir, SweepRecord, ended_as
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -79,7 +80,7 @@ def _checked(scenario: Scenario) -> Scenario:
     from sops import build_team
 
     team = build_team(scenario)
-    _checked_prices(scenario, team.roles)
+    _checked_prices(scenario, team.roles, endpoint=endpoint(scenario, run_environ()))
     return scenario
 
 
@@ -106,12 +107,7 @@ def resumed_sweep(sdir: SweepDir, *, jobs: int | None, budget: Decimal | None) -
 
 
 def _reconcile(entry: RunEntry, run_dir: Path, account: FileAccount) -> None:
-    summary = read_summary(run_dir)
-    if summary is not None and summary.get("status") != "cancelled":
-        entry.state, entry.error = "done", None
-        entry.status, entry.end_reason = summary.get("status"), summary.get("end_reason")
-        entry.total_usd = Decimal(str(summary.get("total_usd", "0")))
-        entry.verdict = verdict_of(summary)
+    if ended_as(entry, run_dir):
         account.rebase_now(entry.run_id, sum((l.cost_usd for l in ledger_of(run_dir)), Decimal(0)))
     elif run_dir.is_dir():
         _wait_unlocked(run_dir)
