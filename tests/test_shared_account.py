@@ -23,7 +23,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bus import (Budget, BudgetExhausted, ChatMessage, Completion, Gateway, LedgerLine, LLMRequest,
-                 PriceBook, Usage)
+                 PriceBook, ProviderError, Usage)
 from bus.money._account import AccountShare, Hold
 from bus.money._file_account import FileAccount
 
@@ -213,3 +213,24 @@ async def test_a_cancelled_call_gives_its_hold_back(tmp_path: Path) -> None:
     state = account.read()
     assert (state.held, state.spent) == (0, 0)
     assert gateway.budget.reserved == 0 and [line.outcome for line in lines] == ["error"]
+
+
+class CutMidStream:
+    """A provider whose answer breaks off: the attempt may have been billed."""
+
+    name = "cut"
+
+    async def complete(self, request: LLMRequest) -> Completion:
+        await trio.sleep(0)
+        raise ProviderError("the stream ended early", maybe_billed=True)
+
+
+async def test_an_attempt_that_may_have_been_billed_costs_its_reservation_in_the_sweep_too(
+        tmp_path: Path) -> None:
+    gateway, account, lines = shared_gateway(tmp_path, CutMidStream(), sweep="1", run="1")
+    with pytest.raises(ProviderError):
+        await gateway.complete(request(), round=1)
+    (line,) = lines
+    assert line.outcome == "error" and line.estimated and line.cost_usd > 0
+    assert account.read().by_holder == {"run-1": line.cost_usd} == {"run-1": gateway.budget.spent}
+    assert account.read().held == 0
