@@ -109,7 +109,8 @@ class Browser:
     def _requests(self, page_url: str) -> list[str]:
         return [e["params"]["request"]["url"] for e in self.events
                 if e.get("method") == "Network.requestWillBeSent"
-                and e["params"]["request"]["url"] != page_url]
+                and e["params"]["request"]["url"] != page_url
+                and not e["params"]["request"]["url"].startswith("data:")]  # inline, no network
 
     def _errors(self) -> list[str]:
         out = []

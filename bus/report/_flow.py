@@ -25,8 +25,8 @@ import altair as alt
 from ._data import UNDELIVERED, Call, Posted, RunData
 from ._vega import lane_axis, named, pages, to_svg
 
-FLOW_PAGE = 400
-CALL_PAGE = 1000
+FLOW_PAGE = 250
+CALL_PAGE = 500
 _SLOT_PX = 16
 
 

@@ -90,7 +90,7 @@ def _edges(counted: Counter[tuple[str, str, str]], pos: dict[str, tuple[float, f
     return lines, heads, labels
 
 
-def _chart(width: int, height: int) -> alt.LayerChart:
+def _chart(width: int, height: int) -> alt.TopLevelMixin:
     """The layers on a scale of one unit per pixel, so the arrowheads' angles are true."""
     w_px, h_px = max(320, width - _COL_PX + 140), max(120, height - _ROW_PX + 70)
     pad_x, pad_y = (w_px - (width - _COL_PX)) / 2, (h_px - (height - _ROW_PX)) / 2

@@ -26,7 +26,7 @@ def spend_svg(calls: Sequence[Call], budget: Decimal) -> str:
     total, by_role = _series(calls)
     x = alt.X("t:Q", title="seconds since the run started", scale=alt.Scale(zero=False))
     line = named("total").mark_line(point=len(total) < 60, interpolate="step-after").encode(
-        x=x, y=alt.Y("usd:Q", title="USD spent", scale=alt.Scale(domain=[0, float(max(budget, _last(total)))])))
+        x=x, y=alt.Y("usd:Q", title="USD spent", scale=alt.Scale(domain=[0, max(float(budget), _last(total))])))
     cap = named("budget").mark_rule(color="#e45756", strokeDash=[6, 4], strokeWidth=2).encode(y="usd:Q")
     cap_text = named("budget").mark_text(align="left", dx=4, dy=-7, color="#e45756").encode(
         y="usd:Q", x=alt.value(0), text="label:N")
