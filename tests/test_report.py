@@ -146,3 +146,28 @@ def test_a_killed_run_without_summary_is_reported_from_its_log(tmp_path: Path) -
     assert page.figures["status"] == "unfinished"
     assert int(page.figures["messages"]) == 50
     assert Decimal(page.figures["total_usd"]) == sum((Decimal(x["cost_usd"]) for x in ledger), Decimal(0))
+
+
+async def test_an_events_mode_run_is_drawn_along_time(tmp_path: Path) -> None:
+    import msgspec.structs
+
+    sc = scenario("software_company", tmp_path)
+    outcome = await run(msgspec.structs.replace(sc, run=msgspec.structs.replace(sc.run, mode="events")))
+    html = build_report(outcome.run_dir)
+    check_against_run(outcome.run_dir, html)
+    flow = section(html, "flow")
+    assert "seconds since the run started" in flow and "round 1</text>" not in flow
+    assert Page(html).figures["mode"] == "events"
+
+
+def test_a_run_killed_before_its_first_message_still_gets_a_report(tmp_path: Path) -> None:
+    from bus import RunStore
+    from bus import _events as ev
+
+    store = RunStore.create(tmp_path, "killed")
+    store.log(ev.RunStarted(run_id=store.run_id, scenario="killed", mode="rounds", seed=0,
+                            max_rounds=3, settings={"provider": "sim", "budget_usd": "1"}))
+    store.close()
+    page = Page(build_report(store.run_dir))
+    assert page.figures["status"] == "unfinished" and int(page.figures["messages"]) == 0
+    assert Decimal(page.figures["total_usd"]) == 0 and Decimal(page.figures["budget_usd"]) == 1
