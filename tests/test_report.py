@@ -17,6 +17,7 @@ import pytest
 from bus import read_jsonl
 from bus.report import build_report
 from report_page import Page, marks, section
+from bus.cli._assemble import execute
 from sop_runs import ROOT, SCENARIOS, run, scenario
 from synthetic_run import write_run
 
@@ -47,7 +48,7 @@ def check_against_run(run_dir: Path, html: str) -> Page:
     spent = sum((Decimal(line["cost_usd"]) for line in ledger), Decimal(0))
     assert Decimal(fig["total_usd"]) == Decimal(str(summary["total_usd"])) == spent
     assert Decimal(fig["budget_usd"]) == Decimal(str(summary["budget_usd"]))
-    assert fig["provider"] == summary["provider"] and summary["model"] in fig["model"].split(", ")
+    assert fig["provider"] == summary["provider"] and fig["model"] == summary["model"]
     if "verdict" in summary:
         verdict = summary["verdict"]
         assert fig["verdict"] == ("none" if verdict is None else str(verdict["passed"]).lower())
@@ -68,9 +69,17 @@ def check_against_run(run_dir: Path, html: str) -> Page:
     return page
 
 
+# Scenarios with a person in the team get their answers from a file, as `--human-input` gives.
+HUMAN_ANSWERS = {"flower_shop_manager": ['{"approved": true, "note": "Lovely, send it."}']}
+
+
 @pytest.mark.parametrize("name", SHIPPED)
 async def test_the_report_of_each_shipped_scenario_matches_its_summary_and_ledger(name: str, tmp_path: Path) -> None:
-    outcome = await run(scenario(name, tmp_path))
+    answers = None
+    if name in HUMAN_ANSWERS:
+        answers = tmp_path / "answers.jsonl"
+        answers.write_text("\n".join(HUMAN_ANSWERS[name]) + "\n")
+    outcome = await execute(scenario(name, tmp_path), human_input=answers)
     html = build_report(outcome.run_dir)
     page = check_against_run(outcome.run_dir, html)
     assert page.figures["simulated"] == "true"  # every shipped scenario runs on the simulator

@@ -86,8 +86,8 @@ def test_a_big_runs_later_pages_are_drawn_on_demand(chrome: Browser, tmp_path: P
     drawn = _settle(chrome, 'document.querySelector("#flow [data-pager]").dataset.page === "2"'
                             ' && document.querySelectorAll("#flow .page-view .arrows_marks line").length')
     assert isinstance(drawn, int) and drawn > 100
-    chrome.evaluate('location.hash = "#mm1400"')  # message m1400, from the packed message data
-    shown = _settle(chrome, 'document.getElementById("detail").dataset.shown === "mm1400"'
+    chrome.evaluate('location.hash = "#msg-m1400"')  # message m1400, from the packed message data
+    shown = _settle(chrome, 'document.getElementById("detail").dataset.shown === "msg-m1400"'
                             ' && document.getElementById("detail-body").textContent')
     assert isinstance(shown, str) and "Message 1399" in shown
     assert chrome.evaluate("1") == 1 and chrome.load(run_dir / "report.html").errors == []
@@ -99,8 +99,8 @@ def test_hostile_content_neither_runs_nor_reaches_the_network(chrome: Browser, t
     assert loaded.requests == [] and loaded.errors == []
     assert chrome.evaluate("document.title") != "pwned"
     assert "127.0.0.1:9/md.png" in loaded.dom  # the remote image is shown as text, not loaded
-    chrome.evaluate('location.hash = "#mm1"')
-    shown = _settle(chrome, 'document.getElementById("detail").dataset.shown === "mm1"'
+    chrome.evaluate('location.hash = "#msg-m1"')
+    shown = _settle(chrome, 'document.getElementById("detail").dataset.shown === "msg-m1"'
                             ' && document.getElementById("detail-body").textContent')
     assert isinstance(shown, str) and '<script>document.title="pwned"</script>' in shown
     assert chrome.evaluate("document.title") != "pwned"

@@ -151,7 +151,7 @@ def _flow_section(data: RunData) -> str:
 def _undelivered_list(undelivered: list[Posted]) -> str:
     if not undelivered:
         return "<p class=note>every message reached a role</p>"
-    rows = "".join(f'<tr><td><a href="#m{escape(p.message.id)}">{escape(p.message.id)}</a></td>'
+    rows = "".join(f'<tr><td><a href="#msg-{escape(p.message.id)}">{escape(p.message.id)}</a></td>'
                    f"<td>{p.message.round}</td><td>{escape(p.message.sent_from)}</td>"
                    f"<td>{escape(p.message.cause_by)}</td><td>{escape(p.reason or '')}</td></tr>"
                    for p in undelivered[:_MAX_LISTED])

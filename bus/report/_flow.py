@@ -4,7 +4,7 @@
 recipient's, labelled with the message's ``cause_by``. In ``rounds`` mode the axis is the
 publish order, grouped into bands by round (a round of fifty deliveries gets fifty slots);
 in ``events`` mode it is the time since the run started. A message that reached nobody
-points at the ``(undelivered)`` lane, dashed. Every mark links to ``#m<id>``: the page
+points at the ``(undelivered)`` lane, dashed. Every arrow links to ``#msg-<id>``: the page
 shows that message whole.
 
 **Calls timeline**: each LLM call is a bar on its role's lane from its start to its end, so
@@ -18,10 +18,11 @@ Big runs are paged: each page is one SVG of at most :data:`FLOW_PAGE` deliveries
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, get_args
 
 import altair as alt
 
+from ..money._ledger import Outcome
 from ._data import UNDELIVERED, Call, Posted, RunData
 from ._vega import lane_axis, named, pages, to_svg
 
@@ -48,7 +49,7 @@ def _delivery(posted: Posted, dst: str, index: dict[str, int]) -> dict[str, Any]
     return {"id": m.id, "round": m.round, "t": round(posted.t, 4), "src": m.sent_from,
             "dst": dst, "cause_by": m.cause_by, "y0": src_i, "y1": dst_i,
             "ymid": (src_i + dst_i) / 2, "down": dst_i > src_i,
-            "undelivered": posted.reason is not None, "href": f"#m{m.id}"}
+            "undelivered": posted.reason is not None, "href": f"#msg-{m.id}"}
 
 
 def flow_pages(data: RunData) -> list[tuple[str, str]]:
@@ -164,8 +165,12 @@ def call_row(call: Call) -> dict[str, Any]:
             "outcome": line.outcome, "href": f"#call-{line.seq}"}
 
 
-_STATUS = ["ok", "repair", "retry", "replayed", "error", "refused", "lost"]
-_COLORS = ["#4c78a8", "#f58518", "#b279a2", "#72b7b2", "#e45756", "#9d755d", "#bab0ac"]
+# Every ledger outcome gets a colour (taken from the ledger's own type, so a new outcome
+# is drawn too), and first attempts are told apart from retries and repairs.
+_STATUS = ["ok", "repair", "retry", *(o for o in get_args(Outcome) if o != "ok")]
+_PALETTE = ["#4c78a8", "#f58518", "#b279a2", "#72b7b2", "#e45756", "#9d755d", "#bab0ac",
+            "#54a24b", "#eeca3b", "#ff9da6", "#79706e"]
+_COLORS = [_PALETTE[i % len(_PALETTE)] for i in range(len(_STATUS))]
 
 
 def _calls_svg(calls: Sequence[Call], lanes: list[str]) -> str:
@@ -179,8 +184,8 @@ def _calls_svg(calls: Sequence[Call], lanes: list[str]) -> str:
     starts = base.mark_tick(thickness=2, size=16).encode(x=x)
     marked = base.mark_point(filled=True, size=60, yOffset=-11).encode(
         x=x, shape=alt.Shape("status:N", legend=None, scale=alt.Scale(
-            domain=["repair", "retry", "refused", "error"],
-            range=["diamond", "triangle-down", "cross", "square"]))).transform_filter(
+            domain=["repair", "retry", "refused", "error", "overrun", "lost"],
+            range=["diamond", "triangle-down", "cross", "square", "triangle-up", "circle"]))).transform_filter(
         "datum.status != 'ok' && datum.status != 'replayed'")
     chart = alt.layer(bars, starts, marked).properties(width=900, height=max(80, 36 * len(lanes)))
     return to_svg(chart, {"calls": rows})

@@ -51,8 +51,10 @@ def header_html(fig: dict[str, Any], data: RunData) -> str:
          f"{fig['prompt_tokens']:,} prompt + {fig['completion_tokens']:,} completion"),
         ("spend", "total_usd", fig["total_usd"], f"${usd(spent)} of ${usd(cap)} ({share})"),
         ("budget", "budget_usd", fig["budget_usd"], f"${usd(cap)}"),
-        ("provider", "provider", ", ".join(providers), ", ".join(providers)),
-        ("model", "model", ", ".join(models), ", ".join(models)),
+        # The value is the run's setting; the text adds whatever else answered (a person,
+        # a role's own model), as the ledger saw it.
+        ("provider", "provider", fig["provider"], ", ".join(providers)),
+        ("model", "model", fig["model"], ", ".join(models)),
         ("mode", "mode", fig["mode"], fig["mode"]),
     ]
     if fig.get("detail") or fig.get("error"):

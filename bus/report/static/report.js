@@ -1,5 +1,5 @@
 // The report's only script: page switching for paged charts, and the detail panel that
-// shows a whole message (#m<id>) or LLM call (#call-<seq>) when a mark is clicked. Data
+// shows a whole message (#msg-<id>) or LLM call (#call-<seq>) when a mark is clicked. Data
 // sits in <script type="application/json"> blocks (or gzip + base64 ones in big runs,
 // inflated by the browser's DecompressionStream), read on first use, and is put into the
 // page with textContent only: it is model output.
@@ -42,7 +42,7 @@
     var parents = el("dd");
     m.parents.forEach(function (p, i) {
       if (i) parents.appendChild(document.createTextNode(", "));
-      var a = el("a", p); a.href = "#m" + p; parents.appendChild(a);
+      var a = el("a", p); a.href = "#msg-" + p; parents.appendChild(a);
     });
     pairs(body, [["round", String(m.round)], ["from", m.from],
       ["to", m.undelivered === null ? (m.to.join(", ") || "-") : "nobody: " + m.undelivered],
@@ -62,9 +62,9 @@
     var panel = document.getElementById("detail"), body = document.getElementById("detail-body");
     var hash = decodeURIComponent(location.hash.slice(1));
     var call = hash.indexOf("call-") === 0;
-    if (!call && hash.charAt(0) !== "m") { panel.hidden = true; return; }
+    if (!call && hash.indexOf("msg-") !== 0) { panel.hidden = true; return; }
     var found = call ? table("calls-data", "seq").then(function (t) { return t[hash.slice(5)]; })
-                     : table("messages-data", "id").then(function (t) { return t[hash.slice(1)]; });
+                     : table("messages-data", "id").then(function (t) { return t[hash.slice(4)]; });
     found.then(function (row) {
       if (!row) { panel.hidden = true; return; }
       body.replaceChildren();
