@@ -83,6 +83,7 @@ async def test_the_report_of_each_shipped_scenario_matches_its_summary_and_ledge
     html = build_report(outcome.run_dir)
     page = check_against_run(outcome.run_dir, html)
     assert page.figures["simulated"] == "true"  # every shipped scenario runs on the simulator
+    assert ("human" in page.figures) == (name in HUMAN_ANSWERS)
     written = {e["path"] for e in read_jsonl(outcome.run_dir / "events.jsonl") if e["kind"] == "artifact_written"}
     assert html.count('<details class=artifact') == len(written)
 

@@ -69,6 +69,12 @@ def header_html(fig: dict[str, Any], data: RunData) -> str:
 
 
 def _simulated(providers: list[str]) -> str:
+    person = ('<p class="mark none" data-figure="human" data-value="true">a person answered '
+              "some calls (provider human)</p>") if "human" in providers else ""
+    return _machine(providers) + person
+
+
+def _machine(providers: list[str]) -> str:
     if "sim" in providers:
         return ('<p class="mark sim" data-figure="simulated" data-value="true">SIMULATED: the '
                 "answers came from sopbus's simulator (fixtures and generated text), not from a "
