@@ -41,7 +41,8 @@ def measure(messages: int, roles: int, workdir: Path, chrome: Any) -> dict[str, 
     return {"messages": messages, "run_write_s": round(written - start, 2),
             "report_build_s": round(built - written, 2), "report_mb": round(page.stat().st_size / 1e6, 2),
             "load_s": round(best.load_s, 3), "load_event_ms": round(best.timing["load_ms"], 1),
-            "first_contentful_paint_ms": round(best.timing.get("first_contentful_paint_ms", 0), 1),
+            # None when chromium recorded no paint entry before the load event.
+            "first_contentful_paint_ms": best.timing.get("first_contentful_paint_ms"),
             "requests": len(best.requests), "errors": len(best.errors)}
 
 
