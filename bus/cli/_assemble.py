@@ -79,6 +79,10 @@ def run_scenario(scenario: Scenario, args: argparse.Namespace,
 
     print_summary(outcome.summary, outcome.run_dir)
     _send_trace(args, outcome.run_dir)
+    if getattr(args, "report", False):
+        from ._cmd_report import write
+
+        print(f"report: {write(outcome.run_dir, None)}")
     return int(EXIT[outcome.result.status])
 
 

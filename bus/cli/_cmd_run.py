@@ -57,6 +57,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--otel", action="store_true",
                         help="send the run's trace over OTLP/HTTP when it ends (also when an "
                              "OTEL_EXPORTER_OTLP_ENDPOINT variable is set; needs sopbus[otel])")
+    parser.add_argument("--report", action="store_true",
+                        help="write the run's HTML report (report.html in the run directory) at the end")
     parser.add_argument("--quiet", action="store_true",
                         help="no progress display; only the summary")
 

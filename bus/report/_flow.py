@@ -1,0 +1,202 @@
+"""The two charts along the run's clock: the message flow and the calls timeline.
+
+**Message flow**: roles are lanes; each delivery is an arrow from the sender's lane to the
+recipient's, labelled with the message's ``cause_by``. In ``rounds`` mode the axis is the
+publish order, grouped into bands by round (a round of fifty deliveries gets fifty slots);
+in ``events`` mode it is the time since the run started. A message that reached nobody
+points at the ``(undelivered)`` lane, dashed. Every arrow links to ``#msg-<id>``: the page
+shows that message whole.
+
+**Calls timeline**: each LLM call is a bar on its role's lane from its start to its end, so
+overlapping calls (concurrency) and the longest chain (critical path) can be seen; retries,
+repairs and refusals carry a marker. Every bar links to ``#call-<seq>``.
+
+Big runs are paged: each page is one SVG of at most :data:`FLOW_PAGE` deliveries or
+:data:`CALL_PAGE` calls, so a run of 10,000 messages gives pages that each open fast.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, get_args
+
+import altair as alt
+
+from ..money._ledger import Outcome
+from ._data import UNDELIVERED, Call, Posted, RunData
+from ._vega import lane_axis, named, pages, to_svg
+
+FLOW_PAGE = 250
+CALL_PAGE = 500
+_SLOT_PX = 16
+
+
+def deliveries(data: RunData) -> list[dict[str, Any]]:
+    """One row per delivery (a message to one recipient; an undelivered message is one row
+    to the ``(undelivered)`` lane), in publish order."""
+    lanes = data.lanes()
+    index = {name: i for i, name in enumerate([*lanes, UNDELIVERED])}
+    rows = []
+    for posted in data.posted:
+        for dst in posted.recipients or (UNDELIVERED,):
+            rows.append(_delivery(posted, dst, index))
+    return rows
+
+
+def _delivery(posted: Posted, dst: str, index: dict[str, int]) -> dict[str, Any]:
+    m = posted.message
+    src_i, dst_i = index.get(m.sent_from, 0), index.get(dst, 0)
+    return {"id": m.id, "round": m.round, "t": round(posted.t, 4), "src": m.sent_from,
+            "dst": dst, "cause_by": m.cause_by, "y0": src_i, "y1": dst_i,
+            "ymid": (src_i + dst_i) / 2, "down": dst_i > src_i,
+            "undelivered": posted.reason is not None, "href": f"#msg-{m.id}"}
+
+
+def flow_pages(data: RunData) -> list[tuple[str, str]]:
+    """The message flow as ``(label, svg)`` pages (see the module docstring)."""
+    rows = deliveries(data)
+    lanes = [*data.lanes(), *([UNDELIVERED] if any(r["undelivered"] for r in rows) else [])]
+    events = data.mode == "events"
+    chunks = pages(rows, FLOW_PAGE) if events else _by_round(rows, FLOW_PAGE)
+    return [(_flow_label(list(chunk)), _flow_svg(list(chunk), lanes, events)) for chunk in chunks]
+
+
+def _flow_label(rows: list[dict[str, Any]]) -> str:
+    if not rows:
+        return "no messages"
+    first, last = rows[0]["round"], rows[-1]["round"]
+    span = f"round {first}" if first == last else f"rounds {first}-{last}"
+    return f"{span} ({len(rows)} deliveries)"
+
+
+def _by_round(rows: list[dict[str, Any]], size: int) -> list[list[dict[str, Any]]]:
+    """Pages of whole rounds, up to ``size`` deliveries (only a round larger than that is cut)."""
+    from collections import Counter
+
+    per_round = Counter(row["round"] for row in rows)
+    out: list[list[dict[str, Any]]] = [[]]
+    for row in rows:
+        page = out[-1]
+        starts_round = not page or page[-1]["round"] != row["round"]
+        if page and (len(page) >= size or (starts_round and len(page) + per_round[row["round"]] > size)):
+            out.append([])
+        out[-1].append(row)
+    return out
+
+
+def _flow_svg(rows: list[dict[str, Any]], lanes: list[str], events: bool) -> str:
+    for slot, row in enumerate(rows):
+        row["x"] = row["t"] if events else slot
+    if events:
+        x = alt.X("x:Q", title="seconds since the run started", scale=alt.Scale(zero=False))
+        layers: list[Any] = []
+        bands: list[dict[str, Any]] = []
+    else:
+        x = alt.X("x:Q", title=None, axis=None, scale=alt.Scale(domain=[-0.5, max(len(rows), 1) - 0.5], nice=False, zero=False))
+        bands = _round_bands(rows)
+        layers = _band_layers(x)
+    y = lane_axis(lanes, "y0")
+    color = alt.Color("cause_by:N", title="cause_by", scale=alt.Scale(scheme="tableau10"))
+    delivered = alt.datum.undelivered == False  # noqa: E712 (a Vega expression, not Python)
+    # Links on the arrows and their heads only: every linked mark costs vl-convert time.
+    base = named("flow").encode(x=x, color=color)
+    linked = base.encode(href="href:N")
+    layers += [
+        linked.mark_rule(strokeWidth=2.5).encode(y=y, y2="y1:Q").transform_filter(delivered)
+        .properties(name="arrows"),
+        linked.mark_rule(strokeWidth=2.5, strokeDash=[4, 3]).encode(y=y, y2="y1:Q")
+        .transform_filter(alt.datum.undelivered == True).properties(name="undelivered"),  # noqa: E712
+        linked.mark_point(filled=True, size=70).encode(
+            y=alt.Y("y1:Q"), shape=alt.Shape("down:N", legend=None, scale=alt.Scale(
+                domain=[True, False], range=["triangle-down", "triangle-up"]))).transform_filter(delivered),
+        linked.mark_point(size=70, shape="cross", strokeWidth=2).encode(y=alt.Y("y1:Q"))
+        .transform_filter(alt.datum.undelivered == True),  # noqa: E712
+        base.mark_text(angle=270, fontSize=9, dy=-6, align="center").encode(
+            y=alt.Y("ymid:Q"), text="cause_by:N", color=alt.value("#333")),
+    ]
+    slot = max(_SLOT_PX, min(64, 900 // max(len(rows), 1)))
+    width = 900 if events else max(320, len(rows) * slot)
+    chart = alt.layer(*layers).properties(width=width, height=max(120, 44 * len(lanes)))
+    return to_svg(chart, {"flow": rows, "bands": bands})
+
+
+def _round_bands(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    bands: list[dict[str, Any]] = []
+    for row in rows:
+        if bands and bands[-1]["round"] == row["round"]:
+            bands[-1]["x2"] = row["x"] + 0.5
+        else:
+            bands.append({"round": row["round"], "x": row["x"] - 0.5, "x2": row["x"] + 0.5,
+                          "label": f"round {row['round']}", "odd": len(bands) % 2})
+    for band in bands:
+        band["mid"] = (band["x"] + band["x2"]) / 2
+    return bands
+
+
+def _band_layers(x: alt.X) -> list[Any]:
+    base = named("bands")
+    rect = base.mark_rect(opacity=0.5).encode(
+        x=x, x2="x2:Q", fill=alt.Fill("odd:N", legend=None, scale=alt.Scale(
+            domain=[0, 1], range=["#f4f6fa", "#ffffff"])))
+    text = base.mark_text(baseline="top", fontSize=10, color="#555", dy=-14).encode(
+        x=alt.X("mid:Q", axis=None), y=alt.value(0), text="label:N")
+    return [rect, text]
+
+
+def call_pages(data: RunData) -> list[tuple[str, str]]:
+    """The calls timeline as ``(label, svg)`` pages (see the module docstring)."""
+    lanes = list(dict.fromkeys([*(r.name for r in data.roles), *(c.line.role for c in data.calls)]))
+    return [(_calls_label(chunk), _calls_svg(chunk, lanes)) for chunk in pages(data.calls, CALL_PAGE)]
+
+
+def _calls_label(calls: Sequence[Call]) -> str:
+    if not calls:
+        return "no calls"
+    return f"calls {calls[0].line.seq}-{calls[-1].line.seq} ({calls[0].start:.1f}-{calls[-1].end:.1f} s)"
+
+
+def call_row(call: Call) -> dict[str, Any]:
+    line = call.line
+    status = call.mark or line.outcome
+    if line.outcome != "ok":
+        status = line.outcome
+    return {"seq": line.seq, "role": line.role, "action": line.action, "start": round(call.start, 4),
+            "end": round(max(call.end, call.start), 4), "status": status, "mark": call.mark,
+            "outcome": line.outcome, "href": f"#call-{line.seq}"}
+
+
+# Every ledger outcome gets a colour (taken from the ledger's own type, so a new outcome
+# is drawn too), and first attempts are told apart from retries and repairs.
+_STATUS = ["ok", "repair", "retry", *(o for o in get_args(Outcome) if o != "ok")]
+_PALETTE = ["#4c78a8", "#f58518", "#b279a2", "#72b7b2", "#e45756", "#9d755d", "#bab0ac",
+            "#54a24b", "#eeca3b", "#ff9da6", "#79706e"]
+_COLORS = [_PALETTE[i % len(_PALETTE)] for i in range(len(_STATUS))]
+
+
+def _calls_svg(calls: Sequence[Call], lanes: list[str]) -> str:
+    rows = [call_row(c) for c in calls]
+    y = alt.Y("role:N", sort=lanes, title=None, scale=alt.Scale(domain=lanes))
+    x = alt.X("start:Q", title="seconds since the run started", scale=alt.Scale(zero=False))
+    color = alt.Color("status:N", title="call", scale=alt.Scale(domain=_STATUS, range=_COLORS))
+    base = named("calls").encode(y=y, color=color)
+    bars = base.mark_bar(height=14, opacity=0.85).encode(x=x, x2="end:Q", href="href:N").properties(
+        name="call_bars")
+    starts = base.mark_tick(thickness=2, size=16).encode(x=x)
+    marked = base.mark_point(filled=True, size=60, yOffset=-11).encode(
+        x=x, shape=alt.Shape("status:N", legend=None, scale=alt.Scale(
+            domain=["repair", "retry", "refused", "error", "overrun", "lost"],
+            range=["diamond", "triangle-down", "cross", "square", "triangle-up", "circle"]))).transform_filter(
+        "datum.status != 'ok' && datum.status != 'replayed'")
+    chart = alt.layer(bars, starts, marked).properties(width=900, height=max(80, 36 * len(lanes)))
+    return to_svg(chart, {"calls": rows})
+
+
+def max_concurrency(calls: Sequence[Call]) -> int:
+    """The most calls in flight at one moment."""
+    edges = sorted([(c.start, 1) for c in calls if c.end > c.start]
+                   + [(c.end, -1) for c in calls if c.end > c.start])
+    best = now = 0
+    for _, step in edges:
+        now += step
+        best = max(best, now)
+    return best

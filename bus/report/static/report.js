@@ -1,0 +1,98 @@
+// The report's only script: page switching for paged charts, and the detail panel that
+// shows a whole message (#msg-<id>) or LLM call (#call-<seq>) when a mark is clicked. Data
+// sits in <script type="application/json"> blocks (or gzip + base64 ones in big runs,
+// inflated by the browser's DecompressionStream), read on first use, and is put into the
+// page with textContent only: it is model output.
+(function () {
+  "use strict";
+  var cache = {};
+  function text(node) {
+    if (node.dataset.encoding !== "gzip-base64") return Promise.resolve(node.textContent);
+    var bytes = Uint8Array.from(atob(node.textContent.trim()), function (c) { return c.charCodeAt(0); });
+    var stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream("gzip"));
+    return new Response(stream).text();
+  }
+  function table(id, key) {
+    if (!cache[id]) {
+      var node = document.getElementById(id);
+      cache[id] = (node ? text(node) : Promise.resolve("[]")).then(function (raw) {
+        var map = {};
+        JSON.parse(raw).forEach(function (row) { map[row[key]] = row; });
+        return map;
+      });
+    }
+    return cache[id];
+  }
+  function el(tag, content, cls) {
+    var node = document.createElement(tag);
+    if (content !== undefined) node.textContent = content;
+    if (cls) node.className = cls;
+    return node;
+  }
+  function pairs(body, rows) {
+    var dl = el("dl");
+    rows.forEach(function (kv) {
+      dl.appendChild(el("dt", kv[0]));
+      dl.appendChild(typeof kv[1] === "string" ? el("dd", kv[1]) : kv[1]);
+    });
+    body.appendChild(dl);
+  }
+  function showMessage(body, m) {
+    body.appendChild(el("h3", "message " + m.id + " (" + m.cause_by + ")"));
+    var parents = el("dd");
+    m.parents.forEach(function (p, i) {
+      if (i) parents.appendChild(document.createTextNode(", "));
+      var a = el("a", p); a.href = "#msg-" + p; parents.appendChild(a);
+    });
+    pairs(body, [["round", String(m.round)], ["from", m.from],
+      ["to", m.undelivered === null ? (m.to.join(", ") || "-") : "nobody: " + m.undelivered],
+      ["published", m.t.toFixed(3) + " s after the start"], ["parents", parents]]);
+    body.appendChild(el("h4", "content"));
+    body.appendChild(el("pre", m.content || "(empty)"));
+    if (m.cut) body.appendChild(el("p", m.cut + " more characters cut to keep this big run's page small; " +
+      "`sopbus show RUN --json` prints every message whole", "note"));
+    body.appendChild(el("h4", "payload"));
+    body.appendChild(el("pre", m.payload === null ? "(none)" : JSON.stringify(m.payload, null, 2)));
+  }
+  function showCall(body, c) {
+    body.appendChild(el("h3", "LLM call " + c.seq + " (" + c.role + ", " + c.action + ")" + (c.mark ? ": " + c.mark : "")));
+    pairs(body, Object.keys(c).map(function (k) { return [k, String(c[k])]; }));
+  }
+  function show() {
+    var panel = document.getElementById("detail"), body = document.getElementById("detail-body");
+    var hash = decodeURIComponent(location.hash.slice(1));
+    var call = hash.indexOf("call-") === 0;
+    if (!call && hash.indexOf("msg-") !== 0) { panel.hidden = true; return; }
+    var found = call ? table("calls-data", "seq").then(function (t) { return t[hash.slice(5)]; })
+                     : table("messages-data", "id").then(function (t) { return t[hash.slice(4)]; });
+    found.then(function (row) {
+      if (!row) { panel.hidden = true; return; }
+      body.replaceChildren();
+      if (call) showCall(body, row); else showMessage(body, row);
+      panel.hidden = false;
+      panel.dataset.shown = hash;
+    }).catch(function (e) { console.error("report: cannot show " + hash + ": " + e); });
+  }
+  function pager(root) {
+    var select = root.querySelector("select"), view = root.querySelector(".page-view"), first = null;
+    var packed = root.querySelectorAll("script[data-page]");
+    if (!select) return;
+    select.addEventListener("change", function () {
+      if (!first) { first = document.createDocumentFragment(); first.append.apply(first, view.childNodes); }
+      var i = Number(select.value);
+      if (i === 0) { view.replaceChildren(first.cloneNode(true)); return; }
+      text(packed[i - 1]).then(function (svg) {
+        var doc = new DOMParser().parseFromString(svg, "image/svg+xml");
+        view.replaceChildren(document.importNode(doc.documentElement, true));
+        root.dataset.page = String(i);
+      }).catch(function (e) { console.error("report: cannot draw page " + i + ": " + e); });
+    });
+  }
+  document.querySelectorAll("[data-pager]").forEach(pager);
+  document.getElementById("detail-close").addEventListener("click", function () {
+    history.replaceState(null, "", location.pathname + location.search);
+    document.getElementById("detail").hidden = true;
+  });
+  window.addEventListener("hashchange", show);
+  show();
+})();
