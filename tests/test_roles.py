@@ -60,25 +60,26 @@ def echo(request: LLMRequest, attempt: int) -> str:
 
 # -- Member -----------------------------------------------------------------------------
 
-class Reviewer(Role):  # the default registry, exactly as a user writes it
+# Named apart from scenarios/my_reviewer.py's Reviewer, which other tests import in-process.
+class DesignReviewer(Role):  # the default registry, exactly as a user writes it
     profile = "Code Reviewer"
     watch = (WriteDesign,)
     actions = (WriteTasks,)
 
 
 def test_a_python_role_is_a_bus_member_with_resolved_names() -> None:
-    r = Reviewer()
+    r = DesignReviewer()
     assert isinstance(r, bus.Member)
-    assert (r.name, r.profile, r.aliases) == ("Reviewer", "Code Reviewer", ())
+    assert (r.name, r.profile, r.aliases) == ("DesignReviewer", "Code Reviewer", ())
     assert r.watch == frozenset({"WriteDesign"})
     assert [a.name for a in r.actions] == ["WriteTasks"]
-    assert registry.role("Reviewer") is Reviewer
+    assert registry.role("DesignReviewer") is DesignReviewer
     assert registry.action("UserRequirement") is UserRequirement
     # The class keeps the declaration; an instance may override any field.
-    assert Reviewer.watch == (WriteDesign,)
-    rita = Reviewer(name="Rita", aliases=["QA"], llm=LLMSettings(model="gpt-4o"))
+    assert DesignReviewer.watch == (WriteDesign,)
+    rita = DesignReviewer(name="Rita", aliases=["QA"], llm=LLMSettings(model="gpt-4o"))
     assert (rita.name, rita.aliases, rita.llm.model) == ("Rita", ("QA",), "gpt-4o")
-    assert Reviewer().name == "Reviewer"
+    assert DesignReviewer().name == "DesignReviewer"
 
 
 async def test_empty_news_publishes_nothing_and_asks_nothing() -> None:
