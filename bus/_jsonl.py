@@ -1,25 +1,25 @@
-"""Append-only JSON-lines files, written through msgspec, hash-chained and flushed per line.
+"""Append-only JSON-lines files, written through msgspec in sealed, hash-chained batches.
 
-Every record a run keeps (events, cost ledger lines) goes through :class:`JsonlWriter`, so a
-run killed at any moment keeps every line it finished writing; at most the last line is
-torn, and :func:`read_jsonl` drops a torn last line instead of failing.
+Every record a run keeps (events, cost ledger lines, answers, receipts) goes through
+:class:`JsonlWriter`. A batch of records (one, or the messages a round published) is encoded
+in one call, sealed once (:mod:`bus._chain`) and written with one ``os.write``, so a run
+killed at any moment keeps every batch it finished writing; at most the last batch is cut
+short, and :func:`read_jsonl` drops a torn last line instead of failing.
 
-Each line carries the hash of the line before it (``_prev``) and its own (``_h``), appended
-as the object's last two fields (:mod:`bus._chain`), so ``sopbus verify`` can name an edited,
-dropped or reordered line. :func:`read_jsonl` removes those two fields: readers see the
-records exactly as they were written.
+:func:`read_jsonl` removes the chain fields: readers see the records exactly as they were
+written.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar, overload
 
 import msgspec
 
-from ._chain import GENESIS, last_hash, records_of, seal_into
+from ._chain import GENESIS, line_hash, open_tail, records_of, seal_batch
 
 T = TypeVar("T")
 
@@ -32,34 +32,43 @@ def encode_json(value: Any) -> bytes:
 
 
 class JsonlWriter:
-    """Appends one msgspec-encoded JSON object per line to ``path`` and flushes each line.
+    """Appends msgspec-encoded JSON objects to ``path``, one per line, in sealed batches.
 
-    Unbuffered on purpose: each ``write`` is one ``os.write`` of a whole line, so a crash
-    never leaves a half-buffered record behind, only (at worst) a torn last line.
+    Flush policy: nothing is buffered here. :meth:`write` writes one record and
+    :meth:`write_all` a batch of records, each with a single ``os.write`` of whole lines
+    ending in the batch's seal, before it returns; so a crash leaves every earlier batch
+    complete and sealed, and at worst the batch being written cut short. (The caller decides
+    what a batch is: the run store makes one of the messages of a publish.)
 
-    Each record must encode as a JSON object (a msgspec Struct or a dict): the chain fields
-    are appended to it. Opening an existing file continues its chain from its last line; a
-    torn last line left by a killed writer is cut off first (it was unreadable anyway, and
-    appending to it would corrupt the next record).
+    Each record must encode as a JSON object (a msgspec Struct or a dict); the seal is
+    appended to the last one of a batch. Opening an existing file continues its chain from
+    its last seal; a torn last line left by a killed writer is cut off first (it was
+    unreadable anyway, and appending to it would corrupt the next record), and complete
+    lines after the last seal are covered by the next one.
     """
 
     def __init__(self, path: Path):
         self.path = path
         path.parent.mkdir(parents=True, exist_ok=True)
         self._fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
-        self._buf = bytearray()
-        self._prev = _resume(self._fd)
+        self._prev, self._carried = _resume(self._fd)
 
     def write(self, record: Any) -> None:
-        buf = self._buf
-        buf.clear()
-        _encoder.encode_into(record, buf)
-        self._prev = seal_into(buf, self._prev)
-        os.write(self._fd, buf)
+        """Appends ``record`` as a batch of its own."""
+        self.write_all((record,))
+
+    def write_all(self, records: Sequence[Any]) -> None:
+        """Appends ``records`` (in order) as one batch: one seal, one ``os.write``."""
+        if not records:
+            return
+        data = _encoder.encode_lines(records)
+        seal, self._prev = seal_batch(data, self._prev, self._carried)
+        self._carried = []
+        _write(self._fd, memoryview(data)[:-2], seal)
 
     @property
     def head(self) -> bytes:
-        """The hash (``_h``) of the last line written: what the next line's ``_prev`` is."""
+        """The hash (``_h``) of the last batch written: what the next seal builds on."""
         return self._prev
 
     def close(self) -> None:
@@ -72,6 +81,17 @@ class JsonlWriter:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _write(fd: int, *parts: bytes | memoryview) -> None:
+    """Writes ``parts`` whole, as one ``writev`` unless the kernel takes less (a full disk)."""
+    pending = [memoryview(p) for p in parts]
+    while pending:
+        done = os.writev(fd, pending)
+        while pending and done >= len(pending[0]):
+            done -= len(pending.pop(0))
+        if pending:
+            pending[0] = pending[0][done:]
 
 
 @overload
@@ -92,21 +112,23 @@ def read_jsonl(path: Path, type: Any = Any) -> Iterator[Any]:
 _TAIL_CHUNK = 1 << 16
 
 
-def _resume(fd: int) -> bytes:
-    """The ``_prev`` for the next line of the open file ``fd``; cuts off a torn last line."""
+def _resume(fd: int) -> tuple[bytes, list[bytes]]:
+    """The head hash for the next batch of the open file ``fd`` and the complete lines after
+    its last seal; cuts off a torn last line."""
     size = os.fstat(fd).st_size
-    tail, start = b"", size
-    # Read backwards until the tail holds the whole last complete line (two newlines).
-    while start > 0:
+    tail, start, found = b"", size, None
+    # Read backwards until the tail holds a whole sealed line, or the whole file.
+    while start > 0 and found is None:
         end, start = start, max(0, start - _TAIL_CHUNK)
         tail = os.pread(fd, end - start, start) + tail
-        cut = tail.rfind(b"\n")
-        if cut > 0 and tail.rfind(b"\n", 0, cut) != -1:
-            break
+        first = tail.find(b"\n") + 1 if start else 0
+        if start == 0 or first:
+            found = open_tail(tail[first:tail.rfind(b"\n") + 1])
     cut = tail.rfind(b"\n")
-    complete = size - (len(tail) - cut - 1)
-    if complete < size:
-        os.ftruncate(fd, complete)
-    if cut == -1:
-        return GENESIS
-    return last_hash(tail[:cut].rsplit(b"\n", 1)[-1])
+    if cut + 1 < len(tail):
+        os.ftruncate(fd, size - (len(tail) - cut - 1))
+    if found is not None:
+        return found
+    lines = tail[:cut].split(b"\n") if cut >= 0 else []
+    # A file written before chaining continues from the hash of its last line.
+    return (line_hash(lines[-1]) if lines else GENESIS), []
