@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from ._environment import Environment as Environment
     from ._events import logical_view as logical_view
     from ._events import decode_event as decode_event
+    from ._events import read_events as read_events
     from ._run import END_REASONS as END_REASONS
     from ._run import Injection as Injection
     from ._run import RunResult as RunResult
@@ -129,6 +130,7 @@ _WHERE: dict[str, str] = {
     "Environment": "._environment",
     "logical_view": "._events",
     "decode_event": "._events",
+    "read_events": "._events",
     "END_REASONS": "._run",
     "Injection": "._run",
     "RunResult": "._run",

@@ -7,6 +7,9 @@ through two indexes, so one publish costs O(recipients), never O(roles):
 * ``cause_by -> watchers`` (in the order the roles joined), for messages with no ``send_to``;
 * ``name or alias -> role name``, for messages that name their recipients.
 
+A delivery into an empty inbox also puts the role on the list of roles with news, so the
+rounds loop finds who has work in O(roles with news), never by looking at every role.
+
 The contract (DESIGN.md, "Routing"): message ``m`` reaches role ``r`` exactly when ``r`` is
 not ``m.sent_from`` and either ``m.send_to`` names ``r`` (by name or alias), or
 ``m.send_to`` is empty and ``r`` watches ``m.cause_by``. A message that reaches nobody is
@@ -16,7 +19,7 @@ recorded as undelivered.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import msgspec
 import trio
@@ -27,6 +30,17 @@ from ._member import Member
 from ._message import Message
 
 EventSink = Callable[[Any], None]
+"""Takes one event record."""
+
+
+class EventLog(Protocol):
+    """A sink that also takes the records of one publish at once (the run store)."""
+
+    def log(self, event: Any) -> None: ...
+
+    def log_all(self, events: list[Any]) -> None: ...
+
+
 _replace = msgspec.structs.replace
 
 
@@ -34,24 +48,35 @@ class Environment:
     """The address book of a run's roles and the router of its messages.
 
     Roles may join and leave at any time; a new role receives messages from the next
-    publish on. ``log`` receives the event records (the run store writes them); pass
-    ``None`` to route without a log.
+    publish on. ``log`` receives the event records: a callable taking one record, or an
+    :class:`EventLog` such as the run store, which is handed the records of a publish at
+    once; ``None`` routes without a log.
     """
 
-    def __init__(self, run_id: str = "", *, log: EventSink | None = None):
+    def __init__(self, run_id: str = "", *, log: EventSink | EventLog | None = None):
         self.run_id = run_id
         self.round = 0
         self.published = 0
         self.undelivered = 0
         self.deliveries = 0  # messages put into inboxes, counted per recipient
         self.consumed = 0  # of those, taken by their role (or dropped when it left)
-        self._log = log
+        self._log: EventSink | None = None
+        self._log_all: Callable[[list[Any]], None] | None = None
+        if log is not None and not callable(log):
+            self._log, self._log_all = log.log, log.log_all
+        elif log is not None:
+            self._log = log
         self._members: dict[str, Member] = {}
         # Unbounded inboxes on purpose: roles consume and publish (a cycle), so a bounded
         # buffer can deadlock; the round limit and the budget bound the total work.
         self._inboxes: dict[str, list[Message]] = {}
         self._waiters: dict[str, trio.Event] = {}  # events mode: roles parked until news
-        self._by_action: dict[str, list[str]] = {}
+        self._ready: dict[str, None] = {}  # roles whose inbox is not empty (an ordered set)
+        self._rank: dict[str, int] = {}  # name -> place in the joining order
+        self._joined = 0
+        # Tuples, rebuilt when a role joins or leaves (rare): a publish hands them to its log
+        # records as they are, with no copy, since they never change in place.
+        self._by_action: dict[str, tuple[str, ...]] = {}
         self._by_address: dict[str, str] = {}
         # Called with each role added from now on; the events-mode run loop sets it so that a
         # role hired mid-run gets its own task.
@@ -70,10 +95,12 @@ class Environment:
                               f"give each role a unique name and aliases")
         self._members[name] = member
         self._inboxes[name] = []
+        self._rank[name] = self._joined
+        self._joined += 1
         for address in addresses:
             self._by_address[address] = name
         for action in member.watch:
-            self._by_action.setdefault(action, []).append(name)
+            self._by_action[action] = (*self._by_action.get(action, ()), name)
         if self._log is not None:
             self._log(RoleJoined(round=self.round, name=name, aliases=tuple(member.aliases),
                                  watch=tuple(sorted(member.watch))))
@@ -88,12 +115,15 @@ class Environment:
         """Takes ``name`` out of the address book; its unread messages are recorded."""
         member = self._members.pop(name)
         inbox = self._inboxes.pop(name)
+        del self._rank[name]
+        self._ready.pop(name, None)
         for address in (name, *member.aliases):
             del self._by_address[address]
         for action in member.watch:
-            watchers = self._by_action[action]
-            watchers.remove(name)
-            if not watchers:
+            watchers = tuple(w for w in self._by_action[action] if w != name)
+            if watchers:
+                self._by_action[action] = watchers
+            else:
                 del self._by_action[action]
         self.consumed += len(inbox)
         waiter = self._waiters.pop(name, None)
@@ -114,18 +144,28 @@ class Environment:
         """The role name behind a name or alias, or ``None``."""
         return self._by_address.get(address)
 
-    def watchers(self, action: str) -> Sequence[str]:
-        return self._by_action.get(action, ())
+    def watchers(self, action: str) -> list[str]:
+        """The roles that watch ``action``, in the order they joined."""
+        return list(self._by_action.get(action, ()))
 
     # -- inboxes ------------------------------------------------------------------------
 
     def has_news(self, name: str) -> bool:
         return bool(self._inboxes[name])
 
+    def with_news(self) -> list[str]:
+        """The roles that have news, in the order they joined (the team's declared order).
+        Costs O(k log k) for k roles with news, whatever the size of the team."""
+        ready = self._ready
+        if len(ready) == 1:
+            return list(ready)
+        return sorted(ready, key=self._rank.__getitem__)
+
     def take(self, name: str) -> list[Message]:
         """Drains ``name``'s inbox: the messages delivered since its last turn."""
         news = self._inboxes[name]
         self._inboxes[name] = []
+        self._ready.pop(name, None)
         self.consumed += len(news)
         return news
 
@@ -154,53 +194,80 @@ class Environment:
         The hot path of the bus, so the common case (broadcast by ``cause_by``) is inlined.
         """
         rnd = self.round if round is None else round
-        run_id, inboxes, waiters, log = self.run_id, self._inboxes, self._waiters, self._log
+        run_id, inboxes, waiters, ready = self.run_id, self._inboxes, self._waiters, self._ready
         by_action, members = self._by_action, self._members
+        records: list[Any] | None = [] if self._log is not None else None
+        # the last logged message with 2+ parents written out
+        shared_id, shared = "", ()  # type: tuple[str, tuple[str, ...]]
         n, delivered, dropped = self.published, 0, 0
         out = []
         for message in messages:
             n += 1
             message = _replace(message, id=f"m{n}", run_id=run_id, round=rnd)
             if message.send_to:
-                recipients: Sequence[str] = self._named(message)
+                recipients: tuple[str, ...] = self._named(message)
             else:
                 recipients = by_action.get(message.cause_by, ())
                 sender = message.sent_from
                 if sender in members and sender in recipients:
-                    recipients = [r for r in recipients if r != sender]
+                    recipients = tuple([r for r in recipients if r != sender])
             for name in recipients:
-                inboxes[name].append(message)
-            if waiters:
-                for name in recipients:
-                    if name in waiters:
+                inbox = inboxes[name]
+                if not inbox:
+                    ready[name] = None
+                    if waiters and name in waiters:
                         waiters.pop(name).set()
+                inbox.append(message)
             if recipients:
                 delivered += len(recipients)
             else:
                 dropped += 1
-            if log is not None:
-                self._record(message, recipients)
+            if records is not None:
+                if len(message.parents) < 2:
+                    records.append(MessagePublished(message, recipients) if recipients
+                                   else _undelivered(message, ""))
+                elif message.parents == shared:
+                    records.append(_record(_replace(message, parents=()), recipients, shared_id))
+                else:
+                    shared_id, shared = message.id, message.parents
+                    records.append(_record(message, recipients, ""))
             out.append(message)
         self.published, self.deliveries, self.undelivered = (
             n, self.deliveries + delivered, self.undelivered + dropped)
+        if records:
+            self._write(records)
         return out
 
-    def _named(self, message: Message) -> list[str]:
+    def _write(self, records: list[Any]) -> None:
+        if self._log_all is not None:
+            self._log_all(records)
+            return
+        assert self._log is not None
+        for record in records:
+            self._log(record)
+
+    def _named(self, message: Message) -> tuple[str, ...]:
         sender = message.sent_from
         found: list[str] = []
         for address in message.send_to:
             name = self._by_address.get(address)
             if name is not None and name != sender and name not in found:
                 found.append(name)
-        return found
+        return tuple(found)
 
-    def _record(self, message: Message, recipients: Sequence[str]) -> None:
-        assert self._log is not None
-        if recipients:
-            self._log(MessagePublished(message=message, recipients=tuple(recipients)))
-            return
-        if message.send_to:
-            reason = f"no role is named {', '.join(message.send_to)}"
-        else:
-            reason = f"no role watches {message.cause_by}"
-        self._log(MessageUndelivered(message=message, reason=reason))
+
+def _record(message: Message, recipients: tuple[str, ...], parents_as: str) -> Any:
+    """The log record of ``message`` (see :class:`~bus._events.MessagePublished` for
+    ``parents_as``: the messages of one step usually answer the same news, which is then
+    written out once per publish)."""
+    if recipients:
+        return MessagePublished(message, recipients, parents_as=parents_as)
+    return _undelivered(message, parents_as)
+
+
+def _undelivered(message: Message, parents_as: str) -> MessageUndelivered:
+    if message.send_to:
+        reason = f"no role is named {', '.join(message.send_to)}"
+    else:
+        reason = f"no role watches {message.cause_by}"
+    return MessageUndelivered(message, reason, parents_as=parents_as)

@@ -8,16 +8,26 @@ same scenario and seed on the simulator give identical logs.
 
 Roles may also write events of their own kinds (``tool_called``, ``gate_passed``...) through
 :meth:`bus.Turn.emit`; those are :class:`Note` records whose ``kind`` is the role's word.
+
+Two things keep the log short on the hot path, and :func:`read_events` undoes both, so a
+reader sees every record whole: a message leaves out its empty fields (``send_to``,
+``content``, ``payload``, ``parents``), and a message whose parents are those of the message
+logged just before it in the same publish names that message (``parents_as``) instead of
+repeating them. ``round_started`` is written only for a round in which something else is
+logged before its messages (an LLM call, an artifact, a note, a failure); ``round_ended``,
+written for every round, names the round's turns.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from pathlib import Path
 from typing import Any
 
 import msgspec
 
 from ._chain import CHAIN_FIELDS
+from ._jsonl import read_jsonl
 from ._message import Message
 
 WALL_CLOCK_FIELDS = frozenset({"t", "latency_ms", "run_id"})
@@ -26,8 +36,8 @@ _NOT_LOGICAL = WALL_CLOCK_FIELDS | CHAIN_FIELDS
 
 
 class _Event(msgspec.Struct, kw_only=True, tag_field="kind"):
-    seq: int = 0
-    t: float = 0.0
+    # An event's place is its line number in events.jsonl (verify and readers count lines).
+    t: float = 0.0  # when it was logged (seconds since the epoch, to the millisecond)
 
 
 class RunStarted(_Event, tag="run_started"):
@@ -53,23 +63,37 @@ class RoleLeft(_Event, tag="role_left"):
 
 
 class RoundStarted(_Event, tag="round_started"):
+    """A round begins; logged only when the round logs more than its messages (module
+    docstring), just before the first such event."""
+
     round: int
     turns: tuple[str, ...]  # the roles that take a turn, in declared order
 
 
 class RoundEnded(_Event, tag="round_ended"):
+    """A round's turns are done and what they published is delivered."""
+
     round: int
-    published: int
+    published: int  # messages the round's turns published
+    turns: tuple[str, ...] = ()  # the roles that took a turn, in declared order
 
 
-class MessagePublished(_Event, tag="message_published"):
+# gc=False as for Message (see there): these hold a message and strings, never a cycle, and a
+# publish of many messages would otherwise wake the cycle collector again and again.
+class MessagePublished(_Event, tag="message_published", omit_defaults=True, gc=False):
+    """A message and the roles it was delivered to."""
+
     message: Message
     recipients: tuple[str, ...]
+    parents_as: str = ""  # if set, ``message.parents`` are those of the message with this id
 
 
-class MessageUndelivered(_Event, tag="message_undelivered"):
+class MessageUndelivered(_Event, tag="message_undelivered", omit_defaults=True, gc=False):
+    """A message that reached nobody, kept with the reason."""
+
     message: Message
     reason: str
+    parents_as: str = ""  # as in MessagePublished
 
 
 class LLMCalled(_Event, tag="llm_called"):
@@ -106,7 +130,6 @@ class Note(msgspec.Struct, kw_only=True):
     """A role's own event (written as ``{"kind": <kind>, ...}``)."""
 
     kind: str
-    seq: int = 0
     t: float = 0.0
     round: int
     role: str
@@ -123,10 +146,43 @@ _decode_known = msgspec.json.Decoder(Event).decode
 
 
 def decode_event(raw: dict[str, Any]) -> Any:
-    """A typed event for a known kind; the raw dict for a role's own kind."""
+    """A typed event for a known kind; the raw dict for a role's own kind. ``raw`` is a
+    record as :func:`read_events` gives it (with its message's parents written out)."""
     if raw.get("kind") in KNOWN_KINDS:
         return _decode_known(msgspec.json.encode(raw))
     return raw
+
+
+MESSAGE_KINDS = frozenset({"message_published", "message_undelivered"})
+_MESSAGE_DEFAULTS: dict[str, Any] = {"send_to": [], "content": "", "payload": None, "parents": []}
+_MESSAGE_STAMPS: dict[str, Any] = {"id": "", "run_id": "", "round": -1}
+
+
+def read_events(path: Path) -> Iterator[dict[str, Any]]:
+    """The records of an event log (``events.jsonl``) as dicts, each message whole: its
+    empty fields filled in and ``parents_as`` replaced by the parents it names. Logs written
+    before either existed read the same."""
+    return whole_messages(read_jsonl(path, dict))
+
+
+def whole_messages(records: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+    """``records`` with every message written out in full (see :func:`read_events`)."""
+    shared_id, shared = "", []  # type: tuple[str, list[str]]
+    for rec in records:
+        if rec.get("kind") not in MESSAGE_KINDS:
+            yield rec
+            continue
+        message = {"cause_by": None, "sent_from": None, **_MESSAGE_DEFAULTS, **_MESSAGE_STAMPS, **rec["message"]}
+        named = rec.pop("parents_as", "")
+        if named:
+            if named != shared_id:
+                raise ValueError(f"message {message.get('id')} has the parents of {named}, which is not "
+                                 f"the last message logged with its parents written out ({shared_id or 'none'})")
+            message["parents"] = list(shared)
+        elif len(message["parents"]) > 1:
+            shared_id, shared = message.get("id", ""), message["parents"]
+        rec["message"] = message
+        yield rec
 
 
 def logical_view(records: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:

@@ -12,11 +12,14 @@ from typing import Any
 import msgspec
 
 
+# omit_defaults: an empty send_to, content, payload or parents (and the run id of a run
+# without one) is left out of the JSON (the decoder fills it in again), which keeps the run
+# log short; readers of the raw JSON use bus.read_events or .get().
 # gc=False: a message is a value (strings, tuples, JSON-able payload) that never refers back
 # to anything holding it, so it cannot be part of a reference cycle; untracked, a run with
 # hundreds of thousands of live messages does not pay for the cycle collector scanning them
 # (it halved routing throughput in bench/route.py).
-class Message(msgspec.Struct, frozen=True, kw_only=True, gc=False):
+class Message(msgspec.Struct, frozen=True, kw_only=True, gc=False, omit_defaults=True):
     """One published message.
 
     ``id``, ``run_id`` and ``round`` are stamped by :meth:`Environment.publish`; a role
@@ -37,4 +40,4 @@ class Message(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     parents: tuple[str, ...] = ()
     id: str = ""
     run_id: str = ""
-    round: int = 0
+    round: int = -1  # -1 until published: a stamped message always has its round in its JSON

@@ -36,6 +36,8 @@ from .store._store import RunStore
 StopCondition = Callable[[Sequence[Message], int], "str | None"]
 """Looks at the messages a round (or a turn) published and returns why to stop, or None."""
 
+_PAUSE_S = 0.005  # the rounds loop lets other tasks run at least this often (see Runner._pause)
+
 END_REASONS = ("idle", "max_rounds", "stop_condition", "budget_exhausted", "error", "cancelled")
 STATUS = {"idle": "completed", "max_rounds": "completed", "stop_condition": "completed",
           "budget_exhausted": "budget_exhausted", "error": "failed", "cancelled": "cancelled"}
@@ -86,6 +88,7 @@ class Runner:
         self._ending: _End | None = None  # set by a turn: budget or stop, finish in-flight work
         self._error: tuple[str, str] | None = None
         self._round = 0
+        self._next_pause = 0.0
 
     async def run(self) -> RunResult:
         started = time.time()
@@ -104,32 +107,59 @@ class Runner:
     # -- rounds -------------------------------------------------------------------------
 
     async def _rounds(self) -> _End:
-        self._publish_all(self._seed, 0)
+        env = self.env
+        self._publish_all(self._seed, 0, flush=True)
         for rnd in range(1, self.max_rounds + 1):
-            self._round = self.env.round = rnd
-            self._publish_all(self._due_injections(rnd), rnd)
-            turns = [(m, self.env.take(m.name)) for m in self.env.members if self.env.has_news(m.name)]
-            if not turns:
+            self._round = env.round = rnd
+            if self._injections:
+                self._publish_all(self._due_injections(rnd), rnd, flush=True)
+            names = env.with_news()
+            if not names:
                 if self._injections:
                     continue  # nothing to do until the next scheduled message
                 return _End("idle")
-            self._log(RoundStarted(round=rnd, turns=tuple(m.name for m, _ in turns)))
-            outputs: list[Sequence[Message]] = [()] * len(turns)
-            async with trio.open_nursery() as nursery:
-                for i, (member, news) in enumerate(turns):
-                    nursery.start_soon(self._turn_into, outputs, i, member, news, rnd, nursery.cancel_scope)
+            turns = tuple(names)
+            if self._store is not None:
+                self._store.open_round(RoundStarted(round=rnd, turns=turns))
+            outputs = await self._round_turns([(env.member(n), env.take(n)) for n in names], rnd)
             published = self._publish_all([m for out in outputs for m in out], rnd)
-            self._log(RoundEnded(round=rnd, published=len(published)))
+            self._log(RoundEnded(round=rnd, published=len(published), turns=turns))
             self._check_end(published, rnd)
             if self._ending is not None:
                 return self._ending
-        if self.env.pending() or self._injections:
+        if env.pending() or self._injections:
             return _End("max_rounds", f"stopped after round {self.max_rounds} with work left")
         return _End("idle")
+
+    async def _round_turns(self, turns: list[tuple[Member, list[Message]]], rnd: int) -> list[Sequence[Message]]:
+        """The outputs of a round's turns, in the order of ``turns``: concurrent turns in a
+        nursery, or a lone turn awaited directly (a nursery per round would cost more than
+        a cheap turn itself)."""
+        if len(turns) == 1:
+            member, news = turns[0]
+            out = await self._turn(member, news, rnd, None)
+            await self._pause()
+            return [out]
+        outputs: list[Sequence[Message]] = [()] * len(turns)
+        async with trio.open_nursery() as nursery:
+            for i, (member, news) in enumerate(turns):
+                nursery.start_soon(self._turn_into, outputs, i, member, news, rnd, nursery.cancel_scope)
+        return outputs
 
     async def _turn_into(self, outputs: list[Sequence[Message]], i: int, member: Member,
                          news: list[Message], rnd: int, scope: trio.CancelScope) -> None:
         outputs[i] = await self._turn(member, news, rnd, scope)
+
+    async def _pause(self) -> None:
+        """A checkpoint for the rounds loop when it ran a lone turn without a nursery: the run
+        can be cancelled at every round, and other tasks (the progress display) get to run
+        at least every few milliseconds even if no turn ever waits."""
+        now = time.perf_counter()
+        if now < self._next_pause:
+            await trio.lowlevel.checkpoint_if_cancelled()
+            return
+        self._next_pause = now + _PAUSE_S
+        await trio.lowlevel.checkpoint()
 
     # -- events -------------------------------------------------------------------------
 
@@ -143,7 +173,7 @@ class Runner:
             for member in self.env.members:
                 spawn(member)
             self.env.on_join = spawn
-            self._publish_all(self._seed, 0)
+            self._publish_all(self._seed, 0, flush=True)
             self._check_idle()
             await self._done.wait()
             nursery.cancel_scope.cancel()
@@ -161,19 +191,23 @@ class Runner:
                 continue
             if self._ending is not None:
                 return
-            news = self.env.take(member.name)
-            rnd = 1 + max(m.round for m in news)
-            if rnd > self.max_rounds:
-                self._limited = True
-                self._check_idle()
-                continue
-            self._busy += 1
-            self._round = self.env.round = max(self._round, rnd)
-            out = await self._turn(member, news, rnd, scope)
-            published = self._publish_all(out, rnd)
-            self._check_end(published, rnd)
-            self._busy -= 1
+            await self._react(member, self.env.take(member.name), scope)
+
+    async def _react(self, member: Member, news: list[Message], scope: trio.CancelScope) -> None:
+        """One events-mode turn. Its own function so that what it read and published is
+        freed when it returns, not kept by a parked role loop until its next turn."""
+        rnd = 1 + max(m.round for m in news)
+        if rnd > self.max_rounds:
+            self._limited = True
             self._check_idle()
+            return
+        self._busy += 1
+        self._round = self.env.round = max(self._round, rnd)
+        out = await self._turn(member, news, rnd, scope)
+        published = self._publish_all(out, rnd, flush=True)
+        self._check_end(published, rnd)
+        self._busy -= 1
+        self._check_idle()
 
     def _check_idle(self) -> None:
         if self._busy:
@@ -183,7 +217,7 @@ class Runner:
         elif self.env.pending() == 0:
             if self._injections:
                 nxt = self._injections[0].round
-                self._publish_all(self._due_injections(nxt), nxt)
+                self._publish_all(self._due_injections(nxt), nxt, flush=True)
                 if self.env.pending():
                     return
             self._done.set()
@@ -191,7 +225,7 @@ class Runner:
     # -- shared -------------------------------------------------------------------------
 
     async def _turn(self, member: Member, news: list[Message], rnd: int,
-                    scope: trio.CancelScope) -> Sequence[Message]:
+                    scope: trio.CancelScope | None) -> Sequence[Message]:
         turn = Turn(run_id=self.env.run_id, round=rnd, role=member.name,
                     gateway=self._gateway, services=self._store)
         try:
@@ -209,15 +243,21 @@ class Runner:
             if self._error is None:
                 # str, not repr: the message of a ModelOutputError is multi-line prose for people
                 self._error = (f"role {member.name!r} failed in round {rnd}: {type(exc).__name__}: {exc}", tb)
-            scope.cancel()  # the other turns are cancelled; the run ends with 'error'
+            if scope is not None:
+                scope.cancel()  # the other turns are cancelled; the run ends with 'error'
             return ()
         if not out:
             return ()
-        parents = tuple(m.id for m in news)
+        parents = tuple([m.id for m in news])
         return [m if m.parents else msgspec.structs.replace(m, parents=parents) for m in out]
 
-    def _publish_all(self, messages: Sequence[Message], rnd: int) -> list[Message]:
-        return self.env.publish_all(messages, round=rnd)
+    def _publish_all(self, messages: Sequence[Message], rnd: int, *, flush: bool = False) -> list[Message]:
+        """Publishes one batch; ``flush`` writes its log records at once (else the next event
+        that is not a message writes them, as ``round_ended`` does in ``rounds`` mode)."""
+        published = self.env.publish_all(messages, round=rnd)
+        if flush and self._store is not None:
+            self._store.flush()
+        return published
 
     def _due_injections(self, rnd: int) -> list[Message]:
         due = [i.message for i in self._injections if i.round <= rnd]

@@ -14,7 +14,7 @@ from typing import Any
 
 import msgspec
 
-from bus import Scenario, load_scenario, read_jsonl, scenario_with_overrides
+from bus import Scenario, load_scenario, read_events, read_jsonl, scenario_with_overrides
 from bus.cli._assemble import Outcome, execute
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -43,7 +43,7 @@ async def run(sc: Scenario) -> Outcome:
 
 
 def events(outcome: Outcome, kind: str | None = None) -> list[dict[str, Any]]:
-    found: list[dict[str, Any]] = list(read_jsonl(outcome.run_dir / "events.jsonl"))
+    found: list[dict[str, Any]] = list(read_events(outcome.run_dir / "events.jsonl"))
     return [e for e in found if kind is None or e["kind"] == kind]
 
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from bus import read_jsonl
+from bus import read_events, read_jsonl
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -26,7 +26,7 @@ def test_the_flower_shop_handles_the_order_in_three_kinds_of_output(tmp_path: Pa
     summary: dict[str, Any] = json.loads((run_dir / "summary.json").read_text())
     assert summary["status"] == "completed" and summary["max_rounds"] == 10
     assert summary["rounds"] <= 10 and Decimal(str(summary["budget_usd"])) == 10
-    events: list[dict[str, Any]] = list(read_jsonl(run_dir / "events.jsonl"))
+    events: list[dict[str, Any]] = list(read_events(run_dir / "events.jsonl"))
     messages = [e["message"] for e in events if e["kind"] in ("message_published", "message_undelivered")]
     by_role: dict[str, set[str]] = {}
     for m in messages:

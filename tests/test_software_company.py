@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from bus import ChatMessage, ConfigError, LLMRequest, load_scenario, read_jsonl, scenario_with_overrides
+from bus import ChatMessage, ConfigError, LLMRequest, load_scenario, read_events, read_jsonl, scenario_with_overrides
 from bus.llm._sim import _generate
 from bus.cli._assemble import Outcome, execute
 from openai_server import Answer, OpenAIServer
@@ -57,7 +57,7 @@ def ledger(run_dir: Path) -> list[dict[str, Any]]:
 
 
 def events(run_dir: Path, kind: str) -> list[dict[str, Any]]:
-    every: list[dict[str, Any]] = list(read_jsonl(run_dir / "events.jsonl"))
+    every: list[dict[str, Any]] = list(read_events(run_dir / "events.jsonl"))
     return [e for e in every if e["kind"] == kind]
 
 

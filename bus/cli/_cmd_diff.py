@@ -40,9 +40,9 @@ def run(args: argparse.Namespace) -> int:
 def messages(run_dir: Path) -> list[dict[str, Any]]:
     """The run's message events in order, logical fields only (no ``seq``: other events,
     such as a resume's, shift it without changing the messages)."""
-    from bus import logical_view, read_jsonl
+    from bus import logical_view, read_events
 
-    events = (e for e in read_jsonl(run_dir / EVENTS, dict) if e.get("kind") in _KINDS)
+    events = (e for e in read_events(run_dir / EVENTS) if e.get("kind") in _KINDS)
     return [{k: v for k, v in e.items() if k != "seq"} for e in logical_view(events)]
 
 

@@ -77,8 +77,8 @@ def _last_round(run_dir: Path) -> int:
 
     last = 0
     for event in read_jsonl(run_dir / EVENTS, dict):
-        if event.get("kind") == "round_started":
-            last = event["round"]
+        if event.get("kind") in ("round_started", "round_ended"):  # round_started may be left out
+            last = max(last, event["round"])
     return last
 
 

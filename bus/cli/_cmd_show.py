@@ -44,9 +44,9 @@ def timeline(run_dir: Path) -> Iterator[dict[str, Any]]:
     """The run's messages in publish order: ``id``, ``round``, ``from``, ``to`` (the
     recipients; empty when undelivered), ``cause_by``, ``content``, ``parents`` and
     ``undelivered`` (the reason, or ``None``)."""
-    from bus import read_jsonl
+    from bus import read_events
 
-    for event in read_jsonl(run_dir / EVENTS, dict):
+    for event in read_events(run_dir / EVENTS):
         kind = event.get("kind")
         if kind not in ("message_published", "message_undelivered"):
             continue

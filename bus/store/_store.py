@@ -4,7 +4,14 @@
 message, delivery, LLM call and artifact, in order), ``costs.jsonl`` (the cost ledger),
 ``artifacts/`` (the files the actions wrote), ``summary.json`` (status, end reason and
 totals) and ``calls.jsonl`` (every LLM answer, a replay cassette: see :mod:`bus.llm._tape`).
-Lines are flushed one by one, so a killed run keeps all it had written.
+
+Flush policy of ``events.jsonl``: the records of one publish (its messages; in ``rounds``
+mode together with the round's ``round_ended``) are kept in memory until the publish is
+done, then written as one sealed batch with one ``os.write`` (:meth:`RunStore.flush`, which
+the run loop calls; at most 256 records wait, a larger publish is written in batches of
+that size). Every other event is written at once, after whatever waits. So a killed run
+keeps every line of every completed publish, and every LLM call, reservation, artifact and
+note as soon as it is logged. The ledger and ``calls.jsonl`` are written line by line.
 
 A resumed run (``sopbus resume``) opens its directory again with :meth:`RunStore.open`;
 :func:`drop_torn_tail` first cuts off a line a killed writer left half-written. While a
@@ -27,10 +34,20 @@ from typing import Any
 import msgspec
 
 from .._errors import ConfigError, ModelOutputError
-from .._events import ArtifactWritten, LLMCalled, Note
+from .._events import ArtifactWritten, LLMCalled, MessagePublished, MessageUndelivered, Note, RoundEnded, RoundStarted
 from .._jsonl import JsonlWriter, encode_json
 
 from .._layout import ARTIFACTS, CALLS, COSTS, EVENTS, SCENARIO, SUMMARY
+
+
+_WAITING = (MessagePublished, MessageUndelivered)  # records that wait for the end of their publish
+_BATCH = 256  # at most this many records wait: a bound on memory and on the length of a seal
+
+
+def _now() -> float:
+    """The time of an event: to the millisecond, which is what a reader can use (and what
+    keeps the log short; LLM calls carry their own latency)."""
+    return round(time.time(), 3)
 
 
 def new_run_id(name: str) -> str:
@@ -52,7 +69,8 @@ class RunStore:
         self._costs = JsonlWriter(run_dir / COSTS)
         self._calls: JsonlWriter | None = None  # opened at the first answer
         self._lock_fd = -1
-        self._seq = 0
+        self._waiting: list[Any] = []
+        self._opening: RoundStarted | None = None
 
     @classmethod
     def create(cls, runs_dir: Path, name: str, *, run_id: str | None = None) -> RunStore:
@@ -83,11 +101,40 @@ class RunStore:
         return self.run_dir / ARTIFACTS
 
     def log(self, event: Any) -> None:
-        """Appends one event record, giving it the next sequence number and the time."""
-        self._seq += 1
-        event.seq = self._seq
-        event.t = time.time()
-        self._events.write(event)
+        """Appends one event record, giving it the time. A message waits for :meth:`flush`;
+        any other event is written at once (module docstring)."""
+        kind = type(event)
+        if self._opening is not None and kind not in _WAITING:
+            opening, self._opening = self._opening, None
+            if kind is not RoundEnded:
+                self._waiting.append(opening)
+        event.t = _now()
+        self._waiting.append(event)
+        if kind not in _WAITING or len(self._waiting) >= _BATCH:
+            self.flush()
+
+    def log_all(self, events: list[Any]) -> None:
+        """Appends the records of one publish (messages), which wait for :meth:`flush`."""
+        now, waiting = _now(), self._waiting
+        for event in events:
+            event.t = now
+        waiting += events
+        if len(waiting) >= _BATCH:
+            self.flush()
+
+    def open_round(self, event: RoundStarted) -> None:
+        """Notes that a round starts: its ``round_started`` record is logged (with the time
+        now) just before the first event of the round that is neither a message nor its
+        ``round_ended``, and not at all if there is none."""
+        event.t = _now()
+        self._opening = event
+
+    def flush(self) -> None:
+        """Writes the records that wait (a publish's messages) as one sealed batch."""
+        if self._waiting:
+            waiting, self._waiting = self._waiting, []
+            for start in range(0, len(waiting), _BATCH):
+                self._events.write_all(waiting[start:start + _BATCH])
 
     def record_call(self, line: Any) -> None:
         """The gateway's sink: one ledger line, and the same call in the event log."""
@@ -124,6 +171,7 @@ class RunStore:
         os.replace(tmp, path)
 
     def close(self) -> None:
+        self.flush()
         self._events.close()
         self._costs.close()
         if self._calls is not None:
