@@ -72,11 +72,8 @@ def ring_once(roles: int, tokens: int, turns: int, mode: str, log_dir: Path | No
               verify: bool = True) -> dict[str, Any]:
     """One run of the ring: elapsed seconds, turns, steps and (with a log) its size; with
     ``verify``, the run directory must pass :func:`bus.store.verify_run`."""
-    env_log = store = None
-    if log_dir is not None:
-        store = RunStore.create(log_dir, "ring")
-        env_log = store.log
-    env = Environment(store.run_id if store else "ring", log=env_log)
+    store = RunStore.create(log_dir, "ring") if log_dir is not None else None
+    env = Environment(store.run_id if store else "ring", log=store)
     ring = [Relay(i, roles) for i in range(roles)]
     env.add_all(ring)
     relayed = 0

@@ -164,7 +164,7 @@ async def _run(scenario: Scenario, team: Any, prices: PriceBook, provider: Provi
         bind_stats = getattr(team.stop, "bind_stats", None)
         if callable(bind_stats):
             bind_stats(gateway.stats if continuation is None else asker.course)
-        env = Environment(store.run_id, log=store.log)
+        env = Environment(store.run_id, log=store)  # the store takes a publish at once
         env.add_all(team.roles)
         runner = Runner(env, mode=scenario.run.mode, max_rounds=scenario.run.max_rounds,
                         seed=team.seed, injections=team.injections, stop=team.stop,
