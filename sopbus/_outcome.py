@@ -105,11 +105,11 @@ class RunOutcome:
 
     def messages(self) -> list[Message]:
         """Every message the run published, in order (undelivered ones too)."""
-        from bus import read_jsonl
+        from bus import read_events
 
         kinds = ("message_published", "message_undelivered")
         return [msgspec.convert(event["message"], Message)
-                for event in read_jsonl(self.run_dir / _EVENTS, dict) if event.get("kind") in kinds]
+                for event in read_events(self.run_dir / _EVENTS) if event.get("kind") in kinds]
 
     def ledger(self) -> list[LedgerLine]:
         """The cost ledger: one line per LLM call attempt (see ``costs.jsonl``)."""

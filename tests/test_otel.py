@@ -50,7 +50,7 @@ def _check_tree(spans: list[dict[str, Any]], run_dir: Path, mode: str) -> None:
     assert root["attributes"]["sopbus.run_id"] == summary["run_id"]
     assert Decimal(root["attributes"]["sopbus.total_usd"]) == Decimal(str(summary["total_usd"]))
     rounds = [s for s in spans if s["name"].startswith("round ")]
-    assert len(rounds) == sum(e["kind"] == "round_started" for e in events)
+    assert len(rounds) == sum(e["kind"] == "round_ended" for e in events)  # round_started may be left out
     assert all(ids[r["parent"]] is root for r in rounds)
     turns = [s for s in spans if s["name"].startswith("turn ")]
     want_parent = "round " if mode == "rounds" else "sopbus run"

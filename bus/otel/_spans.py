@@ -6,7 +6,9 @@ trace sent when the run ends (``sopbus run --otel``) and one sent later from the
 :mod:`bus.otel._export` for that.
 
 Times are wall-clock seconds. An LLM call runs from its ledger line's ``t`` less its
-``latency_ms`` to ``t``. A round runs from ``round_started`` to ``round_ended``. A turn is
+``latency_ms`` to ``t``. A round runs from ``round_started`` to ``round_ended`` (a round that
+logged nothing but its messages has no ``round_started``: it runs from the event before
+its ``round_ended``, which names its turns). A turn is
 one role acting on its news in one round: in ``rounds`` mode from the round's start to the
 end of the role's last call in it (the round ends when its slowest turn does); in
 ``events`` mode from the role's first call to its last call or its last publish. Call
@@ -20,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .._events import read_events
 from .._jsonl import read_jsonl
 from .._layout import COSTS, EVENTS, SUMMARY
 
@@ -43,7 +46,7 @@ class Span:
 
 def run_trace(run_dir: Path) -> Span:
     """The span tree of the run in ``run_dir`` (see the module docstring)."""
-    events = list(read_jsonl(run_dir / EVENTS))
+    events = _opened(list(read_events(run_dir / EVENTS)))
     calls = list(read_jsonl(run_dir / COSTS)) if (run_dir / COSTS).exists() else []
     started = next(e for e in events if e["kind"] == "run_started")
     ended = next((e for e in reversed(events) if e["kind"] == "run_ended"), events[-1])
@@ -81,6 +84,24 @@ def _summary(run_dir: Path) -> dict[str, Any]:
 
     path = run_dir / SUMMARY
     return msgspec.json.decode(path.read_bytes()) if path.exists() else {}
+
+
+def _opened(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``events`` with a ``round_started`` put back before each ``round_ended`` that has
+    none, timed when the round before it ended (rounds follow one another)."""
+    out: list[dict[str, Any]] = []
+    started: set[int] = set()
+    boundary = events[0]["t"] if events else 0.0
+    for event in events:
+        if event["kind"] == "round_started":
+            started.add(event["round"])
+        elif event["kind"] == "round_ended":
+            if event["round"] not in started:
+                out.append({"kind": "round_started", "round": event["round"],
+                            "turns": event.get("turns", []), "t": boundary})
+            boundary = event["t"]
+        out.append(event)
+    return out
 
 
 def _rounds(events: list[dict[str, Any]]) -> dict[int, Span]:

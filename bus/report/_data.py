@@ -1,7 +1,7 @@
 """A run directory read back for the report: summary, roles, messages with their deliveries,
 the cost ledger, artifacts and the roles' own events.
 
-Everything is read through the run store's own readers (:func:`bus.read_jsonl`,
+Everything is read through the run store's own readers (:func:`bus.read_events`,
 :func:`bus.decode_event` and the event types, :func:`bus.money.load_ledger`), so a change
 of the file formats reaches the report without a second parser to keep in step.
 """
@@ -15,7 +15,6 @@ from typing import Any
 
 from .. import _events as ev
 from .._errors import ConfigError
-from .._jsonl import read_jsonl
 from .._layout import EVENTS, SUMMARY
 from .._message import Message
 from ..money._costs import load_ledger
@@ -79,7 +78,7 @@ def read_run(run_dir: Path) -> RunData:
         raise ConfigError(f"{run_dir} is not a run directory: it has no {EVENTS}; give a run "
                           f"id, a run directory or 'last'")
     data = RunData(run_dir=run_dir, summary=_summary(run_dir))
-    for raw in read_jsonl(run_dir / EVENTS, dict):
+    for raw in ev.read_events(run_dir / EVENTS):
         _take(data, ev.decode_event(raw))
     data.calls = _calls(load_ledger(run_dir), data.t0)
     return data
