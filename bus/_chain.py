@@ -273,11 +273,11 @@ def _walk(path: Path, lines: list[bytes]) -> tuple[bytes, ChainBreak | None, int
         if broken is not None:
             return prev, broken, 0
         prev, start = seal.hash, number
-    if start == 0 and lines:
-        return prev, ChainBreak(path, 1, "unchained", "no line of the file is sealed (no _h field)"), 0
     for number in range(start + 1, len(lines) + 1):
         if _damaged(lines[number - 1]):
             return prev, ChainBreak(path, number, "unchained", "the line's chain fields at its end are damaged"), 0
+    if start == 0 and lines:
+        return prev, ChainBreak(path, 1, "unchained", "no line of the file is sealed (no _h field)"), 0
     return prev, None, len(lines) - start
 
 
@@ -338,18 +338,21 @@ def _against_checks(path: Path, lines: list[bytes], start: int, end: int, seal: 
         return _orphans(path, lines, start, extra)
     for j, check in enumerate(have):
         if j >= len(wanted) or check != wanted[j]:
-            return _disowned(path, start + j + 1, check, wanted[j + 1:j + 2] if extra < 0 else [], wanted, start)
+            return _disowned(path, start, j, have, wanted)
     return ChainBreak(path, start + len(have) + 1, "dropped",
                       "the line written before this one in its batch is missing")
 
 
-def _disowned(path: Path, number: int, check: bytes, next_check: list[bytes], wanted: list[bytes],
-              start: int) -> ChainBreak:
-    if next_check and check == next_check[0]:
+def _disowned(path: Path, start: int, j: int, have: list[bytes], wanted: list[bytes]) -> ChainBreak:
+    """Why line ``j`` of a batch (from 0) does not match its check: a line before it is
+    missing, it swapped places with another line, or it was edited."""
+    number, check = start + j + 1, have[j]
+    if len(have) < len(wanted) and check == wanted[j + 1]:
         return ChainBreak(path, number, "dropped", "the line written before this one in its batch is missing")
-    if check in wanted:
-        return ChainBreak(path, number, "reordered",
-                          f"the line was written as line {start + wanted.index(check) + 1} of its batch")
+    for k, other in enumerate(wanted):
+        # a move, not an edit that happens to copy another line: that line is out of place too
+        if k != j and other == check and k < len(have) and have[k] != other:
+            return ChainBreak(path, number, "reordered", f"the line was written as line {start + k + 1} of its batch")
     return ChainBreak(path, number, "edited", "the line does not match the check (_c) its batch's seal lists")
 
 
