@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import time
 import traceback
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import msgspec
@@ -230,19 +230,18 @@ class Runner:
                     gateway=self._gateway, services=self._store)
         try:
             out = await member.step(news, turn)
-        except BudgetExhausted as exc:
-            # Other turns' calls already in flight finish and are settled; no new turn starts.
-            self._ending = self._ending or _End("budget_exhausted", str(exc))
-            return ()
-        except StopRun as exc:
-            self._ending = self._ending or _End("stop_condition", exc.detail)
-            return ()
         except Exception as exc:
+            ending = _ending_of(exc)
+            if ending is not None:
+                # Other turns' calls already in flight finish and are settled; no new turn starts.
+                self._ending = self._ending or ending
+                return ()
             tb = traceback.format_exc()
             self._log(TurnFailed(round=rnd, role=member.name, error=repr(exc), traceback=tb))
             if self._error is None:
                 # str, not repr: the message of a ModelOutputError is multi-line prose for people
-                self._error = (f"role {member.name!r} failed in round {rnd}: {type(exc).__name__}: {exc}", tb)
+                cause = _first_error(exc)
+                self._error = (f"role {member.name!r} failed in round {rnd}: {type(cause).__name__}: {cause}", tb)
             if scope is not None:
                 scope.cancel()  # the other turns are cancelled; the run ends with 'error'
             return ()
@@ -307,6 +306,37 @@ class Runner:
         ended = time.time()
         summary.update(started_at=started, ended_at=ended, duration_s=round(ended - started, 6))
         return summary
+
+
+def _ending_of(exc: Exception) -> _End | None:
+    """The end a role's exception asks for: :class:`BudgetExhausted` or :class:`StopRun`,
+    alone or as the only kinds in the exception group of a nursery inside the role (a
+    role's concurrent calls can all be refused at once); ``None`` for anything else, which
+    is an error. A group holding both ends on the budget: spending stopped it."""
+    leaves = list(_leaves(exc))
+    if not leaves or not all(isinstance(e, (BudgetExhausted, StopRun)) for e in leaves):
+        return None
+    budget = next((e for e in leaves if isinstance(e, BudgetExhausted)), None)
+    if budget is not None:
+        return _End("budget_exhausted", str(budget))
+    stop = leaves[0]
+    assert isinstance(stop, StopRun)
+    return _End("stop_condition", stop.detail)
+
+
+def _first_error(exc: BaseException) -> BaseException:
+    """What to name for a failed turn: the exception, or in a nursery's group the first
+    one that is neither a refusal nor a stop (the group's own text says nothing)."""
+    leaves = [e for e in _leaves(exc) if not isinstance(e, (BudgetExhausted, StopRun))]
+    return leaves[0] if isinstance(exc, BaseExceptionGroup) and leaves else exc
+
+
+def _leaves(exc: BaseException) -> Iterator[BaseException]:
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            yield from _leaves(inner)
+    else:
+        yield exc
 
 
 def _what(exc: BaseException) -> str:
