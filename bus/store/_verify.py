@@ -2,12 +2,13 @@
 
 :func:`verify_run` checks what a run left behind against itself:
 
-- the chains of ``events.jsonl``, ``costs.jsonl`` and ``artifacts/receipts.jsonl`` (each line
-  carries the hash of the one before; :mod:`bus._chain`), naming the first edited, dropped,
-  reordered or unchained line; a torn last line is reported as torn, not as tampering;
-- the ledger against the event log: every ``llm_called`` event carries its ledger line, so
-  the two files must hold the same calls in the same order (this also catches lines cut
-  from the end of ``costs.jsonl``, which no chain can see);
+- the chains of ``events.jsonl`` (and a resumed run's earlier ``events.<n>.jsonl``),
+  ``costs.jsonl``, ``calls.jsonl`` and ``artifacts/receipts.jsonl`` (each line carries the
+  hash of the one before; :mod:`bus._chain`), naming the first edited, dropped, reordered or
+  unchained line; a torn last line is reported as torn, not as tampering;
+- the ledger against the event logs, the recorded answers and ``summary.json``, each call
+  paired by its ledger ``seq`` (:mod:`bus.store._crosscheck`; this also catches lines cut
+  from the end of ``costs.jsonl``, which no chain can see, and edited summary totals);
 - a finished run (one with ``summary.json``) must end with its ``run_ended`` event;
 - every artifact must still have the SHA-256 its last ``artifact_written`` event recorded;
 - every receipt must name files whose hashes still match, and each ``receipt_issued``
@@ -32,8 +33,9 @@ import msgspec
 from .._chain import ChainReport, split_line, unseal, verify_file
 from .._errors import SopbusError
 from .._jsonl import JsonlWriter
+from .._layout import ARTIFACTS, CALLS, COSTS, EVENTS, RECEIPTS, SUMMARY
+from ._crosscheck import Logs, check_ledger, check_summary, event_logs
 
-from .._layout import ARTIFACTS, COSTS, EVENTS, RECEIPTS, SUMMARY
 RECEIPT_EVENT = "receipt_issued"
 
 
@@ -144,14 +146,16 @@ class RunVerdict:
 def verify_run(run_dir: Path) -> RunVerdict:
     """Checks the run in ``run_dir`` (see the module docstring)."""
     verdict = RunVerdict(run_dir)
-    chains = [run_dir / EVENTS, run_dir / COSTS, run_dir / ARTIFACTS / RECEIPTS]
+    chains = [*event_logs(run_dir), run_dir / COSTS, run_dir / CALLS, run_dir / ARTIFACTS / RECEIPTS]
     for path in chains:
         if path.is_file():
             _check_chain(verdict, verify_file(path))
     if not verdict.intact:
         return verdict  # the cross-checks would only repeat the break in other words
-    events = _records(run_dir / EVENTS)
-    _check_ledger(verdict, run_dir, events)
+    logs = Logs.read(run_dir)
+    events = logs.logs.get(run_dir / EVENTS, [])
+    check_ledger(logs, verdict.problems.append, verdict.notes.append)
+    check_summary(logs, verdict.problems.append)
     _check_ending(verdict, run_dir, events)
     _check_artifacts(verdict, run_dir, events)
     _check_receipts(verdict, run_dir, events)
@@ -164,37 +168,6 @@ def _check_chain(verdict: RunVerdict, report: ChainReport) -> None:
         verdict.problems.append(str(report.broken))
     if report.torn is not None:
         verdict.notes.append(str(report.torn))
-
-
-def _records(path: Path) -> list[tuple[int, dict[str, Any]]]:
-    """(line number, record) of the complete lines of a verified file."""
-    if not path.is_file():
-        return []
-    out = []
-    for number, line in enumerate(path.read_bytes().split(b"\n")[:-1], 1):
-        body = unseal(line)
-        out.append((number, msgspec.json.decode(body if body is not None else line)))
-    return out
-
-
-def _check_ledger(verdict: RunVerdict, run_dir: Path, events: list[tuple[int, dict[str, Any]]]) -> None:
-    calls = [(n, e["call"]) for n, e in events if e.get("kind") == "llm_called"]
-    ledger = _records(run_dir / COSTS)
-    for (event_line, call), (ledger_line, line) in zip(calls, ledger):
-        if call != line:
-            verdict.problems.append(
-                f"{run_dir / COSTS}:{ledger_line}: differs from the call logged at "
-                f"{run_dir / EVENTS}:{event_line} (seq {line.get('seq')} vs {call.get('seq')})")
-            return
-    if len(calls) > len(ledger):
-        event_line, call = calls[len(ledger)]
-        verdict.problems.append(
-            f"{run_dir / COSTS}:{len(ledger) + 1}: missing: the ledger has {len(ledger)} lines but "
-            f"the event log records {len(calls)} calls (the next at {run_dir / EVENTS}:{event_line})")
-    elif len(ledger) > len(calls):
-        verdict.problems.append(
-            f"{run_dir / COSTS}:{len(calls) + 1}: the ledger has {len(ledger)} lines but the event "
-            f"log records only {len(calls)} calls")
 
 
 def _check_ending(verdict: RunVerdict, run_dir: Path, events: list[tuple[int, dict[str, Any]]]) -> None:

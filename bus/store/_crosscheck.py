@@ -1,0 +1,277 @@
+"""The cross-checks of :func:`bus.store._verify.verify_run`: the files of a run against each
+other, once each file's own chain has verified.
+
+A chain alone cannot see a line cut from the end of a file, nor a line rewritten with every
+hash after it recomputed. So the ledger (``costs.jsonl``) is held against everything else
+that records the same calls:
+
+- the event logs: every ``llm_called`` event carries its ledger line. Calls are paired by
+  their ledger ``seq``, not by position: a resumed run logs the calls it answers from its
+  recording in the order they complete, which is not the order of the ledger. A resumed
+  run's earlier event logs (``events.<n>.jsonl``) count too: a call an execution made before
+  it was killed is logged there, not in the new log.
+- ``calls.jsonl``: every answered call (``ok``, ``replayed``) has its answer there, with the
+  same ledger line and the usage the ledger charged;
+- the ledger itself: ``seq`` counts lines from 1 and ``total_usd`` is the running sum of
+  ``cost_usd``;
+- ``summary.json``: its totals are the ledger's, its end is the log's ``run_ended``.
+
+The one gap a killed run may honestly leave: the writes of one call go journal
+(``calls.jsonl``), ledger, event log, each flushed, so an execution killed between two of
+them leaves its last call in the first files only. That is a note, not tampering, when it is
+the last call of an execution whose log has no ``run_ended``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from .._chain import unseal
+from .._layout import CALLS, COSTS, EVENTS, SUMMARY
+
+Report = Callable[[str], None]
+Record = tuple[int, dict[str, Any]]
+_ROTATED = re.compile(r"events\.(\d+)\.jsonl")
+_ANSWERED = ("ok", "replayed")
+_STATUS = {"idle": "completed", "max_rounds": "completed", "stop_condition": "completed",
+           "budget_exhausted": "budget_exhausted", "error": "failed", "cancelled": "cancelled"}
+
+
+def event_logs(run_dir: Path) -> list[Path]:
+    """The run's event logs, oldest first: ``events.1.jsonl`` (the first execution of a
+    resumed run), ``events.2.jsonl``, ..., then ``events.jsonl`` (the latest)."""
+    rotated = sorted((int(m.group(1)), p) for p in run_dir.glob("events.*.jsonl")
+                     if (m := _ROTATED.fullmatch(p.name)))
+    current = [run_dir / EVENTS] if (run_dir / EVENTS).is_file() else []
+    return [p for _, p in rotated] + current
+
+
+def records(path: Path) -> list[Record]:
+    """(line number, record) of the complete lines of a verified file."""
+    if not path.is_file():
+        return []
+    out = []
+    for number, line in enumerate(path.read_bytes().split(b"\n")[:-1], 1):
+        body = unseal(line)
+        out.append((number, msgspec.json.decode(body if body is not None else line)))
+    return out
+
+
+@dataclass
+class Logs:
+    """What the cross-checks read: the ledger, the answers and every event log."""
+
+    run_dir: Path
+    ledger: list[Record]
+    calls: list[Record]
+    logs: dict[Path, list[Record]]
+
+    @classmethod
+    def read(cls, run_dir: Path) -> Logs:
+        return cls(run_dir, records(run_dir / COSTS), records(run_dir / CALLS),
+                   {path: records(path) for path in event_logs(run_dir)})
+
+    @property
+    def reserves(self) -> bool:
+        """Whether the run logs its reservations, as every run that keeps ``calls.jsonl`` does
+        (a run from before sopbus kept its answers has neither)."""
+        return any(e.get("kind") == "llm_reserved" for events in self.logs.values() for _, e in events)
+
+    def where(self, name: str, line: int) -> str:
+        return f"{self.run_dir / name}:{line}"
+
+    def execution_log(self, resume: int) -> Path:
+        """The event log of the run's ``resume``-th execution (0: the first)."""
+        rotated = self.run_dir / f"events.{resume + 1}.jsonl"
+        return rotated if rotated in self.logs else self.run_dir / EVENTS
+
+    def ended(self, log: Path) -> bool:
+        events = self.logs.get(log, [])
+        return bool(events) and events[-1][1].get("kind") == "run_ended"
+
+
+def check_ledger(logs: Logs, report: Report, note: Report) -> None:
+    """The ledger's own arithmetic, then the ledger against the event logs and the answers."""
+    _check_arithmetic(logs, report)
+    by_seq = {line.get("seq"): (number, line) for number, line in logs.ledger}
+    logged = _check_events(logs, by_seq, report)
+    answered = _check_answers(logs, by_seq, report, note)
+    for number, line in logs.ledger:
+        if line.get("seq") not in logged:
+            _unlogged(logs, number, line, report, note)
+    unanswered = [n for n, line in logs.ledger
+                  if line.get("outcome") in _ANSWERED and line.get("seq") not in answered]
+    if not unanswered:
+        return
+    if (logs.run_dir / CALLS).is_file() or logs.reserves:
+        # The answer is written before its ledger line, so no kill explains a missing one.
+        report(f"{logs.where(COSTS, unanswered[0])}: an answered call whose answer is not in "
+               f"{CALLS} ({len(unanswered)} such lines)")
+    else:
+        note(f"{logs.run_dir / CALLS}: absent: the run was made before sopbus kept its answers, "
+             f"so they are not checked")
+
+
+def _check_arithmetic(logs: Logs, report: Report) -> None:
+    total = Decimal(0)
+    for index, (number, line) in enumerate(logs.ledger, 1):
+        where = logs.where(COSTS, number)
+        if line.get("seq") != index:
+            report(f"{where}: seq {line.get('seq')} where {index} comes next: a line was "
+                   f"dropped, moved or renumbered")
+            return
+        try:
+            total += Decimal(line["cost_usd"])
+            claimed = Decimal(line["total_usd"])
+        except (KeyError, TypeError, InvalidOperation):
+            report(f"{where}: no valid cost_usd and total_usd")
+            return
+        if claimed != total:
+            report(f"{where}: total_usd {claimed} but the costs up to this line sum to {total}")
+            return
+
+
+def _check_events(logs: Logs, by_seq: dict[Any, Record], report: Report) -> set[Any]:
+    """Every ``llm_called`` event against the ledger line of its seq; returns the seqs seen."""
+    seen: set[Any] = set()
+    for log, events in logs.logs.items():
+        in_this: set[Any] = set()
+        for number, event in events:
+            if event.get("kind") != "llm_called":
+                continue
+            call = event.get("call") or {}
+            seq = call.get("seq")
+            where = f"{log}:{number}"
+            if seq in in_this:
+                report(f"{where}: ledger line {seq} is logged twice in {log.name}")
+            elif seq not in by_seq:
+                report(f"{logs.where(COSTS, len(logs.ledger) + 1)}: missing: {where} logs a call "
+                       f"with seq {seq}, which the ledger ({len(logs.ledger)} lines) does not have")
+            elif by_seq[seq][1] != call:
+                report(f"{logs.where(COSTS, by_seq[seq][0])}: differs from the call logged at "
+                       f"{where} (seq {seq})")
+            in_this.add(seq)
+        seen |= in_this
+    return seen
+
+
+def _check_answers(logs: Logs, by_seq: dict[Any, Record], report: Report, note: Report) -> set[Any]:
+    """Every answer of ``calls.jsonl`` against the ledger line of its seq; returns the seqs."""
+    seen: set[Any] = set()
+    for index, (number, record) in enumerate(logs.calls):
+        line = record.get("ledger")
+        if line is None:
+            continue
+        seq = line.get("seq")
+        where = logs.where(CALLS, number)
+        if seq in seen:
+            report(f"{where}: a second answer for ledger line {seq}")
+        elif seq not in by_seq:
+            last = index == len(logs.calls) - 1 and seq == len(logs.ledger) + 1
+            if last and not logs.ended(logs.execution_log(line.get("resume", 0))):
+                note(f"{where}: the answer to call {seq} has no ledger line yet: the run was "
+                     f"killed between the two writes (sopbus resume restores it)")
+            else:
+                report(f"{logs.where(COSTS, len(logs.ledger) + 1)}: missing: {where} answers "
+                       f"ledger line {seq}, which the ledger does not have")
+        elif by_seq[seq][1] != line:
+            report(f"{where}: its ledger line differs from {logs.where(COSTS, by_seq[seq][0])} "
+                   f"(seq {seq})")
+        elif _usage(record) != (line.get("prompt_tokens"), line.get("completion_tokens")):
+            report(f"{where}: the answer's usage {_usage(record)} is not what ledger line {seq} "
+                   f"charged ({line.get('prompt_tokens')}, {line.get('completion_tokens')})")
+        seen.add(seq)
+    return seen
+
+
+def _usage(record: dict[str, Any]) -> tuple[Any, Any]:
+    usage = (record.get("completion") or {}).get("usage") or {}
+    return usage.get("prompt_tokens"), usage.get("completion_tokens")
+
+
+def _unlogged(logs: Logs, number: int, line: dict[str, Any], report: Report, note: Report) -> None:
+    """A ledger line some other file lacks: a note when its execution was killed right after
+    writing it (see the module docstring), else a problem."""
+    resume = line.get("resume", 0)
+    later = [n for n, other in logs.ledger if n > number and other.get("resume", 0) == resume]
+    log = logs.execution_log(resume)
+    where = logs.where(COSTS, number)
+    if not later and not logs.ended(log):
+        note(f"{where}: no llm_called event records it: the execution that wrote it was "
+             f"killed right after")
+    else:
+        report(f"{where}: no llm_called event in {', '.join(p.name for p in logs.logs)} "
+               f"records this call (seq {line.get('seq')})")
+
+
+def check_summary(logs: Logs, report: Report) -> None:
+    """``summary.json`` against the ledger (totals) and the latest log (start and end)."""
+    path = logs.run_dir / SUMMARY
+    if not path.is_file():
+        return
+    try:
+        summary = msgspec.json.decode(path.read_bytes())
+    except msgspec.DecodeError as error:
+        report(f"{path}: not JSON ({error})")
+        return
+    if not isinstance(summary, dict):
+        report(f"{path}: not a JSON object")
+        return
+    for key, want in _expected(logs).items():
+        have = summary.get(key)
+        if not _same(have, want):
+            report(f"{path}: {key} is {_show(have)} but {_source(key)} says {_show(want)}")
+
+
+def _expected(logs: Logs) -> dict[str, Any]:
+    lines = [line for _, line in logs.ledger]
+    want: dict[str, Any] = {
+        "total_usd": sum((Decimal(line["cost_usd"]) for line in lines), Decimal(0)),
+        "llm_calls": sum(line.get("outcome") != "refused" for line in lines),
+        "prompt_tokens": sum(int(line.get("prompt_tokens", 0)) for line in lines),
+        "completion_tokens": sum(int(line.get("completion_tokens", 0)) for line in lines),
+    }
+    events = logs.logs.get(logs.run_dir / EVENTS, [])
+    started = next((e for _, e in events if e.get("kind") == "run_started"), None)
+    if started is not None:
+        want["run_id"] = started.get("run_id")
+        budget = (started.get("settings") or {}).get("budget_usd")
+        if budget is not None:
+            want["budget_usd"] = Decimal(budget)
+    ended = events[-1][1] if events and events[-1][1].get("kind") == "run_ended" else None
+    if ended is not None:
+        want.update(end_reason=ended.get("reason"), rounds=ended.get("round"),
+                    status=_STATUS.get(str(ended.get("reason")), ended.get("reason")),
+                    error=ended.get("error"))
+    return want
+
+
+def _same(have: Any, want: Any) -> bool:
+    if isinstance(want, Decimal):
+        try:
+            return isinstance(have, (str, int, float)) and not isinstance(have, bool) \
+                and Decimal(str(have)) == want
+        except InvalidOperation:
+            return False
+    if isinstance(want, int) and not isinstance(want, bool):
+        return isinstance(have, int) and not isinstance(have, bool) and have == want
+    return bool(have == want)
+
+
+def _show(value: Any) -> str:
+    return f'"{value}"' if isinstance(value, (str, Decimal)) else str(value)
+
+
+def _source(key: str) -> str:
+    if key in ("total_usd", "llm_calls", "prompt_tokens", "completion_tokens"):
+        return f"the ledger ({COSTS})"
+    if key in ("run_id", "budget_usd"):
+        return f"run_started in {EVENTS}"
+    return f"run_ended in {EVENTS}"
