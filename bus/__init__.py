@@ -24,6 +24,8 @@ if TYPE_CHECKING:
     from ._errors import StopRun as StopRun
     from ._jsonl import JsonlWriter as JsonlWriter
     from ._jsonl import read_jsonl as read_jsonl
+    from ._userfiles import read_user_text as read_user_text
+    from ._userfiles import read_user_toml as read_user_toml
     from ._protocol import ChatMessage as ChatMessage
     from ._protocol import Completion as Completion
     from ._protocol import LLMRequest as LLMRequest
@@ -113,6 +115,8 @@ _WHERE: dict[str, str] = {
     "StopRun": "._errors",
     "JsonlWriter": "._jsonl",
     "read_jsonl": "._jsonl",
+    "read_user_text": "._userfiles",
+    "read_user_toml": "._userfiles",
     "ChatMessage": "._protocol",
     "Completion": "._protocol",
     "LLMRequest": "._protocol",

@@ -12,6 +12,7 @@ import importlib
 import pkgutil
 import re
 import sys
+import traceback
 import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -97,11 +98,25 @@ def get_sop(ref: str, *, where: str = "$.scenario.sop", path: Path | None = None
     except ImportError as exc:
         raise ConfigError(f"{file}cannot import the SOP module {module_name!r} named at {where}: "
                           f"{exc}; check the name and that the module is on PYTHONPATH") from None
+    except Exception as exc:  # the user's module ran and failed: say where, not how we got there
+        raise ConfigError(f"{file}the SOP module {module_name!r} named at {where} failed while "
+                          f"it was imported: {_raised_at(exc)}; fix the module") from None
     sop = getattr(module, attr, None)
     if not isinstance(sop, SOP):
         raise ConfigError(f"{file}{ref!r} at {where} is not an SOP (found {type(sop).__name__}); "
                           f"point it at a sops.SOP(name=..., description=..., build=...) value")
     return sop
+
+
+def _raised_at(exc: Exception) -> str:
+    """``RuntimeError: boom (at my_team.py, line 3)``: the exception and the last frame it
+    passed that is not the import machinery (for a SyntaxError, its own file and line)."""
+    if isinstance(exc, SyntaxError):
+        return f"SyntaxError: {exc.msg} (at {exc.filename}, line {exc.lineno})"
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if not f.filename.startswith("<frozen")]
+    own = [f for f in frames if Path(f.filename).resolve() != Path(__file__).resolve()]
+    where = f" (at {own[-1].filename}, line {own[-1].lineno})" if own else ""
+    return f"{type(exc).__name__}: {exc}{where}"
 
 
 def _import_beside(module_name: str, directory: Path | None) -> Any:

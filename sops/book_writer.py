@@ -32,12 +32,11 @@ has none). They are processed by the same triggers as the workers' writes.
 
 from __future__ import annotations
 
-import tomllib
 from typing import Annotated
 
 import msgspec
 
-from bus import ConfigError, Message
+from bus import ConfigError, Message, read_user_toml
 from roles.book._board import Board, write_message
 from roles.book._notes import load_notes, load_policies
 from roles.book._render import BoardKeeper
@@ -74,12 +73,10 @@ class Outline(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=T
 
 def load_outline(path: str, ctx: SopContext) -> Outline:
     file = ctx.resolve(path)
+    data = read_user_toml(file, "outline named at $.sop.outline")
     try:
-        outline = msgspec.convert(tomllib.loads(file.read_text(encoding="utf-8")), Outline)
-    except OSError as exc:
-        raise ConfigError(f"{ctx.scenario.path}: cannot read the outline {file} named at "
-                          f"$.sop.outline: {exc.strerror}") from None
-    except (tomllib.TOMLDecodeError, msgspec.ValidationError) as exc:
+        outline = msgspec.convert(data, Outline)
+    except msgspec.ValidationError as exc:
         raise ConfigError(f"{file}: {exc}") from None
     titles = [h.title.strip() for h in outline.heading]
     if not titles or len(set(titles)) != len(titles) or not all(titles):

@@ -78,19 +78,13 @@ def run(args: argparse.Namespace) -> int:
 def with_injections(scenario: Scenario, path: Path) -> Scenario:
     """``scenario`` with the ``[[inject]]`` entries of the file at ``path`` added (a user's
     edits, e.g. board writes for the book writer); errors name the file and ``$.inject[i]``."""
-    import tomllib
-
     import msgspec
 
-    from bus import ConfigError, InjectSpec
+    from bus import ConfigError, InjectSpec, read_user_toml
 
+    data = read_user_toml(path, "--inject file")
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
         found = msgspec.convert(data.get("inject", []), tuple[InjectSpec, ...])
-    except OSError as exc:
-        raise ConfigError(f"cannot read --inject file {path}: {exc.strerror}") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"--inject file {path}: {exc}") from None
     except msgspec.ValidationError as exc:
         raise ConfigError(f"--inject file {path}: {str(exc).replace('`$', '`$.inject')}") from None
     if set(data) - {"inject"}:

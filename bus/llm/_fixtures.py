@@ -21,7 +21,6 @@ a request that no entry fits gets a generated answer.
 
 from __future__ import annotations
 
-import tomllib
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -29,6 +28,7 @@ from typing import Any
 import msgspec
 
 from .._errors import ConfigError
+from .._userfiles import read_user_toml
 from .._protocol import LLMRequest
 
 _json = msgspec.json.Encoder()
@@ -55,10 +55,7 @@ def load_fixtures(paths: Iterable[str | Path]) -> tuple[Fixture, ...]:
 
 
 def _load_file(path: Path) -> list[Fixture]:
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, tomllib.TOMLDecodeError) as error:
-        raise ConfigError(f"cannot read fixture file {path}: {error}") from None
+    data = read_user_toml(path, "fixture file")
     if data.get("simulated") is not True:
         raise ConfigError(f"fixture file {path} does not say `simulated = true` at the top; "
                           "fixtures are simulated output and must be marked as such")

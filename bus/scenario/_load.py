@@ -23,6 +23,7 @@ from typing import Any
 import msgspec
 
 from .._errors import ConfigError
+from .._userfiles import nesting_depth
 from ._errors import PathToken, explain_syntax_error, explain_validation_error, format_path
 from ._types import Provider, RunMode, SandboxBackend, Scenario, ScenarioDoc
 from ._typespec import TYPE_SPECS, TypeSpecError, parse_type_spec
@@ -63,6 +64,11 @@ def _decode(data: bytes, shown: str) -> ScenarioDoc:
     except msgspec.DecodeError as error:
         text = data.decode("utf-8", errors="replace")
         raise ConfigError(f"{shown}: {explain_syntax_error(error, text)}") from None
+    except RecursionError:
+        depth = nesting_depth(data.decode("utf-8", errors="replace"))
+        raise ConfigError(f"{shown}: arrays or tables nested {depth} levels deep, more than the "
+                          f"TOML parser can follow; a scenario needs a few levels at most: "
+                          f"flatten it") from None
 
 
 def check_scenario(scenario: Scenario, shown: str | None = None) -> None:

@@ -25,6 +25,9 @@ TYPE_SPECS = "str, int, float, bool, list[T], dict[str, T], optional[T] or T | N
 
 _SCALARS: dict[str, Any] = {"str": str, "int": int, "float": float, "bool": bool, "None": type(None)}
 _GENERICS = ("list", "dict", "optional")
+MAX_DEPTH = 32
+"""How deep ``list[...]``, ``dict[str, ...]`` and ``optional[...]`` may nest: far more than
+an output schema needs, and far less than the recursion the parser and pydantic can take."""
 _TOKEN = re.compile(r"\s*(?:([A-Za-z_][A-Za-z0-9_]*)|(.))")
 # Names people bring from JSON schema or typing; pointed at ours explicitly because their
 # spelling is too far from ours for difflib.
@@ -61,6 +64,7 @@ class _Parser:
         self.spec = spec
         self.tokens = [m.group(1) or m.group(2) for m in _TOKEN.finditer(spec.strip())]
         self.pos = 0
+        self.depth = 0
 
     def peek(self) -> str | None:
         return self.tokens[self.pos] if self.pos < len(self.tokens) else None
@@ -71,7 +75,8 @@ class _Parser:
         return token
 
     def fail(self, what: str, hint: str = "") -> TypeSpecError:
-        return TypeSpecError(f"{what} in `{self.spec}`", hint)
+        shown = self.spec if len(self.spec) <= 80 else f"{self.spec[:60]}...{self.spec[-12:]}"
+        return TypeSpecError(f"{what} in `{shown}`", hint)
 
     def expect(self, token: str) -> None:
         got = self.take()
@@ -101,6 +106,10 @@ class _Parser:
         raise self.fail(f"unknown type `{name}`", _hint(name))
 
     def generic(self, name: str) -> Any:
+        self.depth += 1
+        if self.depth > MAX_DEPTH:
+            raise self.fail(f"types nested more than {MAX_DEPTH} deep",
+                            "; flatten the output (structured outputs need a few levels at most)")
         self.expect("[")
         if name == "dict":
             key = self.take()
@@ -109,6 +118,7 @@ class _Parser:
             self.expect(",")
         inner = self.union()
         self.expect("]")
+        self.depth -= 1
         if name == "list":
             return list[inner]  # type: ignore[valid-type]
         if name == "dict":

@@ -15,13 +15,12 @@ Everything is frozen (structs and tuples): the doctor's tools can only read it.
 
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
 import msgspec
 
-from bus import ConfigError
+from bus import ConfigError, read_user_text, read_user_toml
 
 T = TypeVar("T")
 ChapterNo = Annotated[int, msgspec.Meta(ge=1)]
@@ -134,7 +133,7 @@ def load_book(directory: Path) -> BookData:
         raise ConfigError(f"{directory / 'book.toml'}: needs [[chapter]] entries with distinct "
                           f"numbers; got {numbers}")
     route_file = directory / "route.md"
-    route = route_file.read_text(encoding="utf-8") if route_file.exists() else ""
+    route = read_user_text(route_file, "route file") if route_file.exists() else ""
     return BookData(
         title=book.title, genre=book.genre, chapters=chapters, route=route,
         facts=_optional(directory / "facts.toml", _Facts).fact,
@@ -147,9 +146,8 @@ def _optional(path: Path, kind: type[T]) -> T:
 
 
 def _load(path: Path, kind: type[T]) -> T:
+    data = read_user_toml(path, "book data file")
     try:
-        return msgspec.convert(tomllib.loads(path.read_text(encoding="utf-8")), kind)
-    except OSError as exc:
-        raise ConfigError(f"cannot read {path}: {exc.strerror}; check [sop].book") from None
-    except (tomllib.TOMLDecodeError, msgspec.ValidationError) as exc:
+        return msgspec.convert(data, kind)
+    except msgspec.ValidationError as exc:
         raise ConfigError(f"{path}: {exc}") from None

@@ -20,13 +20,12 @@ from __future__ import annotations
 
 import fnmatch
 import re
-import tomllib
 from pathlib import Path
 from typing import TypeVar
 
 import msgspec
 
-from bus import ConfigError
+from bus import ConfigError, read_user_toml
 
 T = TypeVar("T")
 
@@ -66,13 +65,9 @@ def load_policies(path: Path) -> tuple[Policy, ...]:
 
 
 def _load(path: Path, kind: type[T]) -> T:
+    data = read_user_toml(path, "data file named in [sop]")
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
         return msgspec.convert(data, kind)
-    except OSError as exc:
-        raise ConfigError(f"cannot read {path}: {exc.strerror}; check the path in [sop]") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
     except msgspec.ValidationError as exc:
         raise ConfigError(f"{path}: {exc}") from None
 

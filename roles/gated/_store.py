@@ -23,14 +23,13 @@ from __future__ import annotations
 
 import hashlib
 import re
-import tomllib
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Literal
 
 import msgspec
 
-from bus import ConfigError
+from bus import ConfigError, read_user_text, read_user_toml
 
 Kind = Literal["fact", "prose"]
 
@@ -92,9 +91,10 @@ class Outline(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=T
 
 
 def load_outline(path: Path) -> Outline:
+    data = read_user_toml(path, "chapter outline")
     try:
-        return msgspec.convert(tomllib.loads(path.read_text(encoding="utf-8")), Outline)
-    except (OSError, tomllib.TOMLDecodeError, msgspec.ValidationError) as exc:
+        return msgspec.convert(data, Outline)
+    except msgspec.ValidationError as exc:
         raise ConfigError(f"cannot load the chapter outline {path}: {exc}") from None
 
 
@@ -131,10 +131,10 @@ def _toml_items(root: Path, name: str, table: str, text: object) -> list[Item]:
     if not path.is_file():
         return []
     try:
-        entries = tomllib.loads(path.read_text(encoding="utf-8")).get(table, [])
+        entries = read_user_toml(path, "story store file").get(table, [])
         return [Item(id=f"{table}:{e['id']}", kind="fact", source=name, text=text(e),  # type: ignore[operator]
                      forbid=tuple(e.get("forbid", ()))) for e in entries]
-    except (tomllib.TOMLDecodeError, KeyError, TypeError) as exc:
+    except (KeyError, TypeError) as exc:
         raise ConfigError(f"cannot read [[{table}]] entries of {path}: {exc!r}; each needs the "
                           f"fields the story store docs name") from None
 
@@ -142,7 +142,7 @@ def _toml_items(root: Path, name: str, table: str, text: object) -> list[Item]:
 def _text_items(root: Path, folder: str, kind: Kind) -> list[Item]:
     items = []
     for path in sorted((root / folder).glob("*.md")):
-        paragraphs = [p.strip() for p in path.read_text(encoding="utf-8").split("\n\n") if p.strip()]
+        paragraphs = [p.strip() for p in read_user_text(path, "story store file").split("\n\n") if p.strip()]
         items += [Item(id=f"{folder}:{path.stem}#p{n}", kind=kind, source=f"{folder}/{path.name}",
                        text=p) for n, p in enumerate(paragraphs, 1)]
     return items
