@@ -26,7 +26,9 @@ class LLMRequest(msgspec.Struct, frozen=True, kw_only=True):
     is asked for: ``json_schema`` (the API's structured outputs) or ``prompt`` (the schema is
     written into the prompt, for servers without structured outputs). ``role`` and
     ``action`` say who asks; the ledger records them and the simulator picks fixtures by
-    them.
+    them. ``stream``, ``timeout_s`` and ``max_attempts`` are a role's or an action's own
+    transport settings (``llm = {...}``); ``None`` keeps the run's (``[llm]``). They are not
+    part of what the model sees, so not of a cassette's key.
     """
 
     messages: tuple[ChatMessage, ...]
@@ -38,6 +40,9 @@ class LLMRequest(msgspec.Struct, frozen=True, kw_only=True):
     output_mode: Literal["json_schema", "prompt"] = "json_schema"
     role: str = ""
     action: str = ""
+    stream: bool | None = None
+    timeout_s: float | None = None
+    max_attempts: int | None = None
 
 
 class Usage(msgspec.Struct, frozen=True):

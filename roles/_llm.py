@@ -35,6 +35,10 @@ class LLMSettings(BaseModel):
     temperature: float | None = Field(default=None, ge=0.0, le=2.0)
     max_tokens: int | None = Field(default=None, gt=0)
     output_mode: Literal["json_schema", "prompt"] | None = None
+    # Transport settings of this role's or action's calls; None keeps the run's [llm] ones.
+    stream: bool | None = None
+    timeout_s: float | None = Field(default=None, gt=0)
+    max_attempts: int | None = Field(default=None, ge=1)
 
     def over(self, base: LLMSettings) -> LLMSettings:
         """These settings laid over ``base``: a field set here wins, a ``None`` keeps base's."""
@@ -60,7 +64,8 @@ def build_request(messages: Sequence[ChatMessage], *, output: type[BaseModel] | 
     schema = output.model_json_schema() if output is not None else None
     if schema is not None and llm.output_mode == "prompt":
         messages = _append_to_last(messages, schema_text(schema))
-    options = llm.model_dump(include={"temperature", "max_tokens", "output_mode"}, exclude_none=True)
+    options = llm.model_dump(include={"temperature", "max_tokens", "output_mode", "stream",
+                                      "timeout_s", "max_attempts"}, exclude_none=True)
     return LLMRequest(messages=tuple(messages), model=llm.model, schema=schema,
                       schema_name=schema_name(action) if schema is not None else None,
                       role=role, action=action, **options)

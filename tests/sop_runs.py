@@ -35,6 +35,8 @@ def scenario(name: str, tmp: Path, *, sop: dict[str, Any] | None = None,
         path = tmp / f"{name}-fixtures.toml"
         path.write_text(MARK + fixtures, encoding="utf-8")
         changes["llm"] = msgspec.structs.replace(sc.llm, fixtures=(str(path),))
+        # the test's fixtures live outside scenarios/, as the file now says it allows
+        changes["info"] = msgspec.structs.replace(sc.info, allow_outside=True)
     return msgspec.structs.replace(sc, **changes)
 
 

@@ -116,12 +116,14 @@ class Gateway:
     async def complete(self, request: LLMRequest, *, round: int, attempt: int = 1) -> Completion:
         """The provider's answer to ``request``; raises :class:`~bus.ConfigError` (no price),
         :class:`~bus.BudgetExhausted` (refused, nothing sent) or the last
-        :class:`~bus.ProviderError` when the attempts are used up or it is not retryable."""
-        for retry in range(self._max_attempts):
+        :class:`~bus.ProviderError` when the attempts are used up or it is not retryable.
+        ``request.max_attempts`` (a role's own setting), when given, replaces the gateway's."""
+        attempts = request.max_attempts or self._max_attempts
+        for retry in range(attempts):
             try:
                 return await self._attempt(request, round, attempt + retry)
             except ProviderError as error:
-                if not error.retryable or retry + 1 == self._max_attempts:
+                if not error.retryable or retry + 1 == attempts:
                     raise
                 await self._sleep(self._delay(error, retry))
         raise AssertionError("unreachable: the last attempt returns or raises")

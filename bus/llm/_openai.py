@@ -77,7 +77,8 @@ class OpenAIProvider:
 
     ``max_tokens_param`` names the request field that carries ``max_tokens``:
     ``max_completion_tokens`` (OpenAI's current name, required by reasoning models) or
-    ``max_tokens`` (older compatible servers).
+    ``max_tokens`` (older compatible servers). ``timeout_s`` and ``stream`` are the run's;
+    a request's own ``timeout_s`` and ``stream`` (a role's ``llm = {...}``) replace them for it.
     """
 
     name = "openai"
@@ -116,38 +117,44 @@ class OpenAIProvider:
     async def complete(self, request: LLMRequest) -> Completion:
         if self._client is None:
             raise RuntimeError("OpenAIProvider is not open; use `async with OpenAIProvider(...)`")
-        params = request_params(request, max_tokens_param=self.max_tokens_param, stream=self.stream)
+        # A request's own stream and timeout_s (a role's llm = {...}) replace the run's.
+        stream = self.stream if request.stream is None else request.stream
+        timeout_s = self.timeout_s if request.timeout_s is None else request.timeout_s
+        params = request_params(request, max_tokens_param=self.max_tokens_param, stream=stream)
+        if request.timeout_s is not None:  # the SDK's per-read timeout follows it too
+            params["timeout"] = timeout_s
         answer: tuple[str, Usage | None] | None = None
         # timeout_s bounds the whole call: the SDK's timeout is per read, and a server that
         # trickles a byte a second would never trip it.
-        with trio.move_on_after(self.timeout_s):
-            answer = await self._exchange(params, request)
+        with trio.move_on_after(timeout_s):
+            answer = await self._exchange(params, request, stream)
         if answer is None:
             raise ProviderError(f"{self.base_url} timed out: no whole answer within "
-                                f"timeout_s={self.timeout_s} s", retryable=True, maybe_billed=True)
+                                f"timeout_s={timeout_s} s", retryable=True, maybe_billed=True)
         text, usage = answer
         if usage is None:
             usage = _counted_usage(request, text, self.base_url)
         return Completion(text=text, usage=usage, model=request.model, provider=self.name)
 
-    async def _exchange(self, params: dict[str, Any], request: LLMRequest) -> tuple[str, Usage | None]:
+    async def _exchange(self, params: dict[str, Any], request: LLMRequest,
+                        stream: bool) -> tuple[str, Usage | None]:
         """One request and its whole answer, read within the body size bound."""
-        live = self.live if self.stream else None
+        live = self.live if stream else None
         call = live.open(request) if live is not None else 0
         try:
             return await self._read(params, body_limit(request.max_tokens),
-                                    partial(live.feed, call) if live is not None else None)
+                                    partial(live.feed, call) if live is not None else None, stream)
         finally:
             if live is not None:
                 live.close(call)
 
     async def _read(self, params: dict[str, Any], limit: int,
-                    on_text: Callable[[str], None] | None) -> tuple[str, Usage | None]:
+                    on_text: Callable[[str], None] | None, stream: bool) -> tuple[str, Usage | None]:
         assert self._client is not None
         try:
             async with self._client.chat.completions.with_streaming_response.create(**params) as response:
                 chunks = response.http_response.aiter_bytes()
-                if self.stream:
+                if stream:
                     reader = StreamReader(self.base_url, on_text=on_text)
                     lines = Lines(reader.feed)
                     seen = await read_body(chunks, limit, self.base_url, lines)

@@ -25,6 +25,7 @@ import msgspec
 from .._errors import ConfigError
 from .._userfiles import nesting_depth
 from ._errors import PathToken, explain_syntax_error, explain_validation_error, format_path
+from ._paths import inside, outside_problem
 from ._types import Provider, RunMode, SandboxBackend, Scenario, ScenarioDoc
 from ._typespec import TYPE_SPECS, TypeSpecError, parse_type_spec
 
@@ -32,11 +33,12 @@ _SOP_REF = re.compile(r"[A-Za-z_][\w-]*|[A-Za-z_][\w.]*:[A-Za-z_][\w.]*")
 _FIELD_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
 
 
-def load_scenario(path: Path | str) -> Scenario:
+def load_scenario(path: Path | str, *, base_dir: Path | None = None) -> Scenario:
     """Decode and check the scenario file at ``path``.
 
     Relative files it names (``llm.fixtures``, ``llm.cassette``) are resolved against its
-    directory and must exist. Raises :class:`ConfigError` naming the file, the place
+    directory (or ``base_dir``: a run directory's copy names the original's files) and must
+    exist, inside that directory unless the file says ``allow_outside = true``. Raises :class:`ConfigError` naming the file, the place
     (``$.roles[0].watch[1]``), what was expected and the closest valid names.
     """
     path = Path(path)
@@ -50,7 +52,8 @@ def load_scenario(path: Path | str) -> Scenario:
     doc = _decode(data, shown)
     absolute = path.resolve()
     fields = {f: getattr(doc, f) for f in doc.__struct_fields__}
-    scenario = Scenario(**fields, path=absolute, base_dir=absolute.parent)
+    base = absolute.parent if base_dir is None else base_dir.resolve()
+    scenario = Scenario(**fields, path=absolute, base_dir=base)
     check_scenario(scenario, shown)
     return scenario
 
@@ -125,6 +128,12 @@ def _money_problems(s: Scenario) -> list[str]:
 
 def _llm_problems(s: Scenario) -> list[str]:
     out: list[str] = []
+    for i, name in enumerate((*s.llm.fixtures, *([s.llm.cassette] if s.llm.cassette else []))):
+        if not s.info.allow_outside and not inside(s.base_dir / name, s.base_dir):
+            key = ["llm", "fixtures", i] if i < len(s.llm.fixtures) else ["llm", "cassette"]
+            out.append(_at(key, *outside_problem(name, s.base_dir)))
+    if out:
+        return out
     for i, fixture in enumerate(s.llm.fixtures):
         if not s.resolve(fixture).is_file():
             out.append(_at(["llm", "fixtures", i], f"fixture file {_q(fixture)} not found",

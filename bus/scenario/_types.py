@@ -19,6 +19,8 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
+from .._errors import ConfigError
+from ._paths import inside, outside_problem, place_of
 from ._typespec import parse_type_spec
 
 Provider = Literal["sim", "openai", "replay"]
@@ -32,19 +34,26 @@ PositiveInt = Annotated[int, msgspec.Meta(ge=1)]
 NonNegativeInt = Annotated[int, msgspec.Meta(ge=0)]
 Temperature = Annotated[float, msgspec.Meta(ge=0.0, le=2.0)]
 PositiveFloat = Annotated[float, msgspec.Meta(gt=0.0)]
+MAX_LATENCY_MS = 600_000
+"""The simulator's longest latency: ten minutes is more than any real call; a larger value
+(2^63 ms was accepted once) only hangs a run."""
+LatencyMs = Annotated[int, msgspec.Meta(ge=0, le=MAX_LATENCY_MS)]
 
 
 class ScenarioInfo(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """``[scenario]``: what the scenario is and what starts it.
 
     ``sop`` is a built-in SOP's name or ``"module:attribute"``; ``idea`` becomes the first
-    message (``cause_by="UserRequirement"``, ``sent_from="Boss"``).
+    message (``cause_by="UserRequirement"``, ``sent_from="Boss"``). ``allow_outside`` lets
+    the files the scenario names (fixtures, cassette, ``[sop]`` data) be outside its folder
+    (``..``, absolute paths, links out of it); by default they must be inside.
     """
 
     name: str
     description: str = ""
     sop: str | None = None
     idea: str | None = None
+    allow_outside: bool = False
 
 
 class RunSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -96,7 +105,7 @@ class LLMSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
     timeout_s: PositiveFloat = 60.0
     max_attempts: PositiveInt = 3
     max_tokens_param: MaxTokensParam = "max_completion_tokens"
-    latency_ms: NonNegativeInt = 0
+    latency_ms: LatencyMs = 0
     fixtures: tuple[str, ...] = ()
     cassette: str | None = None
 
@@ -238,8 +247,15 @@ class Scenario(ScenarioDoc, frozen=True, kw_only=True, forbid_unknown_fields=Tru
         return self.info.idea
 
     def resolve(self, relative: str) -> Path:
-        """A path written in the file, resolved against the file's directory."""
-        return self.base_dir / relative
+        """A path written in the file, resolved against the file's directory; a
+        :class:`~bus.ConfigError` when it leaves that directory and the file does not say
+        ``allow_outside = true`` (see :mod:`bus.scenario._paths`)."""
+        path = self.base_dir / relative
+        if not self.info.allow_outside and not inside(path, self.base_dir):
+            place = place_of(relative, self.llm, self.sop_options)
+            what, fix = outside_problem(relative, self.base_dir)
+            raise ConfigError(f"{self.path}: {what} - at `{place}`: {fix}")
+        return path
 
     def fixture_paths(self) -> tuple[Path, ...]:
         return tuple(self.resolve(f) for f in self.llm.fixtures)

@@ -158,11 +158,13 @@ def scenario_of(run_dir: Path) -> Scenario:
     if not (run_dir / SCENARIO).is_file():
         raise ConfigError(f"run {run_dir.name} died before it wrote {SCENARIO}, so it cannot be "
                           f"run again; start it anew with `sopbus run`")
-    scenario = load_scenario(run_dir / SCENARIO)
     origin = _origin(run_dir)
-    if origin is not None and origin.is_file():
-        scenario = msgspec.structs.replace(scenario, path=origin, base_dir=origin.parent)
-    return scenario
+    if origin is None or not origin.is_file():
+        return load_scenario(run_dir / SCENARIO)
+    # The copy names the original's files (absolute, inside the original's folder), so it
+    # is checked against that folder, as the original was.
+    scenario = load_scenario(run_dir / SCENARIO, base_dir=origin.parent)
+    return msgspec.structs.replace(scenario, path=origin)
 
 
 def in_flight(events: list[dict[str, Any]], calls: list[CallRecord]) -> list[InFlight]:
