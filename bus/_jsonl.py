@@ -13,7 +13,7 @@ written.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar, overload
 
@@ -47,6 +47,10 @@ class JsonlWriter:
     lines after the last seal are covered by the next one.
     """
 
+    scrub: Callable[[bytes], bytes] | None = None
+    """Rewrites each encoded record before it is sealed (the run store blanks credentials
+    with it); ``None`` writes records as encoded."""
+
     def __init__(self, path: Path):
         self.path = path
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -62,6 +66,8 @@ class JsonlWriter:
         if not records:
             return
         data = _encoder.encode_lines(records)
+        if self.scrub is not None:
+            data = self.scrub(data)
         seal, self._prev = seal_batch(data, self._prev, self._carried)
         self._carried = []
         _write(self._fd, memoryview(data)[:-2], seal)

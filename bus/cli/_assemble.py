@@ -16,8 +16,8 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import AsyncIterator, Mapping
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -31,6 +31,7 @@ from .._environment import Environment
 from .._errors import ConfigError
 from ..llm._gateway import Gateway
 from .._layout import SANDBOX_SCRATCH, SUMMARY
+from .._redact import MASK, redact_url, url_secrets
 from .._protocol import Provider
 from ..money._prices import PriceBook
 from .._run import Runner, RunResult
@@ -126,10 +127,13 @@ async def execute(scenario: Scenario, *, record: Path | None = None, progress: b
     else:
         store = RunStore.create(Path(scenario.run.runs_dir), scenario.name, run_id=run_id)
         store.lock()
-    sink_id = logger.add(store.run_dir / "run.log", level="DEBUG", enqueue=False,
+    store.hide(run_secrets(scenario, env))
+    sink_id = logger.add(_RedactedFile(store.run_dir / "run.log", store.redact), level="DEBUG",
+                         enqueue=False, format=_FILE_FORMAT,
                          filter=lambda record: record["extra"].get("run_id") == store.run_id)
     try:
-        with logger.contextualize(run_id=store.run_id), sandbox_using(_sandbox(scenario, store)):
+        with logger.contextualize(run_id=store.run_id), sandbox_using(_sandbox(scenario, store)), \
+                _redacting_stderr(store.redact):
             result = await _run(scenario, team, prices, provider, store, record, progress,
                                 continuation, pool)
         if team.finish is not None:
@@ -207,6 +211,8 @@ def scenario_as_run(scenario: Scenario) -> str:
     doc = scenario_to_builtins(scenario)
     doc.pop("path", None)
     llm = doc["llm"]
+    if llm.get("base_url"):
+        llm["base_url"] = redact_url(llm["base_url"])
     llm["fixtures"] = [str(p) for p in scenario.fixture_paths()]
     if scenario.cassette_path() is not None:
         llm["cassette"] = str(scenario.cassette_path())
@@ -262,12 +268,14 @@ def _checked_prices(scenario: Scenario, roles: list[Any], *, endpoint: str | Non
 
 def endpoint(scenario: Scenario, environ: Mapping[str, str]) -> str | None:
     """The URL the ``openai`` provider will call (``[llm].base_url``, else
-    ``OPENAI_BASE_URL``, else OpenAI's); ``None`` for the other providers."""
+    ``OPENAI_BASE_URL``, else OpenAI's), its credentials blanked; ``None`` for the other
+    providers."""
     if scenario.llm.provider != "openai":
         return None
     from ..llm._openai import DEFAULT_BASE_URL, openai_settings_from_env
 
-    return scenario.llm.base_url or openai_settings_from_env(environ).base_url or DEFAULT_BASE_URL
+    # Redacted: prices only need the host, and the quote names the endpoint it came from.
+    return redact_url(scenario.llm.base_url or openai_settings_from_env(environ).base_url or DEFAULT_BASE_URL)
 
 
 def make_provider(scenario: Scenario, environ: Mapping[str, str]) -> Provider:
@@ -296,9 +304,22 @@ def make_provider(scenario: Scenario, environ: Mapping[str, str]) -> Provider:
         raise ConfigError(f"{scenario.path}: provider 'openai' needs an API key: set "
                           f"OPENAI_API_KEY in the environment or in a .env file in the working "
                           f"directory (any value for a local server)")
-    return OpenAIProvider(base_url=llm.base_url or env.base_url, api_key=env.api_key,
+    return OpenAIProvider(base_url=_whole_url(scenario, env.base_url), api_key=env.api_key,
                           timeout_s=llm.timeout_s, stream=llm.stream,
                           max_tokens_param=llm.max_tokens_param)
+
+
+def _whole_url(scenario: Scenario, from_env: str | None) -> str | None:
+    """The base URL to call. A run keeps its URL with the credentials blanked
+    (``http://***@host/v1``), so a resumed, replayed or forked run takes the whole URL from
+    ``OPENAI_BASE_URL`` when that is the same URL with credentials."""
+    url = scenario.llm.base_url
+    if url is None or MASK not in url:
+        return url or from_env
+    if from_env is not None and redact_url(from_env) == url:
+        return from_env
+    raise ConfigError(f"{scenario.path}: the base URL {url} had credentials, which a run does "
+                      f"not keep; set OPENAI_BASE_URL to the whole URL to run it again")
 
 
 @asynccontextmanager
@@ -315,7 +336,43 @@ async def _opened(provider: Provider, record: Path | None) -> AsyncIterator[Prov
         yield provider
 
 
+def run_secrets(scenario: Scenario, environ: Mapping[str, str]) -> tuple[str, ...]:
+    """What a run must never write: the credentials in its base URL (the scenario's or
+    ``OPENAI_BASE_URL``) and the API key (see :mod:`bus._redact`)."""
+    from ..llm._openai import openai_settings_from_env
+
+    env = openai_settings_from_env(environ)
+    key = env.api_key if env.api_key and len(env.api_key) >= 8 else None
+    return (*url_secrets(scenario.llm.base_url or env.base_url), *([key] if key else []))
+
+
+_FILE_FORMAT = "{time:YYYY-MM-DD HH:mm:ss.SSS} | {level: <8} | {name}:{function}:{line} - {message}"
+_redact_stderr: list[Callable[[str], str]] = []  # the runs executing now (one, from the CLI)
+
+
+class _RedactedFile:
+    """A loguru sink: the run's ``run.log``, each line with the run's secrets blanked."""
+
+    def __init__(self, path: Path, redact: Callable[[str], str]):
+        self._path, self._redact = path, redact
+
+    def write(self, message: str) -> None:
+        with open(self._path, "a", encoding="utf-8") as f:
+            f.write(self._redact(message))
+
+
+@contextmanager
+def _redacting_stderr(redact: Callable[[str], str]) -> Iterator[None]:
+    _redact_stderr.append(redact)
+    try:
+        yield
+    finally:
+        _redact_stderr.remove(redact)
+
+
 def _to_stderr(line: str) -> None:
+    for redact in _redact_stderr:
+        line = redact(line)
     sys.stderr.write(line)
 
 

@@ -38,6 +38,7 @@ import openai
 import trio
 from loguru import logger
 
+from .._redact import redact_url
 from .._errors import ConfigError, ProviderError
 from .._protocol import ChatMessage, Completion, LLMRequest, Usage
 from ._live import LiveText
@@ -86,7 +87,10 @@ class OpenAIProvider:
     def __init__(self, *, base_url: str | None = None, api_key: str | None = None,
                  timeout_s: float = 60.0, stream: bool = False,
                  max_tokens_param: Literal["max_completion_tokens", "max_tokens"] = "max_completion_tokens"):
-        self.base_url = base_url or DEFAULT_BASE_URL
+        # Errors, logs and repr name the server by base_url, so it holds no credentials;
+        # only the client gets the URL as given (user info, a key in the query).
+        self._url = base_url or DEFAULT_BASE_URL
+        self.base_url = redact_url(self._url)
         self._api_key = api_key
         self.timeout_s = timeout_s
         self.stream = stream
@@ -101,7 +105,7 @@ class OpenAIProvider:
         if not self._api_key:
             raise ConfigError(f"no API key for the openai provider at {self.base_url}; set "
                               "OPENAI_API_KEY (any non-empty value for a server without keys)")
-        client = openai.AsyncOpenAI(api_key=self._api_key, base_url=self.base_url,
+        client = openai.AsyncOpenAI(api_key=self._api_key, base_url=self._url,
                                     timeout=self.timeout_s, max_retries=0)
         self._client = await client.__aenter__()
         return self

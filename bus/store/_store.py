@@ -27,7 +27,7 @@ import os
 import re
 import secrets
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -71,6 +71,7 @@ class RunStore:
         self._lock_fd = -1
         self._waiting: list[Any] = []
         self._opening: RoundStarted | None = None
+        self._secrets: tuple[str, ...] = ()
 
     @classmethod
     def create(cls, runs_dir: Path, name: str, *, run_id: str | None = None) -> RunStore:
@@ -95,6 +96,21 @@ class RunStore:
             raise ConfigError(f"run {self.run_id} is still executing in another process "
                               f"({self.run_dir}); wait for it to end, or stop it first") from None
         self._lock_fd = fd
+
+    def hide(self, secrets: tuple[str, ...]) -> None:
+        """Blanks each of ``secrets`` (credentials from the base URL, the API key) as ``***``
+        in everything written from now on: events, ledger, answers, summary, scenario."""
+        self._secrets = tuple(s for s in secrets if s)
+        scrub = _scrubber(self._secrets) if self._secrets else None
+        self._events.scrub = self._costs.scrub = scrub
+        if self._calls is not None:
+            self._calls.scrub = scrub
+
+    def redact(self, text: str) -> str:
+        """``text`` with the secrets given to :meth:`hide` blanked."""
+        for secret in self._secrets:
+            text = text.replace(secret, "***")
+        return text
 
     @property
     def artifacts_dir(self) -> Path:
@@ -145,6 +161,7 @@ class RunStore:
         """One answered LLM call into ``calls.jsonl`` (the call log's sink)."""
         if self._calls is None:
             self._calls = JsonlWriter(self.run_dir / CALLS)
+            self._calls.scrub = self._events.scrub
         self._calls.write(record)
 
     def write_artifact(self, relpath: str, data: str | bytes, *, role: str, round: int) -> Path:
@@ -162,12 +179,12 @@ class RunStore:
         self.log(Note(kind=kind, round=round, role=role, data=dict(data)))
 
     def write_scenario(self, text: str) -> None:
-        (self.run_dir / SCENARIO).write_text(text)
+        (self.run_dir / SCENARIO).write_text(self.redact(text))
 
     def write_summary(self, summary: Mapping[str, Any]) -> None:
         path = self.run_dir / SUMMARY
         tmp = path.with_suffix(".tmp")
-        tmp.write_bytes(msgspec.json.format(encode_json(dict(summary)), indent=2))
+        tmp.write_text(self.redact(msgspec.json.format(encode_json(dict(summary)), indent=2).decode()))
         os.replace(tmp, path)
 
     def close(self) -> None:
@@ -179,6 +196,19 @@ class RunStore:
         if self._lock_fd >= 0:
             os.close(self._lock_fd)  # releases the lock
             self._lock_fd = -1
+
+
+def _scrubber(secrets: tuple[str, ...]) -> Callable[[bytes], bytes]:
+    # Blanked as written inside a JSON string (escaped where it holds quotes or backslashes),
+    # so the line stays valid JSON.
+    raw = tuple({form for s in secrets for form in (s.encode(), msgspec.json.encode(s)[1:-1])})
+
+    def scrub(data: bytes) -> bytes:
+        for secret in raw:
+            if secret in data:
+                data = data.replace(secret, b"***")
+        return data
+    return scrub
 
 
 def is_locked(run_dir: Path) -> bool:
