@@ -81,9 +81,10 @@ def leaks(done: subprocess.CompletedProcess[str], runs: Path) -> list[str]:
 
 @pytest.mark.parametrize("case", ["answered", "http error", "unreachable"])
 def test_no_secret_of_the_base_url_is_written(case: str, server: OpenAIServer, tmp_path: Path) -> None:
-    server.script(*{"answered": [Answer("a draft"), Answer("a haiku")],
-                    "http error": [Fail(400, message="bad request")],
-                    "unreachable": [Answer("unused")]}[case])
+    scripts: dict[str, list[Answer | Fail]] = {
+        "answered": [Answer("a draft"), Answer("a haiku")],
+        "http error": [Fail(400, message="bad request")], "unreachable": [Answer("unused")]}
+    server.script(*scripts[case])
     url = with_credentials(server.base_url if case != "unreachable" else "http://127.0.0.1:9/v1")
     scenario = tmp_path / "pair.toml"
     scenario.write_text(PAIR)

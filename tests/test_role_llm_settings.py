@@ -132,7 +132,8 @@ def test_a_data_path_that_leaves_the_folder_is_refused(how: str, tmp_path: Path)
     scenario = code_and_run(tmp_path / "work" / "task", data)
     runs = tmp_path / "runs"
     for command in ("validate", "run"):
-        done = sopbus(command, scenario, *(["--runs-dir", runs] if command == "run" else []))
+        extra: list[str | Path] = ["--runs-dir", runs] if command == "run" else []
+        done = sopbus(command, scenario, *extra)
         assert done.returncode == 2, done.stdout + done.stderr
         assert f"{scenario}: path {data!r} leaves the scenario's folder" in done.stderr
         assert "$.sop.data[1]" in done.stderr and "allow_outside = true" in done.stderr

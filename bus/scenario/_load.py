@@ -130,7 +130,7 @@ def _llm_problems(s: Scenario) -> list[str]:
     out: list[str] = []
     for i, name in enumerate((*s.llm.fixtures, *([s.llm.cassette] if s.llm.cassette else []))):
         if not s.info.allow_outside and not inside(s.base_dir / name, s.base_dir):
-            key = ["llm", "fixtures", i] if i < len(s.llm.fixtures) else ["llm", "cassette"]
+            key: list[PathToken] = ["llm", "fixtures", i] if i < len(s.llm.fixtures) else ["llm", "cassette"]
             out.append(_at(key, *outside_problem(name, s.base_dir)))
     if out:
         return out
