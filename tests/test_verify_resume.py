@@ -121,8 +121,9 @@ def test_runs_killed_at_random_points_and_resumed_verify_intact(case: int, tmp_p
     for _ in range(1 + case % 3):  # one, two or three kills before the last resume
         killed = kill_at(argv, runs, rng.randint(1, 5), rng.uniform(0.0, 0.2))
         run_dir = run_dir or killed
-        if run_dir is None:
-            continue  # killed before it wrote its scenario: nothing to resume yet
+        if run_dir is None:  # killed before it wrote its scenario: nothing to resume, start anew
+            shutil.rmtree(runs, ignore_errors=True)
+            continue
         assert_intact(run_dir)  # a killed run is not a tampered one
         argv = ["resume", str(run_dir)]
     if run_dir is None:

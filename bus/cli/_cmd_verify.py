@@ -1,8 +1,10 @@
 """``sopbus verify RUN``: is a run's record intact?
 
-Checks the hash chains of ``events.jsonl``, ``costs.jsonl`` and (for a gated run) the
-receipts, the ledger against the event log, the artifacts against their recorded SHA-256,
-and each receipt against the files it vouches for (see :mod:`bus.store._verify`). Prints one line
+Checks the hash chains of ``events.jsonl`` (and a resumed run's earlier event logs),
+``costs.jsonl``, ``calls.jsonl`` and (for a gated run) the receipts; the ledger against the
+event logs, the answers and ``summary.json``, call by call; the artifacts against their
+recorded SHA-256, and each receipt against the files it vouches for (see
+:mod:`bus.store._verify`). Prints one line
 per file and, for each problem, the file and line number where it is. Exit 0 when intact
 (a torn last line of a killed run is reported, but is not tampering), 1 when not.
 """
@@ -14,7 +16,7 @@ import argparse
 from ._runref import add_run_arg, resolve_run
 
 NAME = "verify"
-HELP = "check that a run's event log, cost ledger, artifacts and receipts are intact"
+HELP = "check that a run's event logs, cost ledger, answers, summary, artifacts and receipts are intact"
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
