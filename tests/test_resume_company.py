@@ -60,6 +60,8 @@ def company(tmp_path: Path, name: str, *, latency_ms: int) -> Path:
         f"fixtures = {files}\nlatency_ms = {latency_ms}")
     text = text.replace("review = true", "review = false")
     text = text.replace("[run]\n", f'[run]\nruns_dir = "{tmp_path / name}"\n')
+    # the shipped fixtures are outside the test's folder, as the file says it allows
+    text = text.replace("[scenario]\n", "[scenario]\nallow_outside = true\n", 1)
     path = tmp_path / f"{name}.toml"
     path.write_text(text, encoding="utf-8")
     return path

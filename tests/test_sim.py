@@ -184,7 +184,7 @@ async def test_a_fixture_longer_than_max_tokens_is_a_config_error(tmp_path: Path
     ("simulated = true\n", "no [[fixture]] entries"),
     ('simulated = true\n[[fixture]]\naction = "A"\n', "non-empty responses"),
     ('simulated = true\n[[fixture]]\naction = "A"\nresponses = ["x"]\nreply = 1\n', "unknown key(s) reply"),
-    ("simulated = true\n[[fixture]\n", "cannot read fixture file"),
+    ("simulated = true\n[[fixture]\n", "the fixture file is not valid TOML"),
 ])
 def test_fixture_file_mistakes_name_the_file(tmp_path: Path, text: str, fragment: str) -> None:
     path = tmp_path / "bad.toml"
