@@ -27,6 +27,7 @@ import pytest
 
 from bus import ChatMessage, LedgerLine, LLMRequest, PriceBook, Usage, read_jsonl
 from bus.cli import main
+from bus.store._verify import verify_run
 from bus.llm._sim import _generate
 from bus.llm._tokens import count_prompt, count_text
 
@@ -103,6 +104,8 @@ def scenario(tmp: Path, *, stream: bool, llm: str = "") -> Path:
         'fixtures = ["fixtures/software_company.toml"]',
         f"fixtures = [{json.dumps(str(FIXTURES))}]\ntimeout_s = 0.5\nmax_attempts = 2\n"
         f"stream = {str(stream).lower()}\n{llm}")
+    # the shipped fixtures are outside the test's folder, as the file says it allows
+    text = text.replace("[scenario]\n", "[scenario]\nallow_outside = true\n", 1)
     path = tmp / "company.toml"
     path.write_text(text, encoding="utf-8")
     return path
@@ -171,6 +174,9 @@ def check_money(run: Run) -> None:
     assert sum((l.cost_usd for l in estimated), Decimal(0)) == sum(
         (reserved[n["call"]] for n in released if n.get("estimated")), Decimal(0))
     assert run.requests == sum(1 for line in lines if line.outcome != "refused")
+    # The run's record holds together however hostile the provider was (issue 13, item 5/6).
+    verdict = verify_run(run.run_dir)
+    assert verdict.intact, verdict.problems
 
 
 def shape(run: Run) -> list[tuple[str, bool]]:

@@ -78,13 +78,17 @@ CAPS = ["0.000001", "0.0003"]
 @pytest.mark.parametrize("scenario", SCENARIOS)
 def test_every_shipped_scenario_ends_a_tiny_budget_with_exit_3(
         scenario: str, mode: str, cap: str, tmp_path: Path) -> None:
+    answers = tmp_path / "answers.jsonl"  # for a scenario with a person in the loop
+    answers.write_text('{"approved": true, "note": "ok"}\n' * 20)
+    runs = tmp_path / "runs"
     done = subprocess.run(
         [sys.executable, "-m", "bus.cli", "run", f"scenarios/{scenario}", "--budget", cap,
-         "--mode", mode, "--runs-dir", str(tmp_path), "--quiet"],
+         "--mode", mode, "--runs-dir", str(runs), "--quiet",
+         *(["--human-input", str(answers)] if "human = true" in (ROOT / "scenarios" / scenario).read_text() else [])],
         cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert done.returncode == 3, done.stdout + done.stderr
     assert "Traceback" not in done.stderr and "ExceptionGroup" not in done.stdout + done.stderr
-    [run_dir] = [p for p in tmp_path.iterdir() if p.is_dir()]
+    [run_dir] = [p for p in runs.iterdir() if p.is_dir()]
     summary = json.loads((run_dir / "summary.json").read_text())
     assert (summary["status"], summary["end_reason"]) == ("budget_exhausted", "budget_exhausted")
     assert summary["error"] is None

@@ -83,6 +83,8 @@ def company(tmp: Path, *, fixtures: list[Path] | None = None, sop: str = "",
         text, found = re.subn(rf"^{key} = .*$", line, text, flags=re.M)
         if not found:
             text = text.replace("[sop]\n", f"[sop]\n{line}\n")
+    # the shipped fixtures are outside the test's folder, as the file says it allows
+    text = text.replace("[scenario]\n", "[scenario]\nallow_outside = true\n", 1)
     path = tmp / "company.toml"
     path.write_text(text, encoding="utf-8")
     return path
