@@ -40,6 +40,7 @@ Report = Callable[[str], None]
 Record = tuple[int, dict[str, Any]]
 _ROTATED = re.compile(r"events\.(\d+)\.jsonl")
 _ANSWERED = ("ok", "replayed")
+# bus._run.STATUS, restated: the run loop sits above the store and may not be imported here.
 _STATUS = {"idle": "completed", "max_rounds": "completed", "stop_condition": "completed",
            "budget_exhausted": "budget_exhausted", "error": "failed", "cancelled": "cancelled"}
 
