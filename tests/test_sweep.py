@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from bus.store._verify import verify_run
 from bus import LedgerLine, read_jsonl
 from bus.cli._cmd_diff import messages
 from bus.money._file_account import FileAccount
@@ -142,6 +143,9 @@ def test_the_sweeps_budget_holds_over_all_runs_and_the_runs_it_cannot_pay_are_sk
     assert any(e["end_reason"] == "budget_exhausted" for e in entries)
     shown = json.loads(sopbus(tmp_path, "sweep-show", "last", "--json").stdout)
     assert sum(row["skipped"] for row in shown["variants"]) == len(skipped)
+    for entry in entries:  # every run a sweep made verifies intact (issue 13, item 5)
+        if (runs / entry["run_id"]).is_dir():
+            assert verify_run(runs / entry["run_id"]).intact, verify_run(runs / entry["run_id"]).problems
 
 
 def in_flight(run_dir: Path) -> bool:
@@ -196,6 +200,7 @@ def test_a_sweep_killed_with_kill_9_resumes_and_pays_no_call_twice(tmp_path: Pat
         assert sorted((l.round, l.role, l.action) for l in lines if l.outcome == "ok") == \
             sorted((l.round, l.role, l.action) for l in ledger(twin) if l.outcome == "ok")
         assert spent(run_dir) == spent(twin) + sum((line.cost_usd for line in lost), Decimal(0))
+        assert verify_run(run_dir).intact, verify_run(run_dir).problems  # killed and resumed
     assert lost_total > 0
     account_matches_ledgers(sdir, runs)
 

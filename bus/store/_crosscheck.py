@@ -12,8 +12,8 @@ that records the same calls:
   it was killed is logged there, not in the new log.
 - ``calls.jsonl``: every answered call (``ok``, ``replayed``) has its answer there, with the
   same ledger line and the usage the ledger charged;
-- the ledger itself: ``seq`` counts lines from 1 and ``total_usd`` is the running sum of
-  ``cost_usd``;
+- the ledger itself: ``seq`` counts lines from 1, and ``total_usd`` never falls nor is less
+  than the sum of ``cost_usd`` so far;
 - ``summary.json``: its totals are the ledger's, its end is the log's ``run_ended``.
 
 The one gap a killed run may honestly leave: the writes of one call go journal
@@ -121,7 +121,10 @@ def check_ledger(logs: Logs, report: Report, note: Report) -> None:
 
 
 def _check_arithmetic(logs: Logs, report: Report) -> None:
-    total = Decimal(0)
+    # total_usd is the spend when the line was written: never less than the lines so far
+    # (each was settled before it was written) and never falling. It may be more: in a sweep
+    # a call settles, then waits for the sweep's account, while another call is ledgered.
+    total, last = Decimal(0), Decimal(0)
     for index, (number, line) in enumerate(logs.ledger, 1):
         where = logs.where(COSTS, number)
         if line.get("seq") != index:
@@ -134,9 +137,11 @@ def _check_arithmetic(logs: Logs, report: Report) -> None:
         except (KeyError, TypeError, InvalidOperation):
             report(f"{where}: no valid cost_usd and total_usd")
             return
-        if claimed != total:
-            report(f"{where}: total_usd {claimed} but the costs up to this line sum to {total}")
+        if claimed < total or claimed < last:
+            report(f"{where}: total_usd {claimed} but the costs up to this line sum to {total}"
+                   + (f" and the line before says {last}" if claimed < last else ""))
             return
+        last = claimed
 
 
 def _check_events(logs: Logs, by_seq: dict[Any, Record], report: Report) -> set[Any]:

@@ -98,8 +98,10 @@ async def run_job_guarded(job: Job) -> JobResult:
 def job_scenario(job: Job) -> Scenario:
     """The variant's scenario with the job's seed, its paths resolved against the original
     scenario file (a Python SOP beside it is found there)."""
-    scenario = load_scenario(job.variant_file)
     origin = Path(job.origin)
-    if origin.is_file():
-        scenario = msgspec.structs.replace(scenario, path=origin, base_dir=origin.parent)
+    if not origin.is_file():
+        scenario = load_scenario(job.variant_file)
+    else:  # the variant names the original's files: checked against the original's folder
+        scenario = load_scenario(job.variant_file, base_dir=origin.parent)
+        scenario = msgspec.structs.replace(scenario, path=origin)
     return scenario_with_overrides(scenario, seed=job.seed, runs_dir=job.runs_dir)
