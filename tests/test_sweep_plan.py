@@ -45,7 +45,9 @@ def test_seeds_come_from_the_flags_then_the_table_then_the_scenario(
 def test_a_variant_is_the_scenario_with_its_settings_and_without_its_sweep_table(tmp_path: Path) -> None:
     path = tmp_path / "s.toml"
     path.write_text((ROOT / "scenarios" / "software_company.toml").read_text().replace(
-        '"fixtures/', f'"{ROOT}/scenarios/fixtures/') + '\n[sweep]\nseeds = 2\n[sweep.set]\n"sop.review" = [true, false]\n')
+        '"fixtures/', f'"{ROOT}/scenarios/fixtures/').replace(  # files elsewhere, as it allows
+        "[scenario]\n", "[scenario]\nallow_outside = true\n", 1)
+        + '\n[sweep]\nseeds = 2\n[sweep.set]\n"sop.review" = [true, false]\n')
     base = load_scenario(path)
     assert base.sweep is not None and base.sweep.seeds == 2
     (v1, v2) = variants_from([], base.sweep.set)
