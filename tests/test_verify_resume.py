@@ -74,7 +74,10 @@ def assert_intact(run_dir: Path) -> None:
 
 
 def kinds(path: Path) -> list[str]:
-    return [e["kind"] for e in read_jsonl(path, dict)] if path.is_file() else []
+    try:
+        return [e["kind"] for e in read_jsonl(path, dict)]
+    except FileNotFoundError:  # not written yet, or a resume has just moved it aside
+        return []
 
 
 def wait_until(probe: Callable[[], bool], proc: subprocess.Popen[bytes]) -> bool:
