@@ -41,7 +41,8 @@ def scenario(tmp: Path, writer: list[Any], *, model_check: list[Any] | None = No
         + msgspec.toml.encode({"simulated": True, "fixture": fixtures}).decode())
     options = {"store": str(DATA), "outlines": [str(DATA / "outline.toml")], "budget_chars": 1200,
                "model_check": model_check is not None, **(sop or {})}
-    doc = {"scenario": {"name": "gated-test", "sop": "gated_writer"},
+    # the shipped story store is outside the test's folder, as the file says it allows
+    doc = {"scenario": {"name": "gated-test", "sop": "gated_writer", "allow_outside": True},
            "run": {"max_rounds": 20, "budget_usd": budget},
            "llm": {"provider": "sim", "model": "gpt-4o-mini", "max_tokens": 2000,
                    "fixtures": ["fixtures.toml"], "latency_ms": latency_ms},
