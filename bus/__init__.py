@@ -50,6 +50,9 @@ if TYPE_CHECKING:
     from ._run import Runner as Runner
     from ._run import StopCondition as StopCondition
     from ._run import run_team as run_team
+    from ._verdict import Judge as Judge
+    from ._verdict import RunRecord as RunRecord
+    from ._verdict import Verdict as Verdict
     from .store._store import RunStore as RunStore
     from .store._store import new_run_id as new_run_id
     from .money._budget import Budget as Budget
@@ -141,6 +144,9 @@ _WHERE: dict[str, str] = {
     "Runner": "._run",
     "StopCondition": "._run",
     "run_team": "._run",
+    "Judge": "._verdict",
+    "RunRecord": "._verdict",
+    "Verdict": "._verdict",
     "RunStore": ".store._store",
     "new_run_id": ".store._store",
     "Budget": ".money._budget",

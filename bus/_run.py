@@ -31,6 +31,7 @@ from ._errors import BudgetExhausted, StopRun
 from ._events import RoundEnded, RoundStarted, RunEnded, TurnFailed
 from ._member import LLMGateway, Member, Turn
 from ._message import Message
+from ._verdict import Judge, RunRecord, Verdict, judge_run, verdict_json
 from .store._store import RunStore
 
 StopCondition = Callable[[Sequence[Message], int], "str | None"]
@@ -58,6 +59,8 @@ class RunResult(msgspec.Struct, frozen=True, kw_only=True):
     published: int
     undelivered: int
     error: str | None = None
+    verdict: Verdict | None = None
+    """The SOP's verdict on the run (``None``: it states none)."""
 
     @property
     def status(self) -> str:
@@ -77,7 +80,8 @@ class Runner:
     def __init__(self, env: Environment, *, mode: str = "rounds", max_rounds: int = 10,
                  seed: Sequence[Message] = (), injections: Sequence[Injection] = (),
                  stop: StopCondition | None = None, gateway: LLMGateway | None = None,
-                 store: RunStore | None = None, summary: Mapping[str, Any] | None = None):
+                 store: RunStore | None = None, summary: Mapping[str, Any] | None = None,
+                 judge: Judge | None = None):
         if mode not in ("rounds", "events"):
             raise ValueError(f"mode must be 'rounds' or 'events', not {mode!r}")
         self.env, self.mode, self.max_rounds = env, mode, max_rounds
@@ -85,6 +89,8 @@ class Runner:
         self._injections = sorted(injections, key=lambda i: i.round)
         self._stop, self._gateway, self._store = stop, gateway, store
         self._summary_extra = dict(summary or {})
+        self._judge = judge
+        self._messages: list[Message] = []  # every published message, for the verdict
         self._ending: _End | None = None  # set by a turn: budget or stop, finish in-flight work
         self._error: tuple[str, str] | None = None
         self._round = 0
@@ -254,6 +260,7 @@ class Runner:
         """Publishes one batch; ``flush`` writes its log records at once (else the next event
         that is not a message writes them, as ``round_ended`` does in ``rounds`` mode)."""
         published = self.env.publish_all(messages, round=rnd)
+        self._messages.extend(published)
         if flush and self._store is not None:
             self._store.flush()
         return published
@@ -285,9 +292,12 @@ class Runner:
             end = _End("budget_exhausted", closed)
         error, tb = self._error or (None, None)
         self._log(RunEnded(round=self._round, reason=end.reason, detail=end.detail, error=error, traceback=tb))
+        record = RunRecord(end_reason=end.reason, detail=end.detail, messages=tuple(self._messages),
+                           artifacts_dir=self._store.artifacts_dir if self._store else None)
         result = RunResult(run_id=self.env.run_id, end_reason=end.reason, detail=end.detail,
                            rounds=self._round, published=self.env.published,
-                           undelivered=self.env.undelivered, error=error)
+                           undelivered=self.env.undelivered, error=error,
+                           verdict=judge_run(self._judge, record))
         if self._store is not None:
             self._store.write_summary(self._summary(result, started))
         return result
@@ -298,7 +308,7 @@ class Runner:
             "detail": result.detail, "error": result.error, "mode": self.mode,
             "rounds": result.rounds, "max_rounds": self.max_rounds,
             "messages": result.published, "undelivered": result.undelivered,
-            **self._summary_extra,
+            "verdict": verdict_json(result.verdict), **self._summary_extra,
         }
         stats = getattr(self._gateway, "stats", None)
         if callable(stats):

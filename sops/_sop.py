@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 
 import msgspec
 
-from bus import ConfigError, Injection, Message, Scenario, StopCondition, closest
+from bus import ConfigError, Injection, Judge, Message, Scenario, StopCondition, closest
 from roles import LLMSettings, Registry, Role
 
 S = TypeVar("S")
@@ -35,7 +35,9 @@ class Team:
     first messages (default: the scenario's idea as ``UserRequirement`` from ``Boss``);
     ``stop`` a condition checked after each round (if it has a ``bind_stats(stats)``
     method, the run hands it the gateway's ``stats`` callable before starting); ``finish`` runs once at the end with
-    the run's artifacts directory (or ``None`` without a store), e.g. to assemble a book.
+    the run's artifacts directory (or ``None`` without a store), e.g. to assemble a book;
+    ``verdict`` judges what the run produced (a :class:`bus.RunRecord`) and says whether
+    the procedure did what it is for (a :class:`bus.Verdict`; ``None``: no verdict).
     """
 
     roles: list[Role]
@@ -43,6 +45,7 @@ class Team:
     stop: StopCondition | None = None
     injections: list[Injection] = field(default_factory=list)
     finish: Callable[[Path | None], None] | None = None
+    verdict: Judge | None = None
 
 
 @dataclass(frozen=True)
@@ -71,11 +74,19 @@ class SopContext:
 
 @dataclass(frozen=True)
 class SOP:
-    """A procedure: ``build(ctx) -> Team``."""
+    """A procedure: ``build(ctx) -> Team``.
+
+    ``verdict`` (optional) is the procedure's verdict on every run of a team it builds:
+    ``verdict(record: bus.RunRecord) -> bus.Verdict | None``. It replaces the verdict the
+    built team carries (``Team.verdict``), so a user's SOP that reuses another's ``build``
+    can state its own; a ``build`` whose verdict depends on its options sets
+    ``Team(verdict=...)`` instead.
+    """
 
     name: str
     description: str
     build: Callable[[SopContext], Team]
+    verdict: Judge | None = None
 
 
 def builtin_sops() -> list[str]:

@@ -39,6 +39,8 @@ def build_team(scenario: Scenario) -> Team:
                        llm=action.llm, max_repairs=action.max_repairs, registry=reg)
     defaults = llm_defaults(scenario)
     team = sop.build(SopContext(scenario, reg, defaults)) if sop else Team(roles=[])
+    if sop is not None and sop.verdict is not None:
+        team.verdict = sop.verdict
     for i, spec in enumerate(scenario.roles):
         _apply_role(team, spec, f"$.roles[{i}]", reg, defaults, scenario)
     if not team.roles:

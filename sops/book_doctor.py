@@ -11,6 +11,7 @@ The question is the scenario's idea. ``[sop]`` options (paths relative to the sc
     max_new_chapters = 3           # new chapters one plan may add
 
 See ``roles.book._doctor`` for the protocol, the trimming and the fail-closed rule.
+The verdict: a plan was proposed (only a plan that passed validation is ever published).
 """
 
 from __future__ import annotations
@@ -19,9 +20,10 @@ from typing import Annotated
 
 import msgspec
 
-from bus import ConfigError
+from bus import ConfigError, RunRecord, Verdict
 from roles.book._data import load_book
-from roles.book._doctor import CHAR_RANGE, STEP_RANGE, TOOL_RANGE, BookDoctor, DoctorBounds
+from roles.book._doctor import (CHAR_RANGE, STEP_RANGE, TOOL_RANGE, BookDoctor, DoctorBounds,
+                                ProposePlan)
 
 from . import _sop
 from ._sop import SopContext, Team
@@ -48,7 +50,21 @@ def build(ctx: SopContext) -> Team:
     except ConfigError as exc:
         raise ConfigError(f"{ctx.scenario.path}: [sop]: {exc}") from None
     book = load_book(ctx.resolve(o.book))
-    return Team(roles=[BookDoctor(book=book, bounds=bounds, llm_defaults=ctx.llm_defaults)])
+    return Team(roles=[BookDoctor(book=book, bounds=bounds, llm_defaults=ctx.llm_defaults)],
+                verdict=valid_plan)
+
+
+def valid_plan(record: RunRecord) -> Verdict:
+    """The book doctor's verdict: a validated plan was proposed (``plan.md``)."""
+    plan = record.last(ProposePlan.name)
+    if plan is not None:
+        payload = plan.payload if isinstance(plan.payload, dict) else {}
+        return Verdict(passed=True, reason=f"a validated plan was proposed (plan.md): "
+                                           f"{len(payload.get('suggestions', []))} suggestion(s), "
+                                           f"{len(payload.get('adjustment_list', []))} adjustment(s), "
+                                           f"{len(payload.get('new_chapters', []))} new chapter(s)")
+    why = record.detail or record.end_reason
+    return Verdict(passed=False, reason=f"no valid plan was proposed: {why}")
 
 
 SOP = _sop.SOP(name="book_doctor", description="a bounded book doctor: answers a question about a "

@@ -28,6 +28,9 @@ A user's edits are board writes: ``[[inject]]`` entries in the scenario (or in a
 to ``sopbus run --inject FILE``) with ``cause_by = "Board.<slot>"`` and
 ``payload = { heading = "...", value = ... }`` (``content`` is the value when the payload
 has none). They are processed by the same triggers as the workers' writes.
+
+The verdict: every heading of the outline was written (it has content, or each of its
+subheadings has). A run that went idle with chapters left empty has failed its purpose.
 """
 
 from __future__ import annotations
@@ -36,8 +39,8 @@ from typing import Annotated
 
 import msgspec
 
-from bus import ConfigError, Message, read_user_toml
-from roles.book._board import Board, write_message
+from bus import ConfigError, Message, RunRecord, Verdict, read_user_toml
+from roles.book._board import Board, BoardView, write_message
 from roles.book._notes import load_notes, load_policies
 from roles.book._render import BoardKeeper
 from roles.book._workers import WORKERS, WriterSettings
@@ -114,7 +117,30 @@ def build(ctx: SopContext) -> Team:
     board.writers.add(OUTLINE_SENDER)
     seed = outline_writes(outline, sender=OUTLINE_SENDER)
     board.seed(seed)
-    return Team(roles=[keeper, *workers], seed=seed, finish=keeper.finish)
+    titles = [h.title.strip() for h in outline.heading]
+    return Team(roles=[keeper, *workers], seed=seed, finish=keeper.finish,
+                verdict=lambda record: book_written(board, titles, record))
+
+
+def book_written(board: Board, titles: list[str], record: RunRecord) -> Verdict:
+    """The book writer's verdict: every outline heading has been written."""
+    view = board.view()
+    empty = [t for t in titles if not _written(view, t, set())]
+    if not empty:
+        return Verdict(passed=True, reason=f"all {len(titles)} headings of the outline were "
+                                           f"written (book.md)")
+    return Verdict(passed=False, reason=f"{len(empty)} of {len(titles)} headings have no text: "
+                                        f"{', '.join(empty)} (the run ended: {record.end_reason})")
+
+
+def _written(view: BoardView, heading: str, seen: set[str]) -> bool:
+    if heading in seen:
+        return False
+    seen.add(heading)
+    if view[heading].content.strip():
+        return True
+    children = view.children(heading)
+    return bool(children) and all(_written(view, c, seen) for c in children)
 
 
 SOP = _sop.SOP(name="book_writer", description="a blackboard book writer: six workers react to "

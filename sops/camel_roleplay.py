@@ -19,6 +19,9 @@ in the detail) when an agent stays out of its part after ``max_role_repairs``; t
 ``<CAMEL_TASK_DONE>`` ends it (``stop_condition``); the engine ends it after ``turn_limit``
 exchanges (``stop_condition``) whatever the models say. Keep ``[run].max_rounds`` above
 ``2 * turn_limit + 1`` (one round per message), or the round limit ends it first.
+
+The verdict: the AI user said ``<CAMEL_TASK_DONE>`` (a run ended by a limit has failed).
+The final exchange is kept as ``artifacts/solution.md``.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from collections.abc import Sequence
 
 import msgspec
 
-from bus import ConfigError, Message
+from bus import ConfigError, Message, RunRecord, Verdict
 from roles.chat._camel import (INSTRUCT, SOLVE, TASK_DONE, AIAssistant, AIUser, GiveInstruction,
                           GiveSolution, SpecifyTask, TaskSpecifier)
 
@@ -77,7 +80,19 @@ def build(ctx: SopContext) -> Team:
     assistant = AIAssistant(profile=o.assistant_role,
                             actions=[GiveSolution(max_repairs=o.max_role_repairs)],
                             history=o.history, llm_defaults=ctx.llm_defaults, **personas)
-    return Team(roles=[specifier, user, assistant], stop=CamelStop(o.turn_limit))
+    return Team(roles=[specifier, user, assistant], stop=CamelStop(o.turn_limit), verdict=task_done)
+
+
+def task_done(record: RunRecord) -> Verdict:
+    """CAMEL's verdict: the AI user ended the role-play with the done token."""
+    done = [m for m in record.of(INSTRUCT) if TASK_DONE in m.content]
+    solutions = len(record.of(SOLVE))
+    if done:
+        return Verdict(passed=True, reason=f"the AI user said {TASK_DONE} after {solutions} "
+                                           f"solution(s)")
+    why = record.detail or record.end_reason
+    return Verdict(passed=False, reason=f"ended without {TASK_DONE} after {solutions} "
+                                        f"solution(s): {why}")
 
 
 def _check(o: CamelOptions, ctx: SopContext) -> None:

@@ -13,7 +13,8 @@ The ``Coder`` writes a script (``WriteScript``: a plan and the code); the ``Exec
 in the sandbox and publishes ``RunScript`` (exit status, stdout, stderr, the check's
 verdict). A failure is the Coder's next input. The run ends with ``stop_condition`` when a
 script passes the check, and fails (``error``) when ``max_attempts`` scripts did not.
-Outputs are kept in the run's ``artifacts/attempt-<n>/``.
+Outputs are kept in the run's ``artifacts/attempt-<n>/``. The verdict: a script passed the
+acceptance check.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from pathlib import Path, PurePosixPath
 
 import msgspec
 
-from bus import ConfigError, Message, SandboxLimits
+from bus import ConfigError, Message, RunRecord, SandboxLimits, Verdict
 from roles.chat._code_run import RUN, Coder, Executor, RunScript, WriteScript
 
 from . import _sop
@@ -61,7 +62,22 @@ def build(ctx: SopContext) -> Team:
     except ValueError as exc:
         raise ConfigError(f"{file}{exc} - in [sop]") from None
     executor = Executor(actions=[runner], llm_defaults=ctx.llm_defaults)
-    return Team(roles=[coder, executor], stop=accepted)
+    return Team(roles=[coder, executor], stop=accepted, verdict=checker_passed)
+
+
+def checker_passed(record: RunRecord) -> Verdict:
+    """The code-and-run verdict: a script ran and passed the acceptance check."""
+    runs = [m.payload for m in record.of(RUN) if isinstance(m.payload, dict)]
+    good = [p for p in runs if p.get("accepted")]
+    if good:
+        return Verdict(passed=True, reason=f"the script passed the acceptance check on attempt "
+                                           f"{good[0].get('attempt')}")
+    if not runs:
+        return Verdict(passed=False, reason=f"no script was run (the run ended: {record.end_reason})")
+    last = runs[-1]
+    return Verdict(passed=False, reason=f"no script passed the check: {len(runs)} attempt(s), "
+                                        f"the last exited {last.get('exit_code')}"
+                                        f" (check exit {last.get('check_exit_code')})")
 
 
 def files_note(data: dict[str, bytes]) -> str:

@@ -15,16 +15,17 @@
 
 Roles: ``Planner``, ``Writer``, ``Gate``, ``Publisher`` (see :mod:`roles.gated._writer`). The run
 stops when every sample is delivered (with a receipt) or has gone to the user; a sample that
-fails closed ends the run ``failed`` with its cause.
+fails closed ends the run ``failed`` with its cause. The verdict: every sample passed the
+gate and was delivered with its receipt.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import msgspec
 
-from bus import ConfigError, Message, StopCondition
+from bus import ConfigError, Message, RunRecord, StopCondition, Verdict
 from roles.gated._writer import (CHECK, DELIVER, OUTLINE, ChapterGate, ChapterPublisher, ChapterWriter,
                           EvidencePlanner, GatedSettings, GateChapter, PlanEvidence, WriteChapter)
 from roles.gated._detect import GateOptions
@@ -69,7 +70,22 @@ def build(ctx: SopContext) -> Team:
             ChapterPublisher(name="Publisher", llm_defaults=d)]
     seed = [Message(cause_by=OUTLINE, sent_from=EDITOR, content=x.render(),
                     payload={"outline": msgspec.to_builtins(x)}) for x in outlines]
-    return Team(roles=list(team), seed=seed, stop=all_resolved({x.id for x in outlines}))
+    samples = {x.id for x in outlines}
+    return Team(roles=list(team), seed=seed, stop=all_resolved(samples), verdict=gate_passed(samples))
+
+
+def gate_passed(samples: set[str]) -> Callable[[RunRecord], Verdict]:
+    """The gated writer's verdict: every sample passed the gate and was delivered."""
+    def judge(record: RunRecord) -> Verdict:
+        delivered = {m.payload["sample"] for m in record.of(DELIVER)
+                     if isinstance(m.payload, dict) and m.payload.get("status") == "delivered"}
+        missing = sorted(samples - delivered)
+        if not missing:
+            return Verdict(passed=True, reason=f"every sample passed the gate and was delivered "
+                                               f"with a receipt ({', '.join(sorted(samples))})")
+        return Verdict(passed=False, reason=f"not delivered through the gate: {', '.join(missing)} "
+                                            f"(the run ended: {record.end_reason})")
+    return judge
 
 
 def all_resolved(samples: set[str]) -> StopCondition:

@@ -25,16 +25,21 @@ The participants are ``ChatParticipant`` roles named as declared (override a mod
 ``[[roles]] name = "Planner" llm = {...}``); ``ChatManager`` chooses the speakers.
 ``max_tokens`` and ``max_usd`` read the gateway's totals: the run binds them with
 ``team.stop.bind_stats(gateway.stats)`` (see :mod:`sops._termination`).
+
+The verdict (when ``[sop.termination].text`` names a done token): a participant said it, so
+the chat ended by agreement, not by a message, token, spend or time limit. Without a done
+token the SOP states no verdict.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from decimal import Decimal
 from typing import Literal
 
 import msgspec
 
-from bus import ConfigError
+from bus import ConfigError, RunRecord, Verdict
 from roles.chat._group_chat import (ROUND_ROBIN, SPEAK, ChatManager, ChatParticipant, NextSpeaker,
                                Participant, Speak)
 
@@ -109,7 +114,23 @@ def build(ctx: SopContext) -> Team:
             stop = termination(o.termination)
         except ConfigError as exc:
             raise ConfigError(f"{ctx.scenario.path}: {exc}") from None
-    return Team(roles=[manager, *speakers], stop=stop)
+    done = o.termination.text if o.termination is not None else None
+    return Team(roles=[manager, *speakers], stop=stop,
+                verdict=said_done(done) if done else None)
+
+
+def said_done(text: str) -> Callable[[RunRecord], Verdict]:
+    """The group chat's verdict: some participant said the done token ``text``."""
+    def judge(record: RunRecord) -> Verdict:
+        said = [m for m in record.of(SPEAK) if text in m.content]
+        spoken = len(record.of(SPEAK))
+        if said:
+            return Verdict(passed=True, reason=f"{said[0].sent_from} said {text!r} after "
+                                               f"{spoken} chat message(s)")
+        why = record.detail or record.end_reason
+        return Verdict(passed=False, reason=f"the chat ended without {text!r} after {spoken} "
+                                            f"message(s): {why}")
+    return judge
 
 
 def _check(o: GroupChatOptions, file: str) -> None:

@@ -6,6 +6,7 @@ architect ``WritePRD``, the project manager ``WriteDesign``, the engineer ``Writ
 (and remembers ``WriteDesign``), QA the engineer's ``SummarizeCode``. QA addresses its
 tests, results and bug reports to the engineer, who fixes the files a report names. The
 run ends idle once QA's tests pass, or once QA has spent ``max_test_rounds`` fix rounds.
+The verdict: QA's last test run passed.
 
 Options (the scenario's ``[sop]`` table)::
 
@@ -23,6 +24,7 @@ from typing import Annotated
 
 import msgspec
 
+from bus import RunRecord, Verdict
 from roles.company._code import Engineer
 from roles.company._docs import Architect, ProductManager, ProjectManager
 from roles.company._qa import QaEngineer
@@ -63,7 +65,26 @@ def build(ctx: SopContext) -> Team:
                        registry=reg),
         engineer,
         qa,
-    ])
+    ], verdict=tests_passed)
+
+
+def tests_passed(record: RunRecord) -> Verdict:
+    """The software company's verdict: QA's last test run passed."""
+    runs = [m.payload for m in record.of("RunCode") if isinstance(m.payload, dict)]
+    if not runs:
+        return Verdict(passed=False, reason=f"QA never ran the tests (the run ended: "
+                                            f"{record.end_reason}{_detail(record)})")
+    last = runs[-1]
+    totals = last.get("totals", "")
+    if last.get("passed"):
+        return Verdict(passed=True, reason=f"QA's tests passed in test round "
+                                           f"{last.get('test_round')} ({totals})")
+    return Verdict(passed=False, reason=f"QA's tests failed in test round {last.get('test_round')} "
+                                        f"({totals}); see docs/test_report.md")
+
+
+def _detail(record: RunRecord) -> str:
+    return f": {record.detail}" if record.detail else ""
 
 
 SOP = _sop.SOP(

@@ -116,7 +116,7 @@ def test_runs_lists_the_run_from_its_summary(work: Path, run_dir: Path) -> None:
     assert row["started_at"] == summary["started_at"]
     table = ok("runs", cwd=work)
     (line,) = [ln for ln in table.splitlines() if run_dir.name in ln]
-    assert "review pair" in line and "completed" in line and "idle" in line and "/ $1.00" in line
+    assert "review pair" in line and "completed" in line and "idle" in line and "$1.00" in line
 
 
 def copy_run(src: Path, runs: Path, name: str, *, started_at: float | None = None,

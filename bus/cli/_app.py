@@ -30,6 +30,7 @@ exit codes:
   1  failed
   2  usage or configuration error
   3  budget exhausted
+  4  completed, but the SOP's verdict failed (see "verdict" in summary.json)
 """
 
 

@@ -84,7 +84,15 @@ def run_scenario(scenario: Scenario, args: argparse.Namespace,
         from ._cmd_report import write
 
         print(f"report: {write(outcome.run_dir, None)}")
-    return int(EXIT[outcome.result.status])
+    return int(exit_code(outcome.result))
+
+
+def exit_code(result: RunResult) -> ExitCode:
+    """The exit code of a finished run: by its status, and 4 for a run that completed
+    but whose verdict failed (it ended normally and still missed its purpose)."""
+    if result.status == "completed" and result.verdict is not None and not result.verdict.passed:
+        return ExitCode.VERDICT_FAILED
+    return EXIT[result.status]
 
 
 def _send_trace(args: argparse.Namespace, run_dir: Path) -> None:
@@ -172,7 +180,7 @@ async def _run(scenario: Scenario, team: Any, prices: PriceBook, provider: Provi
         env.add_all(team.roles)
         runner = Runner(env, mode=scenario.run.mode, max_rounds=scenario.run.max_rounds,
                         seed=team.seed, injections=team.injections, stop=team.stop,
-                        gateway=asker, store=store, summary=summary)
+                        gateway=asker, store=store, summary=summary, judge=team.verdict)
         if not progress:
             return await runner.run()
         async with Progress(env, gateway, scenario, store.run_dir) as shown:

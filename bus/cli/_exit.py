@@ -16,5 +16,8 @@ class ExitCode(enum.IntEnum):
     USAGE = 2
     #: The run stopped because the next call would have passed the budget cap.
     BUDGET_EXHAUSTED = 3
+    #: The run completed, but its SOP's verdict failed (QA's tests failed, the gate did not
+    #: pass, the chat hit a limit before its done token): see ``verdict`` in summary.json.
+    VERDICT_FAILED = 4
     #: Interrupted with Ctrl-C (128 + SIGINT, as shells report it).
     INTERRUPTED = 130

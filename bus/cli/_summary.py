@@ -9,8 +9,8 @@ from typing import Any
 
 def print_summary(summary: dict[str, Any], run_dir: Path) -> None:
     from rich.console import Console
-    from rich.markup import escape
     from rich.table import Table
+    from rich.text import Text
 
     spent, cap = Decimal(str(summary.get("total_usd", 0))), Decimal(str(summary.get("budget_usd", 0)))
     table = Table(title=f"run {summary['run_id']}", show_header=False)
@@ -19,6 +19,8 @@ def print_summary(summary: dict[str, Any], run_dir: Path) -> None:
     rows = [
         ("scenario", summary.get("scenario", "")),
         ("status", f"{summary['status']} ({summary['end_reason']})"),
+        ("verdict", verdict_text(summary.get("verdict"))),
+        ("output", output_text(summary)),
         ("detail", summary.get("error") or summary.get("detail") or ""),
         ("rounds", f"{summary['rounds']} of {summary['max_rounds']}"),
         ("messages", f"{summary['messages']} ({summary['undelivered']} undelivered)"),
@@ -29,10 +31,40 @@ def print_summary(summary: dict[str, Any], run_dir: Path) -> None:
         ("duration", f"{summary.get('duration_s', 0):.2f} s"),
         ("run directory", str(run_dir)),
     ]
+    styles = {"verdict": _verdict_style(summary.get("verdict")),
+              "output": "yellow" if is_simulated(summary) else ""}
     for key, value in rows:
         if value:
-            table.add_row(key, escape(str(value)))  # "[run].budget_usd" is text, not markup
+            # Text, not markup: "[run].budget_usd" must print as written.
+            table.add_row(key, Text(str(value), style=styles.get(key, "")))
     Console().print(table)
+
+
+def verdict_text(verdict: Any) -> str:
+    """``passed: <reason>``, ``FAILED: <reason>``, or "" when the SOP states no verdict."""
+    if not isinstance(verdict, dict):
+        return ""
+    return f"{'passed' if verdict.get('passed') else 'FAILED'}: {verdict.get('reason', '')}"
+
+
+def is_simulated(summary: dict[str, Any]) -> bool:
+    """Whether the run's answers came from the simulator (not a model)."""
+    return summary.get("provider") == "sim"
+
+
+def output_text(summary: dict[str, Any]) -> str:
+    """Who wrote the run's answers; the simulator's are flagged so nobody takes them for a
+    model's work."""
+    if is_simulated(summary):
+        return f"SIMULATED by the sim provider, no model wrote it ({summary.get('model')} prices)"
+    provider, model = summary.get("provider"), summary.get("model")
+    return f"{provider} {model}" if provider else ""
+
+
+def _verdict_style(verdict: Any) -> str:
+    if not isinstance(verdict, dict):
+        return ""
+    return "green" if verdict.get("passed") else "bold red"
 
 
 def money(amount: Decimal) -> str:
