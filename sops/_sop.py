@@ -112,10 +112,13 @@ def get_sop(ref: str, *, where: str = "$.scenario.sop", path: Path | None = None
     except Exception as exc:  # the user's module ran and failed: say where, not how we got there
         raise ConfigError(f"{file}the SOP module {module_name!r} named at {where} failed while "
                           f"it was imported: {_raised_at(exc)}; fix the module") from None
-    sop = getattr(module, attr, None)
+    if not hasattr(module, attr):
+        raise ConfigError(f"{file}{_missing(module, attr, ref, where)}")
+    sop = getattr(module, attr)
     if not isinstance(sop, SOP):
-        raise ConfigError(f"{file}{ref!r} at {where} is not an SOP (found {type(sop).__name__}); "
-                          f"point it at a sops.SOP(name=..., description=..., build=...) value")
+        raise ConfigError(f"{file}{ref!r} at {where} is not an SOP: {module_name}.{attr} in "
+                          f"{_module_file(module)} is a {type(sop).__name__}; point it at a "
+                          f"sops.SOP(name=..., description=..., build=...) value")
     return sop
 
 
@@ -128,6 +131,19 @@ def _raised_at(exc: Exception) -> str:
     own = [f for f in frames if Path(f.filename).resolve() != Path(__file__).resolve()]
     where = f" (at {own[-1].filename}, line {own[-1].lineno})" if own else ""
     return f"{type(exc).__name__}: {exc}{where}"
+def _missing(module: Any, attr: str, ref: str, where: str) -> str:
+    """Why ``module`` has no SOP at ``attr``: what is missing, in which file, and what the
+    module does hold."""
+    found = [name for name, value in vars(module).items() if isinstance(value, SOP)]
+    has = (f"; it has {', '.join(f'{module.__name__}:{n}' for n in found)}, name one of those"
+           if found else "")
+    return (f"{ref!r} at {where}: module {module.__name__} ({_module_file(module)}) has no "
+            f"attribute {attr!r}; define `{attr} = sops.SOP(name=..., description=..., "
+            f"build=...)` in it{has}")
+
+
+def _module_file(module: Any) -> str:
+    return str(getattr(module, "__file__", None) or f"module {module.__name__}")
 
 
 def _import_beside(module_name: str, directory: Path | None) -> Any:

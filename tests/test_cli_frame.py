@@ -43,8 +43,9 @@ def good_file(directory: Path) -> Path:
 
 
 def test_exit_codes_are_the_documented_ones() -> None:
-    assert [int(c) for c in ExitCode] == [0, 1, 2, 3, 130]
-    assert (ExitCode.COMPLETED, ExitCode.FAILED, ExitCode.USAGE, ExitCode.BUDGET_EXHAUSTED) == (0, 1, 2, 3)
+    assert [int(c) for c in ExitCode] == [0, 1, 2, 3, 4, 130]
+    assert (ExitCode.COMPLETED, ExitCode.FAILED, ExitCode.USAGE, ExitCode.BUDGET_EXHAUSTED,
+            ExitCode.VERDICT_FAILED) == (0, 1, 2, 3, 4)
 
 
 def test_help_lists_the_commands_and_exit_codes() -> None:
@@ -52,6 +53,15 @@ def test_help_lists_the_commands_and_exit_codes() -> None:
     assert done.returncode == 0
     assert done.stdout.index("run ") < done.stdout.index("validate ")
     assert "3  budget exhausted" in done.stdout
+    assert "4  completed, but the SOP's verdict failed" in done.stdout
+
+
+def test_version_prints_the_installed_version() -> None:
+    from importlib.metadata import version
+
+    done = sopbus("--version")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == f"sopbus {version('sopbus')}"
 
 
 def test_help_imports_nothing_heavy() -> None:

@@ -43,12 +43,33 @@ def command_modules() -> list[ModuleType]:
     return [importlib.import_module(f"{_PACKAGE}._cmd_{name}") for name in names]
 
 
+class _Version(argparse.Action):
+    """``--version``: the installed distribution's version, looked up only when asked
+    (``importlib.metadata`` is not free, and ``--help`` must not pay for it)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS,
+                 default: str = argparse.SUPPRESS, help: str | None = None) -> None:
+        super().__init__(option_strings, dest=dest, default=default, nargs=0, help=help)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: object, option_string: str | None = None) -> None:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            found = version("sopbus")
+        except PackageNotFoundError:  # run from a checkout that was never installed
+            found = "(not installed: pip install -e .)"
+        print(f"{PROG} {found}")
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``sopbus`` parser, one subcommand per command module. Each subcommand's
     namespace carries its ``run`` function as ``args.handler``."""
     parser = argparse.ArgumentParser(
         prog=PROG, epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Run teams of LLM agents that work by a standard operating procedure.")
+    parser.add_argument("--version", action=_Version, help="print the version of sopbus and exit")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for module in command_modules():
         sub = commands.add_parser(module.NAME, help=module.HELP, description=module.HELP)

@@ -11,8 +11,13 @@ from __future__ import annotations
 
 import argparse
 
+from typing import TYPE_CHECKING
+
 from ._args import path_arg, whole_number
 from ._runref import add_run_arg, resolve_run
+
+if TYPE_CHECKING:
+    from bus import Scenario
 
 NAME = "fork"
 HELP = "start a new run from the state after round N of RUN, with changed settings"
@@ -38,6 +43,25 @@ def run(args: argparse.Namespace) -> int:
 
     scenario, continuation = plan_fork(resolve_run(args.run, args.runs_dir), at_round=args.at_round,
                                        settings=tuple(args.settings), into=args.into)
+    blame_settings(scenario, tuple(args.settings))
     from bus.cli._assemble import run_scenario
 
     return run_scenario(scenario, args, continuation)
+
+
+def blame_settings(scenario: Scenario, settings: tuple[str, ...]) -> None:
+    """Builds the forked team once, so that a ``--set`` the SOP refuses (``sop.max_test_round``,
+    a bad option value) is reported as the flag's mistake, not the scenario file's: the
+    file is fine, the flag changed it."""
+    from bus import ConfigError
+    from sops import build_team
+
+    try:
+        build_team(scenario)
+    except ConfigError as exc:
+        text = str(exc).removeprefix(f"{scenario.path}: ")
+        for setting in settings:
+            key = setting.partition("=")[0].strip()
+            if f"$.{key}`" in text or f"$.{key} " in text or text.endswith(f"$.{key}"):
+                raise ConfigError(f"--set {setting!r}: {text}") from None
+        raise

@@ -47,7 +47,7 @@ import trio
 from loguru import logger
 
 from ..money._account import AccountShare, Hold
-from ..money._budget import Budget, Reservation
+from ..money._budget import Budget, Reservation, usd
 from .._errors import BudgetExhausted, ProviderError, ProviderOverrun
 from ..money._ledger import LedgerLine, Outcome
 from .._protocol import Completion, LLMRequest, Provider, Usage
@@ -140,14 +140,17 @@ class Gateway:
         worst = _ZERO if self._free else price.worst_case(bound, request.max_tokens)
         try:
             hold = await self._hold(worst)
-            try:
-                reservation = self.budget.reserve(worst)
-            except BudgetExhausted:
-                await self._unhold(hold, _ZERO)
-                raise
-        except BudgetExhausted:
-            self._ledger(request, round, attempt, "refused", _NO_USAGE, _ZERO, 0.0)
+        except BudgetExhausted:  # the shared account's refusal, in its own words
+            self._ledger(request, round, attempt, "refused", _NO_USAGE, _ZERO, 0.0, reserved=worst)
             raise
+        try:
+            reservation = self.budget.reserve(worst)
+        except BudgetExhausted:
+            await self._unhold(hold, _ZERO)
+            self._ledger(request, round, attempt, "refused", _NO_USAGE, _ZERO, 0.0, reserved=worst)
+            if self.budget.closed is not None:
+                raise  # closed after an overrun: its own reason, not the cap's arithmetic
+            raise BudgetExhausted(refusal(request, price, bound, worst, self.budget)) from None
         call = 0
         if self._journal is not None:
             call = self._journal.reserved(request, round=round, attempt=attempt, amount=worst)
@@ -224,7 +227,7 @@ class Gateway:
                 usage: Usage, cost: Decimal, latency_ms: float, *, call: int = 0,
                 completion: Completion | None = None, provider: str | None = None,
                 estimated: bool = False, status: int | None = None,
-                error: str | None = None) -> LedgerLine:
+                error: str | None = None, reserved: Decimal | None = None) -> LedgerLine:
         self._seq += 1
         if outcome != "refused":
             self._calls += 1
@@ -240,7 +243,7 @@ class Gateway:
             cached_tokens=usage.cached_tokens, cost_usd=cost, total_usd=budget.spent,
             budget_usd=budget.cap, attempt=attempt, outcome=outcome, price_source=source,
             resume=self._resume, estimated=estimated, status=status, error=error,
-            latency_ms=latency_ms, t=self._clock())
+            reserved_usd=reserved, latency_ms=latency_ms, t=self._clock())
         # The journal first: a run killed between the two writes keeps the answer, and
         # `sopbus resume` restores the ledger line from it (see bus.store._resume).
         if self._journal is not None and (call or completion is not None):
@@ -309,6 +312,21 @@ class _Sent:
 
     def latency_ms(self) -> float:
         return round_ms(trio.current_time() - self.start)
+
+
+def refusal(request: LLMRequest, price: Price, prompt_bound: int, worst: Decimal,
+            budget: Budget) -> str:
+    """Why a call was refused: its worst case, where that comes from, what is left, and the
+    two ways out (a bigger budget, or a smaller ``max_tokens``, which is most of a worst
+    case when the prompt is short)."""
+    completion = request.max_tokens * price.output / Decimal(1_000_000)
+    return (f"{request.role} {request.action} on {request.model} was not sent: its worst case is "
+            f"${usd(worst)} (a prompt of up to {prompt_bound} tokens plus max_tokens = "
+            f"{request.max_tokens} of completion, ${usd(completion)} of it), and ${usd(budget.left)} "
+            f"is left of ${usd(budget.cap)} (${usd(budget.spent)} spent, ${usd(budget.reserved)} held "
+            f"by calls in flight); raise [run].budget_usd or --budget, or lower max_tokens "
+            f"([llm].max_tokens, or llm = {{ max_tokens = ... }} on the action or role): a call "
+            f"usually costs far less than its worst case")
 
 
 def round_ms(seconds: float) -> float:

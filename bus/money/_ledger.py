@@ -42,6 +42,9 @@ class LedgerLine(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     ``replayed`` line, which costs $0 whatever the price, and in ledgers written before it.
     ``resume`` is 0 for lines of a run's first execution and ``n`` for lines written by its
     n-th ``sopbus resume`` (omitted from the JSON when 0).
+    ``reserved_usd`` is what a ``refused`` call needed: its worst-case cost (the prompt's
+    upper bound plus ``max_tokens`` of completion), which did not fit under the cap
+    (omitted from the JSON on other lines).
     ``latency_ms`` (provider call duration) and ``t`` (Unix time at the end) are wall clock.
     """
 
@@ -64,6 +67,7 @@ class LedgerLine(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     estimated: bool = False
     status: int | None = None
     error: str | None = None
+    reserved_usd: Decimal | None = None
     latency_ms: float
     t: float
 
