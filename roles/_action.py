@@ -6,13 +6,15 @@ watches ``WriteCode`` receives the messages published with ``cause_by="WriteCode
 
 from __future__ import annotations
 
+import json
+import string
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 import msgspec
 from pydantic import BaseModel
 
-from bus import ChatMessage, Message, Turn
+from bus import ChatMessage, ConfigError, Message, Turn
 
 from ._llm import LLMSettings, ask_model
 from ._prompt import fill, render_output, task_text
@@ -75,7 +77,13 @@ class Action:
 
     The class statement registers the action into ``roles.registry``; pass
     ``registry=...`` to register elsewhere or ``register=False`` for an abstract base.
-    Instances may override ``llm`` and ``max_repairs``: ``WriteCode(max_repairs=3)``.
+    Instances may override ``llm``, ``max_repairs`` and ``artifact``: ``WriteCode(max_repairs=3)``.
+
+    ``artifact`` (optional) is where the role keeps each result of this action, a path under
+    the run's ``artifacts/`` with placeholders ``{role}``, ``{round}`` and ``{action}``
+    (``"replies/{round}_{role}.md"``): a ``.json`` path gets the payload as JSON, any
+    other the content. The same file name each time keeps only the latest (the final) one.
+    An action that writes more than that calls ``ctx.turn.write_artifact(path, text)``.
     """
 
     name: str = "Action"
@@ -83,6 +91,7 @@ class Action:
     Output: type[BaseModel] | None = None
     llm: LLMSettings = LLMSettings()
     max_repairs: int = 2
+    artifact: str | None = None
     history_limit: int = 10
     """How many earlier messages from memory (of watched or own actions) the prompt shows."""
 
@@ -95,7 +104,10 @@ class Action:
         if register:
             (registry or default_registry).add_action(cls)
 
-    def __init__(self, *, llm: LLMSettings | None = None, max_repairs: int | None = None) -> None:
+    def __init__(self, *, llm: LLMSettings | None = None, max_repairs: int | None = None,
+                 artifact: str | None = None) -> None:
+        if artifact is not None:
+            self.artifact = check_artifact(artifact, f"{type(self).__qualname__}(artifact=...)")
         if llm is not None:
             self.llm = llm.over(type(self).llm)
         if max_repairs is not None:
@@ -150,8 +162,45 @@ class Action:
         """The readable text of a structured output (Markdown, one section per field)."""
         return render_output(output)
 
+    def keep(self, result: ActionResult, ctx: ActionContext) -> None:
+        """Writes ``result`` to this action's ``artifact`` file, if it names one."""
+        if self.artifact is None or (not result.content and result.payload is None):
+            return
+        path = self.artifact.format(role=ctx.role.name, round=ctx.turn.round, action=self.name)
+        if path.endswith(".json"):
+            data = json.dumps(result.payload if result.payload is not None else result.content,
+                              indent=2, ensure_ascii=False) + "\n"
+        else:
+            data = result.content if result.content.endswith("\n") else result.content + "\n"
+        ctx.turn.write_artifact(path, data)
+
     def __repr__(self) -> str:
         return f"<Action {self.name}>"
+
+
+ARTIFACT_FIELDS = ("role", "round", "action")
+
+
+def check_artifact(template: object, where: str) -> str:
+    """``template`` if it is a usable artifact path (relative, no ``..``, placeholders
+    only from :data:`ARTIFACT_FIELDS`); else a :class:`~bus.ConfigError` at ``where``."""
+    if not isinstance(template, str) or not template.strip():
+        raise ConfigError(f"expected a file path at {where}, such as \"replies/{{round}}_{{role}}.md\"; "
+                          f"got {template!r}")
+    try:
+        fields = [name for _, name, _, _ in string.Formatter().parse(template) if name is not None]
+    except ValueError as exc:
+        raise ConfigError(f"bad artifact path {template!r} at {where}: {exc} (write {{{{ and }}}} "
+                          f"for a literal brace)") from None
+    unknown = [f for f in fields if f.split(":")[0] not in ARTIFACT_FIELDS]
+    if unknown:
+        raise ConfigError(f"unknown placeholder {{{unknown[0]}}} in {template!r} at {where}: use "
+                          f"{', '.join(f'{{{f}}}' for f in ARTIFACT_FIELDS)}")
+    sample = template.format(role="r", round=1, action="a")
+    if sample.startswith(("/", "\\")) or ".." in sample.replace("\\", "/").split("/"):
+        raise ConfigError(f"artifact path {template!r} at {where} leaves the run's artifacts/ "
+                          f"directory; write a relative path without '..'")
+    return template
 
 
 def _check_declaration(cls: type[Action]) -> None:
@@ -163,6 +212,11 @@ def _check_declaration(cls: type[Action]) -> None:
                         f"None, got {out!r}")
     if not isinstance(cls.llm, LLMSettings):
         raise TypeError(f"{cls.__qualname__}.llm must be an LLMSettings, got {cls.llm!r}")
+    if cls.artifact is not None:
+        try:
+            check_artifact(cls.artifact, f"{cls.__qualname__}.artifact")
+        except ConfigError as exc:
+            raise TypeError(str(exc)) from None
     if not isinstance(cls.max_repairs, int) or cls.max_repairs < 0:
         raise TypeError(f"{cls.__qualname__}.max_repairs must be an int >= 0, got {cls.max_repairs!r}")
 

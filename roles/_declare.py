@@ -18,20 +18,21 @@ from pydantic import BaseModel, ConfigDict
 
 from bus import ConfigError
 
-from ._action import Action
+from ._action import Action, check_artifact
 from ._registry import Registry, closest
 from ._role import ActionRef, LLMLike, Role, settings
 
 
 def declare_action(name: str, *, instruction: str = "",
                    output: Mapping[str, Any] | None = None,
-                   llm: LLMLike = None, max_repairs: int = 2,
+                   llm: LLMLike = None, max_repairs: int = 2, artifact: str | None = None,
                    registry: Registry, where: str | None = None) -> type[Action]:
     """An Action subclass named ``name``, registered into ``registry``.
 
     ``output`` maps field names to Python types (``{"approved": bool, "problems":
     list[str]}``); ``None`` means free text. The output model forbids extra keys, which
-    is what structured-output APIs require of a schema.
+    is what structured-output APIs require of a schema. ``artifact`` is the file each
+    result is kept in (see :attr:`roles.Action.artifact`).
     """
     at = where or f"$.actions.{name}"
     _check_name(name, at)
@@ -42,6 +43,7 @@ def declare_action(name: str, *, instruction: str = "",
     body = {"name": name, "instruction": instruction, "max_repairs": max_repairs,
             "Output": output_model(name, output, f"{at}.output") if output is not None else None,
             "llm": settings(llm, f"{at}.llm"), "_declared_at": at, "__module__": __name__,
+            "artifact": None if artifact is None else check_artifact(artifact, f"{at}.artifact"),
             "__doc__": f"Action {name!r}, declared at {at}."}
     cls = cast(type[Action], types.new_class(name, (Action,), {"register": False},
                                              lambda ns: ns.update(body)))

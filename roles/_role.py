@@ -209,7 +209,9 @@ class Role:
 
     async def _act(self, action: Action, news: tuple[Message, ...], earlier: tuple[Message, ...],
                    turn: Turn) -> Message | None:
-        result = await action.run(self.context(action, news, turn, earlier))
+        ctx = self.context(action, news, turn, earlier)
+        result = await action.run(ctx)
+        action.keep(result, ctx)
         if not result.publish:
             return None
         message = Message(cause_by=action.name, sent_from=self.name,

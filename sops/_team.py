@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from bus import ConfigError, Injection, Message, RoleSpec, Scenario
+from bus import ConfigError, Injection, Message, RoleSpec, Scenario, did_you_mean
 from roles import LLMSettings, Registry, Role, declare_action, declare_role, registry, role_with_overrides
 
 from ._sop import SopContext, Team, get_sop
@@ -35,8 +35,12 @@ def build_team(scenario: Scenario) -> Team:
             raise ConfigError(f"{scenario.path}: [actions.{name}] - at `$.actions.{name}`: an action "
                               f"named {name} already exists ({_origin(reg.actions[name])}); "
                               f"rename the table, e.g. [actions.My{name}], and the names that refer to it")
-        declare_action(name, instruction=action.instruction, output=action.output_types(),
-                       llm=action.llm, max_repairs=action.max_repairs, registry=reg)
+        try:
+            declare_action(name, instruction=action.instruction, output=action.output_types(),
+                           llm=action.llm, max_repairs=action.max_repairs, artifact=action.artifact,
+                           registry=reg)
+        except ConfigError as exc:
+            raise ConfigError(f"{scenario.path}: {exc}") from None
     defaults = llm_defaults(scenario)
     team = sop.build(SopContext(scenario, reg, defaults)) if sop else Team(roles=[])
     if sop is not None and sop.verdict is not None:
@@ -46,6 +50,7 @@ def build_team(scenario: Scenario) -> Team:
     if not team.roles:
         raise ConfigError(f"{scenario.path}: the team is empty: name an SOP at $.scenario.sop "
                           f"or declare roles in [[roles]]")
+    _check_addresses(team, scenario)
     if not team.seed and scenario.idea:
         team.seed.append(Message(cause_by=IDEA_ACTION, sent_from=IDEA_SENDER, content=scenario.idea))
     team.injections.extend(
@@ -53,6 +58,25 @@ def build_team(scenario: Scenario) -> Team:
                                                   send_to=i.send_to, content=i.content, payload=i.payload))
         for i in scenario.inject)
     return team
+
+
+def _check_addresses(team: Team, scenario: Scenario) -> None:
+    """Every name in a role's ``send_to`` or an ``[[inject]]``'s ``send_to`` is a role of
+    the team (by name or alias): a typo would otherwise leave every message it addresses
+    undelivered, and the run would look idle instead of wrong."""
+    known = [a for r in team.roles for a in (r.name, *r.aliases)]
+    declared = {spec.name: i for i, spec in enumerate(scenario.roles)}
+    places = [(f"$.roles[{declared[r.name]}].send_to" if r.name in declared
+               else f"send_to of role {r.name!r} (built by SOP {scenario.sop})", r.send_to)
+              for r in team.roles]
+    places += [(f"$.inject[{k}].send_to", item.send_to) for k, item in enumerate(scenario.inject)]
+    for where, names in places:
+        for j, name in enumerate(names):
+            if name not in known:
+                at = f"{where}[{j}]" if where.startswith("$") else where
+                raise ConfigError(f"{scenario.path}: send_to names {name!r}, which is no role of "
+                                  f"the team - at `{at}`: the roles are "
+                                  f"{', '.join(known)}{did_you_mean(name, known)}")
 
 
 def _origin(action: type) -> str:

@@ -237,8 +237,10 @@ async def test_a_role_from_a_scenario_file_behaves_like_its_python_twin(tmp_path
     # Another name than Reviewer: Python test modules register roles of that name globally.
     tables = SCENARIO.replace('[actions.WriteCode]\ninstruction = "Write the code for the task."\n', "")
     tables = tables.replace('name = "Reviewer"', 'name = "TwinReviewer"')
+    # The team must hold the role it sends to (send_to names are checked when it is built).
+    tables += '[[roles]]\nname = "Alex"\nwatch = ["ReviewCode"]\n'
     scenario = load_scenario(scenario_file(tmp_path, tables))
-    (declared,) = build_team(scenario).roles
+    declared, _alex = build_team(scenario).roles
     python = Reviewer(registry=PY, name="TwinReviewer", llm_defaults=llm_defaults(scenario))
     assert declared.fields() | {"actions": None} == python.fields() | {"actions": None}
     got_declared, asked_declared = await run(declared)

@@ -117,19 +117,18 @@ async def execute(scenario: Scenario, *, record: Path | None = None, progress: b
     (default ``os.environ``; the CLI and the Python API pass :func:`~bus.cli._environ.run_environ`).
     ``run_id`` names a new run's directory (a sweep's runs); ``pool`` is a sweep's shared
     account, drawn on by every call besides the run's own budget."""
-    from sops import build_team
-
     env = os.environ if environ is None else environ
-    team = build_team(scenario)
-    prices = _checked_prices(scenario, team.roles, endpoint=endpoint(scenario, env))
-    check_backend(scenario.sandbox.backend, where=f"{scenario.path}: [sandbox].backend")
-    if continuation is not None and not continuation.live:
+    checked = preflight(scenario, env, live=continuation is None or continuation.live)
+    team, prices = checked.team, checked.prices
+    if checked.provider is None:
         from ..store._resume import Unplugged
 
         provider: Provider = Unplugged()
     else:
-        provider = make_provider(scenario, env)
-        provider = _with_people(provider, team.roles, human_input, required=continuation is None)
+        provider = _with_people(checked.provider, team.roles, human_input,
+                                required=continuation is None)
+    for warning in checked.warnings:
+        logger.warning(warning)
     if continuation is not None:
         store = continuation.open_store()
     else:
@@ -152,6 +151,34 @@ async def execute(scenario: Scenario, *, record: Path | None = None, progress: b
         store.close()
     summary = msgspec.json.decode((store.run_dir / SUMMARY).read_bytes())
     return Outcome(result, store.run_dir, summary)
+
+
+class Preflight(NamedTuple):
+    """What :func:`preflight` found: the team, the prices, the provider (``None`` when the
+    run is not live) and warnings for the user (a fixture written for another idea)."""
+
+    team: Any
+    prices: PriceBook
+    provider: Provider | None
+    warnings: list[str]
+
+
+def preflight(scenario: Scenario, environ: Mapping[str, str], *, live: bool = True) -> Preflight:
+    """Every check ``sopbus run`` makes before it starts, each a :class:`~bus.ConfigError`:
+    the team (names in ``watch``, ``actions`` and ``send_to``), a price for every model it
+    can call, the sandbox backend, the provider's settings (fixture files, a cassette, an
+    API key). ``sopbus validate`` calls this too, so a file it passes is one ``run`` starts."""
+    from sops import build_team
+
+    from ..llm._fixtures import idea_warnings
+
+    team = build_team(scenario)
+    prices = _checked_prices(scenario, team.roles, endpoint=endpoint(scenario, environ))
+    check_backend(scenario.sandbox.backend, where=f"{scenario.path}: [sandbox].backend")
+    provider = make_provider(scenario, environ) if live else None
+    warnings = (idea_warnings(scenario.idea, scenario.fixture_paths())
+                if scenario.llm.provider == "sim" else [])
+    return Preflight(team, prices, provider, warnings)
 
 
 async def _run(scenario: Scenario, team: Any, prices: PriceBook, provider: Provider,

@@ -68,15 +68,19 @@ def run(args: argparse.Namespace) -> int:
 
 
 def check_team(scenario: Scenario, report: Report) -> Team:
-    """Builds the team as ``sopbus run`` would (a wrong name raises ConfigError), adds its
-    watch graph to ``report`` and its warnings before the file's own."""
-    from sops import build_team, team_warnings
+    """Makes every check ``sopbus run`` makes before it starts (the team, prices, the
+    provider's settings: :func:`bus.cli._assemble.preflight`; a mistake raises ConfigError),
+    adds the watch graph to ``report`` and its warnings before the file's own."""
+    from sops import team_warnings
 
+    from ._assemble import preflight
+    from ._environ import run_environ
     from ._graph import graph_text
 
-    team = build_team(scenario)
+    checked = preflight(scenario, run_environ())  # the keys run would see: env over ./.env
+    team: Team = checked.team
     report.graph = graph_text(team)
-    report.warnings[:0] = team_warnings(team)
+    report.warnings[:0] = [*team_warnings(team), *checked.warnings]
     return team
 
 

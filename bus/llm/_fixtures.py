@@ -5,6 +5,8 @@ counted in tokens). A fixture file is TOML and must say it holds simulated outpu
 
     # SIMULATED OUTPUT: canned answers for sopbus's sim provider; no model wrote them.
     simulated = true
+    idea = "Write a snake game"      # optional: the idea these answers were written for;
+                                     # a run with another idea is warned (see idea_warnings)
 
     [[fixture]]
     action = "WritePRD"            # required: the action that asks
@@ -48,14 +50,48 @@ class Fixture(msgspec.Struct, frozen=True, kw_only=True):
                 and (self.match is None or self.match in prompt))
 
 
+def idea_warnings(idea: str | None, paths: Iterable[str | Path]) -> list[str]:
+    """A warning for each fixture file written for another idea than ``idea``: the
+    simulator answers from its fixtures whatever the idea, so a user's ``--idea`` would
+    silently get the fixtures' project."""
+    out = []
+    for path in paths:
+        written_for = _read(Path(path)).get("idea")
+        if isinstance(written_for, str) and _words(written_for) != _words(idea or ""):
+            out.append(f"the simulator answers from the fixture file {path}, written for the idea "
+                       f"{_short(written_for)!r}; this run's idea is {_short(idea or '')!r}, so "
+                       f"its canned answers are about the fixtures' idea, not this one (use "
+                       f"--provider openai to have a model work on it, or write fixtures for it)")
+    return out
+
+
+def _words(text: str) -> list[str]:
+    return text.split()
+
+
+def _short(text: str, limit: int = 60) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
 def load_fixtures(paths: Iterable[str | Path]) -> tuple[Fixture, ...]:
     """The fixture entries of ``paths``, in order; a :class:`~bus.ConfigError` names the file
     and entry of any mistake."""
     return tuple(fixture for path in paths for fixture in _load_file(Path(path)))
 
 
+def _read(path: Path) -> dict[str, Any]:
+    return read_user_toml(path, "fixture file")
+
+
 def _load_file(path: Path) -> list[Fixture]:
-    data = read_user_toml(path, "fixture file")
+    data = _read(path)
+    unknown = sorted(set(data) - {"simulated", "idea", "fixture"})
+    if unknown:
+        raise ConfigError(f"fixture file {path} has unknown top-level key(s) {', '.join(unknown)}; "
+                          f"expected simulated, idea and [[fixture]] entries")
+    if "idea" in data and not isinstance(data["idea"], str):
+        raise ConfigError(f"fixture file {path}: idea must be a string, got {data['idea']!r}")
     if data.get("simulated") is not True:
         raise ConfigError(f"fixture file {path} does not say `simulated = true` at the top; "
                           "fixtures are simulated output and must be marked as such")

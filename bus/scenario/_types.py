@@ -165,12 +165,15 @@ class ActionSpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
     """``[actions.<Name>]``: an action declared in the file (its name is the table key).
 
     ``output`` maps field names to type specs (``"list[str]"``); ``None`` means free text.
+    ``artifact`` is the file under ``artifacts/`` each result is written to, with
+    placeholders ``{role}``, ``{round}``, ``{action}`` (checked when the team is built).
     """
 
     instruction: str
     output: dict[str, str] | None = None
     max_repairs: NonNegativeInt = 2
     llm: LLMOverrides | None = None
+    artifact: str | None = None
 
     def output_types(self) -> dict[str, Any] | None:
         """``output`` with each spec parsed into a Python type (``{"problems": list[str]}``),

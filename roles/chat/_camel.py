@@ -26,6 +26,8 @@ from .._llm import LLMSettings, build_request
 from .._role import Role
 
 TASK_DONE = "<CAMEL_TASK_DONE>"
+SOLUTION_FILE = "solution.md"
+"""The role-play's result under the run's ``artifacts/``: every instruction and solution."""
 """What the AI user says, alone, when it judges the task complete."""
 
 SPECIFY, INSTRUCT, SOLVE = "SpecifyTask", "GiveInstruction", "GiveSolution"
@@ -232,6 +234,20 @@ class GiveSolution(_GuardedTurn):
         turns = [ChatMessage("user" if m.cause_by == INSTRUCT else "assistant", m.content)
                  for m in role.transcript()]
         return (ChatMessage("system", role.inception()), *turns)
+
+    async def run(self, ctx: ActionContext) -> ActionResult:
+        result = await super().run(ctx)
+        role = ctx.role
+        assert isinstance(role, CamelAgent)
+        # The role-play's result is the assistant's work, step by step: rewritten after each
+        # solution, so at the end solution.md holds every instruction with its solution.
+        steps = [m for m in role.memory if m.cause_by in (INSTRUCT, SOLVE)]
+        parts = [f"# {role.task()}", ""]
+        parts += [f"## {'Instruction' if m.cause_by == INSTRUCT else 'Solution'}\n\n{m.content}\n"
+                  for m in steps]
+        parts.append(f"## Solution\n\n{result.content}\n")
+        ctx.turn.write_artifact(SOLUTION_FILE, "\n".join(parts))
+        return result
 
 
 # -- roles ---------------------------------------------------------------------------------

@@ -38,6 +38,8 @@ from .._role import Role
 
 Strategy = Literal["round_robin", "model", "handoff"]
 SPEAK, NEXT, TASK = "Speak", "NextSpeaker", "UserRequirement"
+RESULT_FILE, CHAT_FILE = "result.md", "chat.md"
+"""The chat's final message and its whole transcript, under the run's ``artifacts/``."""
 SELECT = "SelectSpeaker"  # the ledger's name for the model selector's calls
 ROUND_ROBIN: Final = "round_robin"
 
@@ -116,7 +118,14 @@ class ChatParticipant(Role):
         self.memory.extend(fresh)
         if not any(m.cause_by == NEXT for m in fresh):
             return ()
-        return await self._run_in_order(self._actions, fresh, turn)
+        said = await self._run_in_order(self._actions, fresh, turn)
+        if said:
+            # The chat's result is its last message (AutoGen's too): each speaker rewrites
+            # result.md and chat.md, so at the end they hold the final word and the whole chat.
+            turn.write_artifact(RESULT_FILE, said[-1].content.rstrip() + "\n")
+            spoken = [m for m in self.memory if m.cause_by in (TASK, SPEAK)]
+            turn.write_artifact(CHAT_FILE, "\n\n".join(render_message(m) for m in spoken) + "\n")
+        return said
 
 
 # -- choosing the next speaker ------------------------------------------------------------

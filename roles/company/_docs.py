@@ -23,15 +23,14 @@ class _Doc(BaseModel):
 
 class DocumentAction(Action, register=False):
     """An action whose output is a document: the default model call, then the rendered
-    Markdown written to ``artifact`` under the run's artifacts."""
+    Markdown, under its title, written to ``artifact`` under the run's artifacts (the role
+    keeps it: :meth:`roles.Action.keep`)."""
 
-    artifact: ClassVar[str] = ""
     title: ClassVar[str] = ""
 
-    async def run(self, ctx: ActionContext) -> ActionResult:
-        result = await super().run(ctx)
-        ctx.turn.write_artifact(self.artifact, f"# {self.title}\n\n{result.content}\n")
-        return result
+    def keep(self, result: ActionResult, ctx: ActionContext) -> None:
+        if self.artifact is not None:
+            ctx.turn.write_artifact(self.artifact, f"# {self.title}\n\n{result.content}\n")
 
 
 # -- product manager ----------------------------------------------------------------------
