@@ -59,17 +59,24 @@ class Turn:
     ``ask`` sends a request to the run's gateway (priced, budget-checked, ledgered) with the
     role filled in; ``write_artifact`` keeps a file under the run's ``artifacts/``;
     ``emit`` writes a custom event (``tool_called``, ``gate_passed``, ...) into the run log.
+    ``doing`` is the action the role is on, as last said (:meth:`doing_now`, or the action
+    of its latest model call): what the live view shows as "role: action".
     """
 
-    __slots__ = ("run_id", "round", "role", "_gateway", "_services")
+    __slots__ = ("run_id", "round", "role", "doing", "_gateway", "_services")
 
     def __init__(self, *, run_id: str, round: int, role: str,
                  gateway: LLMGateway | None = None, services: TurnServices | None = None):
         self.run_id = run_id
         self.round = round
         self.role = role
+        self.doing = ""
         self._gateway = gateway
         self._services = services
+
+    def doing_now(self, action: str) -> None:
+        """Says which action the role is on now (for progress displays only)."""
+        self.doing = action
 
     async def ask(self, request: LLMRequest, *, attempt: int = 1) -> Completion:
         if self._gateway is None:
@@ -77,6 +84,7 @@ class Turn:
         if not request.role:
             import msgspec
             request = msgspec.structs.replace(request, role=self.role)
+        self.doing = request.action or self.doing
         return await self._gateway.complete(request, round=self.round, attempt=attempt)
 
     @property

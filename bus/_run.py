@@ -95,6 +95,7 @@ class Runner:
         self._error: tuple[str, str] | None = None
         self._round = 0
         self._next_pause = 0.0
+        self._at_work: dict[str, Turn] = {}  # the turns in progress, by role
 
     async def run(self) -> RunResult:
         started = time.time()
@@ -215,6 +216,11 @@ class Runner:
         self._busy -= 1
         self._check_idle()
 
+    def at_work(self) -> list[tuple[str, str]]:
+        """The roles taking their turn now, each with the action it is on (``""`` until it
+        says), in the order their turns began: what a progress display shows."""
+        return [(name, turn.doing) for name, turn in self._at_work.items()]
+
     def _check_idle(self) -> None:
         if self._busy:
             return
@@ -234,6 +240,7 @@ class Runner:
                     scope: trio.CancelScope | None) -> Sequence[Message]:
         turn = Turn(run_id=self.env.run_id, round=rnd, role=member.name,
                     gateway=self._gateway, services=self._store)
+        self._at_work[member.name] = turn
         try:
             out = await member.step(news, turn)
         except Exception as exc:
@@ -251,6 +258,8 @@ class Runner:
             if scope is not None:
                 scope.cancel()  # the other turns are cancelled; the run ends with 'error'
             return ()
+        finally:
+            self._at_work.pop(member.name, None)
         if not out:
             return ()
         parents = tuple([m.id for m in news])

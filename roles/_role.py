@@ -147,6 +147,8 @@ class Role:
         """The context an action runs in; its LLM settings are the run's defaults, then the
         action's, then this role's (``action=None``: the role's own calls, e.g. planning)."""
         layers = (self.llm_defaults, action.llm, self._own_llm) if action else (self.llm_defaults, self._own_llm)
+        if action is not None:
+            turn.doing_now(action.name)
         return ActionContext(role=self, turn=turn, news=news, earlier=earlier, llm=layered(*layers))
 
     @property

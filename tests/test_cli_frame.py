@@ -30,7 +30,9 @@ def sopbus(*args: str | Path, cwd: Path = ROOT) -> subprocess.CompletedProcess[s
 
 def good_file(directory: Path) -> Path:
     (directory / "fixtures").mkdir()
-    (directory / "fixtures" / "team.toml").write_text("", encoding="utf-8")
+    # A real fixture file: validate loads it as run does (an empty one is refused by both).
+    (directory / "fixtures" / "team.toml").write_text(
+        "simulated = true\n[[fixture]]\naction = \"WritePRD\"\nresponses = ['{}']\n", encoding="utf-8")
     path = directory / "ok.toml"
     path.write_text('[scenario]\nname = "demo"\nsop = "software_company"\nidea = "a todo CLI"\n'
                     '[run]\nbudget_usd = 0.5\n[llm]\nfixtures = ["fixtures/team.toml"]\n'

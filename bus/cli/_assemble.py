@@ -71,7 +71,7 @@ def run_scenario(scenario: Scenario, args: argparse.Namespace,
     if wanted(bool(getattr(args, "otel", False)), os.environ):
         check_available()  # a missing extra is said before the run, not after it
     environ = run_environ()  # keys and endpoints: the environment over ./.env
-    _configure_logging(quiet)
+    _configure_logging(quiet, verbose=bool(getattr(args, "verbose", False)))
     outcome = trio.run(lambda: execute(scenario, record=getattr(args, "record", None),
                                        progress=not quiet, environ=environ,
                                        continuation=continuation,
@@ -210,7 +210,7 @@ async def _run(scenario: Scenario, team: Any, prices: PriceBook, provider: Provi
                         gateway=asker, store=store, summary=summary, judge=team.verdict)
         if not progress:
             return await runner.run()
-        async with Progress(env, gateway, scenario, store.run_dir) as shown:
+        async with Progress(env, gateway, scenario, store.run_dir, runner) as shown:
             person = getattr(provider, "human", None)
             if person is not None:
                 person.pause, shown.person = shown.paused, person
@@ -411,11 +411,14 @@ def _to_stderr(line: str) -> None:
     sys.stderr.write(line)
 
 
-def _configure_logging(quiet: bool) -> None:
-    """Human-readable lines to stderr (the cost line after each call); ``--quiet`` keeps
-    only warnings. Each run also gets ``run.log`` in its directory (see :func:`execute`)."""
+def _configure_logging(quiet: bool, verbose: bool = False) -> None:
+    """Human-readable lines to stderr; the cost line after each call only with ``-v``
+    (about 125 characters, they wrap under the live view); ``--quiet`` keeps only
+    warnings. Each run also gets ``run.log`` in its directory, with every line (see
+    :func:`execute`)."""
     logger.remove()
     # Written through sys.stderr at call time, so that rich's live display can keep them above it.
     logger.add(_to_stderr, level="WARNING" if quiet else "INFO",
                colorize=sys.stderr.isatty(),
+               filter=lambda record: verbose or not record["extra"].get("cost"),
                format="<green>{time:HH:mm:ss}</green> <level>{level: <7}</level> {message}")

@@ -28,6 +28,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="answers for roles with human = true that the recording lacks, one a "
                              "line (default: ask on the terminal)")
     parser.add_argument("--quiet", action="store_true", help="no progress display; only the summary")
+    parser.add_argument("-v", "--verbose", action="store_true",
+                        help="also print the cost line of every LLM call (always in run.log)")
 
 
 def run(args: argparse.Namespace) -> int:

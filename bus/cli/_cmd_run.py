@@ -61,6 +61,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="write the run's HTML report (report.html in the run directory) at the end")
     parser.add_argument("--quiet", action="store_true",
                         help="no progress display; only the summary")
+    parser.add_argument("-v", "--verbose", action="store_true",
+                        help="also print the cost line of every LLM call (always in run.log)")
 
 
 def run(args: argparse.Namespace) -> int:

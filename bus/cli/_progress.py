@@ -1,8 +1,12 @@
-"""Live progress of ``sopbus run``: round, messages, and spend against the budget.
+"""Live progress of ``sopbus run``: round, messages, spend against the budget, and who is
+working on what.
 
-On a terminal a rich progress bar redraws in place; elsewhere (CI logs, pipes) a plain line
+On a terminal a rich progress bar redraws in place, with a line under it naming the roles
+taking their turn (``at work: Alice: WritePRD``); elsewhere (CI logs, pipes) a plain line
 is printed whenever the round changes. Either way the display only *reads* the run's
-counters (polling a few times a second), so the engine knows nothing about it.
+counters (polling a few times a second), so the engine knows nothing about it, and it draws
+its last frame from the run's final counters, so the bar never shows an earlier round above
+the summary.
 """
 
 from __future__ import annotations
@@ -21,13 +25,15 @@ from ..llm._live import LiveText
 from ._summary import money
 
 _POLL_S = 0.1
+_WORKING_WIDTH = 100  # characters of "role: action, ..." shown under the bar
 
 
 class Progress:
-    """``async with Progress(env, gateway, scenario, run_dir): ...`` around a run."""
+    """``async with Progress(env, gateway, scenario, run_dir, runner): ...`` around a run;
+    ``runner`` (optional) says who is at work (:meth:`bus.Runner.at_work`)."""
 
-    def __init__(self, env: Any, gateway: Any, scenario: Any, run_dir: Path):
-        self._env, self._gateway = env, gateway
+    def __init__(self, env: Any, gateway: Any, scenario: Any, run_dir: Path, runner: Any = None):
+        self._env, self._gateway, self._runner = env, gateway, runner
         self._name, self._max_rounds = scenario.name, scenario.run.max_rounds
         self._run_dir = run_dir
         self._cancel = trio.CancelScope()
@@ -74,6 +80,12 @@ class Progress:
         who = getattr(self.person, "waiting", None)
         return f"waiting for a person: {who}" if who else ""
 
+    def working(self) -> str:
+        """``Alice: WritePRD, Bob: WriteDesign``: the roles in their turn, cut to fit."""
+        at_work = self._runner.at_work() if self._runner is not None else []
+        text = ", ".join(f"{role}: {action}" if action else role for role, action in at_work)
+        return text if len(text) <= _WORKING_WIDTH else text[:_WORKING_WIDTH - 3] + "..."
+
     async def _lines(self) -> None:
         last, last_wait = -1, ""
         with self._cancel:
@@ -81,8 +93,10 @@ class Progress:
                 rnd, published, spent, cap = self._state()
                 if rnd != last:
                     last = rnd
+                    working = self.working()
                     print(f"round {rnd}/{self._max_rounds} | messages {published} | "
-                          f"spent {money(spent)} of {money(cap)}", flush=True)
+                          f"spent {money(spent)} of {money(cap)}"
+                          + (f" | working: {working}" if working else ""), flush=True)
                 waiting = self._waiting()
                 if waiting and waiting != last_wait:
                     print(waiting, flush=True)
@@ -103,16 +117,23 @@ class Progress:
         task = bar.add_task("spend", total=float(cap), round=rnd, max_rounds=self._max_rounds,
                             messages=published, spent=spent, cap=cap, waiting="")
 
-        def frame() -> Group:
+        def frame(doing: str) -> Group:
             streamed = [Text(line, no_wrap=True, overflow="ellipsis", style="dim")
                         for line in self.live.lines()]
-            return Group(bar, *streamed)
+            return Group(bar, Text(doing, no_wrap=True, overflow="ellipsis", style="dim"), *streamed)
 
-        with Live(frame(), refresh_per_second=10, transient=False) as live, self._cancel:
+        with Live(frame(""), refresh_per_second=10, transient=False) as live:
             self._bar = live
-            while True:
-                rnd, published, spent, cap = self._state()
-                bar.update(task, completed=float(spent), round=rnd, messages=published, spent=spent,
-                           waiting=self._waiting())
-                live.update(frame())
-                await trio.sleep(_POLL_S)
+            with self._cancel:
+                while True:
+                    self._update(bar, task)
+                    live.update(frame(f"at work: {self.working() or '-'}"))
+                    await trio.sleep(_POLL_S)
+            # The run is over: the last frame shows its final round, messages and spend.
+            self._update(bar, task)
+            live.update(frame("finished"), refresh=True)
+
+    def _update(self, bar: Any, task: Any) -> None:
+        rnd, published, spent, cap = self._state()
+        bar.update(task, completed=float(spent), round=rnd, messages=published, spent=spent,
+                   waiting=self._waiting())

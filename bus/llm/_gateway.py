@@ -346,9 +346,12 @@ def _log_line(line: LedgerLine) -> None:
     """MetaGPT's cost line for an answered call; a failed or overrun attempt gets a warning
     that cannot be read as one (a refusal is not a call: BudgetExhausted tells the run)."""
     if line.outcome in ("ok", "replayed", "lost"):
-        logger.info("Total running cost: ${:.3f} | Max budget: ${:.3f} | Current cost: ${:.3f}, "
-                    "prompt_tokens: {}, completion_tokens: {}", line.total_usd, line.budget_usd,
-                    line.cost_usd, line.prompt_tokens, line.completion_tokens)
+        # Bound as a cost line: the run's log keeps every one, the terminal shows them only
+        # with -v (they would wrap under the live view).
+        logger.bind(cost=True).info(
+            "Total running cost: ${:.3f} | Max budget: ${:.3f} | Current cost: ${:.3f}, "
+            "prompt_tokens: {}, completion_tokens: {}", line.total_usd, line.budget_usd,
+            line.cost_usd, line.prompt_tokens, line.completion_tokens)
     elif line.outcome != "refused":
         counted = (f"counted at its reservation ${line.cost_usd} (estimated: the provider may "
                    f"have billed it)" if line.estimated else f"counted at ${line.cost_usd}")
