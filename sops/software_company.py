@@ -65,10 +65,10 @@ def build(ctx: SopContext) -> Team:
                        registry=reg),
         engineer,
         qa,
-    ], verdict=tests_passed)
+    ], verdict=qa_passed)
 
 
-def tests_passed(record: RunRecord) -> Verdict:
+def qa_passed(record: RunRecord) -> Verdict:
     """The software company's verdict: QA's last test run passed."""
     runs = [m.payload for m in record.of("RunCode") if isinstance(m.payload, dict)]
     if not runs:
