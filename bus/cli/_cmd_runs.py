@@ -166,7 +166,7 @@ def _print_stacked(out: Any, rows: list[dict[str, Any]], cells: list[Any], width
     from rich.text import Text
 
     for i in range(len(rows)):
-        out.print(Text(cells[0][1][i], style="bold"), no_wrap=True, overflow="ignore")
+        out.print(Text(cells[0][1][i], style="bold"), no_wrap=True, overflow="ignore", crop=False)
         line = Text("  ")
         for (header, column, essential), width in zip(cells[1:], widths[1:], strict=True):
             if essential or len(line) + len(header) + 1 + width <= out.width:
