@@ -90,7 +90,8 @@ class _Kept:
     """The run store's side of a turn, in memory."""
 
     def __init__(self, root: Path) -> None:
-        self.artifacts_dir, self.written = root, {}
+        self.artifacts_dir = root
+        self.written: dict[str, str | bytes] = {}
 
     def write_artifact(self, relpath: str, data: str | bytes, *, role: str, round: int) -> Path:
         self.written[relpath] = data

@@ -18,13 +18,14 @@ from sops import SopContext, Team
 
 
 class _Written(Action, register=False):
-    """Asks as usual, then keeps the answer as an artifact."""
+    """Asks as usual, then keeps the answer as an artifact (written by the action itself,
+    under a lower-case role name, which ``Action.artifact`` templates do not do)."""
 
-    artifact = ""
+    path = ""
 
     async def run(self, ctx: ActionContext) -> ActionResult:
         result = await super().run(ctx)
-        ctx.turn.write_artifact(self.artifact.format(role=ctx.role.name.lower()), result.content)
+        ctx.turn.write_artifact(self.path.format(role=ctx.role.name.lower()), result.content)
         return result
 
 
@@ -51,25 +52,25 @@ class Check(BaseModel):
 class RelayPlan(_Written):
     instruction = "Plan the piece: a title and three steps."
     Output = Plan
-    artifact = "plan.md"
+    path = "plan.md"
 
 
 class RelayDraft(_Written):
     instruction = "Draft your part of the plan."
     Output = Draft
-    artifact = "drafts/{role}.md"
+    path = "drafts/{role}.md"
 
 
 class RelayEdit(_Written):
     instruction = "Merge the drafts into one text."
     Output = Edit
-    artifact = "final.md"
+    path = "final.md"
 
 
 class RelayCheck(_Written):
     instruction = "Check the merged text."
     Output = Check
-    artifact = "check.md"
+    path = "check.md"
 
 
 class Planner(Role, register=False):
