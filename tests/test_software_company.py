@@ -304,10 +304,12 @@ def test_the_pipeline_through_the_openai_provider_ends_cleanly(tmp_path: Path) -
                       "--provider", "openai", "--base-url", server.base_url, "--model", "gpt-4o-mini",
                       env={"OPENAI_API_KEY": "sk-local-test"})
         requests = len(server.requests)
-    assert done.returncode == 0, done.stderr
+    # The run ends cleanly (idle) but QA's tests failed: it completed and missed its purpose.
+    assert done.returncode == 4, done.stderr
     run_dir = the_run(tmp_path / "runs")
     summary, lines = summary_of(run_dir), ledger(run_dir)
     assert summary["end_reason"] == "idle" and summary["provider"] == "openai"
+    assert summary["verdict"]["passed"] is False and "QA's tests failed" in summary["verdict"]["reason"]
     assert len(lines) == requests > 10
     assert {line["provider"] for line in lines} == {"openai"}
     assert {line["outcome"] for line in lines} == {"ok"}
