@@ -230,7 +230,9 @@ def test_a_transient_failure_is_retried_and_the_run_completes(tmp_path: Path, ke
     mode = MODES[name]
     run = company_run(tmp_path, Script(mode.hostile, times=1), stream=mode.stream)
 
-    assert (run.code, run.summary["end_reason"]) == (0, "max_rounds")
+    # Completed at the round limit, before QA ever ran: the company's verdict fails (exit 4).
+    assert (run.code, run.summary["end_reason"]) == (4, "max_rounds")
+    assert run.summary["verdict"]["passed"] is False
     assert shape(run) == [("ok", False), ("error", True), ("ok", False), ("ok", False)]
     check_money(run)
 
@@ -270,7 +272,7 @@ def test_record_with_the_openai_provider_writes_a_cassette_that_replays(
     cassette = tmp_path / "company.cassette.jsonl"
     run = company_run(tmp_path, Script(honest, first=10**9), extra=("--record", str(cassette)),
                       llm='max_tokens_param = "max_tokens"')
-    assert run.code == 0 and run.requests == 3
+    assert run.code == 4 and run.requests == 3  # three rounds: no test ran, the verdict fails
     # [llm] max_tokens_param reaches the wire: the backend gets the field it accepts
     assert [b.get("max_tokens") for b in run.bodies] == [1500, 1500, 1500]
     assert not any("max_completion_tokens" in b for b in run.bodies)
@@ -283,6 +285,6 @@ def test_record_with_the_openai_provider_writes_a_cassette_that_replays(
     replay.write_text(replay.read_text().replace('provider = "sim"', 'provider = "replay"\n'
                                                  f"cassette = {json.dumps(str(cassette))}"))
     assert main(["run", str(replay), "--max-rounds", "3", "--runs-dir", str(tmp_path / "again"),
-                 "--quiet"]) == 0
+                 "--quiet"]) == 4  # the same three rounds: again no test ran
     (again,) = (tmp_path / "again").iterdir()
     assert {line.outcome for line in read_jsonl(again / "costs.jsonl", LedgerLine)} == {"replayed"}
