@@ -29,7 +29,9 @@ class Scratch:
 
     def __init__(self, root: Path):
         root.mkdir(parents=True, exist_ok=True)
-        self.path = Path(tempfile.mkdtemp(prefix=f"{os.getpid()}-", dir=root))
+        # Absolute: bwrap binds the work directory by its path, and a run under a relative
+        # --runs-dir (`runs`) would name a path bwrap cannot find, so no test could run.
+        self.path = Path(tempfile.mkdtemp(prefix=f"{os.getpid()}-", dir=root.absolute()))
         self._lock = os.open(self.path / LOCK, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         self.work, self.tmp, self.home = (self.path / n for n in ("work", "tmp", "home"))
