@@ -130,9 +130,12 @@ def command(found: Probe, scratch: Scratch, argv: Sequence[str], limits: Sandbox
     args += ["--perms", "0755", "--dir", "/etc", "--perms", "0755", "--dir", "/home"]
     for name in _ETC:
         args += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
+    # The fresh /tmp first, the interpreter after: a venv under /tmp (a clone in /tmp, a
+    # test's copy) is bound inside it; mounted the other way round, the tmpfs hid it.
+    args += ["--perms", "1777", "--tmpfs", SANDBOX_TMP]
     args += _python_binds()
     args += ["--bind", str(scratch.work), SANDBOX_DIR, "--chdir", SANDBOX_DIR,
-             "--perms", "1777", "--tmpfs", SANDBOX_TMP, "--perms", "1777", "--tmpfs", SANDBOX_HOME,
+             "--perms", "1777", "--tmpfs", SANDBOX_HOME,
              "--proc", "/proc", "--dev", "/dev", "--info-fd", str(info_fd)]
     for name, value in env.items():
         args += ["--setenv", name, value]
