@@ -131,6 +131,8 @@ def _raised_at(exc: Exception) -> str:
     own = [f for f in frames if Path(f.filename).resolve() != Path(__file__).resolve()]
     where = f" (at {own[-1].filename}, line {own[-1].lineno})" if own else ""
     return f"{type(exc).__name__}: {exc}{where}"
+
+
 def _missing(module: Any, attr: str, ref: str, where: str) -> str:
     """Why ``module`` has no SOP at ``attr``: what is missing, in which file, and what the
     module does hold."""
