@@ -139,7 +139,8 @@ def test_every_strategy_group_chat_toml_names_runs_on_the_simulator(tmp_path: Pa
     for strategy in sorted(named):
         path = tmp_path / f"chat_{strategy}.toml"
         path.write_text(re.sub(r'^strategy = "\w+"', f'strategy = "{strategy}"', text, flags=re.M)
-                        .replace('"fixtures/', f'"{SCENARIOS}/fixtures/'))
+                        .replace('"fixtures/', f'"{SCENARIOS}/fixtures/')
+                        .replace("[scenario]\n", "[scenario]\nallow_outside = true\n", 1))
         done = sopbus("run", path, "--runs-dir", strategy, "--quiet", cwd=tmp_path)
         assert done.returncode == 0, (strategy, done.stdout, done.stderr)
         run = only_run(tmp_path / strategy)
