@@ -130,8 +130,9 @@ def _day_boundaries(info: ModelInfo) -> list[Any]:
 
     if not isinstance(info.prices, list):
         return []
-    return [c.constraint.start_time for c in info.prices
-            if isinstance(c.constraint, TimeOfDateConstraint)]
+    # Both ends: a moment just after each start and each end falls in every price's window.
+    return [moment for c in info.prices if isinstance(c.constraint, TimeOfDateConstraint)
+            for moment in (c.constraint.start_time, c.constraint.end_time)]
 
 
 def _convert(price: ModelPrice) -> Price | None:
