@@ -1,4 +1,4 @@
-"""``sopbus sweep-show ID [--json|--csv]``: what a sweep found, per variant.
+"""``sopbus sweep-show ID [--json|--csv|--report]``: what a sweep found, per variant.
 
 Runs (ended of planned, skipped, unfinished), verdict pass rate (``n/a`` when the SOP
 states no verdict), spend (mean, median, max), tokens, wall time, rounds and end reasons,
@@ -23,6 +23,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
     form = parser.add_mutually_exclusive_group()
     form.add_argument("--json", action="store_true", help="print the rows as JSON")
     form.add_argument("--csv", action="store_true", help="print the rows as CSV")
+    form.add_argument("--report", action="store_true",
+                      help="write the sweep's page (spend against pass rate per variant, spend "
+                           "per run, a link to each run's report, which is written if missing) "
+                           "to report.html in the sweep directory")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -43,6 +47,10 @@ def run(args: argparse.Namespace) -> int:
                            "variants": rows}).decode())
     elif args.csv:
         sys.stdout.write(rows_csv(rows))
+    elif args.report:
+        from .sweep._page import write_sweep_page
+
+        print(write_sweep_page(sdir, record, rows))
     else:
         from bus.money._file_account import FileAccount
 

@@ -65,16 +65,19 @@ _DETAIL = ('<aside id="detail" hidden><button id="detail-close" type="button">cl
            '<div id="detail-body"></div></aside>')
 
 
-def _document(title: str, body: str) -> str:
-    script = _static("report.js")
+def _document(title: str, body: str, *, scripted: bool = True) -> str:
+    """The page around ``body``; ``scripted=False`` (a page with nothing to click open)
+    carries no script, and its policy allows none."""
+    script = _static("report.js") if scripted else ""
     digest = base64.b64encode(hashlib.sha256(script.encode()).digest()).decode()
+    allowed = f"'sha256-{digest}'" if scripted else "'none'"
     csp = (f"default-src 'none'; img-src data:; style-src 'unsafe-inline'; "
-           f"script-src 'sha256-{digest}'; base-uri 'none'; form-action 'none'")
+           f"script-src {allowed}; base-uri 'none'; form-action 'none'")
     return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
             f'<meta http-equiv="Content-Security-Policy" content="{csp}">'
             f'<meta name="viewport" content="width=device-width, initial-scale=1">'
             f"<title>{escape(title)}</title><style>{_static('report.css')}{highlight_css()}</style>"
-            f"</head><body>{body}<script>{script}</script></body></html>\n")
+            f"</head><body>{body}{f'<script>{script}</script>' if scripted else ''}</body></html>\n")
 
 
 def _static(name: str) -> str:
