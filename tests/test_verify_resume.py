@@ -288,3 +288,29 @@ def test_verify_lists_calls_jsonl_and_the_earlier_logs(resumed: Path) -> None:
     for name in ("events.1.jsonl", "events.jsonl", "costs.jsonl", "calls.jsonl"):
         count = len((resumed / name).read_bytes().splitlines())
         assert f"  {name}: {count} lines, intact" in done.stdout
+
+
+class _Echo:
+    """A member that answers without a model: its team's run has no ledger lines at all."""
+
+    name, aliases, watch = "Echo", (), frozenset({"UserRequirement"})
+
+    async def step(self, news: Any, turn: Any) -> list[Any]:
+        from bus import Message
+
+        return [Message(cause_by="Echoed", sent_from=self.name, content=m.content) for m in news]
+
+
+async def test_a_run_that_never_asked_a_model_verifies_and_an_added_total_is_caught(tmp_path: Path) -> None:
+    from bus import Environment, Message, RunStore, run_team
+
+    store = RunStore.create(tmp_path, "echo")
+    env = Environment(store.run_id, log=store)
+    env.add_all([_Echo()])
+    await run_team(env, seed=[Message(cause_by="UserRequirement", sent_from="Boss", content="hi")],
+                   store=store)
+    store.close()
+    assert verify_run(store.run_dir).intact  # no totals in its summary, none in its ledger
+    summary = json.loads((store.run_dir / "summary.json").read_text())
+    (store.run_dir / "summary.json").write_text(json.dumps({**summary, "total_usd": "1.00"}))
+    assert not verify_run(store.run_dir).intact
