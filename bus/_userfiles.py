@@ -13,14 +13,19 @@ from typing import Any
 from ._errors import ConfigError
 
 
-def read_user_text(path: Path, what: str) -> str:
-    """The UTF-8 text of ``path``; ``what`` names the file for people ("fixture file")."""
+def read_user_bytes(path: Path, what: str) -> bytes:
+    """The bytes of ``path``; ``what`` names the file for people ("scenario file")."""
     try:
-        data = path.read_bytes()
+        return path.read_bytes()
     except FileNotFoundError:
         raise ConfigError(f"{path}: no such {what}") from None
     except OSError as error:
         raise ConfigError(f"{path}: cannot read the {what} ({error.strerror})") from None
+
+
+def read_user_text(path: Path, what: str) -> str:
+    """The UTF-8 text of ``path``; ``what`` names the file for people ("fixture file")."""
+    data = read_user_bytes(path, what)
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as error:

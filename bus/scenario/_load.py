@@ -23,7 +23,7 @@ from typing import Any
 import msgspec
 
 from .._errors import ConfigError
-from .._userfiles import nesting_depth
+from .._userfiles import nesting_depth, read_user_bytes
 from ._errors import PathToken, explain_syntax_error, explain_validation_error, format_path
 from ._paths import inside, outside_problem
 from ._types import Provider, RunMode, SandboxBackend, Scenario, ScenarioDoc
@@ -38,18 +38,13 @@ def load_scenario(path: Path | str, *, base_dir: Path | None = None) -> Scenario
 
     Relative files it names (``llm.fixtures``, ``llm.cassette``) are resolved against its
     directory (or ``base_dir``: a run directory's copy names the original's files) and must
-    exist, inside that directory unless the file says ``allow_outside = true``. Raises :class:`ConfigError` naming the file, the place
-    (``$.roles[0].watch[1]``), what was expected and the closest valid names.
+    exist, inside that directory unless the file says ``allow_outside = true``. Raises
+    :class:`ConfigError` naming the file, the place (``$.roles[0].watch[1]``), what was
+    expected and the closest valid names.
     """
     path = Path(path)
     shown = str(path)
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise ConfigError(f"{shown}: no such scenario file") from None
-    except OSError as error:
-        raise ConfigError(f"{shown}: cannot read the scenario file ({error.strerror})") from None
-    doc = _decode(data, shown)
+    doc = _decode(read_user_bytes(path, "scenario file"), shown)
     absolute = path.resolve()
     fields = {f: getattr(doc, f) for f in doc.__struct_fields__}
     base = absolute.parent if base_dir is None else base_dir.resolve()
