@@ -21,7 +21,6 @@ cannot start on a run that is still going.
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import os
 import re
@@ -35,6 +34,7 @@ import msgspec
 
 from .._errors import ConfigError, ModelOutputError
 from .._events import ArtifactWritten, LLMCalled, MessagePublished, MessageUndelivered, Note, RoundEnded, RoundStarted
+from .._dirlock import try_lock
 from .._jsonl import JsonlWriter, encode_json
 
 from .._layout import ARTIFACTS, CALLS, COSTS, EVENTS, SCENARIO, SUMMARY
@@ -88,13 +88,10 @@ class RunStore:
         """Marks the run as executing until :meth:`close` (an advisory lock on its
         directory, which the kernel drops if the process dies); a :class:`~bus.ConfigError`
         when another process holds it."""
-        fd = os.open(self.run_dir, os.O_RDONLY)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
+        fd = try_lock(self.run_dir)
+        if fd is None:
             raise ConfigError(f"run {self.run_id} is still executing in another process "
-                              f"({self.run_dir}); wait for it to end, or stop it first") from None
+                              f"({self.run_dir}); wait for it to end, or stop it first")
         self._lock_fd = fd
 
     def hide(self, secrets: tuple[str, ...]) -> None:
@@ -213,13 +210,10 @@ def _scrubber(secrets: tuple[str, ...]) -> Callable[[bytes], bytes]:
 
 def is_locked(run_dir: Path) -> bool:
     """Whether a process is executing the run in ``run_dir`` now (see :meth:`RunStore.lock`)."""
-    fd = os.open(run_dir, os.O_RDONLY)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
+    fd = try_lock(run_dir)
+    if fd is None:
         return True
-    finally:
-        os.close(fd)  # closing drops the lock if it was taken here
+    os.close(fd)  # drops the lock just taken
     return False
 
 

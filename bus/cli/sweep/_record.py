@@ -16,7 +16,6 @@ which the runs load).
 from __future__ import annotations
 
 import csv
-import fcntl
 import io
 import os
 from decimal import Decimal
@@ -25,6 +24,7 @@ from typing import Any, Literal
 
 import msgspec
 
+from ..._dirlock import try_lock
 from ..._errors import ConfigError
 from ..._jsonl import encode_json
 from ..._layout import SUMMARY
@@ -117,13 +117,10 @@ class SweepDir:
     def lock(self) -> None:
         """Marks the sweep as executing (the kernel drops the lock if this process dies);
         a :class:`~bus.ConfigError` when another process holds it."""
-        fd = os.open(self.path, os.O_RDONLY)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
+        fd = try_lock(self.path)
+        if fd is None:
             raise ConfigError(f"sweep {self.sweep_id} is still running in another process "
-                              f"({self.path}); wait for it, or stop it first") from None
+                              f"({self.path}); wait for it, or stop it first")
         self._lock_fd = fd
 
     def unlock(self) -> None:
