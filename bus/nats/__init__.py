@@ -1,0 +1,9 @@
+"""sopbus beyond one machine: the bus, the budget and sweeps on NATS JetStream (issue 18).
+
+Nothing here is loaded unless a command is given ``--bus nats://...``; the in-process bus
+stays the default. All NATS traffic goes through :mod:`bus.nats._link`.
+"""
+
+from ._link import Link, NatsUnavailable, Received, open_link
+
+__all__ = ["Link", "NatsUnavailable", "Received", "open_link"]

@@ -1,0 +1,218 @@
+"""The one door between trio and NATS: an asyncio loop on its own thread, behind a trio API.
+
+nats-py is asyncio-only and there is no trio- or anyio-native client, so a :class:`Link`
+starts a private asyncio event loop on a daemon thread, connects there, and hands trio
+code coroutines that run on that loop. Every other module of sopbus talks to NATS through
+a :class:`Link`; nothing else imports ``nats``.
+
+A crossing (trio -> asyncio -> trio) costs tens of microseconds, so the API is built to
+cross once per *batch*, never once per message:
+
+* :meth:`Link.call` runs one coroutine function ``fn(nc, js)`` on the loop and returns its
+  result: anything that needs several NATS operations does them in one ``fn``;
+* :meth:`Link.publish_many` publishes a batch to JetStream with pipelined acks (all the
+  publishes go out, then all the acks are awaited) in one crossing;
+* :meth:`Link.subscribe` turns a core-NATS subscription into a trio receive channel; the
+  messages that arrive while trio is busy are handed over together, in one crossing.
+
+Cancellation: a trio task cancelled while it waits for :meth:`Link.call` cancels the
+asyncio task too (a request that was sent may still have had its effect on the server,
+as with any network call). Closing the link drains the connection (pending publishes are
+flushed) and stops the loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections import deque
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
+from typing import Any, TypeVar
+
+import trio
+
+T = TypeVar("T")
+
+Headers = dict[str, str]
+
+
+class NatsUnavailable(Exception):
+    """The NATS server at the given URL cannot be reached (or lacks JetStream)."""
+
+
+class Received:
+    """A message received on a subscription, safe to read from trio (plain attributes)."""
+
+    __slots__ = ("subject", "data", "headers", "reply")
+
+    def __init__(self, subject: str, data: bytes, headers: Headers | None, reply: str):
+        self.subject, self.data, self.headers, self.reply = subject, data, headers, reply
+
+
+class Link:
+    """A connection to one NATS server, used from trio. Open it with :func:`open_link`."""
+
+    def __init__(self, url: str, loop: asyncio.AbstractEventLoop, thread: threading.Thread,
+                 nc: Any, js: Any):
+        self.url = url
+        self._loop, self._thread = loop, thread
+        self.nc, self.js = nc, js  # for use inside `call` only (they belong to the loop)
+
+    async def call(self, fn: Callable[[Any, Any], Awaitable[T]]) -> T:
+        """Runs ``await fn(nc, js)`` on the link's loop and returns its result (or raises its
+        exception). One crossing each way, whatever ``fn`` does."""
+        return await self._cross(fn(self.nc, self.js))
+
+    async def _cross(self, coro: Awaitable[T]) -> T:
+        future = asyncio.run_coroutine_threadsafe(coro, self._loop)  # type: ignore[arg-type]
+        token = trio.lowlevel.current_trio_token()
+        done = trio.Event()
+
+        def wake(_: Any) -> None:
+            try:
+                token.run_sync_soon(done.set)
+            except trio.RunFinishedError:  # the trio run is gone: nobody waits any more
+                pass
+
+        future.add_done_callback(wake)
+        try:
+            await done.wait()
+        except BaseException:
+            future.cancel()
+            raise
+        return future.result()
+
+    async def publish_many(self, items: Sequence[tuple[str, bytes, Headers | None]],
+                           *, timeout: float = 30.0) -> list[Any]:
+        """Publishes ``(subject, payload, headers)`` items to JetStream in order, every
+        publish sent before any ack is awaited; returns the acks (``PubAck``) in order.
+        Raises the first failure (a timeout, no stream for a subject) after all were sent."""
+        if not items:
+            return []
+
+        async def send(nc: Any, js: Any) -> list[Any]:
+            futures = [await js.publish_async(subject, payload, headers=headers)
+                       for subject, payload, headers in items]
+            return list(await asyncio.wait_for(asyncio.gather(*futures), timeout))
+
+        return await self.call(send)
+
+    @asynccontextmanager
+    async def subscribe(self, subject: str, *, queue: str = "",
+                        buffer: int = 100_000) -> AsyncIterator[trio.MemoryReceiveChannel[Received]]:
+        """A core-NATS subscription as a trio channel, for the ``async with`` block. Messages
+        that arrive while trio is busy are handed over in one crossing. More than ``buffer``
+        waiting messages is a slow consumer: the subscription ends with an error."""
+        send, receive = trio.open_memory_channel[Received](buffer)
+        token = trio.lowlevel.current_trio_token()
+        pending: deque[Received] = deque()
+        scheduled = False
+
+        def hand_over() -> None:  # on the trio thread
+            nonlocal scheduled
+            scheduled = False
+            while pending:
+                try:
+                    send.send_nowait(pending.popleft())
+                except (trio.WouldBlock, trio.ClosedResourceError, trio.BrokenResourceError):
+                    pending.clear()
+                    send.close()
+                    return
+
+        async def on_message(msg: Any) -> None:  # on the asyncio thread
+            nonlocal scheduled
+            pending.append(Received(msg.subject, msg.data, msg.headers, msg.reply))
+            if not scheduled:
+                scheduled = True
+                try:
+                    token.run_sync_soon(hand_over)
+                except trio.RunFinishedError:
+                    pass
+
+        async def sub(nc: Any, js: Any) -> Any:
+            return await nc.subscribe(subject, queue=queue, cb=on_message)
+
+        subscription = await self.call(sub)
+        try:
+            async with receive:
+                yield receive
+        finally:
+            with trio.CancelScope(shield=True):
+                await self._cross(subscription.unsubscribe())
+            send.close()
+
+    async def publish(self, subject: str, payload: bytes, *, headers: Headers | None = None,
+                      reply: str = "") -> None:
+        """A core-NATS publish (no JetStream ack): control messages, heartbeats."""
+        async def pub(nc: Any, js: Any) -> None:
+            await nc.publish(subject, payload, reply=reply, headers=headers)
+        await self.call(pub)
+
+    async def request(self, subject: str, payload: bytes, *, timeout: float) -> bytes:
+        """A core-NATS request; raises :class:`TimeoutError` when nobody answers in time."""
+        async def req(nc: Any, js: Any) -> bytes:
+            import nats.errors
+            try:
+                msg = await nc.request(subject, payload, timeout=timeout)
+            except (nats.errors.TimeoutError, nats.errors.NoRespondersError) as exc:
+                raise TimeoutError(f"no answer on {subject} within {timeout} s") from exc
+            return bytes(msg.data)
+        return await self.call(req)
+
+    async def flush(self) -> None:
+        await self.call(lambda nc, js: nc.flush())
+
+
+@asynccontextmanager
+async def open_link(url: str, *, name: str = "sopbus", connect_timeout: float = 5.0) -> AsyncIterator[Link]:
+    """Connects to the NATS server at ``url`` (``nats://host:port``) for the ``async with``
+    block. Raises :class:`NatsUnavailable` with what to do when it cannot."""
+    import nats  # only here: `sopbus` without --bus never loads the client
+
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, name=f"nats-link {url}", daemon=True)
+    thread.start()
+
+    async def connect() -> tuple[Any, Any]:
+        async def quiet(_: Exception) -> None:  # reconnect errors are reported by the calls
+            return None
+        # Reconnects without end once connected (a server restart is survived); the first
+        # connection gets `connect_timeout` in all, or the client would retry it forever.
+        nc = nats.NATS()
+        try:
+            await asyncio.wait_for(nc.connect(url, name=name, connect_timeout=connect_timeout,
+                                              allow_reconnect=True, max_reconnect_attempts=-1,
+                                              reconnect_time_wait=0.2, error_cb=quiet),
+                                   connect_timeout)
+        except BaseException:
+            await nc.close()
+            raise
+        return nc, nc.jetstream()
+
+    def stop() -> None:
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(timeout=5)
+        if not thread.is_alive():
+            loop.close()
+
+    probe = Link(url, loop, thread, None, None)
+    try:
+        nc, js = await probe._cross(connect())
+    except BaseException as exc:
+        stop()
+        if isinstance(exc, (OSError, asyncio.TimeoutError, TimeoutError)) or type(exc).__module__.startswith("nats"):
+            raise NatsUnavailable(
+                f"cannot reach a NATS server at {url}: {type(exc).__name__}: {exc}; start one "
+                f"with JetStream (`nats-server -js`, version 2.10 or later) or fix the URL") from exc
+        raise
+    link = Link(url, loop, thread, nc, js)
+    try:
+        yield link
+    finally:
+        with trio.CancelScope(shield=True):
+            try:
+                await link._cross(nc.drain())
+            except Exception:
+                pass
+        stop()

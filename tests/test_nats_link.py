@@ -1,0 +1,73 @@
+"""The trio-facing NATS link (bus/nats/_link.py) against a real nats-server."""
+
+from __future__ import annotations
+
+import pytest
+import trio
+
+from bus.nats import NatsUnavailable, open_link
+from nats_help import free_port, nats_server, shared_nats_server  # noqa: F401 (fixtures)
+
+
+async def test_publish_many_then_read_back_in_order(shared_nats_server):
+    async with open_link(shared_nats_server.url) as link:
+        await link.call(lambda nc, js: js.add_stream(name="LINK1", subjects=["link1.>"]))
+        acks = await link.publish_many([(f"link1.{i % 3}", str(i).encode(), {"Nats-Msg-Id": f"id{i}"})
+                                        for i in range(500)])
+        assert [a.seq for a in acks] == list(range(1, 501))
+        again = await link.publish_many([("link1.0", b"dup", {"Nats-Msg-Id": "id0"})])
+        assert again[0].duplicate  # the server dropped it by message id
+
+        async def read(nc, js):
+            sub = await js.pull_subscribe("link1.>", durable="reader", stream="LINK1")
+            msgs = await sub.fetch(500, timeout=5)
+            for m in msgs:
+                await m.ack()
+            return [m.data for m in msgs]
+
+        assert await read_all(link, read) == [str(i).encode() for i in range(500)]
+
+
+async def read_all(link, fn):
+    return await link.call(fn)
+
+
+async def test_subscribe_hands_messages_to_trio(shared_nats_server):
+    async with open_link(shared_nats_server.url) as link:
+        async with link.subscribe("ctl.>") as inbox:
+            for i in range(1000):
+                await link.publish(f"ctl.{i}", b"x" * (i % 7))
+            got = []
+            with trio.fail_after(10):
+                async for msg in inbox:
+                    got.append(msg.subject)
+                    if len(got) == 1000:
+                        break
+        assert got == [f"ctl.{i}" for i in range(1000)]
+
+
+async def test_request_without_responder_times_out(shared_nats_server):
+    async with open_link(shared_nats_server.url) as link:
+        with pytest.raises(TimeoutError, match="no answer on nobody.home"):
+            await link.request("nobody.home", b"?", timeout=0.5)
+
+
+async def test_cancelling_a_call_returns_at_once(shared_nats_server):
+    async with open_link(shared_nats_server.url) as link:
+        async def slow(nc, js):
+            import asyncio
+            await asyncio.sleep(30)
+        with trio.move_on_after(0.2) as scope:
+            await link.call(slow)
+        assert scope.cancelled_caught
+        assert await link.call(lambda nc, js: _true()) is True
+
+
+async def _true():
+    return True
+
+
+async def test_no_server_is_a_clear_error():
+    with pytest.raises(NatsUnavailable, match=r"cannot reach a NATS server at nats://127.0.0.1:\d+.*nats-server -js"):
+        async with open_link(f"nats://127.0.0.1:{free_port()}", connect_timeout=1):
+            pass
