@@ -24,6 +24,7 @@ flushed) and stops the loop.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import threading
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
@@ -65,7 +66,8 @@ class Link:
         return await self._cross(fn(self.nc, self.js))
 
     async def _cross(self, coro: Awaitable[T]) -> T:
-        future = asyncio.run_coroutine_threadsafe(coro, self._loop)  # type: ignore[arg-type]
+        future: concurrent.futures.Future[T] = asyncio.run_coroutine_threadsafe(
+            coro, self._loop)  # type: ignore[arg-type]
         token = trio.lowlevel.current_trio_token()
         done = trio.Event()
 
@@ -181,9 +183,11 @@ async def open_link(url: str, *, name: str = "sopbus", connect_timeout: float = 
         # connection gets `connect_timeout` in all, or the client would retry it forever.
         nc = nats.NATS()
         try:
-            await asyncio.wait_for(nc.connect(url, name=name, connect_timeout=connect_timeout,
+            # (the client's annotations say int; it takes float seconds)
+            await asyncio.wait_for(nc.connect(url, name=name, connect_timeout=connect_timeout,  # type: ignore[arg-type]
                                               allow_reconnect=True, max_reconnect_attempts=-1,
-                                              reconnect_time_wait=0.2, error_cb=quiet),
+                                              reconnect_time_wait=0.2,  # type: ignore[arg-type]
+                                              error_cb=quiet),
                                    connect_timeout)
         except BaseException:
             await nc.close()
