@@ -30,11 +30,12 @@ from collections.abc import Sequence
 
 import msgspec
 
-from bus import ConfigError, Message, RunRecord, Verdict
+from bus import ConfigError, Message
 from roles.chat._camel import (INSTRUCT, SOLVE, TASK_DONE, AIAssistant, AIUser, GiveInstruction,
                           GiveSolution, SpecifyTask, TaskSpecifier)
 
 from . import _sop
+from ._judges import said_token
 from ._sop import SopContext, Team
 
 
@@ -83,16 +84,8 @@ def build(ctx: SopContext) -> Team:
     return Team(roles=[specifier, user, assistant], stop=CamelStop(o.turn_limit), verdict=task_done)
 
 
-def task_done(record: RunRecord) -> Verdict:
-    """CAMEL's verdict: the AI user ended the role-play with the done token."""
-    done = [m for m in record.of(INSTRUCT) if TASK_DONE in m.content]
-    solutions = len(record.of(SOLVE))
-    if done:
-        return Verdict(passed=True, reason=f"the AI user said {TASK_DONE} after {solutions} "
-                                           f"solution(s)")
-    why = record.detail or record.end_reason
-    return Verdict(passed=False, reason=f"ended without {TASK_DONE} after {solutions} "
-                                        f"solution(s): {why}")
+task_done = said_token(TASK_DONE, in_action=INSTRUCT, counting=SOLVE, noun="solution(s)")
+"""CAMEL's verdict: the AI user ended the role-play with the done token."""
 
 
 def _check(o: CamelOptions, ctx: SopContext) -> None:

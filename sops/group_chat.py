@@ -44,6 +44,7 @@ from roles.chat._group_chat import (ROUND_ROBIN, SPEAK, ChatManager, ChatPartici
                                Participant, Speak)
 
 from . import _sop
+from ._judges import said_token
 from ._sop import SopContext, Team
 from ._termination import (AllOf, AnyOf, Condition, MaxMessages, SpendLimit, TextMention,
                            Timeout, TokenLimit)
@@ -121,16 +122,7 @@ def build(ctx: SopContext) -> Team:
 
 def said_done(text: str) -> Callable[[RunRecord], Verdict]:
     """The group chat's verdict: some participant said the done token ``text``."""
-    def judge(record: RunRecord) -> Verdict:
-        said = [m for m in record.of(SPEAK) if text in m.content]
-        spoken = len(record.of(SPEAK))
-        if said:
-            return Verdict(passed=True, reason=f"{said[0].sent_from} said {text!r} after "
-                                               f"{spoken} chat message(s)")
-        why = record.detail or record.end_reason
-        return Verdict(passed=False, reason=f"the chat ended without {text!r} after {spoken} "
-                                            f"message(s): {why}")
-    return judge
+    return said_token(text, in_action=SPEAK, counting=SPEAK, noun="chat message(s)")
 
 
 def _check(o: GroupChatOptions, file: str) -> None:

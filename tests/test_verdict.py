@@ -157,7 +157,7 @@ def test_camel_stopped_by_its_turn_limit_exits_4(tmp_path: Path) -> None:
     done = sopbus("run", scenario, "--runs-dir", "runs", "--quiet", cwd=tmp_path)
     assert done.returncode == 4, done.stdout + done.stderr
     verdict = summary_of(tmp_path / "runs")["verdict"]
-    assert verdict["passed"] is False and "without <CAMEL_TASK_DONE>" in verdict["reason"]
+    assert verdict["passed"] is False and "without '<CAMEL_TASK_DONE>'" in verdict["reason"]
     assert "turn limit reached" in verdict["reason"]
 
 
