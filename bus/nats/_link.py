@@ -65,6 +65,13 @@ class Link:
         exception). One crossing each way, whatever ``fn`` does."""
         return await self._cross(fn(self.nc, self.js))
 
+    def soon(self, fn: Callable[[Any, Any], None]) -> None:
+        """Schedules ``fn(nc, js)`` on the link's loop and returns at once: the door for sync
+        code (an event log's ``log_all``) that must not wait. Calls run in the order they
+        were made; ``fn`` must not block (it may start tasks on the loop) and reports its
+        own failures, since nobody awaits it."""
+        self._loop.call_soon_threadsafe(fn, self.nc, self.js)
+
     async def _cross(self, coro: Awaitable[T]) -> T:
         future: concurrent.futures.Future[T] = asyncio.run_coroutine_threadsafe(
             coro, self._loop)  # type: ignore[arg-type]
