@@ -1,0 +1,283 @@
+"""A run's messages on JetStream: the coordinator puts them on the run's stream, and each
+role hosted elsewhere reads its inbox from its own durable consumer.
+
+The coordinator's :class:`~bus.Environment` stays the one router. It logs the records of
+every publish to a :class:`StreamLog`, which hands them to the run store as before and to
+:meth:`RunStream.put`, which turns each message into what the routing contract needs on the
+stream (subjects in :mod:`bus.nats._subjects`):
+
+* a message with no ``send_to`` -> one copy on ``act.<cause_by>``; the consumers of the
+  roles that watch it take it, and the reader drops the sender's own (sender exclusion);
+* an addressed message -> one copy per recipient the Environment resolved, on
+  ``to.<role>``; an addressed message that reached nobody -> ``undelivered``.
+
+So what a role's consumer yields is what the Environment delivered to it. Every copy has
+a ``Nats-Msg-Id`` (``<run>/<msg id>`` or ``<run>/<msg id>/<role>``) and the stream keeps
+ids for :data:`DUPLICATE_WINDOW`: a resumed coordinator that publishes the same messages
+again is deduplicated by the server.
+
+``put`` is called from sync code (the Environment's ``log_all``) and must not wait: it
+encodes the messages on the trio side and hands them to a single publisher task on the
+link's loop in one crossing (:meth:`Link.soon`); that task drains its queue in order with
+pipelined ``publish_async`` (a batch's publishes all go out, then its acks are awaited).
+:meth:`RunStream.settle` waits for the acks of everything put so far.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable, Sequence
+from typing import Any, NamedTuple
+
+import msgspec
+
+from .._environment import EventLog
+from .._errors import SopbusError
+from .._events import MessagePublished, MessageUndelivered
+from .._message import Message
+from ._inbox import Inbox
+from ._link import Link
+from ._subjects import (act_subject, consumer_name, run_subjects, stream_name, to_subject,
+                        undelivered_subject)
+
+__all__ = ["DUPLICATE_WINDOW", "Inbox", "RunStream", "StreamError", "StreamLog"]
+
+DUPLICATE_WINDOW = 24 * 3600.0
+"""Seconds the stream remembers message ids: a coordinator resumed within a day after a
+crash re-publishes nothing twice."""
+
+ACK_TIMEOUT = 30.0
+"""Seconds the publisher waits for the server's acks of one batch before it calls the
+batch failed (a server that is gone, a stream that does not answer)."""
+
+_encode = msgspec.json.encode
+_replace = msgspec.structs.replace
+
+
+class StreamError(SopbusError):
+    """A run's stream refused or lost a message, or does not exist (or not as configured)."""
+
+
+class _Item(NamedTuple):
+    """One copy of a message, ready to publish; ``role`` names the recipient of a ``to``
+    copy (``None`` for the one copy of a broadcast or an undelivered message)."""
+
+    subject: str
+    payload: bytes
+    headers: dict[str, str]
+    msg_id: str
+    role: str | None
+
+
+class RunStream:
+    """The run's stream ``SOPBUS_<run id>``, seen from one process over ``link``."""
+
+    def __init__(self, link: Link, run_id: str):
+        self.link, self.run_id = link, run_id
+        self.name = stream_name(run_id)
+        self._publisher = _Publisher(self.name)
+        # parents_as (bus._events.MessagePublished): the last message put with 2+ parents
+        self._shared_id, self._shared = "", ()  # type: tuple[str, tuple[str, ...]]
+
+    async def create(self) -> None:
+        """Creates the run's stream, or leaves it as it is if it exists with the same
+        configuration (a resumed coordinator, a worker that comes first)."""
+        name, subjects = self.name, [run_subjects(self.run_id)]
+
+        async def add(nc: Any, js: Any) -> None:
+            try:
+                await js.add_stream(name=name, subjects=subjects, duplicate_window=DUPLICATE_WINDOW)
+            except Exception as exc:
+                if getattr(exc, "err_code", None) == 10058:  # name in use, other configuration
+                    raise StreamError(f"stream {name} exists with another configuration than "
+                                      f"subjects={subjects}, duplicate_window={DUPLICATE_WINDOW:.0f} s "
+                                      f"({exc}); delete it (nats stream rm {name}) or start a new run"
+                                      ) from exc
+                raise
+
+        await self.link.call(add)
+
+    def put(self, records: list[Any]) -> None:
+        """Puts the messages of ``records`` (the Environment's ``message_published`` and
+        ``message_undelivered`` records; others are ignored) on the stream, in order.
+
+        Returns at once, callable from sync code; see :meth:`settle` for the outcome."""
+        items = self._items(records)
+        if items:
+            publisher = self._publisher
+            self.link.soon(lambda nc, js: publisher.enqueue(js, items))
+
+    async def settle(self) -> None:
+        """Returns when everything put so far is on the stream; raises :class:`StreamError`
+        for the first message that could not be put (and for every call after it: once a
+        message is missing, what follows it is not published, so the stream never holds
+        a later message without an earlier one)."""
+        await self.link.call(lambda nc, js: self._publisher.settled())
+
+    def seq(self, msg_id: str, role: str | None = None) -> int:
+        """The stream sequence of message ``msg_id`` after :meth:`settle`: its ``to`` copy for
+        ``role`` when it was addressed, its one copy otherwise."""
+        seqs = self._publisher.seqs
+        found = seqs.get((msg_id, role)) if role is not None else None
+        if found is None:
+            found = seqs.get((msg_id, None))
+        if found is None:
+            copy = f" (the copy for {role})" if role is not None else ""
+            raise KeyError(f"message {msg_id}{copy} is not on stream {self.name}: it was not "
+                           f"put, or RunStream.settle() has not returned since")
+        return found
+
+    async def open_inbox(self, role: str, watch: Iterable[str]) -> Inbox:
+        """The inbox of ``role`` (which watches ``watch``): its durable pull consumer
+        ``role-<token(role)>``, created or, if it exists, bound to (updated to this
+        ``watch`` if that changed)."""
+        filters = [act_subject(self.run_id, a) for a in sorted(set(watch))]
+        filters.append(to_subject(self.run_id, role))
+        inbox = Inbox(self.link, self.name, role, consumer_name(role),
+                      act_prefix=f"sopbus.{self.run_id}.act.")
+        await inbox.open(filters)
+        return inbox
+
+    # -- from records to copies -----------------------------------------------------------
+
+    def _items(self, records: list[Any]) -> list[_Item]:
+        items: list[_Item] = []
+        for record in records:
+            kind = type(record)
+            if kind is MessagePublished:
+                self._copies(self._whole(record), record.recipients, items)
+            elif kind is MessageUndelivered:
+                self._copies(self._whole(record), (), items)
+        return items
+
+    def _whole(self, record: MessagePublished | MessageUndelivered) -> Message:
+        """The record's message with its parents written out (see ``parents_as``)."""
+        message = record.message
+        if record.parents_as:
+            if record.parents_as != self._shared_id:
+                raise ValueError(f"message {message.id} has the parents of {record.parents_as}, "
+                                 f"which is not the last message put with its parents written "
+                                 f"out ({self._shared_id or 'none'}); put a publish's records "
+                                 f"in one call, in order")
+            return _replace(message, parents=self._shared)
+        if len(message.parents) > 1:
+            self._shared_id, self._shared = message.id, message.parents
+        return message
+
+    def _copies(self, message: Message, recipients: Sequence[str], items: list[_Item]) -> None:
+        run, payload, msg_id = self.run_id, _encode(message), message.id
+        if not message.send_to:
+            items.append(_Item(act_subject(run, message.cause_by), payload,
+                               {"Nats-Msg-Id": f"{run}/{msg_id}"}, msg_id, None))
+        elif not recipients:
+            items.append(_Item(undelivered_subject(run), payload,
+                               {"Nats-Msg-Id": f"{run}/{msg_id}"}, msg_id, None))
+        else:
+            items.extend(_Item(to_subject(run, role), payload,
+                               {"Nats-Msg-Id": f"{run}/{msg_id}/{role}"}, msg_id, role)
+                         for role in recipients)
+
+
+class _Publisher:
+    """The publishing side of a :class:`RunStream`. Lives on the link's loop: every method
+    but the constructor runs there, so its state needs no lock (``seqs`` is only written
+    there, and read by the trio side after a :meth:`settled` that saw the write)."""
+
+    def __init__(self, stream: str):
+        self.stream = stream
+        self.queue: list[_Item] = []
+        self.put = 0  # copies handed over
+        self.done = 0  # copies acked or failed
+        self.seqs: dict[tuple[str, str | None], int] = {}
+        self.failure = ""  # the first failure, said for a person
+        self.failed_cause: BaseException | None = None
+        self.waiters: list[tuple[int, asyncio.Future[None]]] = []
+        self.task: asyncio.Task[None] | None = None
+
+    def enqueue(self, js: Any, items: list[_Item]) -> None:
+        self.queue += items
+        self.put += len(items)
+        if self.task is None or self.task.done():
+            self.task = asyncio.get_running_loop().create_task(self._drain(js))
+
+    async def settled(self) -> None:
+        target = self.put
+        if self.done < target:
+            future = asyncio.get_running_loop().create_future()
+            self.waiters.append((target, future))
+            await future
+        if self.failure:
+            raise StreamError(self.failure) from self.failed_cause
+
+    async def _drain(self, js: Any) -> None:
+        try:
+            while self.queue:
+                batch, self.queue = self.queue, []
+                if not self.failure:
+                    await self._publish(js, batch)
+                self.done += len(batch)
+                self._wake()
+        except BaseException as exc:  # a bug here must not leave settle() waiting forever
+            self._fail(f"the publisher of stream {self.stream} stopped: {exc!r}", exc)
+            self.done = self.put
+            self._wake()
+            raise
+
+    async def _publish(self, js: Any, batch: list[_Item]) -> None:
+        try:
+            futures = [await js.publish_async(i.subject, i.payload, headers=i.headers) for i in batch]
+            acks = await asyncio.wait_for(asyncio.gather(*futures, return_exceptions=True), ACK_TIMEOUT)
+        except (asyncio.TimeoutError, Exception) as exc:
+            self._fail(_why(self.stream, batch[0], exc), exc)
+            return
+        for item, ack in zip(batch, acks):
+            if isinstance(ack, BaseException):
+                self._fail(_why(self.stream, item, ack), ack)
+            elif not self.failure:
+                self.seqs[item.msg_id, item.role] = ack.seq
+
+    def _fail(self, why: str, cause: BaseException) -> None:
+        if not self.failure:
+            self.failure, self.failed_cause = why, cause
+
+    def _wake(self) -> None:
+        still = []
+        for target, future in self.waiters:
+            if self.done >= target:
+                if not future.done():
+                    future.set_result(None)
+            else:
+                still.append((target, future))
+        self.waiters = still
+
+
+def _why(stream: str, item: _Item, exc: BaseException) -> str:
+    copy = f" (copy for {item.role})" if item.role else ""
+    said = str(exc) or type(exc).__name__
+    if type(exc).__name__ == "NoStreamResponseError":
+        return (f"cannot put message {item.msg_id}{copy} on {item.subject}: no stream takes that "
+                f"subject ({said}); the run's stream {stream} is missing: create it with "
+                f"RunStream.create() before the first publish (or it was deleted)")
+    if isinstance(exc, asyncio.TimeoutError):
+        said = f"no ack from the server within {ACK_TIMEOUT:.0f} s"
+    return f"cannot put message {item.msg_id}{copy} on {item.subject} (stream {stream}): {said}"
+
+
+class StreamLog:
+    """An event log (:class:`bus._environment.EventLog`) that hands every record to
+    ``inner`` (the run store, or ``None``) and the messages to ``stream``: give it to the
+    coordinator's Environment and the stream holds the run's messages in log order."""
+
+    def __init__(self, inner: EventLog | None, stream: RunStream):
+        self.inner, self.stream = inner, stream
+
+    def log(self, event: Any) -> None:
+        if self.inner is not None:
+            self.inner.log(event)
+        if type(event) in (MessagePublished, MessageUndelivered):
+            self.stream.put([event])
+
+    def log_all(self, events: list[Any]) -> None:
+        if self.inner is not None:
+            self.inner.log_all(events)
+        self.stream.put(events)
