@@ -5,5 +5,7 @@ stays the default. All NATS traffic goes through :mod:`bus.nats._link`.
 """
 
 from ._link import Link, NatsUnavailable, Received, open_link
+from ._stream import Inbox, RunStream, StreamError, StreamLog
 
-__all__ = ["Link", "NatsUnavailable", "Received", "open_link"]
+__all__ = ["Inbox", "Link", "NatsUnavailable", "Received", "RunStream", "StreamError", "StreamLog",
+           "open_link"]
