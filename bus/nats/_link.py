@@ -12,6 +12,8 @@ cross once per *batch*, never once per message:
   result: anything that needs several NATS operations does them in one ``fn``;
 * :meth:`Link.publish_many` publishes a batch to JetStream with pipelined acks (all the
   publishes go out, then all the acks are awaited) in one crossing;
+* :meth:`Link.swap_key` runs a whole compare-and-swap loop on a KV key (read, change,
+  write if unchanged, retry) in one crossing;
 * :meth:`Link.subscribe` turns a core-NATS subscription into a trio receive channel; the
   messages that arrive while trio is busy are handed over together, in one crossing.
 
@@ -25,6 +27,8 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import itertools
+import random
 import threading
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
@@ -171,6 +175,50 @@ class Link:
 
     async def flush(self) -> None:
         await self.call(lambda nc, js: nc.flush())
+
+    async def key_value(self, bucket: str) -> Any:
+        """The JetStream KV bucket ``bucket``, created (history 1) when it does not exist yet;
+        a handle for :meth:`swap_key` and for use inside :meth:`call`."""
+        async def open_bucket(nc: Any, js: Any) -> Any:
+            import nats.js.errors
+            try:
+                return await js.key_value(bucket)
+            except nats.js.errors.BucketNotFoundError:
+                # Two processes creating it at once is fine: the same config is idempotent.
+                return await js.create_key_value(bucket=bucket, history=1)
+        return await self.call(open_bucket)
+
+    async def swap_key(self, kv: Any, key: str, change: Callable[[bytes | None], tuple[bytes | None, T]],
+                       *, backoff_s: float = 0.001, max_backoff_s: float = 0.05) -> T:
+        """Compare-and-swap on one KV key, the whole loop in one crossing: reads the key
+        (``None`` when absent), calls ``change(value) -> (new value, result)`` and writes the
+        new value only if the key is still at the revision read (``kv.update(last=...)``;
+        ``kv.create`` when it was absent); when another writer came first, waits a random
+        time below a doubling bound (at most ``max_backoff_s``) and starts again. A new
+        value of ``None`` writes nothing. Returns the ``result`` of the ``change`` that was
+        written. ``change`` runs on the link's thread and may run several times: it must
+        be a pure function of the value (its exceptions end the loop and are raised)."""
+        async def loop(nc: Any, js: Any) -> T:
+            import nats.js.errors
+            for attempt in itertools.count():
+                try:
+                    entry = await kv.get(key)
+                    value, revision = entry.value, entry.revision
+                except nats.js.errors.KeyNotFoundError:
+                    value, revision = None, 0
+                new, result = change(value)
+                if new is None:
+                    return result
+                try:
+                    if revision:
+                        await kv.update(key, new, last=revision)
+                    else:
+                        await kv.create(key, new)
+                    return result
+                except nats.js.errors.KeyWrongLastSequenceError:
+                    await asyncio.sleep(random.uniform(0, min(max_backoff_s, backoff_s * 2**min(attempt, 20))))
+            raise AssertionError("unreachable: itertools.count() does not end")
+        return await self.call(loop)
 
 
 @asynccontextmanager

@@ -1,0 +1,243 @@
+"""A :class:`~bus.money._account.SharedAccount` on one JetStream KV key: one cap for the
+processes of many machines (a run's workers, a sweep's workers).
+
+The whole book is *one* value under *one* key: the cap, the spend per holder, the holds of
+the calls in flight, the refusal count and the holders' leases. Every operation reads the
+value and its revision, changes it, and writes it back only if the key is still at that
+revision (``kv.update(last=revision)``); when another process wrote first, the write is
+refused by the server and the operation reads again and retries after a short random wait
+(:meth:`bus.nats.Link.swap_key`, the whole loop in one crossing to the link's thread). So a
+reservation is checked against the very totals it changes, and ``spent + held <= cap``
+holds at every revision by construction, whoever writes.
+
+The value is msgspec JSON, money as decimal strings, the same book as
+:class:`~bus.money._file_account.FileAccount`'s file plus the leases
+(``nats kv get BUCKET budget`` shows it)::
+
+    {"cap": "0.50", "spent": {"<holder>": "0.0043"}, "holds": {"<hold id>": ["<holder>", "0.0025"]},
+     "refused": 0, "leases": {"<holder>": 1764553200.25}}
+
+**Leases.** A process that holds money heartbeats (:meth:`NatsAccount.heartbeat`): its
+holder is alive until ``now + lease_s``. :meth:`NatsAccount.release_lapsed` (the
+coordinator calls it now and then) releases, spending nothing, the holds of every holder
+whose lease lapsed: a process killed with calls in flight gives its money back. A holder
+that never heartbeats has no lease, so its holds stay until they are settled, released or
+rebased (that is what a holder in the coordinator's own process, or one that reconciles by
+:meth:`~NatsAccount.rebase` on resume, wants).
+
+The times are the *writer's wall clock* (``time.time()``), compared inside the same
+compare-and-swap that releases: a heartbeat and a release that race are ordered by the
+server, so a release never acts on a lease that was renewed before it. The server's clock
+was the alternative (it stamps every KV write), but a value cannot carry the stamp of its
+own write, and a lease on a key of its own would split the check from the release. The
+price is clock skew: the machines' clocks must agree to well within a lease (NTP keeps
+them to milliseconds). A heartbeater whose clock is ``d`` seconds behind the releaser's
+lapses ``d`` seconds early (ahead: late). Choose ``lease_s`` well above the worst skew plus
+the heartbeat interval plus the longest pause of a live process: a holder declared dead
+while it was alive finds its holds gone when it settles (a ``RuntimeError``), and what it
+spent meanwhile was not held in the book.
+
+**Cancellation.** As with FileAccount, an operation that was sent is not abandoned: it runs
+shielded to its end (nats-py's own request timeouts, seconds, bound it when the server is
+gone), so a reservation that was made is always returned to the caller, which releases it.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from collections.abc import Callable
+from decimal import Decimal
+from typing import Any, TypeVar
+
+import msgspec
+import trio
+
+from .._errors import BudgetExhausted, ConfigError
+from ..money._account import AccountState, Hold
+from ..money._budget import usd
+from ._link import Link
+
+T = TypeVar("T")
+
+
+class _Book(msgspec.Struct, kw_only=True):
+    """The key's value (see the module docstring)."""
+
+    #: The cap in USD.
+    cap: Decimal
+    #: Spend per holder.
+    spent: dict[str, Decimal] = {}
+    #: Hold id -> (holder, amount), for the calls in flight.
+    holds: dict[str, tuple[str, Decimal]] = {}
+    #: Reservations refused since the cap was set.
+    refused: int = 0
+    #: Holder -> until when it is alive (epoch seconds, the heartbeater's clock).
+    leases: dict[str, float] = {}
+
+    def totals(self) -> tuple[Decimal, Decimal]:
+        """(spent, held), in all."""
+        spent = sum(self.spent.values(), Decimal(0))
+        held = sum((amount for _, amount in self.holds.values()), Decimal(0))
+        return spent, held
+
+
+_encoder = msgspec.json.Encoder(decimal_format="string")
+_decoder = msgspec.json.Decoder(_Book)
+
+#: A change of the book: returns (whether to write it, the operation's result).
+Change = Callable[[_Book], tuple[bool, T]]
+
+
+class NatsAccount:
+    """The account under ``key`` in the KV bucket ``bucket`` (see the module docstring).
+    :meth:`open` it first. ``fix`` ends a refusal's message: how the user raises the cap."""
+
+    def __init__(self, link: Link, bucket: str, key: str = "budget", *, fix: str = "raise the budget"):
+        self.link, self.bucket, self.key = link, bucket, key
+        self._fix = fix
+        self._kv: Any = None
+
+    async def open(self, cap: Decimal | None) -> None:
+        """Opens the bucket (created if absent) and the account: created with ``cap`` when
+        there is none (atomically: of several processes opening at once, one creates it).
+        An existing account keeps its cap; ``None`` joins it whatever its cap is (a
+        worker), a different cap is a :class:`~bus.ConfigError`. No account and no cap is
+        one too: the process that starts the run or sweep creates it."""
+        if cap is not None:
+            _checked_cap(cap)
+        self._kv = await self.link.key_value(self.bucket)
+        await self._swap(self._opening(cap),
+                         absent=_encoder.encode(_Book(cap=cap)) if cap is not None else None)
+
+    def _opening(self, cap: Decimal | None) -> Change[None]:
+        def change(book: _Book) -> tuple[bool, None]:
+            if cap is not None and book.cap != cap:
+                raise ConfigError(
+                    f"the shared account {self._where} already exists with a cap of ${usd(book.cap)}, "
+                    f"not ${usd(cap)}: join it without a cap, or give a new bucket for a new cap")
+            return False, None
+        return change
+
+    # -- the SharedAccount protocol ----------------------------------------------------
+
+    async def reserve(self, holder: str, amount: Decimal) -> Hold:
+        if amount < 0:
+            raise ValueError(f"a reservation is 0 or more, got {amount!r}")
+        hold = Hold(id=secrets.token_hex(8), holder=holder, amount=amount)
+
+        def change(book: _Book) -> tuple[bool, str | None]:
+            spent, held = book.totals()
+            if spent + held + amount > book.cap:
+                book.refused += 1
+                return True, (f"next call needs up to ${usd(amount)}; ${usd(book.cap - spent - held)} "
+                              f"left of the shared ${usd(book.cap)} (${usd(spent)} spent, ${usd(held)} "
+                              f"held by calls in flight of all runs); {self._fix}")
+            book.holds[hold.id] = (holder, amount)
+            return True, None
+
+        refusal = await self._swap(change)
+        if refusal is not None:
+            raise BudgetExhausted(refusal)
+        return hold
+
+    async def settle(self, hold: Hold, actual: Decimal) -> None:
+        def change(book: _Book) -> tuple[bool, None]:
+            if book.holds.pop(hold.id, None) is None:
+                raise RuntimeError(
+                    f"{hold!r} is not held in {self._where}: a rebase dropped it (its holder was "
+                    f"resumed elsewhere), its holder's lease lapsed, or it was closed twice")
+            if actual:
+                book.spent[hold.holder] = book.spent.get(hold.holder, Decimal(0)) + actual
+            return True, None
+
+        await self._swap(change)
+
+    async def release(self, hold: Hold) -> None:
+        await self.settle(hold, Decimal(0))
+
+    async def rebase(self, holder: str, spent: Decimal) -> None:
+        def change(book: _Book) -> tuple[bool, None]:
+            book.holds = {k: v for k, v in book.holds.items() if v[0] != holder}
+            book.spent[holder] = spent
+            return True, None
+
+        await self._swap(change)
+
+    async def state(self) -> AccountState:
+        def look(book: _Book) -> tuple[bool, AccountState]:
+            spent, held = book.totals()
+            return False, AccountState(cap=book.cap, spent=spent, held=held, refused=book.refused,
+                                       by_holder=dict(book.spent))
+
+        return await self._swap(look)
+
+    # -- leases and the cap ----------------------------------------------------------------
+
+    async def heartbeat(self, holder: str, lease_s: float) -> None:
+        """``holder`` is alive until ``lease_s`` seconds from now (see "Leases" in the module
+        docstring); call it well within the lease, again and again."""
+        if not lease_s > 0:
+            raise ValueError(f"a lease is longer than 0 s, got {lease_s!r}")
+
+        def change(book: _Book) -> tuple[bool, None]:
+            book.leases[holder] = time.time() + lease_s  # read at each try: the write's time
+            return True, None
+
+        await self._swap(change)
+
+    async def release_lapsed(self) -> list[str]:
+        """Releases (spending nothing) the holds of every holder whose lease lapsed, forgets
+        those leases, and returns the holders, sorted (those without holds too: they are
+        gone all the same). A holder that never heartbeated is never among them."""
+        def change(book: _Book) -> tuple[bool, list[str]]:
+            now = time.time()
+            lapsed = sorted(h for h, until in book.leases.items() if until < now)
+            for holder in lapsed:
+                del book.leases[holder]
+            book.holds = {k: v for k, v in book.holds.items() if v[0] not in lapsed}
+            return bool(lapsed), lapsed
+
+        return await self._swap(change)
+
+    async def set_cap(self, cap: Decimal) -> None:
+        """A new cap (a resumed sweep given a larger budget); the refusal count starts
+        again, since the money may last now."""
+        _checked_cap(cap)
+
+        def change(book: _Book) -> tuple[bool, None]:
+            book.cap, book.refused = cap, 0
+            return True, None
+
+        await self._swap(change)
+
+    # -- the compare-and-swap ----------------------------------------------------------------
+
+    @property
+    def _where(self) -> str:
+        return f"{self.bucket}/{self.key} on {self.link.url}"
+
+    async def _swap(self, change: Change[T], *, absent: bytes | None = None) -> T:
+        """Applies ``change`` to the book in one compare-and-swap loop; ``absent`` is the
+        book to create when the key has none (else that is an error)."""
+        if self._kv is None:
+            raise RuntimeError(f"open() the account {self.bucket}/{self.key} before using it")
+
+        def on_value(value: bytes | None) -> tuple[bytes | None, T]:
+            stored = value if value is not None else absent
+            if stored is None:
+                raise ConfigError(f"no shared account at {self._where}: the process that starts "
+                                  f"the run or sweep creates it with the cap")
+            book = _decoder.decode(stored)  # decoded at each try: a retry starts afresh
+            write, result = change(book)
+            return (_encoder.encode(book) if write or value is None else None), result
+
+        with trio.CancelScope(shield=True):
+            result = await self.link.swap_key(self._kv, self.key, on_value)
+        return result
+
+
+def _checked_cap(cap: Any) -> Decimal:
+    if not isinstance(cap, Decimal) or not cap.is_finite() or cap < 0:
+        raise ValueError(f"a budget cap is a finite Decimal of 0 or more, got {cap!r}")
+    return cap
