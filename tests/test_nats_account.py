@@ -216,6 +216,17 @@ async def test_a_cancelled_call_gives_its_hold_back(link: Link) -> None:
     assert [line.outcome for line in lines] == ["error"]
 
 
+async def test_calls_cancelled_at_any_moment_leave_nothing_held(link: Link) -> None:
+    account = await new_nats_account(link, Decimal(1))
+    gateway, lines = gateway_on(account, Answering(), run="1")
+    for i in range(40):  # cancelled while reserving, while asking, while settling, or not at all
+        with trio.move_on_after(i * 0.0002):
+            await gateway.complete(llm_request(), round=1)
+    state = await account.state()
+    assert state.held == 0 and state.spent == gateway.budget.spent > 0
+    assert {line.outcome for line in lines} >= {"ok"}
+
+
 # -- leases ------------------------------------------------------------------------------
 
 async def test_lapsed_leases_release_their_holds_and_nothing_else(link: Link) -> None:

@@ -4,8 +4,9 @@ Nothing here is loaded unless a command is given ``--bus nats://...``; the in-pr
 stays the default. All NATS traffic goes through :mod:`bus.nats._link`.
 """
 
+from ._account import NatsAccount
 from ._link import Link, NatsUnavailable, Received, open_link
 from ._stream import Inbox, RunStream, StreamError, StreamLog
 
-__all__ = ["Inbox", "Link", "NatsUnavailable", "Received", "RunStream", "StreamError", "StreamLog",
-           "open_link"]
+__all__ = ["Inbox", "Link", "NatsAccount", "NatsUnavailable", "Received", "RunStream", "StreamError",
+           "StreamLog", "open_link"]
