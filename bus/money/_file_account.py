@@ -23,31 +23,16 @@ from __future__ import annotations
 
 import fcntl
 import os
-import secrets
 from collections.abc import Callable
 from decimal import Decimal
 from pathlib import Path
 from typing import Any, TypeVar
 
-import msgspec
-
 from .._errors import BudgetExhausted, ConfigError
 from ._account import AccountState, Hold
-from ._budget import usd
+from ._book import Book, checked_cap, decoder, encoder, new_hold
 
 T = TypeVar("T")
-
-
-class _Book(msgspec.Struct, kw_only=True):
-    """The file's content."""
-
-    cap: Decimal
-    spent: dict[str, Decimal] = {}
-    holds: dict[str, tuple[str, Decimal]] = {}
-    refused: int = 0
-
-
-_encoder = msgspec.json.Encoder(decimal_format="string")
 
 
 class FileAccount:
@@ -65,7 +50,7 @@ class FileAccount:
         if path.exists():
             raise ConfigError(f"{path} already holds an account; open it instead of creating it")
         account = cls(path, fix=fix)
-        account._write(_Book(cap=_checked_cap(cap)))
+        account._write(Book(cap=checked_cap(cap)))
         return account
 
     # -- the SharedAccount protocol ----------------------------------------------------
@@ -88,77 +73,49 @@ class FileAccount:
     # -- the same, synchronous (for code outside trio) ------------------------------------
 
     def reserve_now(self, holder: str, amount: Decimal) -> Hold:
-        if amount < 0:
-            raise ValueError(f"a reservation is 0 or more, got {amount!r}")
-        hold = Hold(id=secrets.token_hex(8), holder=holder, amount=amount)
-
-        def change(book: _Book) -> str | None:
-            spent, held = _totals(book)
-            if spent + held + amount > book.cap:
-                book.refused += 1
-                return (f"next call needs up to ${usd(amount)}; ${usd(book.cap - spent - held)} "
-                        f"left of the shared ${usd(book.cap)} (${usd(spent)} spent, ${usd(held)} "
-                        f"held by calls in flight of all runs); {self._fix}")
-            book.holds[hold.id] = (holder, amount)
-            return None
-
-        refusal = self._transact(change)
+        hold = new_hold(holder, amount)
+        refusal = self._transact(lambda book: book.reserve(hold, self._fix))
         if refusal is not None:
             raise BudgetExhausted(refusal)
         return hold
 
     def settle_now(self, hold: Hold, actual: Decimal) -> None:
-        def change(book: _Book) -> None:
-            if book.holds.pop(hold.id, None) is None:
-                # A rebase dropped it (the holder was resumed elsewhere) or it closed twice.
-                raise RuntimeError(f"{hold!r} is not held in {self.path}")
-            if actual:
-                book.spent[hold.holder] = book.spent.get(hold.holder, Decimal(0)) + actual
-
-        self._transact(change)
+        if not self._transact(lambda book: book.settle(hold, actual)):
+            # A rebase dropped it (the holder was resumed elsewhere) or it closed twice.
+            raise RuntimeError(f"{hold!r} is not held in {self.path}")
 
     def rebase_now(self, holder: str, spent: Decimal) -> None:
-        def change(book: _Book) -> None:
-            book.holds = {k: v for k, v in book.holds.items() if v[0] != holder}
-            book.spent[holder] = spent
-
-        self._transact(change)
+        self._transact(lambda book: book.rebase(holder, spent))
 
     def set_cap(self, cap: Decimal) -> None:
         """A new cap (a resumed sweep given a larger ``--budget``); the refusal count
         starts again, since the money may last now."""
-        def change(book: _Book) -> None:
-            book.cap = _checked_cap(cap)
-            book.refused = 0
-
-        self._transact(change)
+        self._transact(lambda book: book.set_cap(cap))
 
     def read(self) -> AccountState:
         """The account now (no lock needed: every state is written whole)."""
         try:
-            book = msgspec.json.decode(self.path.read_bytes(), type=_Book)
+            book = decoder.decode(self.path.read_bytes())
         except FileNotFoundError:
             raise ConfigError(f"no shared account at {self.path}") from None
-        spent, held = _totals(book)
-        return AccountState(cap=book.cap, spent=spent, held=held, refused=book.refused,
-                            by_holder=dict(book.spent))
+        return book.state()
 
     # -- the transaction -------------------------------------------------------------------
 
-    def _transact(self, change: Callable[[_Book], T]) -> T:
+    def _transact(self, change: Callable[[Book], T]) -> T:
         fd = os.open(self._lock_path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
-            book = msgspec.json.decode(self.path.read_bytes(), type=_Book)
+            book = decoder.decode(self.path.read_bytes())
             result = change(book)
             self._write(book)
             return result
         finally:
             os.close(fd)  # releases the lock
 
-    def _write(self, book: _Book) -> None:
+    def _write(self, book: Book) -> None:
         tmp = self.path.with_name(f"{self.path.name}.{os.getpid()}.tmp")
-        tmp.write_bytes(_encoder.encode(book))
+        tmp.write_bytes(encoder.encode(book))
         os.replace(tmp, self.path)
 
 
@@ -166,15 +123,3 @@ async def _in_thread(function: Callable[..., T], *args: Any) -> T:
     import trio  # here, not at the top: bus.money is imported by light CLI commands
 
     return await trio.to_thread.run_sync(function, *args)
-
-
-def _totals(book: _Book) -> tuple[Decimal, Decimal]:
-    spent = sum(book.spent.values(), Decimal(0))
-    held = sum((amount for _, amount in book.holds.values()), Decimal(0))
-    return spent, held
-
-
-def _checked_cap(cap: Any) -> Decimal:
-    if not isinstance(cap, Decimal) or not cap.is_finite() or cap < 0:
-        raise ValueError(f"a budget cap is a finite Decimal of 0 or more, got {cap!r}")
-    return cap

@@ -44,49 +44,24 @@ gone), so a reservation that was made is always returned to the caller, which re
 
 from __future__ import annotations
 
-import secrets
 import time
 from collections.abc import Callable
 from decimal import Decimal
 from typing import Any, TypeVar
 
-import msgspec
 import trio
 
 from .._errors import BudgetExhausted, ConfigError
 from ..money._account import AccountState, Hold
+from ..money._book import Book, checked_cap, decoder, encoder, new_hold
 from ..money._budget import usd
 from ._link import Link
 
 T = TypeVar("T")
 
 
-class _Book(msgspec.Struct, kw_only=True):
-    """The key's value (see the module docstring)."""
-
-    #: The cap in USD.
-    cap: Decimal
-    #: Spend per holder.
-    spent: dict[str, Decimal] = {}
-    #: Hold id -> (holder, amount), for the calls in flight.
-    holds: dict[str, tuple[str, Decimal]] = {}
-    #: Reservations refused since the cap was set.
-    refused: int = 0
-    #: Holder -> until when it is alive (epoch seconds, the heartbeater's clock).
-    leases: dict[str, float] = {}
-
-    def totals(self) -> tuple[Decimal, Decimal]:
-        """(spent, held), in all."""
-        spent = sum(self.spent.values(), Decimal(0))
-        held = sum((amount for _, amount in self.holds.values()), Decimal(0))
-        return spent, held
-
-
-_encoder = msgspec.json.Encoder(decimal_format="string")
-_decoder = msgspec.json.Decoder(_Book)
-
 #: A change of the book: returns (whether to write it, the operation's result).
-Change = Callable[[_Book], tuple[bool, T]]
+Change = Callable[[Book], tuple[bool, T]]
 
 
 class NatsAccount:
@@ -105,13 +80,13 @@ class NatsAccount:
         worker), a different cap is a :class:`~bus.ConfigError`. No account and no cap is
         one too: the process that starts the run or sweep creates it."""
         if cap is not None:
-            _checked_cap(cap)
+            checked_cap(cap)
         self._kv = await self.link.key_value(self.bucket)
         await self._swap(self._opening(cap),
-                         absent=_encoder.encode(_Book(cap=cap)) if cap is not None else None)
+                         absent=encoder.encode(Book(cap=cap)) if cap is not None else None)
 
     def _opening(self, cap: Decimal | None) -> Change[None]:
-        def change(book: _Book) -> tuple[bool, None]:
+        def change(book: Book) -> tuple[bool, None]:
             if cap is not None and book.cap != cap:
                 raise ConfigError(
                     f"the shared account {self._where} already exists with a cap of ${usd(book.cap)}, "
@@ -122,55 +97,30 @@ class NatsAccount:
     # -- the SharedAccount protocol ----------------------------------------------------
 
     async def reserve(self, holder: str, amount: Decimal) -> Hold:
-        if amount < 0:
-            raise ValueError(f"a reservation is 0 or more, got {amount!r}")
-        hold = Hold(id=secrets.token_hex(8), holder=holder, amount=amount)
-
-        def change(book: _Book) -> tuple[bool, str | None]:
-            spent, held = book.totals()
-            if spent + held + amount > book.cap:
-                book.refused += 1
-                return True, (f"next call needs up to ${usd(amount)}; ${usd(book.cap - spent - held)} "
-                              f"left of the shared ${usd(book.cap)} (${usd(spent)} spent, ${usd(held)} "
-                              f"held by calls in flight of all runs); {self._fix}")
-            book.holds[hold.id] = (holder, amount)
-            return True, None
-
-        refusal = await self._swap(change)
+        hold = new_hold(holder, amount)
+        refusal = await self._swap(lambda book: (True, book.reserve(hold, self._fix)))
         if refusal is not None:
             raise BudgetExhausted(refusal)
         return hold
 
     async def settle(self, hold: Hold, actual: Decimal) -> None:
-        def change(book: _Book) -> tuple[bool, None]:
-            if book.holds.pop(hold.id, None) is None:
-                raise RuntimeError(
-                    f"{hold!r} is not held in {self._where}: a rebase dropped it (its holder was "
-                    f"resumed elsewhere), its holder's lease lapsed, or it was closed twice")
-            if actual:
-                book.spent[hold.holder] = book.spent.get(hold.holder, Decimal(0)) + actual
-            return True, None
-
-        await self._swap(change)
+        if not await self._swap(lambda book: ((held := book.settle(hold, actual)), held)):
+            raise RuntimeError(
+                f"{hold!r} is not held in {self._where}: a rebase dropped it (its holder was "
+                f"resumed elsewhere), its holder's lease lapsed, or it was closed twice")
 
     async def release(self, hold: Hold) -> None:
         await self.settle(hold, Decimal(0))
 
     async def rebase(self, holder: str, spent: Decimal) -> None:
-        def change(book: _Book) -> tuple[bool, None]:
-            book.holds = {k: v for k, v in book.holds.items() if v[0] != holder}
-            book.spent[holder] = spent
+        def change(book: Book) -> tuple[bool, None]:
+            book.rebase(holder, spent)
             return True, None
 
         await self._swap(change)
 
     async def state(self) -> AccountState:
-        def look(book: _Book) -> tuple[bool, AccountState]:
-            spent, held = book.totals()
-            return False, AccountState(cap=book.cap, spent=spent, held=held, refused=book.refused,
-                                       by_holder=dict(book.spent))
-
-        return await self._swap(look)
+        return await self._swap(lambda book: (False, book.state()))
 
     # -- leases and the cap ----------------------------------------------------------------
 
@@ -180,7 +130,7 @@ class NatsAccount:
         if not lease_s > 0:
             raise ValueError(f"a lease is longer than 0 s, got {lease_s!r}")
 
-        def change(book: _Book) -> tuple[bool, None]:
+        def change(book: Book) -> tuple[bool, None]:
             book.leases[holder] = time.time() + lease_s  # read at each try: the write's time
             return True, None
 
@@ -190,7 +140,7 @@ class NatsAccount:
         """Releases (spending nothing) the holds of every holder whose lease lapsed, forgets
         those leases, and returns the holders, sorted (those without holds too: they are
         gone all the same). A holder that never heartbeated is never among them."""
-        def change(book: _Book) -> tuple[bool, list[str]]:
+        def change(book: Book) -> tuple[bool, list[str]]:
             now = time.time()
             lapsed = sorted(h for h, until in book.leases.items() if until < now)
             for holder in lapsed:
@@ -203,10 +153,10 @@ class NatsAccount:
     async def set_cap(self, cap: Decimal) -> None:
         """A new cap (a resumed sweep given a larger budget); the refusal count starts
         again, since the money may last now."""
-        _checked_cap(cap)
+        checked_cap(cap)
 
-        def change(book: _Book) -> tuple[bool, None]:
-            book.cap, book.refused = cap, 0
+        def change(book: Book) -> tuple[bool, None]:
+            book.set_cap(cap)
             return True, None
 
         await self._swap(change)
@@ -228,16 +178,10 @@ class NatsAccount:
             if stored is None:
                 raise ConfigError(f"no shared account at {self._where}: the process that starts "
                                   f"the run or sweep creates it with the cap")
-            book = _decoder.decode(stored)  # decoded at each try: a retry starts afresh
+            book = decoder.decode(stored)  # decoded at each try: a retry starts afresh
             write, result = change(book)
-            return (_encoder.encode(book) if write or value is None else None), result
+            return (encoder.encode(book) if write or value is None else None), result
 
         with trio.CancelScope(shield=True):
             result = await self.link.swap_key(self._kv, self.key, on_value)
         return result
-
-
-def _checked_cap(cap: Any) -> Decimal:
-    if not isinstance(cap, Decimal) or not cap.is_finite() or cap < 0:
-        raise ValueError(f"a budget cap is a finite Decimal of 0 or more, got {cap!r}")
-    return cap
