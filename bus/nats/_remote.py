@@ -1,0 +1,307 @@
+"""The coordinator's side of a run on NATS: roles hosted by workers, as members of the run.
+
+``sopbus run SCENARIO --bus URL`` runs the usual :class:`~bus.Environment` and
+:class:`~bus.Runner` in the coordinator process, which stays the single router and the
+single writer of the run directory. :class:`Coordinator` (an async context manager around
+the run) adds what NATS needs:
+
+1. the run's stream (every published message goes on it, through
+   :class:`~bus.nats._stream.StreamLog`) and the run's KV bucket, where it stores the
+   scenario as run with the files it names (:class:`~bus.nats._claims.ScenarioPlan`);
+2. it announces the run as ``waiting`` in ``SOPBUS_RUNS`` and waits up to ``wait_s`` for
+   workers to claim roles: until every role named in ``remote`` is claimed, or (no
+   ``remote`` given) until claims stopped changing for a second after the first one;
+   then it writes ``hosts`` (the claimed roles; later claims of other roles are refused by
+   the workers themselves) and announces ``running``;
+3. each hosted role joins the Environment as a :class:`RemoteMember` (same name, aliases,
+   watch), the others as themselves;
+4. a reader applies the effects the workers publish (:mod:`bus.nats._wire`) to the run
+   directory: reservations through the run's call journal (renumbered into the run's call
+   ids), ledger lines through :meth:`bus.Gateway.record_remote` (renumbered into the run's
+   ledger, their cost spent in the run's budget and summary), artifacts and notes through
+   the store. So ``show``, ``costs``, ``verify`` and ``report`` read the run as usual.
+
+A :class:`RemoteMember`'s turn: the coordinator waits until the stream holds everything
+published so far (:meth:`RunStream.settle`), then asks the role's host with a
+:class:`~bus.nats._wire.TurnRequest` carrying the news as ``(id, stream seq)``, the files
+of ``artifacts/`` the host has not seen, and (for a host new to the role) the role's
+earlier turns. The request is repeated every few seconds while no answer comes (a request
+is answered once per turn, whoever asks); if the role has no live claim for
+``takeover_s``, the turn fails the run with an error that says so. The answer's messages
+are returned to the Runner, which stamps and publishes them as any role's; an answer that
+says ``budget`` or ``stop`` raises :class:`~bus.BudgetExhausted` or :class:`~bus.StopRun`
+as a local role would, and ``failed`` raises :class:`RemoteTurnFailed` with the worker's
+traceback. Before the proxy returns, every effect of the turn has been applied, so the
+round's log is whole before the next round begins.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections import defaultdict
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import trio
+from loguru import logger
+
+from .._errors import BudgetExhausted, SopbusError, StopRun
+from .._member import Member, Turn
+from .._message import Message
+from .._protocol import LLMRequest
+from ..llm._gateway import Gateway
+from ..llm._tape import CallLog
+from ..store._store import RunStore
+from ._claims import Claim, RunBoard, ScenarioPlan, announce
+from ._link import Link
+from ._stream import RunStream, StreamLog
+from ._wire import (Artifact, Called, Envelope, Noted, PastTurn, Reserved, TurnRequest,
+                    decode_answer, decode_envelope, encode, fx_subjects, turn_subject)
+
+ASK_EVERY_S = 3.0  # a turn request is repeated after this long without an answer
+TAKEOVER_S = 60.0  # how long a hosted role may be without a live claim before the run fails
+_SETTLE_S = 1.0  # no `remote` given: the wait for claims ends when none came for this long
+
+
+class RemoteTurnFailed(SopbusError):
+    """A role hosted by a worker raised in its turn, or lost its worker for good."""
+
+
+class RemoteMember:
+    """A role hosted by a worker, as the coordinator's Environment sees it."""
+
+    def __init__(self, role: Member, coordinator: Coordinator):
+        self._role, self._coordinator = role, coordinator
+        self.turns: list[PastTurn] = []
+        self.host = ""  # the worker that answered the last turn
+        self.sent: dict[str, str] = {}  # artifacts the host has: path -> sha256
+
+    @property
+    def name(self) -> str:
+        return self._role.name
+
+    @property
+    def aliases(self) -> tuple[str, ...]:
+        return self._role.aliases
+
+    @property
+    def watch(self) -> frozenset[str]:
+        return self._role.watch
+
+    async def step(self, news: Sequence[Message], turn: Turn) -> Sequence[Message]:
+        return await self._coordinator.ask(self, news, turn.round)
+
+
+class Coordinator:
+    """The NATS side of one coordinated run (see the module docstring)."""
+
+    def __init__(self, link: Link, store: RunStore, *, wait_s: float, remote: frozenset[str] = frozenset()):
+        self.link, self.store, self.run_id = link, store, store.run_id
+        self.stream = RunStream(link, store.run_id)
+        self.board = RunBoard(link, store.run_id)
+        self.wait_s, self.remote = wait_s, remote
+        self.gateway: Gateway | None = None
+        self.journal: CallLog | None = None
+        self._calls: dict[tuple[str, str, int], int] = {}  # (host, role, worker's id) -> run's id
+        self._applied: dict[tuple[str, int, str], int] = defaultdict(int)  # (role, turn, host) -> n
+        self._progress = trio.Condition()
+        self._proxies: dict[str, RemoteMember] = {}
+        # The Environment's event log: the store, and the stream for every message.
+        self.log = StreamLog(store, self.stream)
+
+    async def prepare(self, plan: ScenarioPlan) -> None:
+        """Creates the stream and the bucket, stores the plan, announces the run waiting."""
+        await self.stream.create()
+        await self.board.open()
+        await self.board.put_scenario(plan)
+        await announce(self.link, self.run_id, "waiting")
+
+    async def members(self, roles: list[Member]) -> list[Member]:
+        """Waits for claims (module docstring), then the team: proxies for hosted roles."""
+        names = [r.name for r in roles]
+        claims = await self._wait_for_claims(names)
+        hosted = [n for n in names if n in claims]
+        await self.board.set_hosts(hosted)
+        await announce(self.link, self.run_id, "running")
+        for name in hosted:
+            logger.info("role {} runs on worker {}", name, claims[name].worker)
+        out: list[Member] = []
+        for role in roles:
+            if role.name in claims:
+                proxy = self._proxies[role.name] = RemoteMember(role, self)
+                out.append(proxy)
+            else:
+                out.append(role)
+        return out
+
+    async def _wait_for_claims(self, names: list[str]) -> dict[str, Claim]:
+        missing = sorted(self.remote - set(names))
+        if missing:
+            from .._errors import ConfigError
+
+            raise ConfigError(f"--remote names {', '.join(missing)}, which the team does not have; "
+                              f"its roles are {', '.join(names)}")
+        deadline = trio.current_time() + self.wait_s
+        claims: dict[str, Claim] = {}
+        changed = trio.current_time()
+        while trio.current_time() < deadline:
+            now = await self.board.claims(names)
+            if set(now) != set(claims):
+                claims, changed = now, trio.current_time()
+            if self.remote and self.remote <= set(claims):
+                break
+            if not self.remote and (len(claims) == len(names) or
+                                    (claims and trio.current_time() - changed >= _SETTLE_S)):
+                break
+            await trio.sleep(0.1)
+        if self.remote - set(claims):
+            from .._errors import ConfigError
+
+            raise ConfigError(f"no worker claimed {', '.join(sorted(self.remote - set(claims)))} "
+                              f"within {self.wait_s:g} s; start `sopbus worker --bus "
+                              f"{self.link.url} --run {self.run_id}` or raise --wait-workers")
+        return claims
+
+    async def ended(self) -> None:
+        with trio.CancelScope(shield=True):
+            try:
+                await announce(self.link, self.run_id, "ended")
+            except Exception as exc:  # the run is over either way; the workers time out
+                logger.warning("could not announce the end of run {}: {}", self.run_id, exc)
+
+    # -- effects ------------------------------------------------------------------------
+
+    async def read_effects(self, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+        async with self.link.subscribe(fx_subjects(self.run_id)) as effects:
+            task_status.started()
+            async for msg in effects:
+                envelope = decode_envelope(msg.data)
+                if not envelope.replayed:
+                    self._apply(envelope)
+                async with self._progress:
+                    self._applied[(envelope.role, envelope.turn, envelope.host)] += 1
+                    self._progress.notify_all()
+
+    def _apply(self, envelope: Envelope) -> None:
+        effect, store = envelope.effect, self.store
+        if isinstance(effect, Reserved):
+            assert self.journal is not None
+            request = LLMRequest(messages=(), model=effect.model, role=effect.role, action=effect.action)
+            self._calls[(envelope.host, envelope.role, effect.call)] = self.journal.reserved(
+                request, round=effect.round, attempt=effect.attempt, amount=effect.amount)
+        elif isinstance(effect, Called):
+            assert self.gateway is not None
+            call = self._calls.pop((envelope.host, envelope.role, effect.call), 0)
+            request = effect.request or LLMRequest(messages=(), model=effect.line.model,
+                                                   role=effect.line.role, action=effect.line.action)
+            self.gateway.record_remote(effect.line, request, call=call, completion=effect.completion)
+        elif isinstance(effect, Artifact):
+            store.write_artifact(effect.path, effect.data, role=effect.role, round=effect.round)
+            proxy = self._proxies.get(envelope.role)
+            if proxy is not None:
+                proxy.sent[effect.path] = hashlib.sha256(effect.data).hexdigest()
+        elif isinstance(effect, Noted):
+            store.emit(effect.kind, effect.data, role=effect.role, round=effect.round)
+
+    async def _applied_all(self, role: str, turn: int, host: str, count: int) -> None:
+        async with self._progress:
+            while self._applied[(role, turn, host)] < count:
+                await self._progress.wait()
+
+    # -- turns --------------------------------------------------------------------------
+
+    async def ask(self, proxy: RemoteMember, news: Sequence[Message], round: int) -> Sequence[Message]:
+        await self.stream.settle()
+        name = proxy.name
+        wanted = [(m.id, self.stream.seq(m.id, name if m.send_to else None)) for m in news]
+        number = len(proxy.turns) + 1
+
+        def request(host: str) -> bytes:
+            if host != proxy.host:  # a new host: it has none of the files yet
+                proxy.host, proxy.sent = host, {}
+            return encode(TurnRequest(role=name, turn=number, round=round, wanted=wanted,
+                                      artifacts=self._unseen(proxy), history=list(proxy.turns)))
+
+        answer = decode_answer(await self._asked(name, request))
+        proxy.turns.append(PastTurn(number, round, wanted))
+        with trio.fail_after(TAKEOVER_S):
+            await self._applied_all(name, number, answer.host, answer.effects)
+        if answer.ended == "budget":
+            raise BudgetExhausted(answer.detail)
+        if answer.ended == "stop":
+            raise StopRun(answer.detail)
+        if answer.ended:
+            raise RemoteTurnFailed(f"role {name!r} failed on worker {answer.host}: {answer.detail}")
+        return answer.messages
+
+    async def _asked(self, role: str, request: Callable[[str], bytes]) -> bytes:
+        """The answer to a turn request (``request(host)`` makes it for the claim's holder),
+        asked again while none comes; fails when the role had no live claim for
+        ``TAKEOVER_S``."""
+        subject = turn_subject(self.run_id, role)
+        orphaned: float | None = None
+        while True:
+            claim = (await self.board.claims([role])).get(role)
+            if claim is not None:
+                orphaned = None
+                try:
+                    return await self.link.request(subject, request(claim.worker), timeout=ASK_EVERY_S)
+                except TimeoutError:
+                    continue
+            orphaned = orphaned or time.monotonic()
+            if time.monotonic() - orphaned > TAKEOVER_S:
+                raise RemoteTurnFailed(
+                    f"role {role!r} lost its worker and no other took it over within "
+                    f"{TAKEOVER_S:g} s; start `sopbus worker --bus {self.link.url} --run "
+                    f"{self.run_id} --roles {role}`, then `sopbus resume {self.run_id} --bus "
+                    f"{self.link.url}`")
+            await trio.sleep(0.2)  # no responders comes back at once: do not spin
+
+    def _unseen(self, proxy: RemoteMember) -> dict[str, bytes]:
+        """The files of ``artifacts/`` the role's host has not got (new or changed)."""
+        root = self.store.artifacts_dir
+        out: dict[str, bytes] = {}
+        for path in sorted(p for p in root.rglob("*") if p.is_file()):
+            rel = path.relative_to(root).as_posix()
+            data = path.read_bytes()
+            digest = hashlib.sha256(data).hexdigest()
+            if proxy.sent.get(rel) != digest:
+                out[rel] = data
+                proxy.sent[rel] = digest
+        return out
+
+
+@asynccontextmanager
+async def coordinating(url: str, store: RunStore, plan: ScenarioPlan, *, wait_s: float,
+                       remote: frozenset[str] = frozenset()) -> AsyncIterator[Coordinator]:
+    """A :class:`Coordinator` for the run in ``store``, connected, its stream and bucket
+    made, its effects applied for the block. Set ``gateway`` and ``journal`` before the
+    first turn; call :meth:`Coordinator.members` to wait for the workers."""
+    from ._link import open_link
+
+    async with open_link(url, name=f"sopbus run {store.run_id}") as link:
+        coordinator = Coordinator(link, store, wait_s=wait_s, remote=remote)
+        await coordinator.prepare(plan)
+        try:
+            async with trio.open_nursery() as nursery:
+                await nursery.start(coordinator.read_effects)
+                yield coordinator
+                await coordinator.stream.settle()
+                nursery.cancel_scope.cancel()
+        except BaseExceptionGroup as group:
+            # The run's own error (a ConfigError, Ctrl-C) as the run raised it, not wrapped
+            # by this nursery: the CLI turns it into its message and exit code.
+            if len(group.exceptions) == 1:
+                raise group.exceptions[0] from None
+            raise
+        finally:
+            await coordinator.ended()
+
+
+def plan_of(text: str, files: Sequence[Path], seed: int) -> ScenarioPlan:
+    """The plan a worker builds the team from: the scenario as run and its files' content."""
+    return ScenarioPlan(text=text, files={str(p): p.read_bytes() for p in files if p.is_file()},
+                        seed=seed)
