@@ -314,6 +314,8 @@ async def recorded_answers(link: Link, run_id: str, role: str) -> list[CallRecor
                     batch = await sub.fetch(256, timeout=0.3)
                 except (nats.errors.TimeoutError, TimeoutError):
                     break
+                if not batch:
+                    break
                 for msg in batch:
                     out.append(bytes(msg.data))
                     await msg.ack()
@@ -375,6 +377,7 @@ async def _host_roles(board: RunBoard, stream: RunStream, team: WorkerTeam, opti
     members = {m.name: m for m in team.roles if options.roles is None or m.name in options.roles}
     scopes: dict[str, trio.CancelScope] = {}
     hosted: list[str] = []
+    claimed: set[str] = set()  # released on the way out, whatever happens
     try:
         while not await _run_over(board):
             hosts = await board.hosts()
@@ -384,6 +387,7 @@ async def _host_roles(board: RunBoard, stream: RunStream, team: WorkerTeam, opti
                 if await board.claim(name, options.worker_id, options.lease_s):
                     logger.info("hosting {} of run {}", name, board.run_id)
                     hosted.append(name)
+                    claimed.add(name)
                     scopes[name] = await nursery.start(_host, board, stream, member, options,
                                                        sender, gateway_for, workdir)
             for name in list(scopes):
@@ -391,6 +395,7 @@ async def _host_roles(board: RunBoard, stream: RunStream, team: WorkerTeam, opti
                 if lost or not await board.heartbeat(name, options.worker_id, options.lease_s):
                     logger.warning("no longer hosting {} of run {}", name, board.run_id)
                     scopes.pop(name).cancel()
+                    claimed.discard(name)
                     if lost:
                         await board.release(name)
             if hosts is not None and not scopes and not any(n in hosts for n in members):
@@ -398,7 +403,7 @@ async def _host_roles(board: RunBoard, stream: RunStream, team: WorkerTeam, opti
             await trio.sleep(min(_POLL_S, options.lease_s / 3))
     finally:
         with trio.CancelScope(shield=True):
-            for name in scopes:
+            for name in claimed:
                 await board.release(name)
     return hosted
 
