@@ -92,7 +92,9 @@ class Remote:
 
 
 @asynccontextmanager
-async def coordinated(bus: BusOptions | None, scenario: Scenario, store: RunStore) -> AsyncIterator[Remote]:
+async def coordinated(bus: BusOptions | None, scenario: Scenario, store: RunStore, *,
+                      epoch: int = 0) -> AsyncIterator[Remote]:
+    """The run over NATS for the block (``epoch``: a resume's number, 0 for a new run)."""
     if bus is None:
         yield Remote()
         return
@@ -101,7 +103,8 @@ async def coordinated(bus: BusOptions | None, scenario: Scenario, store: RunStor
 
     files = [*scenario.fixture_paths(), *filter(None, [scenario.cassette_path()])]
     plan = plan_of(scenario_as_run(scenario), files, scenario.run.seed)
-    async with coordinating(bus.url, store, plan, wait_s=bus.wait_s, remote=bus.remote) as coordinator:
+    async with coordinating(bus.url, store, plan, wait_s=bus.wait_s, remote=bus.remote,
+                            epoch=epoch) as coordinator:
         yield Remote(coordinator, await _pool(coordinator, scenario))
 
 

@@ -115,4 +115,5 @@ def build_team(plan: ScenarioPlan, workdir: Path) -> WorkerTeam:
     prices = _checked_prices(scenario, team.roles)
     provider = _with_people(make_provider(scenario, run_environ()), team.roles, None, required=False)
     return WorkerTeam(roles=team.roles, provider=provider, prices=prices,
-                      cap=scenario.run.budget_usd, max_attempts=scenario.llm.max_attempts)
+                      cap=scenario.run.budget_usd, max_attempts=scenario.llm.max_attempts,
+                      build_again=lambda: build(scenario).roles)

@@ -54,6 +54,7 @@ from .._message import Message
 from .._protocol import LLMRequest
 from ..llm._gateway import Gateway
 from ..llm._tape import CallLog
+from ..money._ledger import LedgerLine
 from ..store._store import RunStore
 from ._claims import Claim, RunBoard, ScenarioPlan, announce
 from ._link import Link
@@ -98,14 +99,16 @@ class RemoteMember:
 class Coordinator:
     """The NATS side of one coordinated run (see the module docstring)."""
 
-    def __init__(self, link: Link, store: RunStore, *, wait_s: float, remote: frozenset[str] = frozenset()):
-        self.link, self.store, self.run_id = link, store, store.run_id
+    def __init__(self, link: Link, store: RunStore, *, wait_s: float, remote: frozenset[str] = frozenset(),
+                 epoch: int = 0):
+        self.link, self.store, self.run_id, self.epoch = link, store, store.run_id, epoch
         self.stream = RunStream(link, store.run_id)
         self.board = RunBoard(link, store.run_id)
         self.wait_s, self.remote = wait_s, remote
         self.gateway: Gateway | None = None
         self.journal: CallLog | None = None
         self._calls: dict[tuple[str, str, int], int] = {}  # (host, role, worker's id) -> run's id
+        self._open: dict[tuple[str, str, int], Reserved] = {}  # reservations not yet closed
         self._applied: dict[tuple[str, int, str], int] = defaultdict(int)  # (role, turn, host) -> n
         self._progress = trio.Condition()
         self._proxies: dict[str, RemoteMember] = {}
@@ -190,10 +193,13 @@ class Coordinator:
         if isinstance(effect, Reserved):
             assert self.journal is not None
             request = LLMRequest(messages=(), model=effect.model, role=effect.role, action=effect.action)
-            self._calls[(envelope.host, envelope.role, effect.call)] = self.journal.reserved(
+            key = (envelope.host, envelope.role, effect.call)
+            self._calls[key] = self.journal.reserved(
                 request, round=effect.round, attempt=effect.attempt, amount=effect.amount)
+            self._open[key] = effect
         elif isinstance(effect, Called):
             assert self.gateway is not None
+            self._open.pop((envelope.host, envelope.role, effect.call), None)
             call = self._calls.pop((envelope.host, envelope.role, effect.call), 0)
             request = effect.request or LLMRequest(messages=(), model=effect.line.model,
                                                    role=effect.line.role, action=effect.line.action)
@@ -221,9 +227,12 @@ class Coordinator:
 
         def request(host: str) -> bytes:
             if host != proxy.host:  # a new host: it has none of the files yet
+                if proxy.host:
+                    self._lost(proxy.host, name)
                 proxy.host, proxy.sent = host, {}
-            return encode(TurnRequest(role=name, turn=number, round=round, wanted=wanted,
-                                      artifacts=self._unseen(proxy), history=list(proxy.turns)))
+            return encode(TurnRequest(role=name, turn=number, round=round, epoch=self.epoch,
+                                      wanted=wanted, artifacts=self._unseen(proxy),
+                                      history=list(proxy.turns)))
 
         answer = decode_answer(await self._asked(name, request))
         proxy.turns.append(PastTurn(number, round, wanted))
@@ -260,6 +269,24 @@ class Coordinator:
                     f"{self.link.url}`")
             await trio.sleep(0.2)  # no responders comes back at once: do not spin
 
+    def _lost(self, host: str, role: str) -> None:
+        """The calls ``host`` had in flight for ``role`` when it was lost: ledgered ``lost``
+        at their reservation (the provider may have billed them), as a resume does."""
+        assert self.gateway is not None
+        for key in [k for k in self._open if k[:2] == (host, role)]:
+            held = self._open.pop(key)
+            call = self._calls.pop(key, 0)
+            request = LLMRequest(messages=(), model=held.model, role=role, action=held.action)
+            line = LedgerLine(seq=0, round=held.round, role=role, action=held.action,
+                              provider=self.gateway.provider.name, model=held.model,
+                              prompt_tokens=0, completion_tokens=0, cached_tokens=0, cost_usd=held.amount, total_usd=held.amount,
+                              budget_usd=held.amount, attempt=held.attempt, outcome="lost",
+                              estimated=True, error=f"worker {host} was lost mid-call",
+                              latency_ms=0.0, t=time.time())
+            self.gateway.record_remote(line, request, call=call)
+            logger.warning("worker {} was lost with {}'s {} call in flight: counted at its "
+                           "reservation ${}", host, role, held.action, held.amount)
+
     def _unseen(self, proxy: RemoteMember) -> dict[str, bytes]:
         """The files of ``artifacts/`` the role's host has not got (new or changed)."""
         root = self.store.artifacts_dir
@@ -276,14 +303,14 @@ class Coordinator:
 
 @asynccontextmanager
 async def coordinating(url: str, store: RunStore, plan: ScenarioPlan, *, wait_s: float,
-                       remote: frozenset[str] = frozenset()) -> AsyncIterator[Coordinator]:
+                       remote: frozenset[str] = frozenset(), epoch: int = 0) -> AsyncIterator[Coordinator]:
     """A :class:`Coordinator` for the run in ``store``, connected, its stream and bucket
     made, its effects applied for the block. Set ``gateway`` and ``journal`` before the
     first turn; call :meth:`Coordinator.members` to wait for the workers."""
     from ._link import open_link
 
     async with open_link(url, name=f"sopbus run {store.run_id}") as link:
-        coordinator = Coordinator(link, store, wait_s=wait_s, remote=remote)
+        coordinator = Coordinator(link, store, wait_s=wait_s, remote=remote, epoch=epoch)
         await coordinator.prepare(plan)
         try:
             async with trio.open_nursery() as nursery:

@@ -9,7 +9,9 @@ Three conversations, each on subjects of the run (``sopbus.<run>.``...):
   has not seen yet); the worker hosting the role answers a :class:`TurnAnswer` (the output
   messages, unstamped, or what ended the turn as data). A request is idempotent by turn
   number: asked again (the proxy re-asks after a silence, or a new host took the role over)
-  it is answered by the same turn, never by a second one.
+  it is answered by the same turn, never by a second one. A request of a newer ``epoch``
+  (the coordinator was resumed, and runs the run again from round 1) makes the host start
+  the role afresh: a new instance, whose turns take their answers from the recording.
 * **effects** (JetStream, ``fx.<token(role)>``, stored in the run's stream): what a remote
   turn did besides its messages, in order, as it happens: LLM reservations and ledgered
   calls (with the answer), artifacts, notes. The coordinator applies them to the run
@@ -49,17 +51,6 @@ def fx_subjects(run_id: str) -> str:
     return f"sopbus.{run_id}.fx.>"
 
 
-class TurnRequest(msgspec.Struct, frozen=True, kw_only=True):
-    """The coordinator asks the host of ``role`` to take its turn number ``turn``."""
-
-    role: str
-    turn: int  # 1, 2, ... per role: the request's identity
-    round: int
-    wanted: list[tuple[str, int]]  # the news: (message id, stream sequence), in order
-    artifacts: dict[str, bytes] = {}  # files under artifacts/ the host has not seen (path -> data)
-    history: list[PastTurn] = []  # the role's earlier turns, for a host that has not seen them
-
-
 class PastTurn(msgspec.Struct, frozen=True):
     """An earlier turn of the role, which a new host replays (from the recorded answers)
     to rebuild the role's memory before it takes the next one."""
@@ -67,6 +58,18 @@ class PastTurn(msgspec.Struct, frozen=True):
     turn: int
     round: int
     wanted: list[tuple[str, int]]
+
+
+class TurnRequest(msgspec.Struct, frozen=True, kw_only=True):
+    """The coordinator asks the host of ``role`` to take its turn number ``turn``."""
+
+    role: str
+    turn: int  # 1, 2, ... per role: the request's identity (with the epoch)
+    round: int
+    epoch: int = 0  # the coordinator's execution of the run: 0, then n for its n-th resume
+    wanted: list[tuple[str, int]]  # the news: (message id, stream sequence), in order
+    artifacts: dict[str, bytes] = {}  # files under artifacts/ the host has not seen (path -> data)
+    history: list[PastTurn] = []  # the role's earlier turns, for a host that has not seen them
 
 
 class TurnAnswer(msgspec.Struct, frozen=True, kw_only=True):

@@ -72,7 +72,7 @@ class WorkerTeam:
     prices: PriceBook
     cap: Decimal
     max_attempts: int = 3
-    extra: dict[str, Any] = field(default_factory=dict)
+    build_again: Callable[[], list[Member]] = list  # the roles, built anew (a fresh instance)
 
 
 BuildTeam = Callable[[ScenarioPlan, Path], WorkerTeam]
@@ -220,43 +220,57 @@ def _leaves(exc: BaseException) -> Any:
 class RoleHost:
     """Hosts one claimed role of a run on this worker (see the module docstring)."""
 
-    def __init__(self, member: Member, *, link: Link, run_id: str, host: str, inbox: Inbox,
-                 sender: EffectSender, gateway_for: Callable[[_TurnEffects], Gateway], mirror: Path,
-                 recorded: list[CallRecord]):
-        self.member, self.link, self.run_id, self.host = member, link, run_id, host
+    def __init__(self, member: Member, fresh: Callable[[], Member], *, link: Link, run_id: str,
+                 host: str, inbox: Inbox, sender: EffectSender,
+                 gateway_for: Callable[[_TurnEffects], Gateway], mirror: Path):
+        self.fresh, self.link, self.run_id, self.host = fresh, link, run_id, host
+        self.member = member
         self.inbox = inbox
-        self.effects = _TurnEffects(sender, member.name, mirror)
-        gateway = gateway_for(self.effects)
-        # A role taken over from a host that died: the answers it already had are on the
-        # stream; they are given again (not asked, not paid), the rest goes live.
-        self.gateway: Any = (TapeGateway(gateway, Tape(recorded, match="key"), free=False,
-                                         taped_through=0, store=_Quiet()) if recorded else gateway)
-        self.done: dict[int, bytes] = {}  # turn -> its answer (a re-asked turn is answered again)
-        self.busy = 0
+        self.effects = _TurnEffects(sender, self.member.name, mirror)
+        self._gateway = gateway_for(self.effects)
+        self.gateway: Any = self._gateway
+        self.epoch = -1
+        self.done: dict[tuple[int, int], bytes] = {}  # (epoch, turn) -> its answer
+        self.busy: tuple[int, int] | None = None
         self.replies: list[str] = []
-        self.seen = 0  # the last turn this host took (or replayed)
+        self.seen = 0  # the last turn this host took (or replayed) in this epoch
+
+    async def _begin(self, epoch: int) -> None:
+        """The role as a new host (or a resumed coordinator) needs it: a fresh instance whose
+        calls take the answers already recorded for the role from the run's stream (not
+        asked, not paid again); the rest go live."""
+        if self.epoch >= 0:
+            self.member = self.fresh()
+        self.epoch, self.seen = epoch, 0
+        recorded = await recorded_answers(self.link, self.run_id, self.member.name)
+        self.gateway = (TapeGateway(self._gateway, Tape(recorded, match="key"), free=False,
+                                    taped_through=0, store=_Quiet()) if recorded else self._gateway)
 
     async def serve(self) -> None:
         async with trio.open_nursery() as nursery, \
                 self.link.subscribe(turn_subject(self.run_id, self.member.name)) as requests:
             async for msg in requests:
                 request = decode_request(msg.data)
-                if request.turn in self.done:
-                    await self.link.publish(msg.reply, self.done[request.turn])
-                elif request.turn == self.busy:
+                key = (request.epoch, request.turn)
+                if key in self.done:
+                    await self.link.publish(msg.reply, self.done[key])
+                elif key == self.busy:
                     self.replies.append(msg.reply)
-                elif not self.busy:
-                    self.busy, self.replies = request.turn, [msg.reply]
+                elif self.busy is None and request.epoch >= self.epoch:
+                    self.busy, self.replies = key, [msg.reply]
                     nursery.start_soon(self._take, request)
 
     async def _take(self, request: TurnRequest) -> None:
+        if request.epoch != self.epoch:
+            await self._begin(request.epoch)
         for past in request.history:
             if past.turn > self.seen:
                 await self._replay(past.turn, past.round, past.wanted)
         answer = await self._turn(request)
         data = encode(answer)
-        self.done = {request.turn: data}  # only the last: an older turn is never asked again
-        self.busy = 0
+        # only the last: an older turn is never asked again
+        self.done = {(request.epoch, request.turn): data}
+        self.busy = None
         for reply in self.replies:
             await self.link.publish(reply, data)
         await self.inbox.ack()
@@ -388,7 +402,8 @@ async def _host_roles(board: RunBoard, stream: RunStream, team: WorkerTeam, opti
                     logger.info("hosting {} of run {}", name, board.run_id)
                     hosted.append(name)
                     claimed.add(name)
-                    scopes[name] = await nursery.start(_host, board, stream, member, options,
+                    scopes[name] = await nursery.start(_host, board, stream, member,
+                                                       fresh_role(team.build_again, name), options,
                                                        sender, gateway_for, workdir)
             for name in list(scopes):
                 lost = hosts is not None and name not in hosts
@@ -408,17 +423,25 @@ async def _host_roles(board: RunBoard, stream: RunStream, team: WorkerTeam, opti
     return hosted
 
 
-async def _host(board: RunBoard, stream: RunStream, member: Member, options: WorkerOptions,
+async def _host(board: RunBoard, stream: RunStream, member: Member, fresh: Callable[[], Member],
+                options: WorkerOptions,
                 sender: EffectSender, gateway_for: Callable[[_TurnEffects], Gateway], workdir: Path,
                 task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
     with trio.CancelScope() as scope:
         inbox = await stream.open_inbox(member.name, member.watch)
-        recorded = await recorded_answers(board.link, board.run_id, member.name)
-        host = RoleHost(member, link=board.link, run_id=board.run_id, host=options.worker_id,
+        host = RoleHost(member, fresh, link=board.link, run_id=board.run_id, host=options.worker_id,
                         inbox=inbox, sender=sender, gateway_for=gateway_for,
-                        mirror=workdir / "artifacts", recorded=recorded)
+                        mirror=workdir / "artifacts")
         task_status.started(scope)
         await host.serve()
+
+
+def fresh_role(build: Callable[[], list[Member]], name: str) -> Callable[[], Member]:
+    """Makes a new instance of role ``name`` (its first one is built with the team)."""
+
+    def make() -> Member:
+        return next(m for m in build() if m.name == name)
+    return make
 
 
 async def _wait_for_plan(board: RunBoard) -> ScenarioPlan:
