@@ -135,3 +135,45 @@ def test_a_worker_killed_mid_turn_is_replaced_and_nothing_is_lost_or_paid_twice(
 
     code, out = finish(sopbus("verify", str(run_dir), cwd=tmp_path))
     assert code == 0 and "intact" in out, out
+
+
+def test_a_killed_coordinator_resumes_over_nats_with_its_workers(
+        shared_nats_server: NatsServer, workers: Callable[..., subprocess.Popen[bytes]],
+        tmp_path: Path) -> None:
+    """kill -9 of `sopbus run --bus` while the engineer's turn runs on its worker; `sopbus
+    resume RUN --bus URL` runs the run again from its recording and the stream: the worker
+    starts the role afresh and takes every answer it already had from the stream, answers
+    the worker got while the coordinator was down are ledgered, and the run ends as the
+    uninterrupted one."""
+    scenario = slow_company(tmp_path)
+    workers("--roles", ENGINEER, "--id", "w-engineer")
+    runs = tmp_path / "nats"
+    bus = ("--bus", shared_nats_server.url, "--remote", ENGINEER, "--wait-workers", "30")
+    coordinator = sopbus("run", str(scenario), "--quiet", "--sandbox", "local", "--runs-dir", str(runs),
+                         *bus, cwd=tmp_path)
+    run_dir = wait_for(lambda: runs.is_dir() and next(iter(runs.iterdir()), None), coordinator)
+    wait_for(lambda: mid_turn(run_dir), coordinator)
+    coordinator.send_signal(signal.SIGKILL)
+    coordinator.communicate()
+    assert not (run_dir / "summary.json").exists()
+
+    code, out = finish(sopbus("resume", run_dir.name, "--runs-dir", str(runs), "--quiet", *bus,
+                              cwd=tmp_path), timeout=120)
+    assert code == 0, out
+    local_runs = tmp_path / "local"
+    code, out = finish(sopbus("run", str(scenario), "--quiet", "--sandbox", "local", "--runs-dir",
+                              str(local_runs), cwd=tmp_path))
+    assert code == 0, out
+    local = run_dir_of(local_runs)
+    assert first_difference(messages(run_dir), messages(local)) is None
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["status"] == "completed" and summary["resumes"] == 1
+
+    lines, local_lines = ledger(run_dir), ledger(local)
+    ok = Counter((x["round"], x["role"], x["action"]) for x in lines if x["outcome"] == "ok")
+    lost = Counter((x["round"], x["role"], x["action"]) for x in lines if x["outcome"] == "lost")
+    wanted = Counter((x["round"], x["role"], x["action"]) for x in local_lines if x["outcome"] == "ok")
+    assert ok <= wanted and wanted <= ok + lost, (ok, lost, wanted)
+    assert sum(ok.values()) > 0 and ok[(4, ENGINEER, "WriteCode")] + lost[(4, ENGINEER, "WriteCode")] >= 4
+    code, out = finish(sopbus("verify", str(run_dir), cwd=tmp_path))
+    assert code == 0 and "intact" in out, out

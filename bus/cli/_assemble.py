@@ -200,7 +200,7 @@ async def _run(scenario: Scenario, team: Any, prices: PriceBook, provider: Provi
                                       "budget_usd": str(scenario.run.budget_usd), "sop": scenario.sop,
                                       "scenario_path": str(scenario.path)}))
     async with _opened(provider, record) as live, \
-            coordinated(bus, scenario, store, epoch=continuation.resume if continuation else 0) as remote:
+            coordinated(bus, scenario, store, continuation) as remote:
         journal = CallLog(store, first_call=continuation.first_call if continuation else 0)
         gateway = Gateway(live, prices, Budget(scenario.run.budget_usd), sink=store.record_call,
                           max_attempts=scenario.llm.max_attempts, journal=journal,

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from ..llm._tape import CallLog
     from ..money._account import AccountShare
     from ..nats._remote import Coordinator
+    from ..store._resume import Continuation
 
 WAIT_S = 10.0
 
@@ -78,8 +79,9 @@ async def _probe(url: str) -> None:
 class Remote:
     """What a run over NATS adds to the plain run (nothing without ``--bus``)."""
 
-    def __init__(self, coordinator: Coordinator | None = None, pool: AccountShare | None = None):
-        self.coordinator = coordinator
+    def __init__(self, coordinator: Coordinator | None = None, pool: AccountShare | None = None,
+                 continuation: Continuation | None = None):
+        self.coordinator, self.continuation = coordinator, continuation
         self.pool = pool
         self.log = coordinator.log if coordinator is not None else None
 
@@ -88,13 +90,17 @@ class Remote:
         if self.coordinator is None:
             return roles
         self.coordinator.gateway, self.coordinator.journal = gateway, journal
+        if self.continuation is not None and self.continuation.resume:
+            from ..llm._tape import read_calls
+
+            await self.coordinator.adopt(read_calls(self.continuation.run_dir), self.continuation.lost)
         return await self.coordinator.members(roles)
 
 
 @asynccontextmanager
-async def coordinated(bus: BusOptions | None, scenario: Scenario, store: RunStore, *,
-                      epoch: int = 0) -> AsyncIterator[Remote]:
-    """The run over NATS for the block (``epoch``: a resume's number, 0 for a new run)."""
+async def coordinated(bus: BusOptions | None, scenario: Scenario, store: RunStore,
+                      continuation: Continuation | None = None) -> AsyncIterator[Remote]:
+    """The run over NATS for the block (a resume: ``continuation``)."""
     if bus is None:
         yield Remote()
         return
@@ -104,8 +110,8 @@ async def coordinated(bus: BusOptions | None, scenario: Scenario, store: RunStor
     files = [*scenario.fixture_paths(), *filter(None, [scenario.cassette_path()])]
     plan = plan_of(scenario_as_run(scenario), files, scenario.run.seed)
     async with coordinating(bus.url, store, plan, wait_s=bus.wait_s, remote=bus.remote,
-                            epoch=epoch) as coordinator:
-        yield Remote(coordinator, await _pool(coordinator, scenario))
+                            epoch=continuation.resume if continuation else 0) as coordinator:
+        yield Remote(coordinator, await _pool(coordinator, scenario), continuation)
 
 
 async def _pool(coordinator: Coordinator, scenario: Scenario) -> AccountShare | None:

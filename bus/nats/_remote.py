@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import hashlib
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -53,14 +53,14 @@ from .._member import Member, Turn
 from .._message import Message
 from .._protocol import LLMRequest
 from ..llm._gateway import Gateway
-from ..llm._tape import CallLog
+from ..llm._tape import CallLog, CallRecord
 from ..money._ledger import LedgerLine
 from ..store._store import RunStore
 from ._claims import Claim, RunBoard, ScenarioPlan, announce
 from ._link import Link
 from ._stream import RunStream, StreamLog
-from ._wire import (Artifact, Called, Envelope, Noted, PastTurn, Reserved, TurnRequest,
-                    decode_answer, decode_envelope, encode, fx_subjects, turn_subject)
+from ._wire import (Artifact, Called, Envelope, Noted, PastTurn, Reserved, TurnRequest, answer_of,
+                    decode_answer, decode_envelope, encode, fx_subjects, stored_effects, turn_subject)
 
 ASK_EVERY_S = 3.0  # a turn request is repeated after this long without an answer
 TAKEOVER_S = 60.0  # how long a hosted role may be without a live claim before the run fails
@@ -168,6 +168,42 @@ class Coordinator:
                               f"{self.link.url} --run {self.run_id}` or raise --wait-workers")
         return claims
 
+    async def adopt(self, recorded: Sequence[CallRecord], lost: Sequence[Any]) -> int:
+        """A resumed run: the answers workers got while the coordinator was down (on the
+        stream, never written here) are written into the ledger and ``calls.jsonl`` now, so
+        that the run's spend counts them. Answers the run has (``recorded``) are skipped, and
+        so are those of calls the resume already counts as ``lost`` at their reservation
+        (``lost``: in flight when the coordinator died; counted at their worst case, the
+        cautious side). Returns how many were adopted."""
+        assert self.gateway is not None
+        have = Counter((r.round, r.role, r.key) for r in recorded)
+        in_flight = Counter((c.round, c.role, c.action, c.attempt, c.amount) for c in lost)
+        envelopes = [e for e in await stored_effects(self.link, self.run_id)
+                     if e.epoch < self.epoch and not e.replayed]
+        reserved = {(e.host, e.epoch, e.role, e.effect.call): e.effect for e in envelopes
+                    if isinstance(e.effect, Reserved)}
+        adopted = 0
+        for envelope in envelopes:
+            effect = envelope.effect
+            record = answer_of(effect)
+            if record is None or not isinstance(effect, Called) or effect.request is None:
+                continue
+            slot = (record.round, record.role, record.key)
+            if have[slot]:
+                have[slot] -= 1
+                continue
+            held = reserved.get((envelope.host, envelope.epoch, envelope.role, effect.call))
+            flight = held and (held.round, held.role, held.action, held.attempt, held.amount)
+            if flight and in_flight[flight]:
+                in_flight[flight] -= 1
+                continue
+            self.gateway.record_remote(effect.line, effect.request, completion=effect.completion)
+            adopted += 1
+        if adopted:
+            logger.info("{} answers workers got while the run's coordinator was down were "
+                        "ledgered", adopted)
+        return adopted
+
     async def ended(self) -> None:
         with trio.CancelScope(shield=True):
             try:
@@ -182,6 +218,8 @@ class Coordinator:
             task_status.started()
             async for msg in effects:
                 envelope = decode_envelope(msg.data)
+                if envelope.epoch != self.epoch:
+                    continue  # asked by an earlier execution of the run, which is gone
                 if not envelope.replayed:
                     self._apply(envelope)
                 async with self._progress:

@@ -33,7 +33,10 @@ import msgspec
 
 from .._message import Message
 from .._protocol import Completion, LLMRequest
+from ..llm._replay import request_key
+from ..llm._tape import CallRecord
 from ..money._ledger import LedgerLine
+from ._link import Link
 from ._subjects import token
 
 
@@ -132,6 +135,7 @@ class Envelope(msgspec.Struct, frozen=True):
     host: str
     effect: Effect
     replayed: bool = False  # made while a new host replayed earlier turns: not applied
+    epoch: int = 0  # the coordinator's execution it was asked by (a resumed one ignores older)
 
 
 encode = msgspec.json.Encoder().encode
@@ -150,3 +154,44 @@ def decode_request(data: bytes) -> TurnRequest:
 
 def decode_answer(data: bytes) -> TurnAnswer:
     return _answer.decode(data)
+
+
+async def stored_effects(link: Link, run_id: str, role: str | None = None) -> list[Envelope]:
+    """The effects the run's stream holds (of ``role``, or of every role), in order."""
+    subject = fx_subject(run_id, role) if role is not None else fx_subjects(run_id)
+
+    async def fn(nc: Any, js: Any) -> list[bytes]:
+        import nats.errors
+        import nats.js.errors as jerr
+
+        try:
+            sub = await js.pull_subscribe(subject, durable=None, stream=f"SOPBUS_{run_id}")
+        except jerr.NotFoundError:
+            return []
+        out: list[bytes] = []
+        try:
+            while True:
+                try:
+                    batch = await sub.fetch(256, timeout=0.3)
+                except (nats.errors.TimeoutError, TimeoutError):
+                    break
+                if not batch:
+                    break
+                for msg in batch:
+                    out.append(bytes(msg.data))
+                    await msg.ack()
+        finally:
+            await sub.unsubscribe()
+        return out
+
+    return [decode_envelope(data) for data in await link.call(fn)]
+
+
+def answer_of(effect: Effect) -> CallRecord | None:
+    """The recorded answer in ``effect`` (a ``called`` one with a completion), or ``None``."""
+    if not isinstance(effect, Called) or effect.completion is None or effect.request is None:
+        return None
+    return CallRecord(key=request_key(effect.request), role=effect.request.role,
+                      action=effect.request.action, completion=effect.completion,
+                      round=effect.line.round, attempt=effect.line.attempt, call=effect.call,
+                      ledger=effect.line)

@@ -46,7 +46,6 @@ from .._message import Message
 from .._protocol import Completion, LLMRequest, Provider
 from ..llm._gateway import Gateway
 from ..llm._tape import CallRecord, Tape, TapeGateway
-from ..llm._replay import request_key
 from ..money._account import AccountShare
 from ..money._budget import Budget
 from ..money._ledger import LedgerLine
@@ -56,7 +55,7 @@ from ._claims import LEASE_S, RunBoard, ScenarioPlan, announced, run_state
 from ._link import Link
 from ._stream import Inbox, RunStream
 from ._wire import (Artifact, Called, Effect, Envelope, Noted, Reserved, TurnAnswer, TurnRequest,
-                    decode_envelope, decode_request, encode, fx_subject, fx_subjects, turn_subject)
+                    answer_of, decode_request, encode, fx_subject, stored_effects, turn_subject)
 
 READ_NEWS_S = 60.0  # how long a turn waits for its news to arrive on the role's consumer
 _POLL_S = 0.3  # how often a worker looks at the board (hosts, the run's state)
@@ -93,9 +92,11 @@ class EffectSender:
         self._progress = trio.Condition()
         self._failure: BaseException | None = None
 
-    def put(self, role: str, turn: int, n: int, effect: Effect, *, replayed: bool = False) -> None:
-        envelope = Envelope(role=role, turn=turn, n=n, host=self.host, effect=effect, replayed=replayed)
-        msg_id = f"{self.run_id}/fx/{role}/{self.host}/{turn}/{n}/{int(replayed)}"
+    def put(self, role: str, turn: int, n: int, effect: Effect, *, replayed: bool = False,
+            epoch: int = 0) -> None:
+        envelope = Envelope(role=role, turn=turn, n=n, host=self.host, effect=effect,
+                            replayed=replayed, epoch=epoch)
+        msg_id = f"{self.run_id}/fx/{role}/{self.host}/{epoch}/{turn}/{n}/{int(replayed)}"
         self._queued += 1
         self._send.send_nowait((fx_subject(self.run_id, role), encode(envelope), {"Nats-Msg-Id": msg_id}))
 
@@ -133,18 +134,19 @@ class _TurnEffects:
 
     def __init__(self, sender: EffectSender, role: str, mirror: Path):
         self.sender, self.role, self.mirror = sender, role, mirror
-        self.turn = 0
+        self.turn = self.epoch = 0
         self.count = 0
         self.replaying = False
         self._calls = 0
         self._closed: dict[int, tuple[int, LLMRequest, Completion | None]] = {}  # by ledger seq
 
-    def begin(self, turn: int, *, replaying: bool = False) -> None:
-        self.turn, self.count, self.replaying = turn, 0, replaying
+    def begin(self, epoch: int, turn: int, *, replaying: bool = False) -> None:
+        self.epoch, self.turn, self.count, self.replaying = epoch, turn, 0, replaying
 
     def _put(self, effect: Effect) -> None:
         self.count += 1
-        self.sender.put(self.role, self.turn, self.count, effect, replayed=self.replaying)
+        self.sender.put(self.role, self.turn, self.count, effect, replayed=self.replaying,
+                        epoch=self.epoch)
 
     # -- the gateway's journal and sink -----------------------------------------------
     def reserved(self, request: LLMRequest, *, round: int, attempt: int, amount: Decimal) -> int:
@@ -278,7 +280,7 @@ class RoleHost:
     async def _replay(self, turn: int, round: int, wanted: list[tuple[str, int]]) -> None:
         """Takes an earlier turn again to rebuild the role's state (a new host); its effects
         are marked replayed (the coordinator has them) and its outputs dropped."""
-        self.effects.begin(turn, replaying=True)
+        self.effects.begin(self.epoch, turn, replaying=True)
         news = await self.inbox.read(wanted, timeout=READ_NEWS_S)
         try:
             await self.member.step(news, Turn(run_id=self.run_id, round=round, role=self.member.name,
@@ -290,7 +292,7 @@ class RoleHost:
     async def _turn(self, request: TurnRequest) -> TurnAnswer:
         for path, data in request.artifacts.items():
             write_mirrored(self.effects.mirror, path, data)
-        self.effects.begin(request.turn)
+        self.effects.begin(request.epoch, request.turn)
         news = await self.inbox.read(request.wanted, timeout=READ_NEWS_S)
         turn = Turn(run_id=self.run_id, round=request.round, role=self.member.name,
                     gateway=self.gateway, services=self.effects)
@@ -311,43 +313,8 @@ class RoleHost:
 async def recorded_answers(link: Link, run_id: str, role: str) -> list[CallRecord]:
     """The answers the role's earlier hosts got (``called`` effects with a completion, not
     replayed), from the run's stream: what a new host must not ask or pay for again."""
-    subject = fx_subject(run_id, role)
-
-    async def fn(nc: Any, js: Any) -> list[bytes]:
-        import nats.errors
-        import nats.js.errors as jerr
-
-        try:
-            sub = await js.pull_subscribe(subject, durable=None, stream=f"SOPBUS_{run_id}")
-        except jerr.NotFoundError:
-            return []
-        out: list[bytes] = []
-        try:
-            while True:
-                try:
-                    batch = await sub.fetch(256, timeout=0.3)
-                except (nats.errors.TimeoutError, TimeoutError):
-                    break
-                if not batch:
-                    break
-                for msg in batch:
-                    out.append(bytes(msg.data))
-                    await msg.ack()
-        finally:
-            await sub.unsubscribe()
-        return out
-
-    records = []
-    for data in await link.call(fn):
-        envelope = decode_envelope(data)
-        effect = envelope.effect
-        if (isinstance(effect, Called) and not envelope.replayed and effect.completion is not None
-                and effect.request is not None):
-            records.append(CallRecord(key=request_key(effect.request), role=effect.request.role,
-                                      action=effect.request.action, completion=effect.completion,
-                                      round=effect.line.round, attempt=effect.line.attempt,
-                                      call=effect.call, ledger=effect.line))
-    return records
+    return [record for envelope in await stored_effects(link, run_id, role)
+            if not envelope.replayed and (record := answer_of(envelope.effect)) is not None]
 
 
 @dataclass
