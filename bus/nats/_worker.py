@@ -31,12 +31,11 @@ from __future__ import annotations
 import math
 import traceback
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-import msgspec
 import trio
 from loguru import logger
 
@@ -66,12 +65,12 @@ class WorkerTeam:
     """What the caller builds from a run's scenario: the roles (all of the team's), the
     provider, the prices, the run's cap and the gateway's attempts."""
 
-    roles: list[Member]
+    roles: Sequence[Member]
     provider: Provider
     prices: PriceBook
     cap: Decimal
     max_attempts: int = 3
-    build_again: Callable[[], list[Member]] = list  # the roles, built anew (a fresh instance)
+    build_again: Callable[[], Sequence[Member]] = list  # the roles, built anew (fresh instances)
 
 
 BuildTeam = Callable[[ScenarioPlan, Path], WorkerTeam]
@@ -403,7 +402,7 @@ async def _host(board: RunBoard, stream: RunStream, member: Member, fresh: Calla
         await host.serve()
 
 
-def fresh_role(build: Callable[[], list[Member]], name: str) -> Callable[[], Member]:
+def fresh_role(build: Callable[[], Sequence[Member]], name: str) -> Callable[[], Member]:
     """Makes a new instance of role ``name`` (its first one is built with the team)."""
 
     def make() -> Member:
