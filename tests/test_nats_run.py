@@ -17,6 +17,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -101,6 +102,11 @@ def test_company_with_engineer_and_qa_on_two_workers_logs_as_in_process(
     assert by_role[ENGINEER]["calls"] >= 4 and by_role[QA]["calls"] >= 1, by_role
     # the workers' files are the run's files
     assert _artifacts(remote) == _artifacts(local)
+    # one budget: every process's calls went through the run's account on NATS
+    state = trio.run(_account_state, shared_nats_server.url, remote.name)
+    assert state.spent == Decimal(summary["total_usd"]) and state.held == 0
+    assert {"coordinator", "w-engineer", "w-qa"} <= set(state.by_holder)
+    assert state.by_holder["w-engineer"] == Decimal(str(by_role[ENGINEER]["cost_usd"]))
 
 
 def test_without_workers_every_role_runs_in_the_coordinator(
@@ -133,8 +139,8 @@ def test_a_stopped_worker_gives_its_claims_back(
         tmp_path: Path) -> None:
     """A worker holding a role of a run waiting for workers releases it on SIGTERM, so
     another worker can claim it at once (not after the lease)."""
-    from bus.nats import open_link
-    from bus.nats._claims import RunBoard, ScenarioPlan, announce
+    from bus.nats import NatsAccount, open_link
+    from bus.nats._claims import RunBoard, ScenarioPlan, announce, bucket_name
     from bus.nats._stream import RunStream
 
     run_id = f"20261201-000000-claims-{os.getpid():x}"
@@ -149,6 +155,7 @@ def test_a_stopped_worker_gives_its_claims_back(
             await RunStream(link, run_id).create()
             board = RunBoard(link, run_id)
             await board.open()
+            await NatsAccount(link, bucket_name(run_id)).open(Decimal("1"))
             await board.put_scenario(ScenarioPlan(text=COMPANY.read_text().replace(
                 'fixtures = ["fixtures/software_company.toml"]', "")))
             await announce(link, run_id, "waiting")
@@ -164,6 +171,16 @@ def test_a_stopped_worker_gives_its_claims_back(
     code, out = finish(worker, timeout=30)
     assert code == 0, out
     assert ENGINEER not in trio.run(claims), out
+
+
+async def _account_state(url: str, run_id: str) -> Any:
+    from bus.nats import NatsAccount, open_link
+    from bus.nats._claims import bucket_name
+
+    async with open_link(url) as link:
+        account = NatsAccount(link, bucket_name(run_id))
+        await account.open(None)
+        return await account.state()
 
 
 def _events(run_dir: Path, kind: str) -> list[dict[str, Any]]:

@@ -94,6 +94,7 @@ class Remote:
             from ..llm._tape import read_calls
 
             await self.coordinator.adopt(read_calls(self.continuation.run_dir), self.continuation.lost)
+            await self.coordinator.rebase(gateway.budget.spent)
         return await self.coordinator.members(roles)
 
 
@@ -109,11 +110,7 @@ async def coordinated(bus: BusOptions | None, scenario: Scenario, store: RunStor
 
     files = [*scenario.fixture_paths(), *filter(None, [scenario.cassette_path()])]
     plan = plan_of(scenario_as_run(scenario), files, scenario.run.seed)
-    async with coordinating(bus.url, store, plan, wait_s=bus.wait_s, remote=bus.remote,
+    async with coordinating(bus.url, store, plan, cap=scenario.run.budget_usd, wait_s=bus.wait_s,
+                            remote=bus.remote,
                             epoch=continuation.resume if continuation else 0) as coordinator:
-        yield Remote(coordinator, await _pool(coordinator, scenario), continuation)
-
-
-async def _pool(coordinator: Coordinator, scenario: Scenario) -> AccountShare | None:
-    """The run's cap as a shared account on the run's bucket (every process draws on it)."""
-    return None
+        yield Remote(coordinator, coordinator.pool, continuation)

@@ -49,6 +49,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     import trio
 
+    from bus import ConfigError
     from bus.nats._worker import WorkerOptions
 
     from ._assemble import _configure_logging
@@ -60,7 +61,12 @@ def run(args: argparse.Namespace) -> int:
     worker_id = args.worker_id or f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(2)}"
     options = WorkerOptions(worker_id=worker_id, roles=roles, workdir=args.workdir.resolve(),
                             lease_s=args.lease)
-    trio.run(_serve, args.bus, args.run, options, args.jobs)
+    try:
+        trio.run(_serve, args.bus, args.run, options, args.jobs)
+    except BaseExceptionGroup as group:  # a user's mistake as itself, for its message and exit 2
+        if len(group.exceptions) == 1 and isinstance(group.exceptions[0], ConfigError):
+            raise group.exceptions[0] from None
+        raise
     return 0
 
 

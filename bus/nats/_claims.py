@@ -33,6 +33,9 @@ from ._subjects import token
 
 RUNS_BUCKET = "SOPBUS_RUNS"
 LEASE_S = 10.0
+COORDINATOR = "coordinator"
+"""The coordinator's holder on the run's account (a worker's is its worker id)."""
+CAP_FIX = "raise [run].budget_usd or --budget"
 
 
 class ScenarioPlan(msgspec.Struct, frozen=True, kw_only=True):

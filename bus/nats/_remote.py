@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import hashlib
 import time
+from decimal import Decimal
 from collections import Counter, defaultdict
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
@@ -48,15 +49,17 @@ from typing import Any
 import trio
 from loguru import logger
 
-from .._errors import BudgetExhausted, SopbusError, StopRun
+from .._errors import BudgetExhausted, ConfigError, SopbusError, StopRun
 from .._member import Member, Turn
 from .._message import Message
 from .._protocol import LLMRequest
 from ..llm._gateway import Gateway
 from ..llm._tape import CallLog, CallRecord
+from ..money._account import AccountShare
 from ..money._ledger import LedgerLine
 from ..store._store import RunStore
-from ._claims import Claim, RunBoard, ScenarioPlan, announce
+from ._account import NatsAccount
+from ._claims import CAP_FIX, COORDINATOR, Claim, RunBoard, ScenarioPlan, announce
 from ._link import Link
 from ._stream import RunStream, StreamLog
 from ._wire import (Artifact, Called, Envelope, Noted, PastTurn, Reserved, TurnRequest, answer_of,
@@ -112,14 +115,18 @@ class Coordinator:
         self._applied: dict[tuple[str, int, str], int] = defaultdict(int)  # (role, turn, host) -> n
         self._progress = trio.Condition()
         self._proxies: dict[str, RemoteMember] = {}
+        self.account: NatsAccount | None = None
+        self.pool: AccountShare | None = None  # the coordinator's share of the run's account
         # The Environment's event log: the store, and the stream for every message.
         self.log = StreamLog(store, self.stream)
 
-    async def prepare(self, plan: ScenarioPlan) -> None:
-        """Creates the stream and the bucket, stores the plan, announces the run waiting."""
+    async def prepare(self, plan: ScenarioPlan, cap: Decimal) -> None:
+        """Creates the stream, the bucket and the account, stores the plan, and then (a
+        worker may join at once) announces the run waiting."""
         await self.stream.create()
         await self.board.open()
         await self.board.put_scenario(plan)
+        self.pool = await self.open_account(cap, resumed=self.epoch > 0)
         await announce(self.link, self.run_id, "waiting")
 
     async def members(self, roles: list[Member]) -> list[Member]:
@@ -143,8 +150,6 @@ class Coordinator:
     async def _wait_for_claims(self, names: list[str]) -> dict[str, Claim]:
         missing = sorted(self.remote - set(names))
         if missing:
-            from .._errors import ConfigError
-
             raise ConfigError(f"--remote names {', '.join(missing)}, which the team does not have; "
                               f"its roles are {', '.join(names)}")
         deadline = trio.current_time() + self.wait_s
@@ -161,8 +166,6 @@ class Coordinator:
                 break
             await trio.sleep(0.1)
         if self.remote - set(claims):
-            from .._errors import ConfigError
-
             raise ConfigError(f"no worker claimed {', '.join(sorted(self.remote - set(claims)))} "
                               f"within {self.wait_s:g} s; start `sopbus worker --bus "
                               f"{self.link.url} --run {self.run_id}` or raise --wait-workers")
@@ -203,6 +206,31 @@ class Coordinator:
             logger.info("{} answers workers got while the run's coordinator was down were "
                         "ledgered", adopted)
         return adopted
+
+    async def open_account(self, cap: Decimal, *, resumed: bool) -> AccountShare:
+        """The run's cap as a :class:`~bus.nats.NatsAccount` in the run's bucket, which every
+        process's gateway draws on; the coordinator's own share of it. A resumed run keeps
+        the account (with the cap it is given now); :meth:`rebase` then books the spend."""
+        self.account = NatsAccount(self.link, self.board.bucket, fix=CAP_FIX)
+        if resumed:
+            try:
+                await self.account.open(None)
+            except ConfigError:  # killed before it made the account
+                await self.account.open(cap)
+            await self.account.set_cap(cap)
+        else:
+            await self.account.open(cap)
+        return AccountShare(self.account, COORDINATOR)
+
+    async def rebase(self, spent: Decimal) -> None:
+        """A resumed run: the account's spend becomes the ledger's (``spent``, booked to the
+        coordinator), and the holds left by the killed execution are dropped."""
+        assert self.account is not None
+        state = await self.account.state()
+        for holder in state.by_holder:
+            if holder != COORDINATOR:
+                await self.account.rebase(holder, Decimal(0))
+        await self.account.rebase(COORDINATOR, spent)
 
     async def ended(self) -> None:
         with trio.CancelScope(shield=True):
@@ -298,6 +326,8 @@ class Coordinator:
                     return await self.link.request(subject, request(claim.worker), timeout=ASK_EVERY_S)
                 except TimeoutError:
                     continue
+            if orphaned is None and self.account is not None:
+                await self.account.release_lapsed()  # the money a dead worker held
             orphaned = orphaned or time.monotonic()
             if time.monotonic() - orphaned > TAKEOVER_S:
                 raise RemoteTurnFailed(
@@ -340,16 +370,17 @@ class Coordinator:
 
 
 @asynccontextmanager
-async def coordinating(url: str, store: RunStore, plan: ScenarioPlan, *, wait_s: float,
+async def coordinating(url: str, store: RunStore, plan: ScenarioPlan, *, cap: Decimal, wait_s: float,
                        remote: frozenset[str] = frozenset(), epoch: int = 0) -> AsyncIterator[Coordinator]:
     """A :class:`Coordinator` for the run in ``store``, connected, its stream and bucket
-    made, its effects applied for the block. Set ``gateway`` and ``journal`` before the
+    made, its account opened with ``cap`` (a resume's ``epoch`` keeps it), its effects
+    applied for the block. Set ``gateway`` and ``journal`` before the
     first turn; call :meth:`Coordinator.members` to wait for the workers."""
     from ._link import open_link
 
     async with open_link(url, name=f"sopbus run {store.run_id}") as link:
         coordinator = Coordinator(link, store, wait_s=wait_s, remote=remote, epoch=epoch)
-        await coordinator.prepare(plan)
+        await coordinator.prepare(plan, cap)
         try:
             async with trio.open_nursery() as nursery:
                 await nursery.start(coordinator.read_effects)

@@ -15,7 +15,9 @@ claimed role (:class:`RoleHost`):
    unacked, and the role's next host is handed them again.
 
 The role's LLM calls are made here, through a :class:`~bus.Gateway` of its own whose budget
-is the run's cap and whose pool is the run's shared account when there is one; every
+is the run's cap and whose pool is the run's shared account (:class:`~bus.nats.NatsAccount`
+in the run's bucket, this worker its holder, kept alive by a heartbeat so that the holds of
+a worker that died are released after its lease); every
 reservation, ledger line, recorded answer, artifact and note of a turn is published, in
 order, as an effect on ``sopbus.<run>.fx.<role>`` (JetStream), and the answer waits until
 they are all stored. The coordinator writes them into the run directory.
@@ -30,7 +32,7 @@ from __future__ import annotations
 
 import math
 import traceback
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
@@ -50,7 +52,8 @@ from ..money._budget import Budget
 from ..money._ledger import LedgerLine
 from ..money._prices import PriceBook
 from ..store._store import _safe_relpath
-from ._claims import LEASE_S, RunBoard, ScenarioPlan, announced, run_state
+from ._account import NatsAccount
+from ._claims import CAP_FIX, LEASE_S, RunBoard, ScenarioPlan, announced, bucket_name, run_state
 from ._link import Link
 from ._stream import Inbox, RunStream
 from ._wire import (Artifact, Called, Effect, Envelope, Noted, Reserved, TurnAnswer, TurnRequest,
@@ -322,7 +325,6 @@ class WorkerOptions:
     roles: frozenset[str] | None  # None: any role
     workdir: Path
     lease_s: float = LEASE_S
-    account: Callable[[Link, str, Decimal], Awaitable[AccountShare | None]] | None = None
 
 
 async def serve_run(link: Link, run_id: str, build: BuildTeam, options: WorkerOptions) -> None:
@@ -336,7 +338,9 @@ async def serve_run(link: Link, run_id: str, build: BuildTeam, options: WorkerOp
     team = build(plan, workdir)
     stream = RunStream(link, run_id)
     sender = EffectSender(link, run_id, options.worker_id)
-    pool = await options.account(link, run_id, team.cap) if options.account else None
+    account = NatsAccount(link, bucket_name(run_id), fix=CAP_FIX)
+    await account.open(None)  # the coordinator made it with the run's cap
+    pool = AccountShare(account, options.worker_id)
     provider = team.provider
     async with _opened(provider) as live, trio.open_nursery() as nursery:
         nursery.start_soon(sender.run)
@@ -345,6 +349,7 @@ async def serve_run(link: Link, run_id: str, build: BuildTeam, options: WorkerOp
             return Gateway(live, team.prices, Budget(team.cap), sink=effects.ledger,
                            max_attempts=team.max_attempts, journal=effects, pool=pool)
 
+        nursery.start_soon(_keep_alive, account, options)
         hosted = await _host_roles(board, stream, team, options, sender, gateway_for, workdir, nursery)
         nursery.cancel_scope.cancel()
         del hosted
@@ -402,6 +407,14 @@ async def _host(board: RunBoard, stream: RunStream, member: Member, fresh: Calla
         await host.serve()
 
 
+async def _keep_alive(account: NatsAccount, options: WorkerOptions) -> None:
+    """Heartbeats this worker's holder on the run's account: if the worker dies, the money
+    its calls in flight hold is released once the lease lapsed."""
+    while True:
+        await account.heartbeat(options.worker_id, options.lease_s)
+        await trio.sleep(options.lease_s / 3)
+
+
 def fresh_role(build: Callable[[], Sequence[Member]], name: str) -> Callable[[], Member]:
     """Makes a new instance of role ``name`` (its first one is built with the team)."""
 
@@ -440,15 +453,17 @@ class _opened:
 
 async def serve(link: Link, build: BuildTeam, options: WorkerOptions, *, run_id: str | None = None) -> None:
     """``sopbus worker``: serves ``run_id`` until it ends, or (no run given) every run that
-    is announced from now on, until cancelled."""
+    is announced and not ended, until cancelled. (A run whose coordinator was killed and
+    never resumed stays announced ``running``: its hosts wait for a resume.)"""
     if run_id is not None:
         await serve_run(link, run_id, build, options)
         return
-    started: set[str] = {a.run_id for a in await announced(link) if a.state != "waiting"}
+    started: set[str] = set()
     async with trio.open_nursery() as nursery:
         while True:
             for found in await announced(link):
-                if found.run_id not in started and found.state == "waiting":
+                # A running run too: its roles may need a new host (one died).
+                if found.run_id not in started and found.state != "ended":
                     started.add(found.run_id)
                     nursery.start_soon(_serve_logged, link, found.run_id, build, options)
             await trio.sleep(_POLL_S)
