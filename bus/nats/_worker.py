@@ -270,7 +270,12 @@ class RoleHost:
         for past in request.history:
             if past.turn > self.seen:
                 await self._replay(past.turn, past.round, past.wanted)
-        answer = await self._turn(request)
+        try:
+            answer = await self._turn(request)
+        except Exception as exc:  # the news never came, the effects could not be stored
+            ended, detail = classify(exc)
+            answer = TurnAnswer(turn=request.turn, ended=ended, detail=detail,
+                                effects=self.effects.count, host=self.host)
         data = encode(answer)
         # only the last: an older turn is never asked again
         self.done = {(request.epoch, request.turn): data}
