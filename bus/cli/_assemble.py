@@ -193,14 +193,15 @@ async def _run(scenario: Scenario, team: Any, prices: PriceBook, provider: Provi
     from ..llm._tape import CallLog
     from ._bus import coordinated
 
-    store.write_scenario(scenario_as_run(scenario))
+    as_run = scenario_as_run(scenario)
+    store.write_scenario(as_run)
     store.log(ev.RunStarted(run_id=store.run_id, scenario=scenario.name, mode=scenario.run.mode,
                             seed=scenario.run.seed, max_rounds=scenario.run.max_rounds,
                             settings={"provider": scenario.llm.provider, "model": scenario.llm.model,
                                       "budget_usd": str(scenario.run.budget_usd), "sop": scenario.sop,
                                       "scenario_path": str(scenario.path)}))
     async with _opened(provider, record) as live, \
-            coordinated(bus, scenario, store, continuation) as remote:
+            coordinated(bus, scenario, as_run, store, continuation) as remote:
         journal = CallLog(store, first_call=continuation.first_call if continuation else 0)
         gateway = Gateway(live, prices, Budget(scenario.run.budget_usd), sink=store.record_call,
                           max_attempts=scenario.llm.max_attempts, journal=journal,

@@ -99,17 +99,17 @@ class Remote:
 
 
 @asynccontextmanager
-async def coordinated(bus: BusOptions | None, scenario: Scenario, store: RunStore,
+async def coordinated(bus: BusOptions | None, scenario: Scenario, as_run: str, store: RunStore,
                       continuation: Continuation | None = None) -> AsyncIterator[Remote]:
-    """The run over NATS for the block (a resume: ``continuation``)."""
+    """The run over NATS for the block: ``as_run`` is the scenario as run (TOML), which the
+    workers build the team from (a resume: ``continuation``)."""
     if bus is None:
         yield Remote()
         return
     from ..nats._remote import coordinating, plan_of
-    from ._assemble import scenario_as_run
 
     files = [*scenario.fixture_paths(), *filter(None, [scenario.cassette_path()])]
-    plan = plan_of(scenario_as_run(scenario), files, scenario.run.seed)
+    plan = plan_of(as_run, files, scenario.run.seed)
     async with coordinating(bus.url, store, plan, cap=scenario.run.budget_usd, wait_s=bus.wait_s,
                             remote=bus.remote,
                             epoch=continuation.resume if continuation else 0) as coordinator:
