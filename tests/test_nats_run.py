@@ -109,6 +109,28 @@ def test_company_with_engineer_and_qa_on_two_workers_logs_as_in_process(
     assert state.by_holder["w-engineer"] == Decimal(str(by_role[ENGINEER]["cost_usd"]))
 
 
+def test_a_refusal_on_a_worker_ends_the_run_on_its_budget(
+        shared_nats_server: NatsServer, workers: Callable[..., subprocess.Popen[bytes]],
+        tmp_path: Path) -> None:
+    """The engineer's first file does not fit under the run's cap on its worker: the refusal
+    travels back as data, the run ends ``budget_exhausted`` (exit 3) in the coordinator,
+    and the cap held in the run's account across the processes."""
+    workers("--roles", ENGINEER, "--id", "w-poor")
+    runs = tmp_path / "runs"
+    code, out = finish(sopbus("run", str(COMPANY), "--quiet", "--sandbox", "local", "--runs-dir",
+                              str(runs), "--budget", "0.003", "--bus", shared_nats_server.url,
+                              "--remote", ENGINEER, "--wait-workers", "30", cwd=tmp_path))
+    assert code == 3, out
+    run_dir = run_dir_of(runs)
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["end_reason"] == "budget_exhausted" and "next call needs up to" in summary["detail"]
+    refused = [e["call"] for e in _events(run_dir, "llm_called") if e["call"]["outcome"] == "refused"]
+    assert refused and all(call["role"] == ENGINEER for call in refused)
+    state = trio.run(_account_state, shared_nats_server.url, run_dir.name)
+    assert state.spent == Decimal(summary["total_usd"]) <= Decimal("0.003")
+    assert state.refused >= 1 and state.held == 0
+
+
 def test_without_workers_every_role_runs_in_the_coordinator(
         shared_nats_server: NatsServer, tmp_path: Path) -> None:
     remote = company_run(tmp_path, "nats", "--bus", shared_nats_server.url, "--wait-workers", "0.3")
