@@ -7,7 +7,10 @@ the run) adds what NATS needs:
 
 1. the run's stream (every published message goes on it, through
    :class:`~bus.nats._stream.StreamLog`) and the run's KV bucket, where it stores the
-   scenario as run with the files it names (:class:`~bus.nats._claims.ScenarioPlan`);
+   scenario as run with the files it names (:class:`~bus.nats._claims.ScenarioPlan`) and
+   keeps the run's cap as a :class:`~bus.nats.NatsAccount` that every process's gateway
+   draws on (the coordinator as holder ``coordinator``, each worker as itself; a resume
+   rebases it to the ledger);
 2. it announces the run as ``waiting`` in ``SOPBUS_RUNS`` and waits up to ``wait_s`` for
    workers to claim roles: until every role named in ``remote`` is claimed, or (no
    ``remote`` given) until claims stopped changing for a second after the first one;
@@ -20,6 +23,12 @@ the run) adds what NATS needs:
    ids), ledger lines through :meth:`bus.Gateway.record_remote` (renumbered into the run's
    ledger, their cost spent in the run's budget and summary), artifacts and notes through
    the store. So ``show``, ``costs``, ``verify`` and ``report`` read the run as usual.
+
+A worker lost while it hosted a role (its claim taken over by another) leaves its calls in
+flight: they are ledgered ``lost`` at their reservation, as a resume counts them, and the
+account releases its holds once its lease lapsed. Limits: a request carries the files the
+host lacks, within NATS's message size (1 MB by default); a SOP module a scenario names
+must be importable on the worker (the same code deployed there).
 
 A :class:`RemoteMember`'s turn: the coordinator waits until the stream holds everything
 published so far (:meth:`RunStream.settle`), then asks the role's host with a
@@ -322,9 +331,12 @@ class Coordinator:
             claim = (await self.board.claims([role])).get(role)
             if claim is not None:
                 orphaned = None
+                asked = trio.current_time()
                 try:
                     return await self.link.request(subject, request(claim.worker), timeout=ASK_EVERY_S)
                 except TimeoutError:
+                    if trio.current_time() - asked < ASK_EVERY_S / 2:
+                        await trio.sleep(0.2)  # no responder yet (a host starting): do not spin
                     continue
             if orphaned is None and self.account is not None:
                 await self.account.release_lapsed()  # the money a dead worker held
