@@ -22,6 +22,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+import pytest
 import trio
 
 from bus.cli._cmd_diff import first_difference, messages
@@ -93,9 +94,20 @@ def holder(url: str, run_id: str, role: str) -> str | None:
     return trio.run(claims)
 
 
+@pytest.fixture(scope="module")
+def in_process(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The slow company run in one process, uninterrupted: the reference."""
+    folder = tmp_path_factory.mktemp("in-process")
+    runs = folder / "local"
+    code, out = finish(sopbus("run", str(slow_company(folder)), "--quiet", "--sandbox", "local",
+                              "--runs-dir", str(runs), cwd=folder))
+    assert code == 0, out
+    return run_dir_of(runs)
+
+
 def test_a_worker_killed_mid_turn_is_replaced_and_nothing_is_lost_or_paid_twice(
         shared_nats_server: NatsServer, workers: Callable[..., subprocess.Popen[bytes]],
-        tmp_path: Path) -> None:
+        in_process: Path, tmp_path: Path) -> None:
     scenario = slow_company(tmp_path)
     hosts = {name: workers("--roles", ENGINEER, "--lease", "1.5", "--id", name) for name in ("w1", "w2")}
     runs = tmp_path / "nats"
@@ -109,12 +121,7 @@ def test_a_worker_killed_mid_turn_is_replaced_and_nothing_is_lost_or_paid_twice(
     hosts[killed].send_signal(signal.SIGKILL)
     code, out = finish(coordinator, timeout=120)
     assert code == 0, out
-
-    local_runs = tmp_path / "local"
-    code, out = finish(sopbus("run", str(scenario), "--quiet", "--sandbox", "local", "--runs-dir",
-                              str(local_runs), cwd=tmp_path))
-    assert code == 0, out
-    local = run_dir_of(local_runs)
+    local = in_process
     assert first_difference(messages(run_dir), messages(local)) is None
     survivor = next(n for n in hosts if n != killed)
     assert holder(shared_nats_server.url, run_dir.name, ENGINEER) in (None, survivor)
@@ -139,7 +146,7 @@ def test_a_worker_killed_mid_turn_is_replaced_and_nothing_is_lost_or_paid_twice(
 
 def test_a_killed_coordinator_resumes_over_nats_with_its_workers(
         shared_nats_server: NatsServer, workers: Callable[..., subprocess.Popen[bytes]],
-        tmp_path: Path) -> None:
+        in_process: Path, tmp_path: Path) -> None:
     """kill -9 of `sopbus run --bus` while the engineer's turn runs on its worker; `sopbus
     resume RUN --bus URL` runs the run again from its recording and the stream: the worker
     starts the role afresh and takes every answer it already had from the stream, answers
@@ -160,11 +167,7 @@ def test_a_killed_coordinator_resumes_over_nats_with_its_workers(
     code, out = finish(sopbus("resume", run_dir.name, "--runs-dir", str(runs), "--quiet", *bus,
                               cwd=tmp_path), timeout=120)
     assert code == 0, out
-    local_runs = tmp_path / "local"
-    code, out = finish(sopbus("run", str(scenario), "--quiet", "--sandbox", "local", "--runs-dir",
-                              str(local_runs), cwd=tmp_path))
-    assert code == 0, out
-    local = run_dir_of(local_runs)
+    local = in_process
     assert first_difference(messages(run_dir), messages(local)) is None
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["status"] == "completed" and summary["resumes"] == 1

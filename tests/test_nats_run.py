@@ -75,18 +75,24 @@ def company_run(tmp_path: Path, name: str, *bus: str) -> Path:
     return run_dir_of(runs)
 
 
+@pytest.fixture(scope="module")
+def in_process(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The software company run in one process: the reference of the runs over NATS."""
+    return company_run(tmp_path_factory.mktemp("in-process"), "local")
+
+
 def test_company_with_engineer_and_qa_on_two_workers_logs_as_in_process(
         shared_nats_server: NatsServer, workers: Callable[..., subprocess.Popen[bytes]],
-        tmp_path: Path) -> None:
+        in_process: Path, tmp_path: Path) -> None:
     workers("--roles", ENGINEER, "--id", "w-engineer")
     workers("--roles", QA, "--id", "w-qa")
     remote = company_run(tmp_path, "nats", "--bus", shared_nats_server.url,
                          "--remote", f"{ENGINEER},{QA}", "--wait-workers", "30")
-    local = company_run(tmp_path, "local")
+    local = in_process
 
-    over_nats, in_process = messages(remote), messages(local)
+    over_nats, in_one = messages(remote), messages(local)
     assert len(over_nats) >= 8
-    assert first_difference(over_nats, in_process) is None
+    assert first_difference(over_nats, in_one) is None
     summary = json.loads((remote / "summary.json").read_text())
     assert summary["status"] == "completed" and summary["verdict"]["passed"]
     joined = {e["role"] for e in _events(remote, "llm_called")}
@@ -132,10 +138,9 @@ def test_a_refusal_on_a_worker_ends_the_run_on_its_budget(
 
 
 def test_without_workers_every_role_runs_in_the_coordinator(
-        shared_nats_server: NatsServer, tmp_path: Path) -> None:
+        shared_nats_server: NatsServer, in_process: Path, tmp_path: Path) -> None:
     remote = company_run(tmp_path, "nats", "--bus", shared_nats_server.url, "--wait-workers", "0.3")
-    local = company_run(tmp_path, "local")
-    assert first_difference(messages(remote), messages(local)) is None
+    assert first_difference(messages(remote), messages(in_process)) is None
 
 
 def test_a_missing_remote_role_is_said_with_the_command_to_start_its_worker(
