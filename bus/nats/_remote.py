@@ -311,8 +311,14 @@ class Coordinator:
 
         answer = decode_answer(await self._asked(name, request))
         proxy.turns.append(PastTurn(number, round, wanted))
-        with trio.fail_after(TAKEOVER_S):
+        with trio.move_on_after(TAKEOVER_S) as waited:
             await self._applied_all(name, number, answer.host, answer.effects)
+        if waited.cancelled_caught:
+            raise RemoteTurnFailed(
+                f"role {name!r}'s turn {number} made {answer.effects} effects on worker "
+                f"{answer.host}, and {self._applied[(name, number, answer.host)]} of them reached "
+                f"the coordinator within {TAKEOVER_S:g} s (a lost connection?); resume the run "
+                f"with `sopbus resume {self.run_id} --bus {self.link.url}`")
         if answer.ended == "budget":
             raise BudgetExhausted(answer.detail)
         if answer.ended == "stop":
