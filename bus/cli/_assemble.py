@@ -46,6 +46,7 @@ from ._progress import Progress
 if TYPE_CHECKING:
     from ..money._account import AccountShare
     from ..store._resume import Continuation
+    from ._bus import BusOptions
 
 
 class Outcome(NamedTuple):
@@ -72,10 +73,13 @@ def run_scenario(scenario: Scenario, args: argparse.Namespace,
         check_available()  # a missing extra is said before the run, not after it
     environ = run_environ()  # keys and endpoints: the environment over ./.env
     _configure_logging(quiet, verbose=bool(getattr(args, "verbose", False)))
+    from ._bus import bus_options
+
+    bus = bus_options(args)  # --bus: a NATS server that cannot be reached is said here
     outcome = trio.run(lambda: execute(scenario, record=getattr(args, "record", None),
                                        progress=not quiet, environ=environ,
                                        continuation=continuation,
-                                       human_input=getattr(args, "human_input", None)))
+                                       human_input=getattr(args, "human_input", None), bus=bus))
     from ._summary import print_summary
 
     print_summary(outcome.summary, outcome.run_dir)
@@ -110,13 +114,14 @@ async def execute(scenario: Scenario, *, record: Path | None = None, progress: b
                   environ: Mapping[str, str] | None = None,
                   continuation: Continuation | None = None,
                   human_input: Path | None = None, run_id: str | None = None,
-                  pool: AccountShare | None = None) -> Outcome:
+                  pool: AccountShare | None = None, bus: BusOptions | None = None) -> Outcome:
     """Builds and runs ``scenario``; every configuration mistake is raised as
     :class:`~bus.ConfigError` before any call is made or any run directory is created
     (or, with a ``continuation``, changed). ``environ`` holds the keys and endpoints
     (default ``os.environ``; the CLI and the Python API pass :func:`~bus.cli._environ.run_environ`).
     ``run_id`` names a new run's directory (a sweep's runs); ``pool`` is a sweep's shared
-    account, drawn on by every call besides the run's own budget."""
+    account, drawn on by every call besides the run's own budget. ``bus`` runs the team
+    over NATS, with roles on workers (:mod:`bus.cli._bus`)."""
     env = os.environ if environ is None else environ
     checked = preflight(scenario, env, live=continuation is None or continuation.live)
     team, prices = checked.team, checked.prices
@@ -142,7 +147,7 @@ async def execute(scenario: Scenario, *, record: Path | None = None, progress: b
         with logger.contextualize(run_id=store.run_id), sandbox_using(_sandbox(scenario, store)), \
                 _redacting_stderr(store.redact):
             result = await _run(scenario, team, prices, provider, store, record, progress,
-                                continuation, pool)
+                                continuation, pool, bus)
         if team.finish is not None:
             team.finish(store.artifacts_dir)
     finally:
@@ -183,19 +188,24 @@ def preflight(scenario: Scenario, environ: Mapping[str, str], *, live: bool = Tr
 
 async def _run(scenario: Scenario, team: Any, prices: PriceBook, provider: Provider,
                store: RunStore, record: Path | None, progress: bool,
-               continuation: Continuation | None, pool: AccountShare | None = None) -> RunResult:
+               continuation: Continuation | None, pool: AccountShare | None = None,
+               bus: BusOptions | None = None) -> RunResult:
     from ..llm._tape import CallLog
+    from ._bus import coordinated
 
-    store.write_scenario(scenario_as_run(scenario))
+    as_run = scenario_as_run(scenario)
+    store.write_scenario(as_run)
     store.log(ev.RunStarted(run_id=store.run_id, scenario=scenario.name, mode=scenario.run.mode,
                             seed=scenario.run.seed, max_rounds=scenario.run.max_rounds,
                             settings={"provider": scenario.llm.provider, "model": scenario.llm.model,
                                       "budget_usd": str(scenario.run.budget_usd), "sop": scenario.sop,
                                       "scenario_path": str(scenario.path)}))
-    async with _opened(provider, record) as live:
+    async with _opened(provider, record) as live, \
+            coordinated(bus, scenario, as_run, store, continuation) as remote:
         journal = CallLog(store, first_call=continuation.first_call if continuation else 0)
         gateway = Gateway(live, prices, Budget(scenario.run.budget_usd), sink=store.record_call,
-                          max_attempts=scenario.llm.max_attempts, journal=journal, pool=pool)
+                          max_attempts=scenario.llm.max_attempts, journal=journal,
+                          pool=pool or remote.pool)
         asker: Any = gateway if continuation is None else continuation.wrap(gateway, store)
         summary = _summary_fields(scenario, store) | (continuation.summary if continuation else {})
         # A stop condition that watches spend or tokens (group chat's limits) reads them from
@@ -203,8 +213,9 @@ async def _run(scenario: Scenario, team: Any, prices: PriceBook, provider: Provi
         bind_stats = getattr(team.stop, "bind_stats", None)
         if callable(bind_stats):
             bind_stats(gateway.stats if continuation is None else asker.course)
-        env = Environment(store.run_id, log=store)  # the store takes a publish at once
-        env.add_all(team.roles)
+        # The store takes a publish at once (over NATS: and puts its messages on the stream).
+        env = Environment(store.run_id, log=remote.log or store)
+        env.add_all(await remote.members(team.roles, gateway, journal))
         runner = Runner(env, mode=scenario.run.mode, max_rounds=scenario.run.max_rounds,
                         seed=team.seed, injections=team.injections, stop=team.stop,
                         gateway=asker, store=store, summary=summary, judge=team.verdict)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 
+from ._bus import add_bus_args
 from ._args import path_arg, positive_int, usd
 from ._runref import add_run_arg, resolve_run
 
@@ -30,6 +31,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quiet", action="store_true", help="no progress display; only the summary")
     parser.add_argument("-v", "--verbose", action="store_true",
                         help="also print the cost line of every LLM call (always in run.log)")
+    add_bus_args(parser)
 
 
 def run(args: argparse.Namespace) -> int:

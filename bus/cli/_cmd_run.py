@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
+from ._bus import add_bus_args
 from ._args import path_arg, positive_int, usd
 
 if TYPE_CHECKING:
@@ -63,6 +64,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="no progress display; only the summary")
     parser.add_argument("-v", "--verbose", action="store_true",
                         help="also print the cost line of every LLM call (always in run.log)")
+    add_bus_args(parser)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -290,6 +290,28 @@ class Gateway:
                      completion=completion, provider="replay")
         return completion
 
+    def record_remote(self, line: LedgerLine, request: LLMRequest, *, call: int = 0,
+                      completion: Completion | None = None) -> LedgerLine:
+        """An attempt another process made for this run (a worker on NATS, :mod:`bus.nats`),
+        taken into this ledger: renumbered (``seq``, ``total_usd``, ``resume``), its cost spent
+        here and counted in :meth:`stats`, then journaled (``call``, the journal's id for it)
+        and sunk as this gateway's own lines are. The other process reserved it against the
+        run's shared cap, so it is booked without a check here (it was already spent)."""
+        self.budget.settle(Reservation(_ZERO), line.cost_usd)
+        self._seq += 1
+        if line.outcome != "refused":
+            self._calls += 1
+        self._prompt_tokens += line.prompt_tokens
+        self._completion_tokens += line.completion_tokens
+        line = msgspec.structs.replace(line, seq=self._seq, total_usd=self.budget.spent,
+                                       budget_usd=self.budget.cap, resume=self._resume)
+        if self._journal is not None and (call or completion is not None):
+            self._journal.closed(call, request, completion, line)
+        if self._sink is not None:
+            self._sink(line)
+        _log_line(line)
+        return line
+
     def stats(self) -> dict[str, Any]:
         """Totals for the run summary: ``total_usd`` and ``budget_usd`` (Decimal),
         ``llm_calls`` (attempts sent to the provider; refusals are not calls),

@@ -1,0 +1,169 @@
+"""One role hosted on a worker: the turns it is asked for, taken once each.
+
+:class:`RoleHost` serves the turn requests of one claimed role (:mod:`bus.nats._wire`): a
+request is answered by the turn with its ``(epoch, turn)``, whoever asks and however often;
+a request of a new epoch (a resumed coordinator) or the first one after a takeover starts
+the role afresh, its earlier turns replayed (:meth:`RoleHost._replay`) with the answers the
+role's earlier hosts got (from the stream: not asked, not paid again), so its memory is
+what it was. A turn reads its news from the role's inbox, runs the real role's ``step``, and
+answers the output messages, or what ended it (``budget``, ``stop``, ``failed``) as data,
+once all its effects are stored; then it acks the inbox.
+"""
+
+from __future__ import annotations
+
+import traceback
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import trio
+from loguru import logger
+
+from .._errors import BudgetExhausted, StopRun
+from .._member import Member, Turn
+from .._message import Message
+from ..llm._gateway import Gateway
+from ..llm._tape import CallRecord, Tape, TapeGateway
+from ._effects import EffectSender, TurnEffects, write_mirrored
+from ._inbox import Inbox
+from ._link import Link
+from ._wire import TurnAnswer, TurnRequest, answer_of, decode_request, encode, stored_effects, turn_subject
+
+READ_NEWS_S = 60.0  # how long a turn waits for its news to arrive on the role's consumer
+
+
+class _Quiet:
+    """The run log of a taped gateway on a worker: the coordinator logs the run, not us."""
+
+    def log(self, event: Any) -> None:
+        pass
+
+    def record_answer(self, record: Any) -> None:
+        pass
+
+
+def classify(exc: BaseException) -> tuple[str, str]:
+    """What ended a turn, as the answer says it: ``budget``, ``stop`` or ``failed``."""
+    leaves = list(_leaves(exc))
+    if leaves and all(isinstance(e, (BudgetExhausted, StopRun)) for e in leaves):
+        budget = next((e for e in leaves if isinstance(e, BudgetExhausted)), None)
+        if budget is not None:
+            return "budget", str(budget)
+        stop = leaves[0]
+        assert isinstance(stop, StopRun)
+        return "stop", stop.detail
+    first = next((e for e in leaves if not isinstance(e, (BudgetExhausted, StopRun))), exc)
+    text = "".join(traceback.format_exception(exc))
+    return "failed", f"{type(first).__name__}: {first}\n--- on the worker:\n{text}"
+
+
+def _leaves(exc: BaseException) -> Any:
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            yield from _leaves(inner)
+    else:
+        yield exc
+
+
+class RoleHost:
+    """Hosts one claimed role of a run on this worker (see the module docstring)."""
+
+    def __init__(self, member: Member, fresh: Callable[[], Member], *, link: Link, run_id: str,
+                 host: str, inbox: Inbox, sender: EffectSender,
+                 gateway_for: Callable[[TurnEffects], Gateway], mirror: Path):
+        self.fresh, self.link, self.run_id, self.host = fresh, link, run_id, host
+        self.member = member
+        self.inbox = inbox
+        self.effects = TurnEffects(sender, self.member.name, mirror)
+        self._gateway = gateway_for(self.effects)
+        self.gateway: Any = self._gateway
+        self.epoch = -1
+        self.done: dict[tuple[int, int], bytes] = {}  # (epoch, turn) -> its answer
+        self.busy: tuple[int, int] | None = None
+        self.replies: list[str] = []
+        self.seen = 0  # the last turn this host took (or replayed) in this epoch
+
+    async def _begin(self, epoch: int) -> None:
+        """The role as a new host (or a resumed coordinator) needs it: a fresh instance whose
+        calls take the answers already recorded for the role from the run's stream (not
+        asked, not paid again); the rest go live."""
+        if self.epoch >= 0:
+            self.member = self.fresh()
+        self.epoch, self.seen = epoch, 0
+        recorded = await recorded_answers(self.link, self.run_id, self.member.name)
+        self.gateway = (TapeGateway(self._gateway, Tape(recorded, match="key"), free=False,
+                                    taped_through=0, store=_Quiet()) if recorded else self._gateway)
+
+    async def serve(self) -> None:
+        async with trio.open_nursery() as nursery, \
+                self.link.subscribe(turn_subject(self.run_id, self.member.name)) as requests:
+            async for msg in requests:
+                request = decode_request(msg.data)
+                key = (request.epoch, request.turn)
+                if key in self.done:
+                    await self.link.publish(msg.reply, self.done[key])
+                elif key == self.busy:
+                    self.replies.append(msg.reply)
+                elif self.busy is None and request.epoch >= self.epoch:
+                    self.busy, self.replies = key, [msg.reply]
+                    nursery.start_soon(self._take, request)
+
+    async def _take(self, request: TurnRequest) -> None:
+        if request.epoch != self.epoch:
+            await self._begin(request.epoch)
+        for past in request.history:
+            if past.turn > self.seen:
+                await self._replay(past.turn, past.round, past.wanted)
+        try:
+            answer = await self._turn(request)
+        except Exception as exc:  # the news never came, the effects could not be stored
+            ended, detail = classify(exc)
+            answer = TurnAnswer(turn=request.turn, ended=ended, detail=detail,
+                                effects=self.effects.count, host=self.host)
+        data = encode(answer)
+        # only the last: an older turn is never asked again
+        self.done = {(request.epoch, request.turn): data}
+        self.busy = None
+        for reply in self.replies:
+            await self.link.publish(reply, data)
+        await self.inbox.ack()
+
+    async def _replay(self, turn: int, round: int, wanted: list[tuple[str, int]]) -> None:
+        """Takes an earlier turn again to rebuild the role's state (a new host); its effects
+        are marked replayed (the coordinator has them) and its outputs dropped."""
+        self.effects.begin(self.epoch, turn, replaying=True)
+        news = await self.inbox.read(wanted, timeout=READ_NEWS_S)
+        try:
+            await self.member.step(news, Turn(run_id=self.run_id, round=round, role=self.member.name,
+                                              gateway=self.gateway, services=self.effects))
+        except Exception:
+            pass  # it ended the same way the first time; the coordinator has that answer
+        self.seen = turn
+
+    async def _turn(self, request: TurnRequest) -> TurnAnswer:
+        for path, data in request.artifacts.items():
+            write_mirrored(self.effects.mirror, path, data)
+        self.effects.begin(request.epoch, request.turn)
+        news = await self.inbox.read(request.wanted, timeout=READ_NEWS_S)
+        turn = Turn(run_id=self.run_id, round=request.round, role=self.member.name,
+                    gateway=self.gateway, services=self.effects)
+        ended, detail, out = "", "", ()  # type: tuple[str, str, Sequence[Message]]
+        try:
+            out = await self.member.step(news, turn)
+        except Exception as exc:
+            ended, detail = classify(exc)
+            if ended == "failed":
+                logger.warning("role {} failed in round {}: {}", self.member.name, request.round,
+                               detail.splitlines()[0])
+        self.seen = request.turn
+        await self.effects.sender.flushed()
+        return TurnAnswer(turn=request.turn, messages=list(out or ()), ended=ended, detail=detail,
+                          effects=self.effects.count, host=self.host)
+
+
+async def recorded_answers(link: Link, run_id: str, role: str) -> list[CallRecord]:
+    """The answers the role's earlier hosts got (``called`` effects with a completion, not
+    replayed), from the run's stream: what a new host must not ask or pay for again."""
+    return [record for envelope in await stored_effects(link, run_id, role)
+            if not envelope.replayed and (record := answer_of(envelope.effect)) is not None]

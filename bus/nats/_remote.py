@@ -1,0 +1,421 @@
+"""The coordinator's side of a run on NATS: roles hosted by workers, as members of the run.
+
+``sopbus run SCENARIO --bus URL`` runs the usual :class:`~bus.Environment` and
+:class:`~bus.Runner` in the coordinator process, which stays the single router and the
+single writer of the run directory. :class:`Coordinator` (an async context manager around
+the run) adds what NATS needs:
+
+1. the run's stream (every published message goes on it, through
+   :class:`~bus.nats._stream.StreamLog`) and the run's KV bucket, where it stores the
+   scenario as run with the files it names (:class:`~bus.nats._claims.ScenarioPlan`) and
+   keeps the run's cap as a :class:`~bus.nats.NatsAccount` that every process's gateway
+   draws on (the coordinator as holder ``coordinator``, each worker as itself; a resume
+   rebases it to the ledger);
+2. it announces the run as ``waiting`` in ``SOPBUS_RUNS`` and waits up to ``wait_s`` for
+   workers to claim roles: until every role named in ``remote`` is claimed, or (no
+   ``remote`` given) until claims stopped changing for a second after the first one;
+   then it writes ``hosts`` (the claimed roles; later claims of other roles are refused by
+   the workers themselves) and announces ``running``;
+3. each hosted role joins the Environment as a :class:`RemoteMember` (same name, aliases,
+   watch), the others as themselves;
+4. a reader applies the effects the workers publish (:mod:`bus.nats._wire`) to the run
+   directory: reservations through the run's call journal (renumbered into the run's call
+   ids), ledger lines through :meth:`bus.Gateway.record_remote` (renumbered into the run's
+   ledger, their cost spent in the run's budget and summary), artifacts and notes through
+   the store. So ``show``, ``costs``, ``verify`` and ``report`` read the run as usual.
+
+A worker lost while it hosted a role (its claim taken over by another) leaves its calls in
+flight: they are ledgered ``lost`` at their reservation, as a resume counts them, and the
+account releases its holds once its lease lapsed. Limits: a request carries the files the
+host lacks, within NATS's message size (1 MB by default); a SOP module a scenario names
+must be importable on the worker (the same code deployed there).
+
+A :class:`RemoteMember`'s turn: the coordinator waits until the stream holds everything
+published so far (:meth:`RunStream.settle`), then asks the role's host with a
+:class:`~bus.nats._wire.TurnRequest` carrying the news as ``(id, stream seq)``, the files
+of ``artifacts/`` the host has not seen, and (for a host new to the role) the role's
+earlier turns. The request is repeated every few seconds while no answer comes (a request
+is answered once per turn, whoever asks); if the role has no live claim for
+``takeover_s``, the turn fails the run with an error that says so. The answer's messages
+are returned to the Runner, which stamps and publishes them as any role's; an answer that
+says ``budget`` or ``stop`` raises :class:`~bus.BudgetExhausted` or :class:`~bus.StopRun`
+as a local role would, and ``failed`` raises :class:`RemoteTurnFailed` with the worker's
+traceback. Before the proxy returns, every effect of the turn has been applied, so the
+round's log is whole before the next round begins.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from decimal import Decimal
+from collections import Counter, defaultdict
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import trio
+from loguru import logger
+
+from .._errors import BudgetExhausted, ConfigError, SopbusError, StopRun
+from .._member import Member, Turn
+from .._message import Message
+from .._protocol import LLMRequest
+from ..llm._gateway import Gateway
+from ..llm._tape import CallLog, CallRecord
+from ..money._account import AccountShare
+from ..money._ledger import LedgerLine
+from ..store._store import RunStore
+from ._account import NatsAccount
+from ._claims import CAP_FIX, COORDINATOR, Claim, RunBoard, ScenarioPlan, announce
+from ._link import Link
+from ._stream import RunStream, StreamLog
+from ._wire import (Artifact, Called, Envelope, Noted, PastTurn, Reserved, TurnRequest, answer_of,
+                    decode_answer, decode_envelope, encode, fx_subjects, stored_effects, turn_subject)
+
+ASK_EVERY_S = 3.0  # a turn request is repeated after this long without an answer
+TAKEOVER_S = 60.0  # how long a hosted role may be without a live claim before the run fails
+_SETTLE_S = 1.0  # no `remote` given: the wait for claims ends when none came for this long
+
+
+class RemoteTurnFailed(SopbusError):
+    """A role hosted by a worker raised in its turn, or lost its worker for good."""
+
+
+class RemoteMember:
+    """A role hosted by a worker, as the coordinator's Environment sees it."""
+
+    def __init__(self, role: Member, coordinator: Coordinator):
+        self._role, self._coordinator = role, coordinator
+        self.turns: list[PastTurn] = []
+        self.host = ""  # the worker that answered the last turn
+        self.sent: dict[str, str] = {}  # artifacts the host has: path -> sha256
+
+    @property
+    def name(self) -> str:
+        return self._role.name
+
+    @property
+    def aliases(self) -> tuple[str, ...]:
+        return self._role.aliases
+
+    @property
+    def watch(self) -> frozenset[str]:
+        return self._role.watch
+
+    async def step(self, news: Sequence[Message], turn: Turn) -> Sequence[Message]:
+        return await self._coordinator.ask(self, news, turn.round)
+
+
+class Coordinator:
+    """The NATS side of one coordinated run (see the module docstring)."""
+
+    def __init__(self, link: Link, store: RunStore, *, wait_s: float, remote: frozenset[str] = frozenset(),
+                 epoch: int = 0):
+        self.link, self.store, self.run_id, self.epoch = link, store, store.run_id, epoch
+        self.stream = RunStream(link, store.run_id)
+        self.board = RunBoard(link, store.run_id)
+        self.wait_s, self.remote = wait_s, remote
+        self.gateway: Gateway | None = None
+        self.journal: CallLog | None = None
+        self._calls: dict[tuple[str, str, int], int] = {}  # (host, role, worker's id) -> run's id
+        self._open: dict[tuple[str, str, int], Reserved] = {}  # reservations not yet closed
+        self._applied: dict[tuple[str, int, str], int] = defaultdict(int)  # (role, turn, host) -> n
+        self._progress = trio.Condition()
+        self._proxies: dict[str, RemoteMember] = {}
+        self.account: NatsAccount | None = None
+        self.pool: AccountShare | None = None  # the coordinator's share of the run's account
+        # The Environment's event log: the store, and the stream for every message.
+        self.log = StreamLog(store, self.stream)
+
+    async def prepare(self, plan: ScenarioPlan, cap: Decimal) -> None:
+        """Creates the stream, the bucket and the account, stores the plan, and then (a
+        worker may join at once) announces the run waiting."""
+        await self.stream.create()
+        await self.board.open()
+        await self.board.put_scenario(plan)
+        self.pool = await self.open_account(cap, resumed=self.epoch > 0)
+        await announce(self.link, self.run_id, "waiting")
+
+    async def members(self, roles: list[Member]) -> list[Member]:
+        """Waits for claims (module docstring), then the team: proxies for hosted roles."""
+        names = [r.name for r in roles]
+        claims = await self._wait_for_claims(names)
+        hosted = [n for n in names if n in claims]
+        await self.board.set_hosts(hosted)
+        await announce(self.link, self.run_id, "running")
+        for name in hosted:
+            logger.info("role {} runs on worker {}", name, claims[name].worker)
+        out: list[Member] = []
+        for role in roles:
+            if role.name in claims:
+                proxy = self._proxies[role.name] = RemoteMember(role, self)
+                out.append(proxy)
+            else:
+                out.append(role)
+        return out
+
+    async def _wait_for_claims(self, names: list[str]) -> dict[str, Claim]:
+        missing = sorted(self.remote - set(names))
+        if missing:
+            raise ConfigError(f"--remote names {', '.join(missing)}, which the team does not have; "
+                              f"its roles are {', '.join(names)}")
+        deadline = trio.current_time() + self.wait_s
+        claims: dict[str, Claim] = {}
+        changed = trio.current_time()
+        while trio.current_time() < deadline:
+            now = await self.board.claims(names)
+            if set(now) != set(claims):
+                claims, changed = now, trio.current_time()
+            if self.remote and self.remote <= set(claims):
+                break
+            if not self.remote and (len(claims) == len(names) or
+                                    (claims and trio.current_time() - changed >= _SETTLE_S)):
+                break
+            await trio.sleep(0.1)
+        if self.remote - set(claims):
+            raise ConfigError(f"no worker claimed {', '.join(sorted(self.remote - set(claims)))} "
+                              f"within {self.wait_s:g} s; start `sopbus worker --bus "
+                              f"{self.link.url} --run {self.run_id}` or raise --wait-workers")
+        return claims
+
+    async def adopt(self, recorded: Sequence[CallRecord], lost: Sequence[Any]) -> int:
+        """A resumed run: the answers workers got while the coordinator was down (on the
+        stream, never written here) are written into the ledger and ``calls.jsonl`` now, so
+        that the run's spend counts them. Answers the run has (``recorded``) are skipped, and
+        so are those of calls the resume already counts as ``lost`` at their reservation
+        (``lost``: in flight when the coordinator died; counted at their worst case, the
+        cautious side). Returns how many were adopted."""
+        assert self.gateway is not None
+        have = Counter((r.round, r.role, r.key) for r in recorded)
+        in_flight = Counter((c.round, c.role, c.action, c.attempt, c.amount) for c in lost)
+        envelopes = [e for e in await stored_effects(self.link, self.run_id)
+                     if e.epoch < self.epoch and not e.replayed]
+        reserved = {(e.host, e.epoch, e.role, e.effect.call): e.effect for e in envelopes
+                    if isinstance(e.effect, Reserved)}
+        adopted = 0
+        for envelope in envelopes:
+            effect = envelope.effect
+            record = answer_of(effect)
+            if record is None or not isinstance(effect, Called) or effect.request is None:
+                continue
+            slot = (record.round, record.role, record.key)
+            if have[slot]:
+                have[slot] -= 1
+                continue
+            held = reserved.get((envelope.host, envelope.epoch, envelope.role, effect.call))
+            flight = held and (held.round, held.role, held.action, held.attempt, held.amount)
+            if flight and in_flight[flight]:
+                in_flight[flight] -= 1
+                continue
+            self.gateway.record_remote(effect.line, effect.request, completion=effect.completion)
+            adopted += 1
+        if adopted:
+            logger.info("{} answers workers got while the run's coordinator was down were "
+                        "ledgered", adopted)
+        return adopted
+
+    async def open_account(self, cap: Decimal, *, resumed: bool) -> AccountShare:
+        """The run's cap as a :class:`~bus.nats.NatsAccount` in the run's bucket, which every
+        process's gateway draws on; the coordinator's own share of it. A resumed run keeps
+        the account (with the cap it is given now); :meth:`rebase` then books the spend."""
+        self.account = NatsAccount(self.link, self.board.bucket, fix=CAP_FIX)
+        if resumed:
+            try:
+                await self.account.open(None)
+            except ConfigError:  # killed before it made the account
+                await self.account.open(cap)
+            await self.account.set_cap(cap)
+        else:
+            await self.account.open(cap)
+        return AccountShare(self.account, COORDINATOR)
+
+    async def rebase(self, spent: Decimal) -> None:
+        """A resumed run: the account's spend becomes the ledger's (``spent``, booked to the
+        coordinator), and the holds left by the killed execution are dropped."""
+        assert self.account is not None
+        state = await self.account.state()
+        for holder in state.by_holder:
+            if holder != COORDINATOR:
+                await self.account.rebase(holder, Decimal(0))
+        await self.account.rebase(COORDINATOR, spent)
+
+    async def ended(self) -> None:
+        with trio.CancelScope(shield=True):
+            try:
+                await announce(self.link, self.run_id, "ended")
+            except Exception as exc:  # the run is over either way; the workers time out
+                logger.warning("could not announce the end of run {}: {}", self.run_id, exc)
+
+    # -- effects ------------------------------------------------------------------------
+
+    async def read_effects(self, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+        async with self.link.subscribe(fx_subjects(self.run_id)) as effects:
+            task_status.started()
+            async for msg in effects:
+                envelope = decode_envelope(msg.data)
+                if envelope.epoch != self.epoch:
+                    continue  # asked by an earlier execution of the run, which is gone
+                if not envelope.replayed:
+                    self._apply(envelope)
+                async with self._progress:
+                    self._applied[(envelope.role, envelope.turn, envelope.host)] += 1
+                    self._progress.notify_all()
+
+    def _apply(self, envelope: Envelope) -> None:
+        effect, store = envelope.effect, self.store
+        if isinstance(effect, Reserved):
+            assert self.journal is not None
+            request = LLMRequest(messages=(), model=effect.model, role=effect.role, action=effect.action)
+            key = (envelope.host, envelope.role, effect.call)
+            self._calls[key] = self.journal.reserved(
+                request, round=effect.round, attempt=effect.attempt, amount=effect.amount)
+            self._open[key] = effect
+        elif isinstance(effect, Called):
+            assert self.gateway is not None
+            self._open.pop((envelope.host, envelope.role, effect.call), None)
+            call = self._calls.pop((envelope.host, envelope.role, effect.call), 0)
+            request = effect.request or LLMRequest(messages=(), model=effect.line.model,
+                                                   role=effect.line.role, action=effect.line.action)
+            self.gateway.record_remote(effect.line, request, call=call, completion=effect.completion)
+        elif isinstance(effect, Artifact):
+            store.write_artifact(effect.path, effect.data, role=effect.role, round=effect.round)
+            proxy = self._proxies.get(envelope.role)
+            if proxy is not None:
+                proxy.sent[effect.path] = hashlib.sha256(effect.data).hexdigest()
+        elif isinstance(effect, Noted):
+            store.emit(effect.kind, effect.data, role=effect.role, round=effect.round)
+
+    async def _applied_all(self, role: str, turn: int, host: str, count: int) -> None:
+        async with self._progress:
+            while self._applied[(role, turn, host)] < count:
+                await self._progress.wait()
+
+    # -- turns --------------------------------------------------------------------------
+
+    async def ask(self, proxy: RemoteMember, news: Sequence[Message], round: int) -> Sequence[Message]:
+        await self.stream.settle()
+        name = proxy.name
+        wanted = [(m.id, self.stream.seq(m.id, name if m.send_to else None)) for m in news]
+        number = len(proxy.turns) + 1
+
+        def request(host: str) -> bytes:
+            if host != proxy.host:  # a new host: it has none of the files yet
+                if proxy.host:
+                    self._lost(proxy.host, name)
+                proxy.host, proxy.sent = host, {}
+            return encode(TurnRequest(role=name, turn=number, round=round, epoch=self.epoch,
+                                      wanted=wanted, artifacts=self._unseen(proxy),
+                                      history=list(proxy.turns)))
+
+        answer = decode_answer(await self._asked(name, request))
+        proxy.turns.append(PastTurn(number, round, wanted))
+        with trio.move_on_after(TAKEOVER_S) as waited:
+            await self._applied_all(name, number, answer.host, answer.effects)
+        if waited.cancelled_caught:
+            raise RemoteTurnFailed(
+                f"role {name!r}'s turn {number} made {answer.effects} effects on worker "
+                f"{answer.host}, and {self._applied[(name, number, answer.host)]} of them reached "
+                f"the coordinator within {TAKEOVER_S:g} s (a lost connection?); resume the run "
+                f"with `sopbus resume {self.run_id} --bus {self.link.url}`")
+        if answer.ended == "budget":
+            raise BudgetExhausted(answer.detail)
+        if answer.ended == "stop":
+            raise StopRun(answer.detail)
+        if answer.ended:
+            raise RemoteTurnFailed(f"role {name!r} failed on worker {answer.host}: {answer.detail}")
+        return answer.messages
+
+    async def _asked(self, role: str, request: Callable[[str], bytes]) -> bytes:
+        """The answer to a turn request (``request(host)`` makes it for the claim's holder),
+        asked again while none comes; fails when the role had no live claim for
+        ``TAKEOVER_S``."""
+        subject = turn_subject(self.run_id, role)
+        orphaned: float | None = None
+        while True:
+            claim = (await self.board.claims([role])).get(role)
+            if claim is not None:
+                orphaned = None
+                asked = trio.current_time()
+                try:
+                    return await self.link.request(subject, request(claim.worker), timeout=ASK_EVERY_S)
+                except TimeoutError:
+                    if trio.current_time() - asked < ASK_EVERY_S / 2:
+                        await trio.sleep(0.2)  # no responder yet (a host starting): do not spin
+                    continue
+            if orphaned is None and self.account is not None:
+                await self.account.release_lapsed()  # the money a dead worker held
+            orphaned = orphaned or time.monotonic()
+            if time.monotonic() - orphaned > TAKEOVER_S:
+                raise RemoteTurnFailed(
+                    f"role {role!r} lost its worker and no other took it over within "
+                    f"{TAKEOVER_S:g} s; start `sopbus worker --bus {self.link.url} --run "
+                    f"{self.run_id} --roles {role}`, then `sopbus resume {self.run_id} --bus "
+                    f"{self.link.url}`")
+            await trio.sleep(0.2)  # no responders comes back at once: do not spin
+
+    def _lost(self, host: str, role: str) -> None:
+        """The calls ``host`` had in flight for ``role`` when it was lost: ledgered ``lost``
+        at their reservation (the provider may have billed them), as a resume does."""
+        assert self.gateway is not None
+        for key in [k for k in self._open if k[:2] == (host, role)]:
+            held = self._open.pop(key)
+            call = self._calls.pop(key, 0)
+            request = LLMRequest(messages=(), model=held.model, role=role, action=held.action)
+            line = LedgerLine(seq=0, round=held.round, role=role, action=held.action,
+                              provider=self.gateway.provider.name, model=held.model,
+                              prompt_tokens=0, completion_tokens=0, cached_tokens=0, cost_usd=held.amount, total_usd=held.amount,
+                              budget_usd=held.amount, attempt=held.attempt, outcome="lost",
+                              estimated=True, error=f"worker {host} was lost mid-call",
+                              latency_ms=0.0, t=time.time())
+            self.gateway.record_remote(line, request, call=call)
+            logger.warning("worker {} was lost with {}'s {} call in flight: counted at its "
+                           "reservation ${}", host, role, held.action, held.amount)
+
+    def _unseen(self, proxy: RemoteMember) -> dict[str, bytes]:
+        """The files of ``artifacts/`` the role's host has not got (new or changed)."""
+        root = self.store.artifacts_dir
+        out: dict[str, bytes] = {}
+        for path in sorted(p for p in root.rglob("*") if p.is_file()):
+            rel = path.relative_to(root).as_posix()
+            data = path.read_bytes()
+            digest = hashlib.sha256(data).hexdigest()
+            if proxy.sent.get(rel) != digest:
+                out[rel] = data
+                proxy.sent[rel] = digest
+        return out
+
+
+@asynccontextmanager
+async def coordinating(url: str, store: RunStore, plan: ScenarioPlan, *, cap: Decimal, wait_s: float,
+                       remote: frozenset[str] = frozenset(), epoch: int = 0) -> AsyncIterator[Coordinator]:
+    """A :class:`Coordinator` for the run in ``store``, connected, its stream and bucket
+    made, its account opened with ``cap`` (a resume's ``epoch`` keeps it), its effects
+    applied for the block. Set ``gateway`` and ``journal`` before the
+    first turn; call :meth:`Coordinator.members` to wait for the workers."""
+    from ._link import open_link
+
+    async with open_link(url, name=f"sopbus run {store.run_id}") as link:
+        coordinator = Coordinator(link, store, wait_s=wait_s, remote=remote, epoch=epoch)
+        await coordinator.prepare(plan, cap)
+        try:
+            async with trio.open_nursery() as nursery:
+                await nursery.start(coordinator.read_effects)
+                yield coordinator
+                await coordinator.stream.settle()
+                nursery.cancel_scope.cancel()
+        except BaseExceptionGroup as group:
+            # The run's own error (a ConfigError, Ctrl-C) as the run raised it, not wrapped
+            # by this nursery: the CLI turns it into its message and exit code.
+            if len(group.exceptions) == 1:
+                raise group.exceptions[0] from None
+            raise
+        finally:
+            await coordinator.ended()
+
+
+def plan_of(text: str, files: Sequence[Path], seed: int) -> ScenarioPlan:
+    """The plan a worker builds the team from: the scenario as run and its files' content."""
+    return ScenarioPlan(text=text, files={str(p): p.read_bytes() for p in files if p.is_file()},
+                        seed=seed)

@@ -1,0 +1,197 @@
+"""What a coordinator and its workers say to each other (besides the run's messages).
+
+Three conversations, each on subjects of the run (``sopbus.<run>.``...):
+
+* **turns** (core NATS request/reply on ``sopbus-turn.<run>.<token(role)>``, outside the
+  run's stream): the coordinator's
+  :class:`~bus.nats._remote.RemoteMember` sends a :class:`TurnRequest` (the proxy's turn
+  number, the round, the wanted ``(message id, stream seq)`` news, the artifacts the host
+  has not seen yet); the worker hosting the role answers a :class:`TurnAnswer` (the output
+  messages, unstamped, or what ended the turn as data). A request is idempotent by turn
+  number: asked again (the proxy re-asks after a silence, or a new host took the role over)
+  it is answered by the same turn, never by a second one. A request of a newer ``epoch``
+  (the coordinator was resumed, and runs the run again from round 1) makes the host start
+  the role afresh: a new instance, whose turns take their answers from the recording.
+* **effects** (JetStream, ``fx.<token(role)>``, stored in the run's stream): what a remote
+  turn did besides its messages, in order, as it happens: LLM reservations and ledgered
+  calls (with the answer), artifacts, notes. The coordinator applies them to the run
+  directory (the one writer), so ``costs.jsonl``, ``calls.jsonl`` and ``events.jsonl``
+  read as in one process. A turn's answer says how many effects it made, and the proxy
+  returns only once the coordinator applied them all: a round's log is whole before the
+  next round starts. Being on the stream, they also survive a worker's death: a new host
+  reads the answers already recorded for the role (:func:`answers_of`) and does not pay
+  for them again.
+* **claims and the scenario** (the run's KV bucket): see :mod:`bus.nats._claims`.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+import msgspec
+
+from .._message import Message
+from .._protocol import Completion, LLMRequest
+from ..llm._replay import request_key
+from ..llm._tape import CallRecord
+from ..money._ledger import LedgerLine
+from ._link import Link
+from ._subjects import token
+
+
+def turn_subject(run_id: str, role: str) -> str:
+    # Outside ``sopbus.<run>.>`` on purpose: the run's stream would store every request and
+    # answer it first, with its publish ack.
+    return f"sopbus-turn.{run_id}.{token(role)}"
+
+
+def fx_subject(run_id: str, role: str) -> str:
+    return f"sopbus.{run_id}.fx.{token(role)}"
+
+
+def fx_subjects(run_id: str) -> str:
+    return f"sopbus.{run_id}.fx.>"
+
+
+class PastTurn(msgspec.Struct, frozen=True):
+    """An earlier turn of the role, which a new host replays (from the recorded answers)
+    to rebuild the role's memory before it takes the next one."""
+
+    turn: int
+    round: int
+    wanted: list[tuple[str, int]]
+
+
+class TurnRequest(msgspec.Struct, frozen=True, kw_only=True):
+    """The coordinator asks the host of ``role`` to take its turn number ``turn``."""
+
+    role: str
+    turn: int  # 1, 2, ... per role: the request's identity (with the epoch)
+    round: int
+    epoch: int = 0  # the coordinator's execution of the run: 0, then n for its n-th resume
+    wanted: list[tuple[str, int]]  # the news: (message id, stream sequence), in order
+    artifacts: dict[str, bytes] = {}  # files under artifacts/ the host has not seen (path -> data)
+    history: list[PastTurn] = []  # the role's earlier turns, for a host that has not seen them
+
+
+class TurnAnswer(msgspec.Struct, frozen=True, kw_only=True):
+    """The host's answer: ``messages`` (unstamped), or ``ended`` (``budget``, ``stop`` or
+    ``failed``) with ``detail``; ``effects`` is how many effects the turn published."""
+
+    turn: int
+    messages: list[Message] = []
+    ended: str = ""
+    detail: str = ""
+    effects: int = 0
+    host: str = ""
+
+
+class Reserved(msgspec.Struct, frozen=True, tag="reserved"):
+    """A worker's call attempt holds its reservation and is about to be sent."""
+
+    call: int  # the worker's own call number (the coordinator maps it to the run's)
+    role: str
+    action: str
+    model: str
+    round: int
+    attempt: int
+    amount: Decimal
+
+
+class Called(msgspec.Struct, frozen=True, tag="called"):
+    """An attempt ended: its ledger line (numbered by the worker; the coordinator renumbers
+    it into the run's ledger), and for an answered or failed call its journal entry."""
+
+    line: LedgerLine
+    call: int = 0
+    request: LLMRequest | None = None
+    completion: Completion | None = None
+
+
+class Artifact(msgspec.Struct, frozen=True, tag="artifact"):
+    path: str
+    data: bytes
+    role: str
+    round: int
+
+
+class Noted(msgspec.Struct, frozen=True, tag="note"):
+    kind: str
+    data: dict[str, Any]
+    role: str
+    round: int
+
+
+Effect = Reserved | Called | Artifact | Noted
+
+
+class Envelope(msgspec.Struct, frozen=True):
+    """One effect of turn ``turn`` of ``role``, number ``n`` (1, 2, ...) of that turn."""
+
+    role: str
+    turn: int
+    n: int
+    host: str
+    effect: Effect
+    replayed: bool = False  # made while a new host replayed earlier turns: not applied
+    epoch: int = 0  # the coordinator's execution it was asked by (a resumed one ignores older)
+
+
+encode = msgspec.json.Encoder().encode
+_envelope = msgspec.json.Decoder(Envelope)
+_request = msgspec.json.Decoder(TurnRequest)
+_answer = msgspec.json.Decoder(TurnAnswer)
+
+
+def decode_envelope(data: bytes) -> Envelope:
+    return _envelope.decode(data)
+
+
+def decode_request(data: bytes) -> TurnRequest:
+    return _request.decode(data)
+
+
+def decode_answer(data: bytes) -> TurnAnswer:
+    return _answer.decode(data)
+
+
+async def stored_effects(link: Link, run_id: str, role: str | None = None) -> list[Envelope]:
+    """The effects the run's stream holds (of ``role``, or of every role), in order."""
+    subject = fx_subject(run_id, role) if role is not None else fx_subjects(run_id)
+
+    async def fn(nc: Any, js: Any) -> list[bytes]:
+        import nats.errors
+        import nats.js.errors as jerr
+
+        try:
+            sub = await js.pull_subscribe(subject, durable=None, stream=f"SOPBUS_{run_id}")
+        except jerr.NotFoundError:
+            return []
+        out: list[bytes] = []
+        try:
+            while True:
+                try:
+                    batch = await sub.fetch(256, timeout=0.3)
+                except (nats.errors.TimeoutError, TimeoutError):
+                    break
+                if not batch:
+                    break
+                for msg in batch:
+                    out.append(bytes(msg.data))
+                    await msg.ack()
+        finally:
+            await sub.unsubscribe()
+        return out
+
+    return [decode_envelope(data) for data in await link.call(fn)]
+
+
+def answer_of(effect: Effect) -> CallRecord | None:
+    """The recorded answer in ``effect`` (a ``called`` one with a completion), or ``None``."""
+    if not isinstance(effect, Called) or effect.completion is None or effect.request is None:
+        return None
+    return CallRecord(key=request_key(effect.request), role=effect.request.role,
+                      action=effect.request.action, completion=effect.completion,
+                      round=effect.line.round, attempt=effect.line.attempt, call=effect.call,
+                      ledger=effect.line)

@@ -1,0 +1,238 @@
+"""``sopbus worker``: a process that hosts roles of runs coordinated over NATS.
+
+For a run (:func:`serve_run`) a worker reads the run's :class:`~bus.nats._claims.ScenarioPlan`,
+has the caller build the same team from it (the CLI: it knows the SOPs), claims the roles it
+may host (``--roles``, else any), keeps its claims alive with a heartbeat, and for each
+claimed role (:class:`RoleHost`):
+
+1. opens the role's durable inbox on the run's stream (:meth:`RunStream.open_inbox`);
+2. answers the turn requests on ``sopbus.<run>.turn.<role>`` (:mod:`bus.nats._wire`): writes
+   the artifacts the request brings into its mirror of ``artifacts/``, reads the wanted news
+   from the inbox (it waits for them to arrive), runs the real role's ``step`` with a
+   :class:`~bus.Turn` whose gateway and services are this worker's, and answers with the
+   output messages, or with what ended the turn (``budget``, ``stop``, ``failed``) as data;
+3. acks the inbox once the answer is sent: a worker killed before that leaves the news
+   unacked, and the role's next host is handed them again.
+
+The role's LLM calls are made here, through a :class:`~bus.Gateway` of its own whose budget
+is the run's cap and whose pool is the run's shared account (:class:`~bus.nats.NatsAccount`
+in the run's bucket, this worker its holder, kept alive by a heartbeat so that the holds of
+a worker that died are released after its lease); every
+reservation, ledger line, recorded answer, artifact and note of a turn is published, in
+order, as an effect on ``sopbus.<run>.fx.<role>`` (JetStream), and the answer waits until
+they are all stored. The coordinator writes them into the run directory.
+
+A worker stops hosting a role when its claim is lost (a heartbeat finds it taken over),
+when the run ends (its announcement says ``ended``), or when the worker exits; a clean
+exit (also on Ctrl-C or SIGTERM) deletes its claims so another worker can take the roles
+at once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import trio
+from loguru import logger
+
+from .._member import Member
+from .._protocol import Provider
+from ..llm._gateway import Gateway
+from ..money._account import AccountShare
+from ..money._budget import Budget
+from ..money._prices import PriceBook
+from ._account import NatsAccount
+from ._claims import CAP_FIX, LEASE_S, RunBoard, ScenarioPlan, announced, bucket_name, run_state
+from ._effects import EffectSender, TurnEffects
+from ._host import RoleHost
+from ._link import Link
+from ._stream import RunStream
+
+_POLL_S = 0.3  # how often a worker looks at the board (hosts, the run's state)
+
+
+@dataclass
+class WorkerTeam:
+    """What the caller builds from a run's scenario: the roles (all of the team's), the
+    provider, the prices, the run's cap and the gateway's attempts."""
+
+    roles: Sequence[Member]
+    provider: Provider
+    prices: PriceBook
+    cap: Decimal
+    max_attempts: int = 3
+    build_again: Callable[[], Sequence[Member]] = list  # the roles, built anew (fresh instances)
+
+
+BuildTeam = Callable[[ScenarioPlan, Path], WorkerTeam]
+"""Builds the team of a run from its plan; the files it names are materialised under the
+given directory."""
+
+
+@dataclass
+class WorkerOptions:
+    worker_id: str
+    roles: frozenset[str] | None  # None: any role
+    workdir: Path
+    lease_s: float = LEASE_S
+
+
+async def serve_run(link: Link, run_id: str, build: BuildTeam, options: WorkerOptions) -> None:
+    """Hosts what this worker may of run ``run_id`` until the run ends (see the module
+    docstring). Returns when the run is over or nothing was left to claim."""
+    board = RunBoard(link, run_id)
+    await board.open()
+    plan = await _wait_for_plan(board)
+    workdir = options.workdir / run_id
+    workdir.mkdir(parents=True, exist_ok=True)
+    team = build(plan, workdir)
+    stream = RunStream(link, run_id)
+    sender = EffectSender(link, run_id, options.worker_id)
+    account = NatsAccount(link, bucket_name(run_id), fix=CAP_FIX)
+    await account.open(None)  # the coordinator made it with the run's cap
+    pool = AccountShare(account, options.worker_id)
+    provider = team.provider
+    async with _opened(provider) as live, trio.open_nursery() as nursery:
+        nursery.start_soon(sender.run)
+
+        def gateway_for(effects: TurnEffects) -> Gateway:
+            return Gateway(live, team.prices, Budget(team.cap), sink=effects.ledger,
+                           max_attempts=team.max_attempts, journal=effects, pool=pool)
+
+        nursery.start_soon(_keep_alive, account, options)
+        hosted = await _host_roles(board, stream, team, options, sender, gateway_for, workdir, nursery)
+        nursery.cancel_scope.cancel()
+        del hosted
+
+
+async def _host_roles(board: RunBoard, stream: RunStream, team: WorkerTeam, options: WorkerOptions,
+                      sender: EffectSender, gateway_for: Callable[[TurnEffects], Gateway],
+                      workdir: Path, nursery: trio.Nursery) -> list[str]:
+    """Claims, serves and keeps the roles until the run ends; returns the roles it hosted."""
+    members = {m.name: m for m in team.roles if options.roles is None or m.name in options.roles}
+    scopes: dict[str, trio.CancelScope] = {}
+    hosted: list[str] = []
+    claimed: set[str] = set()  # released on the way out, whatever happens
+    beat = 0.0  # when the claims were last moved on: every third of a lease
+    try:
+        while not await _run_over(board):
+            hosts = await board.hosts()
+            for name, member in members.items():
+                if name in scopes or (hosts is not None and name not in hosts):
+                    continue
+                if await board.claim(name, options.worker_id, options.lease_s):
+                    logger.info("hosting {} of run {}", name, board.run_id)
+                    hosted.append(name)
+                    claimed.add(name)
+                    scopes[name] = await nursery.start(_host, board, stream, member,
+                                                       fresh_role(team.build_again, name), options,
+                                                       sender, gateway_for, workdir)
+            due = trio.current_time() - beat >= options.lease_s / 3
+            beat = trio.current_time() if due else beat
+            for name in list(scopes):
+                lost = hosts is not None and name not in hosts
+                if lost or (due and not await board.heartbeat(name, options.worker_id, options.lease_s)):
+                    logger.warning("no longer hosting {} of run {}", name, board.run_id)
+                    scopes.pop(name).cancel()
+                    claimed.discard(name)
+                    if lost:
+                        await board.release(name)
+            if hosts is not None and not scopes and not any(n in hosts for n in members):
+                break  # the run goes on without us
+            await trio.sleep(min(_POLL_S, options.lease_s / 3))
+    finally:
+        with trio.CancelScope(shield=True):
+            for name in claimed:
+                await board.release(name)
+    return hosted
+
+
+async def _host(board: RunBoard, stream: RunStream, member: Member, fresh: Callable[[], Member],
+                options: WorkerOptions,
+                sender: EffectSender, gateway_for: Callable[[TurnEffects], Gateway], workdir: Path,
+                task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+    with trio.CancelScope() as scope:
+        inbox = await stream.open_inbox(member.name, member.watch)
+        host = RoleHost(member, fresh, link=board.link, run_id=board.run_id, host=options.worker_id,
+                        inbox=inbox, sender=sender, gateway_for=gateway_for,
+                        mirror=workdir / "artifacts")
+        task_status.started(scope)
+        await host.serve()
+
+
+async def _keep_alive(account: NatsAccount, options: WorkerOptions) -> None:
+    """Heartbeats this worker's holder on the run's account: if the worker dies, the money
+    its calls in flight hold is released once the lease lapsed."""
+    while True:
+        await account.heartbeat(options.worker_id, options.lease_s)
+        await trio.sleep(options.lease_s / 3)
+
+
+def fresh_role(build: Callable[[], Sequence[Member]], name: str) -> Callable[[], Member]:
+    """Makes a new instance of role ``name`` (its first one is built with the team)."""
+
+    def make() -> Member:
+        return next(m for m in build() if m.name == name)
+    return make
+
+
+async def _wait_for_plan(board: RunBoard) -> ScenarioPlan:
+    while True:
+        plan = await board.scenario()
+        if plan is not None:
+            return plan
+        await trio.sleep(_POLL_S)
+
+
+async def _run_over(board: RunBoard) -> bool:
+    return await run_state(board.link, board.run_id) == "ended"
+
+
+class _opened:
+    """The provider opened for the worker's life (an HTTP client for ``openai``)."""
+
+    def __init__(self, provider: Provider):
+        self.provider = provider
+
+    async def __aenter__(self) -> Provider:
+        if hasattr(self.provider, "__aenter__"):
+            await self.provider.__aenter__()
+        return self.provider
+
+    async def __aexit__(self, *exc: object) -> None:
+        if hasattr(self.provider, "__aexit__"):
+            await self.provider.__aexit__(*exc)
+
+
+async def serve(link: Link, build: BuildTeam, options: WorkerOptions, *, run_id: str | None = None) -> None:
+    """``sopbus worker``: serves ``run_id`` until it ends, or (no run given) every run that
+    is announced and not ended, until cancelled. (A run whose coordinator was killed and
+    never resumed stays announced ``running``: its hosts wait for a resume.)"""
+    if run_id is not None:
+        await serve_run(link, run_id, build, options)
+        return
+    started: set[str] = set()
+    async with trio.open_nursery() as nursery:
+        while True:
+            for found in await announced(link):
+                # A running run too: its roles may need a new host (one died).
+                if found.run_id not in started and found.state != "ended":
+                    started.add(found.run_id)
+                    nursery.start_soon(_serve_logged, link, found.run_id, build, options)
+            await trio.sleep(_POLL_S)
+
+
+async def _serve_logged(link: Link, run_id: str, build: BuildTeam, options: WorkerOptions) -> None:
+    try:
+        await serve_run(link, run_id, build, options)
+    except Exception as exc:  # one run's trouble does not stop the worker's other runs
+        logger.error("run {}: {}: {}", run_id, type(exc).__name__, exc)
+    else:
+        logger.info("run {} is over for this worker", run_id)
+
+
+
