@@ -6,12 +6,20 @@ sweep's shared account. A new run gets the id the sweep gave it, so ``sweep.json
 its directory before it exists. A resumed run's share of the account is first rebased to
 what its ledger will carry over (what it spent, plus the calls it had in flight, counted
 as the run's own resume counts them), which also drops the holds its killed process left.
+
+A job of a sweep on NATS (``bus`` set) draws on the sweep's
+:class:`~bus.nats._account.NatsAccount` instead of the file: ``account`` is its KV bucket.
+A run whose job came back from a worker that died, to a worker without its directory,
+starts anew with its share of the account rebased to ``spent_before`` (what the dead
+attempt spent), so the money that attempt paid stays counted against the cap.
 """
 
 from __future__ import annotations
 
 import os
 import traceback
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from decimal import Decimal
 from pathlib import Path
 
@@ -19,7 +27,7 @@ import msgspec
 
 from ..._errors import ConfigError
 from ..._layout import SCENARIO
-from ...money._account import AccountShare
+from ...money._account import AccountShare, SharedAccount
 from ...money._file_account import FileAccount
 from ...scenario._load import load_scenario, scenario_with_overrides
 from ...scenario._types import Scenario
@@ -38,6 +46,10 @@ class Job(msgspec.Struct, frozen=True, kw_only=True):
     variant_file: str
     seed: int
     resume: bool = False
+    #: A NATS server's URL: ``account`` is then the KV bucket of a NatsAccount there.
+    bus: str | None = None
+    #: A new run's share of the account to start from (0 unless it starts again).
+    spent_before: Decimal = Decimal(0)
 
 
 class JobResult(msgspec.Struct, kw_only=True):
@@ -55,10 +67,14 @@ class JobResult(msgspec.Struct, kw_only=True):
 async def run_job(job: Job) -> JobResult:
     """Runs ``job`` to its end; a configuration error is a ``crashed`` result that says why.
     Cancellation propagates (the run has written its ``cancelled`` summary by then)."""
+    async with job_account(job) as account:
+        return await _run_job(job, account)
+
+
+async def _run_job(job: Job, account: SharedAccount) -> JobResult:
     from ...cli._assemble import execute
     from ...cli._environ import run_environ
 
-    account = FileAccount(Path(job.account), fix=job.fix)
     pool = AccountShare(account, job.run_id)
     run_dir = Path(job.runs_dir) / job.run_id
     try:
@@ -73,7 +89,7 @@ async def run_job(job: Job) -> JobResult:
         else:
             if run_dir.exists():  # it died before its first call (no scenario.toml): anew
                 os.replace(run_dir, run_dir.with_name(f"{job.run_id}.dead-{os.getpid()}"))
-            await account.rebase(job.run_id, Decimal(0))
+            await account.rebase(job.run_id, job.spent_before)
             outcome = await execute(job_scenario(job), run_id=job.run_id, pool=pool,
                                     environ=environ)
     except ConfigError as exc:
@@ -83,6 +99,21 @@ async def run_job(job: Job) -> JobResult:
                      end_reason=summary.get("end_reason"),
                      total_usd=Decimal(str(summary.get("total_usd", "0"))),
                      verdict=verdict_of(summary))
+
+
+@asynccontextmanager
+async def job_account(job: Job) -> AsyncIterator[SharedAccount]:
+    """The sweep's account the job draws on: the file, or the NatsAccount on ``job.bus``."""
+    if job.bus is None:
+        yield FileAccount(Path(job.account), fix=job.fix)
+        return
+    from ...nats import open_link
+    from ...nats._account import NatsAccount
+
+    async with open_link(job.bus, name=f"sopbus run {job.run_id}") as link:
+        account = NatsAccount(link, job.account, fix=job.fix)
+        await account.open(None)
+        yield account
 
 
 async def run_job_guarded(job: Job) -> JobResult:
