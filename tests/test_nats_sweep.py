@@ -24,7 +24,9 @@ from typing import Any
 
 import pytest
 
+from bus.cli._cmd_diff import messages
 from bus.money._file_account import FileAccount
+from bus.store._verify import verify_run
 from nats_help import NatsServer, shared_nats_server  # noqa: F401 (fixture)
 from test_resume import wait_for
 from test_sweep import COMPANY, in_flight, ledger, record, sopbus, spent, summary, sweep_dir
@@ -36,9 +38,9 @@ class Worker:
     """A ``sopbus worker`` subprocess with a runs directory of its own."""
 
     def __init__(self, home: Path, url: str, jobs: int = 1):
-        self.runs = home / "runs"
-        self.log = home / "worker.log"
-        home.mkdir(parents=True)
+        self.home, self.runs = home, home / "runs"
+        self.log = home / f"worker-{time.monotonic_ns()}.log"
+        home.mkdir(parents=True, exist_ok=True)
         with open(self.log, "wb") as log:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "bus.cli", "worker", "--bus", url, "--jobs", str(jobs),
@@ -197,3 +199,44 @@ def test_a_workers_run_the_sweep_cannot_see_is_kept_as_its_summary(tmp_path: Pat
     assert json.loads((tmp_path / "runs" / "r1" / "summary.json").read_text()) == event.summary
     where = json.loads((tmp_path / "runs" / "r1" / "worker.json").read_text())
     assert where == {"worker": "gpu-box:42", "run_dir": "/elsewhere/runs/r1", "ledger_usd": "0.5"}
+
+
+@pytest.mark.slow
+def test_a_worker_restarted_on_its_runs_resumes_the_run_and_pays_no_call_twice(
+        tmp_path: Path, shared_nats_server: NatsServer) -> None:
+    url = shared_nats_server.url
+    base = sopbus(tmp_path, "sweep", str(COMPANY), "--seeds", "1", "--set", "llm.latency_ms=0",
+                  "--runs-dir", "base-runs", "--sweeps-dir", "base-sweeps")
+    assert base.returncode == 0, base.stderr
+    (twin,) = [p for p in (tmp_path / "base-runs").iterdir()]
+    with workers(tmp_path, url, count=1) as (first,):
+        sweep = subprocess.Popen(
+            [sys.executable, "-m", "bus.cli", "sweep", str(COMPANY), "--seeds", "1", "--bus", url,
+             "--lease", "3", "--set", "llm.latency_ms=300", "--runs-dir", "runs"],
+            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        try:
+            run_dir = wait_for(lambda: victim_run(first), sweep)
+            first.proc.send_signal(signal.SIGKILL)
+            first.proc.wait()
+            again = Worker(first.home, url)  # restarted: the same machine, the same runs
+            try:
+                again.wait_ready()
+                out, err = sweep.communicate(timeout=300)
+            finally:
+                again.stop()
+        finally:
+            if sweep.poll() is None:
+                sweep.kill()
+    assert sweep.returncode == 0, err.decode()
+    sdir = sweep_dir(tmp_path / "sweeps")
+    assert [(e["state"], e["status"]) for e in record(sdir)["runs"]] == [("done", "completed")]
+    lines = ledger(run_dir)
+    lost = [line for line in lines if line.outcome == "lost"]
+    assert lost  # the call in flight at the kill, counted at its reservation
+    # Every call answered before the kill was answered again from the run's recording.
+    assert sorted((l.round, l.role, l.action) for l in lines if l.outcome == "ok") == \
+        sorted((l.round, l.role, l.action) for l in ledger(twin) if l.outcome == "ok")
+    assert spent(run_dir) == spent(twin) + sum((line.cost_usd for line in lost), Decimal(0))
+    assert books_balance(sdir, tmp_path / "runs") == spent(run_dir)
+    assert messages(run_dir) == messages(twin)  # killed, resumed: the run it would have been
+    assert verify_run(run_dir).intact, verify_run(run_dir).problems
