@@ -240,3 +240,43 @@ def test_a_worker_restarted_on_its_runs_resumes_the_run_and_pays_no_call_twice(
     assert books_balance(sdir, tmp_path / "runs") == spent(run_dir)
     assert messages(run_dir) == messages(twin)  # killed, resumed: the run it would have been
     assert verify_run(run_dir).intact, verify_run(run_dir).problems
+
+
+async def server_has(url: str, stream: str) -> bool:
+    from bus.nats import open_link
+
+    async def names(nc: Any, js: Any) -> list[str]:
+        return [info.config.name for info in await js.streams_info()]
+
+    async with open_link(url) as link:
+        return stream in await link.call(names)
+
+
+@pytest.mark.slow
+def test_ctrl_c_withdraws_the_sweep_and_its_workers_cancel_their_runs_of_it(
+        tmp_path: Path, shared_nats_server: NatsServer) -> None:
+    import trio
+
+    url = shared_nats_server.url
+    with workers(tmp_path, url, count=1) as (worker,):
+        sweep = subprocess.Popen(
+            [sys.executable, "-m", "bus.cli", "sweep", str(COMPANY), "--seeds", "2", "--bus", url,
+             "--set", "llm.latency_ms=300", "--runs-dir", "runs"],
+            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        run_dir = wait_for(lambda: victim_run(worker), sweep)
+        sdir = sweep_dir(tmp_path / "sweeps")
+        assert trio.run(server_has, url, f"SOPBUS_SWEEP_{sdir.name}")
+        sweep.send_signal(signal.SIGINT)
+        _, err = sweep.communicate(timeout=60)
+        assert sweep.returncode == 130, err.decode()
+        assert b"withdrawn from the workers" in err and b"Traceback" not in err
+        wait_for(lambda: (run_dir / "summary.json").is_file() or None, worker.proc)
+        assert summary(run_dir)["status"] == "cancelled"
+        assert worker.proc.poll() is None  # it goes on serving other sweeps
+    assert not trio.run(server_has, url, f"SOPBUS_SWEEP_{sdir.name}")
+    data = record(sdir)
+    assert data["state"] == "interrupted"
+    assert {e["state"] for e in data["runs"]} <= {"interrupted", "pending"}
+    (going,) = [e for e in data["runs"] if e["run_id"] == run_dir.name]
+    assert (going["state"], going["error"]) == ("interrupted", "the sweep was withdrawn")
+    assert FileAccount(sdir / "budget.json").read().spent > 0  # the books as they stood

@@ -143,6 +143,10 @@ def _stopped(sdir: SweepDir, record: SweepRecord) -> int:
     record.state = "interrupted"
     sdir.write(record)
     ended = sum(e.state == "done" for e in record.runs)
+    if record.bus is not None:
+        _say(f"sopbus: interrupted: {ended} of {len(record.runs)} runs ended; the sweep was "
+             f"withdrawn from the workers of {record.bus} (their runs of it are cancelled)")
+        return 130
     _say(f"sopbus: interrupted: {ended} of {len(record.runs)} runs ended; continue with "
          f"`sopbus sweep --resume {record.sweep_id}`")
     return 130

@@ -16,7 +16,7 @@ done and the news not read yet):
 
 The sweep announces itself in the KV bucket ``SOPBUS_SWEEPS`` under its id (a
 :class:`SweepNotice`'s JSON); workers list that bucket to find work, and the sweep deletes
-its key, its stream and its account's bucket when it ends.
+its key when it ends (:func:`withdraw_notice`), then its stream and its account's bucket.
 """
 
 from __future__ import annotations
@@ -91,20 +91,37 @@ async def open_sweep(link: Link, notice: SweepNotice) -> None:
     await link.call(create)
 
 
-async def close_sweep(link: Link, notice: SweepNotice) -> None:
-    """Withdraws the sweep: its notice, its stream (jobs not taken are dropped) and its
-    account's bucket. Missing pieces are no error (a second close, a server restarted)."""
-    async def close(nc: Any, js: Any) -> None:
-        kv = await _sweeps_bucket(js)
-        for step in (lambda: kv.delete(notice.sweep_id),
-                     lambda: js.delete_stream(stream_name(notice.sweep_id)),
-                     lambda: js.delete_key_value(notice.account_bucket)):
-            try:
-                await step()
-            except Exception:  # nats' NotFoundError and kin: already gone
-                pass
+async def withdraw_notice(link: Link, sweep_id: str) -> None:
+    """Takes the sweep's notice down: workers take no more of its jobs and cancel the runs
+    of it they have (they report each on the stream, which stays until
+    :func:`delete_queue`). No error when it is gone already."""
+    async def withdraw(nc: Any, js: Any) -> None:
+        await _gone((await _sweeps_bucket(js)).delete(sweep_id))
 
-    await link.call(close)
+    await link.call(withdraw)
+
+
+async def delete_queue(link: Link, sweep_id: str) -> None:
+    """Deletes the sweep's stream (jobs not taken are dropped)."""
+    async def delete(nc: Any, js: Any) -> None:
+        await _gone(js.delete_stream(stream_name(sweep_id)))
+
+    await link.call(delete)
+
+
+async def delete_bucket(link: Link, bucket: str) -> None:
+    """Deletes a KV bucket (the sweep's account, once its books are copied)."""
+    async def delete(nc: Any, js: Any) -> None:
+        await _gone(js.delete_key_value(bucket))
+
+    await link.call(delete)
+
+
+async def _gone(step: Any) -> None:
+    try:
+        await step
+    except Exception:  # nats' NotFoundError and kin: already gone
+        pass
 
 
 async def submit(link: Link, sweep_id: str, jobs: Sequence[tuple[str, bytes]]) -> None:

@@ -6,11 +6,12 @@ In order: open the sweep's :class:`~bus.nats._account.NatsAccount` with the swee
 the KV bucket ``SOPBUS_SWEEP_<id>``), create the queue and announce the sweep, queue every
 run in matrix order, then read the workers' events until every run has ended or was
 skipped, writing ``sweep.json`` and ``results.csv`` as they come (a run whose worker
-reported ``started`` is ``running``). Every lease the holds of runs whose worker went
-silent are released (their jobs go to another worker). At the end the account's final
-state is copied into the sweep's ``budget.json`` (so ``sopbus sweeps`` and
-``sopbus sweep-show`` work without the server) and the queue, the notice and the account
-are removed from the server.
+reported ``started`` is ``running``). Every half lease the holds of runs whose worker
+went silent are released (their jobs go to another worker). At the end, or when
+interrupted, the account's state is copied into the sweep's ``budget.json`` (so
+``sopbus sweeps`` and ``sopbus sweep-show`` work without the server) and the queue, the
+notice and the account are removed from the server: the workers cancel the runs of the
+sweep still going (an interrupted sweep on NATS is not resumed; start it again).
 
 Run directories stay on the workers. When a run's directory is not where the sweep's
 ``runs_dir`` says (another machine), the sweep writes ``<runs_dir>/<run id>/summary.json``
@@ -26,6 +27,7 @@ import os
 from collections.abc import Callable
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 import msgspec
 import trio
@@ -33,13 +35,16 @@ import trio
 from ...money._account import AccountState
 from ...nats import open_link
 from ...nats._link import Link
-from ...nats._sweep import SWEEP, Puller, SweepNotice, close_sweep, open_sweep, submit
+from ...nats._sweep import (SWEEP, Puller, SweepNotice, delete_bucket, delete_queue, open_sweep,
+                             submit, withdraw_notice)
 from ._exec import progress_line
 from ._record import RunEntry, SweepDir, SweepRecord
 from ._wire import QueuedRun, RunEvent, encode
 
 Say = Callable[[str], None]
 FINAL = ("done", "skipped", "crashed")
+#: How long an interrupted sweep waits for its workers to report the runs they cancel.
+_WIND_UP_S = 10.0
 
 
 async def drive_on_bus(sdir: SweepDir, record: SweepRecord, say: Say, url: str,
@@ -63,10 +68,11 @@ async def drive_on_bus(sdir: SweepDir, record: SweepRecord, say: Say, url: str,
                 nursery.start_soon(_release_lapsed, account, lease_s)
                 await _collect(link, sdir, record, say)
                 nursery.cancel_scope.cancel()
-            _copy_account(sdir, await account.state())
         finally:
-            with trio.CancelScope(shield=True):
-                await close_sweep(link, notice)
+            # Also when interrupted: the books as they stand, then the sweep withdrawn (its
+            # workers cancel their runs of it). Bounded: a server gone must not hang Ctrl-C.
+            with trio.CancelScope(shield=True), trio.move_on_after(_WIND_UP_S + 10):
+                await _wind_up(link, sdir, record, notice, account, say)
     sdir.write(record)
 
 
@@ -76,11 +82,13 @@ def _queued(sdir: SweepDir, record: SweepRecord, entry: RunEntry) -> bytes:
                             origin=record.scenario_path))
 
 
-async def _collect(link: Link, sdir: SweepDir, record: SweepRecord, say: Say) -> None:
+async def _collect(link: Link, sdir: SweepDir, record: SweepRecord, say: Say,
+                   until: tuple[str, ...] = ("pending", "running")) -> None:
+    """Applies the workers' events to ``record`` until no run is in a state of ``until``."""
     events = Puller(link, record.sweep_id, SWEEP)
     by_id = {e.run_id: e for e in record.runs}
     try:
-        while any(e.state not in FINAL for e in record.runs):
+        while any(e.state in until for e in record.runs):
             for taken in await events.take(64, wait=1.0):
                 event = msgspec.json.decode(taken.data, type=RunEvent)
                 entry = by_id.get(event.run_id)
@@ -120,6 +128,20 @@ def _place(local: Path, event: RunEvent) -> None:
     (local / "summary.json").write_text(json.dumps(event.summary, indent=2))
     (local / "worker.json").write_text(json.dumps({"worker": event.worker, "run_dir": str(remote),
                                                    "ledger_usd": str(event.ledger_usd)}, indent=2))
+
+
+async def _wind_up(link: Link, sdir: SweepDir, record: SweepRecord, notice: SweepNotice,
+                   account: Any, say: Say) -> None:
+    """Withdraws the sweep, waits (a little) for the workers to report the runs of it they
+    cancel, copies the books, then deletes the queue and the account."""
+    try:
+        await withdraw_notice(link, notice.sweep_id)
+        with trio.move_on_after(_WIND_UP_S):
+            await _collect(link, sdir, record, say, until=("running",))
+        _copy_account(sdir, await account.state())
+    finally:
+        await delete_queue(link, notice.sweep_id)
+        await delete_bucket(link, notice.account_bucket)
 
 
 async def _release_lapsed(account: object, lease_s: float) -> None:

@@ -25,7 +25,8 @@ What makes a job safe to lose a worker:
 * A new run (first delivery) is skipped, as in a local sweep, once the account has refused
   a reservation: its ``ended`` event says ``skipped`` and no directory is made.
 
-``stop`` set: no more jobs are taken and the runs going are cancelled (each writes its
+A sweep withdrawn while its runs go (its process was interrupted) has them cancelled
+here within a second, each reported ``interrupted``. ``stop`` set: no more jobs are taken and the runs going are cancelled (each writes its
 ``cancelled`` summary); their jobs are given back to the queue at once, and a worker that
 takes one again here resumes it.
 """
@@ -64,6 +65,8 @@ class _Sweep:
     jobs: Puller
     account: object  # a NatsAccount (typed loosely: helper B's module lands separately)
     variants: dict[str, Path] = field(default_factory=dict)
+    #: Set when the sweep's notice is gone (it ended or was interrupted): its runs stop.
+    withdrawn: trio.Event = field(default_factory=trio.Event)
 
 
 async def serve_queue(link: Link, *, jobs: int, runs_dir: Path,
@@ -95,9 +98,9 @@ class _Server:
         self.sweeps: dict[str, _Sweep] = {}
         self.pool = WorkerPool()
         self.worker = f"{socket.gethostname()}:{os.getpid()}"
-        self._looked = -_LOOK_EVERY_S
 
     async def serve(self, nursery: trio.Nursery) -> None:
+        nursery.start_soon(self._watch)
         while True:
             await self.slots.acquire()
             found = await self._next()
@@ -106,7 +109,6 @@ class _Server:
     async def _next(self) -> tuple[_Sweep, Taken]:
         """The next job of any announced sweep (waits until there is one)."""
         while True:
-            await self._look()
             for sweep in list(self.sweeps.values()):
                 try:
                     taken = await sweep.jobs.take(1, wait=0.5)
@@ -119,11 +121,17 @@ class _Server:
             if not self.sweeps:
                 await trio.sleep(_LOOK_EVERY_S / 2)
 
+    async def _watch(self) -> None:
+        while True:
+            try:
+                await self._look()
+            except Exception as exc:  # the server away for a moment: look again
+                logger.warning("cannot list the sweeps on {}: {}: {}", self.link.url,
+                               type(exc).__name__, exc)
+            await trio.sleep(_LOOK_EVERY_S)
+
     async def _look(self) -> None:
         """Binds the sweeps announced since the last look; forgets the withdrawn ones."""
-        if trio.current_time() - self._looked < _LOOK_EVERY_S:
-            return
-        self._looked = trio.current_time()
         from ...nats._account import NatsAccount
 
         current = {n.sweep_id: n for n in await notices(self.link)}
@@ -139,16 +147,24 @@ class _Server:
     async def _forget(self, sweep_id: str) -> None:
         sweep = self.sweeps.pop(sweep_id, None)
         if sweep is not None:
+            sweep.withdrawn.set()
             await _quietly(sweep.jobs.close())
             logger.info("sweep {} withdrawn", sweep_id)
 
     async def _serve_one(self, sweep: _Sweep, taken: Taken) -> None:
         try:
             run = msgspec.json.decode(taken.data, type=QueuedRun)
+            event = None
             async with trio.open_nursery() as keep:
                 keep.start_soon(self._keep_alive, sweep, taken, run.run_id)
+                keep.start_soon(_cancel_on, sweep.withdrawn, keep.cancel_scope)
                 event = await self._execute(sweep, run, taken.delivered)
                 keep.cancel_scope.cancel()
+            if event is None:
+                event = self._ended(self.runs_dir / run.run_id, JobResult(
+                    run_id=run.run_id, state="interrupted", error="the sweep was withdrawn"))
+                logger.warning("sweep {} was withdrawn: run {} cancelled", sweep.notice.sweep_id,
+                               run.run_id)
             await report(self.link, sweep.notice.sweep_id, f"{run.run_id}/ended/{taken.delivered}",
                          encode(event))
             await sweep.jobs.ack(taken)
