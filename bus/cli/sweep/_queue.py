@@ -199,9 +199,10 @@ class _Server:
         fresh = delivered == 1 and not run_dir.exists()
         if fresh and state.refused:
             return self._ended(run_dir, JobResult(run_id=run.run_id, state="skipped"))
-        await report(self.link, sweep.notice.sweep_id, f"{run.run_id}/started/{delivered}",
-                     encode(RunEvent(kind="started", run_id=run.run_id, worker=self.worker,
-                                     run_dir=str(run_dir))))
+        with trio.CancelScope(shield=True):  # a publish is quick; a cancelled one leaves noise
+            await report(self.link, sweep.notice.sweep_id, f"{run.run_id}/started/{delivered}",
+                         encode(RunEvent(kind="started", run_id=run.run_id, worker=self.worker,
+                                         run_dir=str(run_dir))))
         resume = (run_dir / "scenario.toml").is_file()
         job = Job(run_id=run.run_id, runs_dir=str(self.runs_dir), account=sweep.notice.account_bucket,
                   bus=self.link.url, fix=sweep.notice.fix, origin=run.origin,
