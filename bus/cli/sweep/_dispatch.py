@@ -27,13 +27,13 @@ import os
 from collections.abc import Callable
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
 
 import msgspec
 import trio
 
 from ...money._account import AccountState
 from ...nats import open_link
+from ...nats._account import NatsAccount
 from ...nats._link import Link
 from ...nats._sweep import (SWEEP, Puller, SweepNotice, delete_bucket, delete_queue, open_sweep,
                              submit, withdraw_notice)
@@ -50,8 +50,6 @@ _WIND_UP_S = 10.0
 async def drive_on_bus(sdir: SweepDir, record: SweepRecord, say: Say, url: str,
                        lease_s: float) -> None:
     """Runs the sweep's pending runs on the workers of the server at ``url``."""
-    from ...nats._account import NatsAccount
-
     notice = SweepNotice(sweep_id=record.sweep_id, account_bucket=f"SOPBUS_SWEEP_{record.sweep_id}",
                          executor=record.executor, lease_s=lease_s,
                          fix="raise the sweep's budget (sopbus sweep --budget USD)")
@@ -131,7 +129,7 @@ def _place(local: Path, event: RunEvent) -> None:
 
 
 async def _wind_up(link: Link, sdir: SweepDir, record: SweepRecord, notice: SweepNotice,
-                   account: Any, say: Say) -> None:
+                   account: NatsAccount, say: Say) -> None:
     """Withdraws the sweep, waits (a little) for the workers to report the runs of it they
     cancel, copies the books, then deletes the queue and the account."""
     try:
@@ -144,11 +142,11 @@ async def _wind_up(link: Link, sdir: SweepDir, record: SweepRecord, notice: Swee
         await delete_bucket(link, notice.account_bucket)
 
 
-async def _release_lapsed(account: object, lease_s: float) -> None:
+async def _release_lapsed(account: NatsAccount, lease_s: float) -> None:
     """Gives back the holds of runs whose worker stopped renewing their lease."""
     while True:
         await trio.sleep(lease_s / 2)
-        await account.release_lapsed()  # type: ignore[attr-defined]
+        await account.release_lapsed()
 
 
 def _copy_account(sdir: SweepDir, state: AccountState) -> None:

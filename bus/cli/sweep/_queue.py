@@ -45,7 +45,7 @@ import msgspec
 import trio
 from loguru import logger
 
-from ...money._account import AccountState
+from ...nats._account import NatsAccount
 from ...nats._link import Link
 from ...nats._sweep import WORKERS, Puller, SweepNotice, Taken, notices, report
 from ._exec import WorkerDied, WorkerPool
@@ -63,7 +63,7 @@ class _Sweep:
 
     notice: SweepNotice
     jobs: Puller
-    account: object  # a NatsAccount (typed loosely: helper B's module lands separately)
+    account: NatsAccount
     variants: dict[str, Path] = field(default_factory=dict)
     #: Set when the sweep's notice is gone (it ended or was interrupted): its runs stop.
     withdrawn: trio.Event = field(default_factory=trio.Event)
@@ -132,8 +132,6 @@ class _Server:
 
     async def _look(self) -> None:
         """Binds the sweeps announced since the last look; forgets the withdrawn ones."""
-        from ...nats._account import NatsAccount
-
         current = {n.sweep_id: n for n in await notices(self.link)}
         for gone in set(self.sweeps) - set(current):
             await self._forget(gone)
@@ -183,7 +181,7 @@ class _Server:
     async def _keep_alive(self, sweep: _Sweep, taken: Taken, run_id: str) -> None:
         lease = sweep.notice.lease_s
         while True:
-            await _quietly(sweep.account.heartbeat(run_id, lease))  # type: ignore[attr-defined]
+            await _quietly(sweep.account.heartbeat(run_id, lease))
             await _quietly(sweep.jobs.working(taken))
             await trio.sleep(lease / 3)
 
@@ -195,7 +193,7 @@ class _Server:
                                end_reason=entry.end_reason, total_usd=entry.total_usd,
                                verdict=entry.verdict)
             return self._ended(run_dir, result)
-        state: AccountState = await sweep.account.state()  # type: ignore[attr-defined]
+        state = await sweep.account.state()
         fresh = delivered == 1 and not run_dir.exists()
         if fresh and state.refused:
             return self._ended(run_dir, JobResult(run_id=run.run_id, state="skipped"))
