@@ -28,6 +28,7 @@ from bus.cli._cmd_diff import messages
 from bus.money._file_account import FileAccount
 from bus.store._verify import verify_run
 from nats_help import NatsServer, shared_nats_server  # noqa: F401 (fixture)
+from openai_server import Answer, OpenAIServer
 from test_resume import wait_for
 from test_sweep import COMPANY, in_flight, ledger, record, sopbus, spent, summary, sweep_dir
 
@@ -37,14 +38,15 @@ MATRIX = ["--seeds", "2", "--set", "sop.review=true,false"]
 class Worker:
     """A ``sopbus worker`` subprocess with a runs directory of its own."""
 
-    def __init__(self, home: Path, url: str, jobs: int = 1):
+    def __init__(self, home: Path, url: str, jobs: int = 1, env: dict[str, str] | None = None):
         self.home, self.runs = home, home / "runs"
         self.log = home / f"worker-{time.monotonic_ns()}.log"
         home.mkdir(parents=True, exist_ok=True)
         with open(self.log, "wb") as log:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "bus.cli", "worker", "--bus", url, "--jobs", str(jobs),
-                 "--runs-dir", str(self.runs)], cwd=home, stdout=log, stderr=log)
+                 "--runs-dir", str(self.runs)], cwd=home, stdout=log, stderr=log,
+                env={**os.environ, **(env or {})})
 
     def wait_ready(self) -> None:
         wait_for(lambda: "taking sweep runs from" in self.log.read_text() or None, self.proc)
@@ -60,8 +62,9 @@ class Worker:
 
 
 @contextmanager
-def workers(tmp_path: Path, url: str, count: int = 2) -> Iterator[list[Worker]]:
-    started = [Worker(tmp_path / f"worker-{i}", url) for i in range(count)]
+def workers(tmp_path: Path, url: str, count: int = 2,
+            env: dict[str, str] | None = None) -> Iterator[list[Worker]]:
+    started = [Worker(tmp_path / f"worker-{i}", url, env=env) for i in range(count)]
     try:
         for worker in started:
             worker.wait_ready()
@@ -143,6 +146,49 @@ def test_the_sweeps_budget_holds_across_both_workers_and_the_rest_is_skipped(
     refused = [line for e in ran for line in ledger(runs / e["run_id"]) if line.outcome == "refused"]
     assert refused and any(e["end_reason"] == "budget_exhausted" for e in ran)
     assert {w for w in (one, two) if w.run_ids()} == {one, two}  # both drew on it
+
+
+@pytest.mark.slow
+def test_a_sweep_on_a_real_provider_runs_as_tasks_on_the_workers_with_their_keys(
+        tmp_path: Path, shared_nats_server: NatsServer) -> None:
+    url = shared_nats_server.url
+    with OpenAIServer() as server:
+        server.script(Answer("hello", prompt_tokens=20, completion_tokens=10))
+        scenario = tmp_path / "greet.toml"
+        scenario.write_text(f"""
+[scenario]
+name = "greet"
+idea = "say hello"
+[[roles]]
+name = "Ann"
+profile = "Greeter"
+watch = ["UserRequirement"]
+actions = ["Greet"]
+[actions.Greet]
+instruction = "Say hello."
+[llm]
+provider = "openai"
+base_url = "{server.base_url}"
+max_tokens = 50
+[sweep]
+seeds = "3..5"
+budget_usd = 0.5
+[sweep.set]
+llm.temperature = [0.0, 1.0]
+""")
+        # The key is the workers' (they make the calls); the sweep only plans.
+        with workers(tmp_path, url, env={"OPENAI_API_KEY": "sk-test"}) as (one, two):
+            done = sopbus(tmp_path, "sweep", str(scenario), "--bus", url, env={"OPENAI_API_KEY": "sk-plan"})
+        assert done.returncode == 0, done.stderr
+        temperatures = sorted(r.body["temperature"] for r in server.requests)
+        keys = {r.headers.get("authorization") for r in server.requests}
+    sdir, runs = sweep_dir(tmp_path / "sweeps"), tmp_path / "runs"
+    data = record(sdir)
+    assert (data["executor"], data["seeds"]) == ("tasks", [3, 4, 5])
+    assert temperatures == [0.0] * 3 + [1.0] * 3 and keys == {"Bearer sk-test"}
+    assert one.run_ids() | two.run_ids() == {e["run_id"] for e in data["runs"]}
+    assert all(summary(runs / e["run_id"])["llm_calls"] == 1 for e in data["runs"])
+    assert books_balance(sdir, runs) > 0
 
 
 def victim_run(worker: Worker) -> Path | None:

@@ -64,11 +64,15 @@ class JobResult(msgspec.Struct, kw_only=True):
     error: str | None = None
 
 
-async def run_job(job: Job) -> JobResult:
+async def run_job(job: Job, account: SharedAccount | None = None) -> JobResult:
     """Runs ``job`` to its end; a configuration error is a ``crashed`` result that says why.
-    Cancellation propagates (the run has written its ``cancelled`` summary by then)."""
-    async with job_account(job) as account:
+    Cancellation propagates (the run has written its ``cancelled`` summary by then).
+    ``account``: the job's account when the caller has it open already (a worker's runs as
+    tasks share its connection), else opened from the job."""
+    if account is not None:
         return await _run_job(job, account)
+    async with job_account(job) as opened:
+        return await _run_job(job, opened)
 
 
 async def _run_job(job: Job, account: SharedAccount) -> JobResult:
@@ -116,11 +120,11 @@ async def job_account(job: Job) -> AsyncIterator[SharedAccount]:
         yield account
 
 
-async def run_job_guarded(job: Job) -> JobResult:
+async def run_job_guarded(job: Job, account: SharedAccount | None = None) -> JobResult:
     """:func:`run_job`, with a bug in a run recorded as a ``crashed`` result (its traceback
     on stderr) so that the sweep goes on with its other runs."""
     try:
-        return await run_job(job)
+        return await run_job(job, account)
     except Exception as exc:
         traceback.print_exc()
         return JobResult(run_id=job.run_id, state="crashed", error=f"{type(exc).__name__}: {exc}")

@@ -211,7 +211,7 @@ class _Server:
 
     async def _run(self, sweep: _Sweep, job: Job) -> JobResult:
         if sweep.notice.executor != "processes":
-            return await run_job_guarded(job)
+            return await run_job_guarded(job, sweep.account)
         try:
             return await self.pool.run(job)
         except WorkerDied as exc:
