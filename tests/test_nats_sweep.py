@@ -306,16 +306,16 @@ def test_ctrl_c_withdraws_the_sweep_and_its_workers_cancel_their_runs_of_it(
     url = shared_nats_server.url
     with workers(tmp_path, url, count=1) as (worker,):
         sweep = subprocess.Popen(
-            [sys.executable, "-m", "bus.cli", "sweep", str(COMPANY), "--seeds", "2", "--bus", url,
+            [sys.executable, "-m", "bus.cli", "sweep", str(COMPANY), "--seeds", "3", "--bus", url,
              "--set", "llm.latency_ms=300", "--runs-dir", "runs"],
             cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         run_dir = wait_for(lambda: victim_run(worker), sweep)
-        sdir = sweep_dir(tmp_path / "sweeps")
-        assert trio.run(server_has, url, f"SOPBUS_SWEEP_{sdir.name}")
         sweep.send_signal(signal.SIGINT)
         _, err = sweep.communicate(timeout=60)
         assert sweep.returncode == 130, err.decode()
+        assert f"queued on {url}".encode() in err  # it was on the server
         assert b"withdrawn from the workers" in err and b"Traceback" not in err
+        sdir = sweep_dir(tmp_path / "sweeps")
         wait_for(lambda: (run_dir / "summary.json").is_file() or None, worker.proc)
         assert summary(run_dir)["status"] == "cancelled"
         assert worker.proc.poll() is None  # it goes on serving other sweeps

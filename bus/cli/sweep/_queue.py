@@ -112,9 +112,10 @@ class _Server:
             for sweep in list(self.sweeps.values()):
                 try:
                     taken = await sweep.jobs.take(1, wait=0.5)
-                except Exception as exc:  # withdrawn while we asked
-                    logger.debug("sweep {} gone: {}", sweep.notice.sweep_id, exc)
-                    await self._forget(sweep.notice.sweep_id)
+                except Exception as exc:  # withdrawn while we asked, or the server away:
+                    # the watch forgets a withdrawn sweep; its runs here must not stop for a hiccup
+                    logger.debug("sweep {}: no job taken: {}", sweep.notice.sweep_id, exc)
+                    await trio.sleep(_LOOK_EVERY_S / 2)
                     continue
                 if taken:
                     return sweep, taken[0]
