@@ -245,6 +245,15 @@ def test_a_workers_run_the_sweep_cannot_see_is_kept_as_its_summary(tmp_path: Pat
     assert json.loads((tmp_path / "runs" / "r1" / "summary.json").read_text()) == event.summary
     where = json.loads((tmp_path / "runs" / "r1" / "worker.json").read_text())
     assert where == {"worker": "gpu-box:42", "run_dir": "/elsewhere/runs/r1", "ledger_usd": "0.5"}
+    # A later attempt's report (another worker took the run again) replaces the first.
+    later = RunEvent(kind="ended", run_id="r1", worker="cpu-box:7", run_dir=str(tmp_path / "w2" / "r1"),
+                     result=JobResult(run_id="r1", state="done", status="completed"),
+                     summary={"status": "completed", "total_usd": "0.25"}, ledger_usd=Decimal("0.25"))
+    (tmp_path / "w2" / "r1").mkdir(parents=True)
+    (tmp_path / "w2" / "r1" / "summary.json").write_text(json.dumps(later.summary))
+    _place(tmp_path / "runs" / "r1", later)
+    assert (tmp_path / "runs" / "r1").resolve() == (tmp_path / "w2" / "r1").resolve()
+    assert json.loads((tmp_path / "runs" / "r1" / "summary.json").read_text())["total_usd"] == "0.25"
 
 
 @pytest.mark.slow

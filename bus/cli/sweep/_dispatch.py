@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from collections.abc import Callable
 from decimal import Decimal
 from pathlib import Path
@@ -42,6 +43,7 @@ from ._record import RunEntry, SweepDir, SweepRecord
 from ._wire import QueuedRun, RunEvent, encode
 
 Say = Callable[[str], None]
+WORKER_FILE = "worker.json"
 FINAL = ("done", "skipped", "crashed")
 #: How long an interrupted sweep waits for its workers to report the runs they cancel.
 _WIND_UP_S = 10.0
@@ -114,17 +116,21 @@ def _apply(sdir: SweepDir, record: SweepRecord, entry: RunEntry, event: RunEvent
 def _place(local: Path, event: RunEvent) -> None:
     """Makes the run's summary readable at ``local`` (see the module docstring)."""
     remote = Path(event.run_dir)
-    if local.resolve() == remote.resolve() and (local / "summary.json").is_file():
+    if local.resolve() == remote.resolve():
         return  # the worker wrote it here: one filesystem, one runs directory
-    if local.is_symlink() or local.exists():
-        return  # placed by an earlier attempt's event
+    if local.is_symlink():  # an earlier attempt's, on another worker: this one is newer
+        local.unlink()
+    elif (local / WORKER_FILE).is_file():
+        shutil.rmtree(local)
+    elif local.exists():
+        return  # a run directory of this machine's own: not the sweep's to replace
     local.parent.mkdir(parents=True, exist_ok=True)
     if (remote / "summary.json").is_file():  # the worker's filesystem is ours
         os.symlink(remote, local, target_is_directory=True)
         return
     local.mkdir()
     (local / "summary.json").write_text(json.dumps(event.summary, indent=2))
-    (local / "worker.json").write_text(json.dumps({"worker": event.worker, "run_dir": str(remote),
+    (local / WORKER_FILE).write_text(json.dumps({"worker": event.worker, "run_dir": str(remote),
                                                    "ledger_usd": str(event.ledger_usd)}, indent=2))
 
 
