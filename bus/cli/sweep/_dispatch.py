@@ -110,7 +110,8 @@ def _apply(sdir: SweepDir, record: SweepRecord, entry: RunEntry, event: RunEvent
     if event.summary is not None:
         _place(Path(record.runs_dir) / entry.run_id, event)
     sdir.write(record)
-    say(progress_line(record, entry) + f" on {event.worker}")
+    if entry.state != "skipped":  # as locally: the end says how many were skipped
+        say(progress_line(record, entry) + f" on {event.worker}")
 
 
 def _place(local: Path, event: RunEvent) -> None:
