@@ -8,6 +8,11 @@ line per run as it ends and a table per variant at the end. Exit codes: 0 every 
 1 a run could not be executed, 2 a usage or configuration error, 3 the sweep's budget ran
 out and runs were skipped, 130 interrupted (resume with ``--resume ID``).
 See :mod:`bus.cli.sweep`.
+
+With ``--bus nats://HOST:PORT [--lease S]`` the runs go onto a JetStream work queue and
+``sopbus worker --bus URL`` processes on any machine execute them, all under the sweep's
+budget in a NATS KV key (:mod:`bus.cli.sweep._dispatch`); the run directories stay on
+the workers.
 """
 
 from __future__ import annotations
@@ -39,6 +44,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--runs-dir", metavar="DIR", help="where the run directories go")
     parser.add_argument("--sweeps-dir", metavar="DIR", type=path_arg, default=path_arg("sweeps"),
                         help="where sweep directories go (default: sweeps)")
+    parser.add_argument("--bus", metavar="URL",
+                        help="run on NATS: queue the runs on the JetStream server at URL "
+                             "(nats://HOST:PORT) for `sopbus worker --bus URL` processes")
+    parser.add_argument("--lease", metavar="S", type=float, default=30.0,
+                        help="with --bus: seconds a worker may go silent before its run goes "
+                             "to another worker (default: 30)")
     parser.add_argument("--resume", metavar="ID",
                         help="continue an interrupted sweep: keep finished runs, resume "
                              "interrupted ones, start the missing ones")
@@ -50,6 +61,11 @@ def run(args: argparse.Namespace) -> int:
     from .sweep._record import resolve_sweep
     from .sweep._start import SweepArgs, new_sweep, resumed_sweep
 
+    if args.lease <= 0:
+        raise ConfigError(f"--lease {args.lease}: expected seconds greater than 0")
+    if args.bus is not None and not args.bus.startswith(("nats://", "tls://")):
+        raise ConfigError(f"--bus {args.bus!r}: expected a NATS server's URL, such as "
+                          f"nats://127.0.0.1:4222")
     if args.resume is not None:
         given = [f for f, v in (("SCENARIO", args.scenario), ("--seeds", args.seeds),
                                 ("--seed", args.seed), ("--set", args.settings),
@@ -64,9 +80,10 @@ def run(args: argparse.Namespace) -> int:
     else:
         sdir, record = new_sweep(SweepArgs(
             scenario=args.scenario, seeds=args.seeds, seed=args.seed, settings=tuple(args.settings),
-            jobs=args.jobs, budget=args.budget, runs_dir=args.runs_dir, sweeps_dir=args.sweeps_dir))
+            jobs=args.jobs, budget=args.budget, runs_dir=args.runs_dir, sweeps_dir=args.sweeps_dir,
+            bus=args.bus))
     try:
-        return _execute(sdir, record)
+        return _execute(sdir, record, args.lease)
     finally:
         sdir.unlock()
 
@@ -75,8 +92,10 @@ def _say(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
-def _execute(sdir: SweepDir, record: SweepRecord) -> int:
+def _execute(sdir: SweepDir, record: SweepRecord, lease_s: float) -> int:
     import trio
+
+    from bus import ConfigError
 
     from bus.cli._assemble import _configure_logging
 
@@ -84,11 +103,22 @@ def _execute(sdir: SweepDir, record: SweepRecord) -> int:
 
     _configure_logging(quiet=True)
     todo = sum(e.state in ("pending", "interrupted") for e in record.runs)
+    where = f"on the workers of {record.bus}" if record.bus else f"{record.jobs} at a time"
     _say(f"sweep {record.sweep_id}: {len(record.variants)} variant(s) x {len(record.seeds)} "
-         f"seed(s), {todo} run(s) to go, {record.jobs} at a time ({record.executor}), "
+         f"seed(s), {todo} run(s) to go, {where} ({record.executor}), "
          f"budget ${record.budget_usd}")
     try:
-        trio.run(drive, sdir, record, _say)
+        if record.bus is not None:
+            from .sweep._dispatch import drive_on_bus
+
+            from bus.nats import NatsUnavailable
+
+            try:
+                trio.run(drive_on_bus, sdir, record, _say, record.bus, lease_s)
+            except NatsUnavailable as exc:
+                raise ConfigError(str(exc)) from None
+        else:
+            trio.run(drive, sdir, record, _say)
     except BaseException as exc:
         if not _interrupted(exc):
             raise
@@ -113,6 +143,10 @@ def _stopped(sdir: SweepDir, record: SweepRecord) -> int:
     record.state = "interrupted"
     sdir.write(record)
     ended = sum(e.state == "done" for e in record.runs)
+    if record.bus is not None:
+        _say(f"sopbus: interrupted: {ended} of {len(record.runs)} runs ended; the sweep was "
+             f"withdrawn from the workers of {record.bus} (their runs of it are cancelled)")
+        return 130
     _say(f"sopbus: interrupted: {ended} of {len(record.runs)} runs ended; continue with "
          f"`sopbus sweep --resume {record.sweep_id}`")
     return 130

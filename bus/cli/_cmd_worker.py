@@ -1,4 +1,5 @@
-"""``sopbus worker --bus URL [--run RUN] [--roles A,B]``: host roles of runs coordinated over NATS.
+"""``sopbus worker --bus URL [--run RUN] [--roles A,B] [--jobs N] [--runs-dir DIR]``: work for
+runs and sweeps coordinated over NATS.
 
 A worker connects to the NATS server, finds the run (``--run``) or every run announced from
 now on, builds the run's team from the scenario the coordinator stored (the same SOP, the
@@ -7,8 +8,10 @@ same settings, the files it names copied under ``--workdir``), claims the roles 
 in :mod:`bus.nats._worker`. Ctrl-C or SIGTERM ends it cleanly: its claims are deleted, so
 another worker can take its roles over at once.
 
-Sweeps across machines: the same ``sopbus worker --bus URL`` also takes runs from a
-sweep's work queue (see the place marked below).
+Sweeps across machines: without ``--run``, the same worker also takes runs from the work
+queue of every sweep started with ``sopbus sweep ... --bus URL``, ``--jobs`` at a time, and
+keeps their run directories under ``--runs-dir`` (see :mod:`bus.cli.sweep._queue`). Stopped,
+it cancels those runs and gives their jobs back to the queue.
 """
 
 from __future__ import annotations
@@ -20,14 +23,14 @@ import socket
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ._args import positive_int
+from ._args import path_arg, positive_int
 
 if TYPE_CHECKING:
     from bus.nats._claims import ScenarioPlan
     from bus.nats._worker import WorkerTeam
 
 NAME = "worker"
-HELP = "host roles of runs coordinated over NATS (sopbus run --bus URL) on this machine"
+HELP = "host roles of runs (sopbus run --bus URL) and take sweep runs (sopbus sweep --bus URL) over NATS"
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -40,8 +43,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="where runs' files and artifacts are mirrored (default: .sopbus-worker)")
     parser.add_argument("--lease", metavar="SECONDS", type=float, default=10.0,
                         help="how long a claim outlives a silent worker (default 10)")
-    parser.add_argument("--jobs", metavar="N", type=positive_int, default=1,
-                        help="sweep runs taken from the work queue at once (default 1)")
+    parser.add_argument("--jobs", metavar="N", type=positive_int,
+                        help="sweep runs taken from the work queues at once (default: the cores)")
+    parser.add_argument("--runs-dir", metavar="DIR", type=path_arg, default=path_arg("runs"),
+                        help="where the directories of sweep runs go (default: runs)")
     parser.add_argument("--id", dest="worker_id", metavar="NAME",
                         help="this worker's name in claims (default: host-pid-random)")
 
@@ -62,7 +67,8 @@ def run(args: argparse.Namespace) -> int:
     options = WorkerOptions(worker_id=worker_id, roles=roles, workdir=args.workdir.resolve(),
                             lease_s=args.lease)
     try:
-        trio.run(_serve, args.bus, args.run, options, args.jobs)
+        jobs = args.jobs or os.cpu_count() or 1
+        trio.run(_serve, args.bus, args.run, options, jobs, Path(args.runs_dir))
     except BaseExceptionGroup as group:  # a user's mistake as itself, for its message and exit 2
         if len(group.exceptions) == 1 and isinstance(group.exceptions[0], ConfigError):
             raise group.exceptions[0] from None
@@ -70,13 +76,16 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-async def _serve(url: str, run_id: str | None, options: object, jobs: int) -> None:
+async def _serve(url: str, run_id: str | None, options: object, jobs: int, runs_dir: Path) -> None:
     import signal
+    from functools import partial
 
     import trio
 
     from bus.nats import open_link
     from bus.nats._worker import WorkerOptions, serve
+
+    from .sweep._queue import serve_queue
 
     assert isinstance(options, WorkerOptions)
     # SIGTERM ends the worker as Ctrl-C does: its claims are released on the way out.
@@ -92,9 +101,8 @@ async def _serve(url: str, run_id: str | None, options: object, jobs: int) -> No
                 nursery.cancel_scope.cancel()
             nursery.start_soon(on_term)
             nursery.start_soon(work)
-            # The lead calls bus.cli.sweep._queue.serve_queue(link, jobs=jobs) here, in the
-            # same nursery, so that one worker also takes sweep runs from the work queue.
-            del jobs
+            if run_id is None:  # a worker for one run does not take sweep runs
+                nursery.start_soon(partial(serve_queue, link, jobs=jobs, runs_dir=runs_dir))
 
 
 def build_team(plan: ScenarioPlan, workdir: Path) -> WorkerTeam:

@@ -5,4 +5,8 @@
 an interrupted one ready again; ``_exec`` runs the matrix ``--jobs`` at a time, in worker
 processes (``_worker``) or as trio tasks, each run through ``_job``; ``_stats`` is what
 ``sopbus sweep-show`` prints. The sweep's shared budget is :mod:`bus.money._account`.
+
+On NATS (``sopbus sweep --bus URL``): ``_dispatch`` queues the matrix and collects the
+results, ``_queue`` is what ``sopbus worker`` runs to execute them, ``_wire`` what crosses
+the queue (the queue itself is :mod:`bus.nats._sweep`).
 """

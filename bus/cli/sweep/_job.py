@@ -6,12 +6,20 @@ sweep's shared account. A new run gets the id the sweep gave it, so ``sweep.json
 its directory before it exists. A resumed run's share of the account is first rebased to
 what its ledger will carry over (what it spent, plus the calls it had in flight, counted
 as the run's own resume counts them), which also drops the holds its killed process left.
+
+A job of a sweep on NATS (``bus`` set) draws on the sweep's
+:class:`~bus.nats._account.NatsAccount` instead of the file: ``account`` is its KV bucket.
+A run whose job came back from a worker that died, to a worker without its directory,
+starts anew with its share of the account rebased to ``spent_before`` (what the dead
+attempt spent), so the money that attempt paid stays counted against the cap.
 """
 
 from __future__ import annotations
 
 import os
 import traceback
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from decimal import Decimal
 from pathlib import Path
 
@@ -19,7 +27,7 @@ import msgspec
 
 from ..._errors import ConfigError
 from ..._layout import SCENARIO
-from ...money._account import AccountShare
+from ...money._account import AccountShare, SharedAccount
 from ...money._file_account import FileAccount
 from ...scenario._load import load_scenario, scenario_with_overrides
 from ...scenario._types import Scenario
@@ -38,6 +46,10 @@ class Job(msgspec.Struct, frozen=True, kw_only=True):
     variant_file: str
     seed: int
     resume: bool = False
+    #: A NATS server's URL: ``account`` is then the KV bucket of a NatsAccount there.
+    bus: str | None = None
+    #: A new run's share of the account to start from (0 unless it starts again).
+    spent_before: Decimal = Decimal(0)
 
 
 class JobResult(msgspec.Struct, kw_only=True):
@@ -52,13 +64,21 @@ class JobResult(msgspec.Struct, kw_only=True):
     error: str | None = None
 
 
-async def run_job(job: Job) -> JobResult:
+async def run_job(job: Job, account: SharedAccount | None = None) -> JobResult:
     """Runs ``job`` to its end; a configuration error is a ``crashed`` result that says why.
-    Cancellation propagates (the run has written its ``cancelled`` summary by then)."""
+    Cancellation propagates (the run has written its ``cancelled`` summary by then).
+    ``account``: the job's account when the caller has it open already (a worker's runs as
+    tasks share its connection), else opened from the job."""
+    if account is not None:
+        return await _run_job(job, account)
+    async with job_account(job) as opened:
+        return await _run_job(job, opened)
+
+
+async def _run_job(job: Job, account: SharedAccount) -> JobResult:
     from ...cli._assemble import execute
     from ...cli._environ import run_environ
 
-    account = FileAccount(Path(job.account), fix=job.fix)
     pool = AccountShare(account, job.run_id)
     run_dir = Path(job.runs_dir) / job.run_id
     try:
@@ -73,7 +93,7 @@ async def run_job(job: Job) -> JobResult:
         else:
             if run_dir.exists():  # it died before its first call (no scenario.toml): anew
                 os.replace(run_dir, run_dir.with_name(f"{job.run_id}.dead-{os.getpid()}"))
-            await account.rebase(job.run_id, Decimal(0))
+            await account.rebase(job.run_id, job.spent_before)
             outcome = await execute(job_scenario(job), run_id=job.run_id, pool=pool,
                                     environ=environ)
     except ConfigError as exc:
@@ -85,11 +105,26 @@ async def run_job(job: Job) -> JobResult:
                      verdict=verdict_of(summary))
 
 
-async def run_job_guarded(job: Job) -> JobResult:
+@asynccontextmanager
+async def job_account(job: Job) -> AsyncIterator[SharedAccount]:
+    """The sweep's account the job draws on: the file, or the NatsAccount on ``job.bus``."""
+    if job.bus is None:
+        yield FileAccount(Path(job.account), fix=job.fix)
+        return
+    from ...nats import open_link
+    from ...nats._account import NatsAccount
+
+    async with open_link(job.bus, name=f"sopbus run {job.run_id}") as link:
+        account = NatsAccount(link, job.account, fix=job.fix)
+        await account.open(None)
+        yield account
+
+
+async def run_job_guarded(job: Job, account: SharedAccount | None = None) -> JobResult:
     """:func:`run_job`, with a bug in a run recorded as a ``crashed`` result (its traceback
     on stderr) so that the sweep goes on with its other runs."""
     try:
-        return await run_job(job)
+        return await run_job(job, account)
     except Exception as exc:
         traceback.print_exc()
         return JobResult(run_id=job.run_id, state="crashed", error=f"{type(exc).__name__}: {exc}")

@@ -33,7 +33,7 @@ def _run_row(sweep_dir: Path, run_dir: Path, run_id: str, variant: str, seed: in
              state: str) -> dict[str, Any]:
     summary = read_summary(run_dir)
     report = None
-    if summary is not None:
+    if summary is not None and (run_dir / "events.jsonl").is_file():  # not a remote run's summary
         page = run_dir / REPORT_FILE
         if not page.is_file():
             write_report(run_dir)

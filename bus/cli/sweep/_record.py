@@ -71,6 +71,8 @@ class SweepRecord(msgspec.Struct, kw_only=True):
     created_at: float
     state: str = "running"  # running, finished, budget_exhausted, interrupted
     resumes: int = 0
+    #: The NATS server whose workers run the sweep (``sopbus sweep --bus``), else ``None``.
+    bus: str | None = None
 
     def variant(self, vid: str) -> Variant:
         return next(v for v in self.variants if v.id == vid)

@@ -43,6 +43,7 @@ class SweepArgs:
     budget: Decimal | None = None
     runs_dir: str | None = None
     sweeps_dir: Path = Path("sweeps")
+    bus: str | None = None
 
 
 def new_sweep(args: SweepArgs) -> tuple[SweepDir, SweepRecord]:
@@ -66,7 +67,7 @@ def new_sweep(args: SweepArgs) -> tuple[SweepDir, SweepRecord]:
         executor="tasks" if real else "processes", seeds=seeds, variants=variants,
         runs=[RunEntry(run_id=f"{sweep_id}-{v.id}-s{seed}", variant=v.id, seed=seed)
               for seed in seeds for v in variants],
-        created_at=time.time())
+        created_at=time.time(), bus=args.bus)
     (sdir.path / "scenario.toml").write_text(scenario_as_run(variant_scenario(base, Variant(id="v0", settings=()))))
     for vid, scenario in scenarios.items():
         sdir.variant_file(vid).write_text(scenario_as_run(scenario))
@@ -89,6 +90,9 @@ def resumed_sweep(sdir: SweepDir, *, jobs: int | None, budget: Decimal | None) -
     account rebased to the ledgers of the runs that ended (see the module docstring)."""
     sdir.lock()
     record = sdir.read()
+    if record.bus is not None:
+        raise ConfigError(f"sweep {record.sweep_id} ran on the workers of {record.bus}; resuming "
+                          f"a sweep on NATS is not supported yet: start it again")
     account = FileAccount(sdir.account_path)
     for entry in record.runs:
         _reconcile(entry, Path(record.runs_dir) / entry.run_id, account)
