@@ -72,7 +72,10 @@ def _is_stale(path: Path) -> bool:
     try:
         fd = os.open(path / LOCK, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC)
     except FileNotFoundError:
-        return time.time() - os.lstat(path).st_mtime > _UNLOCKED_GRACE_S
+        try:
+            return time.time() - os.lstat(path).st_mtime > _UNLOCKED_GRACE_S
+        except FileNotFoundError:
+            return False  # swept by another run between the listing and now
     except OSError:
         return False
     try:
