@@ -107,7 +107,14 @@ class Link:
         async def send(nc: Any, js: Any) -> list[Any]:
             futures = [await js.publish_async(subject, payload, headers=headers)
                        for subject, payload, headers in items]
-            return list(await asyncio.wait_for(asyncio.gather(*futures), timeout))
+            # return_exceptions: every ack's outcome is retrieved here, even when the call
+            # is cancelled or times out half way (else asyncio reports "exception was never
+            # retrieved" for the acks that failed after we stopped waiting)
+            acks = await asyncio.wait_for(asyncio.gather(*futures, return_exceptions=True), timeout)
+            failed = next((a for a in acks if isinstance(a, BaseException)), None)
+            if failed is not None:
+                raise failed
+            return list(acks)
 
         return await self.call(send)
 
