@@ -232,7 +232,11 @@ class Link:
 async def open_link(url: str, *, name: str = "sopbus", connect_timeout: float = 5.0) -> AsyncIterator[Link]:
     """Connects to the NATS server at ``url`` (``nats://host:port``) for the ``async with``
     block. Raises :class:`NatsUnavailable` with what to do when it cannot."""
-    import nats  # only here: `sopbus` without --bus never loads the client
+    try:
+        import nats  # only here: `sopbus` without --bus never loads the client
+    except ModuleNotFoundError as exc:
+        raise NatsUnavailable(f"--bus {url} needs the NATS client: pip install 'sopbus[nats]' "
+                              f"({exc})") from None
 
     loop = asyncio.new_event_loop()
     thread = threading.Thread(target=loop.run_forever, name=f"nats-link {url}", daemon=True)
