@@ -15,6 +15,17 @@ Stream order is the coordinator's publish order and a turn reads all the role's 
 a held message older than the newest one a turn wanted will never be wanted (it came
 before the role joined, or while it was away): it is passed over and acked.
 
+Pulling: the inbox subscribes (core NATS, with a callback) to a private reply subject and
+sends the consumer's pull requests itself, each a one-shot request (``no_wait`` with
+``expires``): the server delivers what the consumer has at once, or the first messages that
+come within ``expires``, then ends the request with a status message on the request's own
+reply subject. A read waits for that status (or its own deadline), never for a full batch
+and never by polling; every delivery is held by the callback as it arrives, also one that
+comes after its read gave up (a cancelled read loses nothing, it is held for the next).
+nats-py's ``fetch`` is not used: it makes a task per message, can strand the tail of a
+pull in its queue, and leaves that queue in a state in which draining the connection
+waits out its timeout.
+
 ``ACK_WAIT`` is a minute: a host acks a turn's messages once its answer was taken, which
 can be minutes after the read for a slow model; a message whose ack is late is only
 redelivered (and passed over), and a new host does not wait for it (it reads by sequence),
@@ -36,8 +47,10 @@ ACK_WAIT = 60.0
 """Seconds the server waits for a message's ack before it redelivers it."""
 
 _POLL = 0.02  # seconds between two looks at the stream for a wanted message it lacks
-_BATCH = 1000  # most messages taken from the consumer in one fetch
+_SLACK = 1.0  # seconds the inbox waits for the end of a pull beyond its ``expires``
+_BATCH = 1000  # most messages asked of the consumer in one pull
 _decode = msgspec.json.Decoder(Message).decode
+_encode = msgspec.json.encode
 
 
 class Inbox:
@@ -47,9 +60,15 @@ class Inbox:
     def __init__(self, link: Link, stream: str, role: str, consumer: str, *, act_prefix: str):
         self.link, self.stream, self.role, self.consumer = link, stream, role, consumer
         self._act_prefix = act_prefix
-        # From here on, state of the link's loop (touched only inside `link.call`).
-        self._sub: Any = None  # the pull subscription bound to the consumer
-        self._held: dict[int, tuple[Message, Any]] = {}  # seq -> fetched, not read yet
+        # From here on, state of the link's loop (touched only inside `link.call` and the
+        # subscription's callback).
+        self._sub: Any = None  # the subscription to the reply subjects of our pulls
+        self._replies = ""  # their prefix: `<inbox>.<pull number>`
+        self._next = f"$JS.API.CONSUMER.MSG.NEXT.{stream}.{consumer}"
+        self._pulls = 0  # pull requests sent
+        self._ends: dict[str, asyncio.Future[None]] = {}  # reply subject -> its end, awaited
+        self._got = 0  # deliveries so far (held, redelivered or passed over)
+        self._held: dict[int, tuple[Message, Any]] = {}  # seq -> delivered, not read yet
         self._read: set[int] = set()  # seqs handed out (a redelivery of one is passed over)
         self._unacked: list[Any] = []  # consumer messages read or passed over
 
@@ -61,19 +80,33 @@ class Inbox:
             await js.add_consumer(stream, durable_name=consumer, filter_subjects=filters,
                                   ack_policy="explicit", ack_wait=ACK_WAIT,
                                   max_ack_pending=-1)  # held messages are acked every turn
-            self._sub = await js.pull_subscribe_bind(durable=consumer, stream=stream)
+            self._replies = nc.new_inbox()
+            self._sub = await nc.subscribe(f"{self._replies}.*", cb=self._arrived)
 
         await self.link.call(create)
+
+    async def close(self) -> None:
+        """Stops reading (unsubscribes); the consumer stays for the role's next host. What
+        was delivered and not acked goes to that host after ``ACK_WAIT``. Call it when this
+        process stops hosting the role; closing twice does nothing."""
+        async def unsubscribe(nc: Any, js: Any) -> None:
+            sub, self._sub = self._sub, None
+            for end in self._ends.values():
+                if not end.done():
+                    end.set_result(None)
+            if sub is not None:
+                await sub.unsubscribe()
+        await self.link.call(unsubscribe)
 
     async def read(self, wanted: Sequence[tuple[str, int]], *, timeout: float) -> list[Message]:
         """The messages ``wanted`` as ``(msg id, stream seq)``, in that order. Raises
         :class:`TimeoutError` naming those not found within ``timeout`` seconds."""
-        return await self.link.call(lambda nc, js: self._read_wanted(js, list(wanted), timeout))
+        return await self.link.call(lambda nc, js: self._read_wanted(nc, js, list(wanted), timeout))
 
     async def read_available(self, *, max: int = 1000, timeout: float = 0.5) -> list[Message]:
         """What the consumer has now (up to ``max``, in stream order, the role's own
         broadcasts left out); waits up to ``timeout`` seconds for a first message."""
-        return await self.link.call(lambda nc, js: self._read_available(js, max, timeout))
+        return await self.link.call(lambda nc, js: self._read_available(nc, max, timeout))
 
     async def ack(self) -> None:
         """Acks every message read (or passed over) so far, in one crossing."""
@@ -86,7 +119,7 @@ class Inbox:
 
     # -- on the link's loop ----------------------------------------------------------------
 
-    async def _read_wanted(self, js: Any, wanted: list[tuple[str, int]], timeout: float) -> list[Message]:
+    async def _read_wanted(self, nc: Any, js: Any, wanted: list[tuple[str, int]], timeout: float) -> list[Message]:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         from_stream: dict[int, Message] = {}
@@ -94,7 +127,7 @@ class Inbox:
             missing = [(i, s) for i, s in wanted if s not in self._held and s not in from_stream]
             if not missing:
                 break
-            if await self._pull(js, _BATCH, wait=max(deadline - loop.time(), 0.1)):
+            if await self._pull(nc, _BATCH, wait=0):
                 continue
             for msg_id, seq in missing:  # what the consumer does not give comes by sequence
                 message = await self._by_seq(js, msg_id, seq)
@@ -125,15 +158,15 @@ class Inbox:
             self._read.add(seq)
         return out
 
-    async def _read_available(self, js: Any, most: int, timeout: float) -> list[Message]:
+    async def _read_available(self, nc: Any, most: int, timeout: float) -> list[Message]:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         while len(self._held) < most:
-            if await self._pull(js, most - len(self._held), wait=max(deadline - loop.time(), 0.1)):
-                continue
+            # something held already: only what the consumer has now, no waiting for more
+            wait = 0.0 if self._held else max(deadline - loop.time(), 0.0)
+            await self._pull(nc, most - len(self._held), wait=wait)
             if self._held or loop.time() >= deadline:
                 break
-            await asyncio.sleep(_POLL)
         out = []
         for seq in sorted(self._held)[:most]:
             message, msg = self._held.pop(seq)
@@ -142,20 +175,39 @@ class Inbox:
             self._read.add(seq)
         return out
 
-    async def _pull(self, js: Any, most: int, *, wait: float) -> bool:
-        """Fetches up to ``most`` messages the consumer has for delivery now (none if it
-        has none: no waiting for new ones) and holds them. False when it had none."""
-        info = await js.consumer_info(self.stream, self.consumer)
-        pending = min(int(info.num_pending), most)
-        if pending <= 0:
-            return False
+    async def _pull(self, nc: Any, most: int, *, wait: float) -> bool:
+        """Asks the consumer for up to ``most`` messages, waiting up to ``wait`` seconds for
+        a first one (0: none, only what it has now), and returns when the server ended the
+        request (module docstring). True when something was delivered meanwhile."""
+        if self._sub is None:
+            raise RuntimeError(f"the inbox of role {self.role} is closed")
+        self._pulls += 1
+        reply = f"{self._replies}.{self._pulls}"
+        end = self._ends[reply] = asyncio.get_running_loop().create_future()
+        got = self._got
+        request: dict[str, Any] = {"batch": most, "no_wait": True}
+        if wait > 0:
+            request["expires"] = int(wait * 1e9)
         try:
-            msgs = await self._sub.fetch(pending, timeout=wait)
-        except asyncio.TimeoutError:
-            return False
-        for msg in msgs:
-            self._hold(msg)
-        return True
+            await nc.publish(self._next, _encode(request), reply=reply)
+            await asyncio.wait_for(end, wait + _SLACK)
+        except asyncio.TimeoutError:  # no word from the server: what came is held all the same
+            pass
+        finally:
+            del self._ends[reply]
+        return self._got > got
+
+    async def _arrived(self, msg: Any) -> None:
+        """The subscription's callback: a delivery, or the status that ends a pull."""
+        if msg.subject.startswith(self._replies):
+            if msg.headers and msg.headers.get("Status") == "100":
+                return  # a heartbeat; the pull goes on
+            end = self._ends.get(msg.subject)
+            if end is not None and not end.done():
+                end.set_result(None)
+            return
+        self._got += 1
+        self._hold(msg)
 
     def _hold(self, msg: Any) -> None:
         seq = int(msg.metadata.sequence.stream)
