@@ -18,14 +18,15 @@ again is deduplicated by the server.
 
 ``put`` is called from sync code (the Environment's ``log_all``) and must not wait: it
 encodes the messages on the trio side and hands them to a single publisher task on the
-link's loop in one crossing (:meth:`Link.soon`); that task drains its queue in order with
-pipelined ``publish_async`` (a batch's publishes all go out, then its acks are awaited).
+link's loop in one crossing (:meth:`Link.soon`); that task sends its queue in order with
+``publish_async`` and never waits for acks: a second task awaits them, batch by batch.
 :meth:`RunStream.settle` waits for the acks of everything put so far.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections import deque
 from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple
 
@@ -110,8 +111,8 @@ class RunStream:
     async def settle(self) -> None:
         """Returns when everything put so far is on the stream; raises :class:`StreamError`
         for the first message that could not be put (and for every call after it: once a
-        message is missing, what follows it is not published, so the stream never holds
-        a later message without an earlier one)."""
+        failure has come back, nothing more is sent, so a message missing from the stream
+        is followed there by at most those already sent when its failure came back)."""
         await self.link.call(lambda nc, js: self._publisher.settled())
 
     def seq(self, msg_id: str, role: str | None = None) -> int:
@@ -181,7 +182,13 @@ class RunStream:
 class _Publisher:
     """The publishing side of a :class:`RunStream`. Lives on the link's loop: every method
     but the constructor runs there, so its state needs no lock (``seqs`` is only written
-    there, and read by the trio side after a :meth:`settled` that saw the write)."""
+    there, and read by the trio side after a :meth:`settled` that saw the write).
+
+    Two tasks, so that sending never waits for acks: the sender takes what is queued and
+    sends it (``publish_async``), batch after batch; the acker awaits each batch's acks
+    in the order the batches were sent, records their sequences and counts them done. The
+    first failure is sticky: the sender sends nothing after it has been seen (what was
+    already sent may still be stored), and every later copy counts as failed."""
 
     def __init__(self, stream: str):
         self.stream = stream
@@ -192,13 +199,15 @@ class _Publisher:
         self.failure = ""  # the first failure, said for a person
         self.failed_cause: BaseException | None = None
         self.waiters: list[tuple[int, asyncio.Future[None]]] = []
-        self.task: asyncio.Task[None] | None = None
+        self.sent: deque[tuple[list[_Item], list[asyncio.Future[Any]]]] = deque()  # acks due
+        self.sender: asyncio.Task[None] | None = None
+        self.acker: asyncio.Task[None] | None = None
 
     def enqueue(self, js: Any, items: list[_Item]) -> None:
         self.queue += items
         self.put += len(items)
-        if self.task is None or self.task.done():
-            self.task = asyncio.get_running_loop().create_task(self._drain(js))
+        if self.sender is None or self.sender.done():
+            self.sender = asyncio.get_running_loop().create_task(self._send(js))
 
     async def settled(self) -> None:
         target = self.put
@@ -209,32 +218,50 @@ class _Publisher:
         if self.failure:
             raise StreamError(self.failure) from self.failed_cause
 
-    async def _drain(self, js: Any) -> None:
+    async def _send(self, js: Any) -> None:
         try:
             while self.queue:
                 batch, self.queue = self.queue, []
-                if not self.failure:
-                    await self._publish(js, batch)
-                self.done += len(batch)
-                self._wake()
-        except BaseException as exc:  # a bug here must not leave settle() waiting forever
-            self._fail(f"the publisher of stream {self.stream} stopped: {exc!r}", exc)
-            self.done = self.put
-            self._wake()
+                futures: list[asyncio.Future[Any]] = []
+                try:
+                    if not self.failure:
+                        for i in batch:
+                            futures.append(await js.publish_async(i.subject, i.payload, headers=i.headers))
+                except Exception as exc:  # the connection is closed, too many acks stalled
+                    self._fail(_why(self.stream, batch[len(futures)], exc), exc)
+                self.sent.append((batch, futures))
+                if self.acker is None or self.acker.done():
+                    self.acker = asyncio.get_running_loop().create_task(self._ack())
+        except BaseException as exc:
+            self._broken(exc)
             raise
 
-    async def _publish(self, js: Any, batch: list[_Item]) -> None:
+    async def _ack(self) -> None:
         try:
-            futures = [await js.publish_async(i.subject, i.payload, headers=i.headers) for i in batch]
-            acks = await asyncio.wait_for(asyncio.gather(*futures, return_exceptions=True), ACK_TIMEOUT)
-        except (asyncio.TimeoutError, Exception) as exc:
-            self._fail(_why(self.stream, batch[0], exc), exc)
-            return
-        for item, ack in zip(batch, acks):
-            if isinstance(ack, BaseException):
-                self._fail(_why(self.stream, item, ack), ack)
-            elif not self.failure:
-                self.seqs[item.msg_id, item.role] = ack.seq
+            while self.sent:
+                batch, futures = self.sent.popleft()
+                try:
+                    acks = await asyncio.wait_for(asyncio.gather(*futures, return_exceptions=True),
+                                                  ACK_TIMEOUT)
+                except asyncio.TimeoutError as exc:
+                    self._fail(_why(self.stream, batch[0], exc), exc)
+                    acks = []
+                for item, ack in zip(batch, acks):  # (the copies never sent count as failed)
+                    if isinstance(ack, BaseException):
+                        self._fail(_why(self.stream, item, ack), ack)
+                    elif not self.failure:
+                        self.seqs[item.msg_id, item.role] = ack.seq
+                self.done += len(batch)
+                self._wake()
+        except BaseException as exc:
+            self._broken(exc)
+            raise
+
+    def _broken(self, exc: BaseException) -> None:
+        """A bug here (or the loop closing) must not leave settle() waiting forever."""
+        self._fail(f"the publisher of stream {self.stream} stopped: {exc!r}", exc)
+        self.done = self.put
+        self._wake()
 
     def _fail(self, why: str, cause: BaseException) -> None:
         if not self.failure:
