@@ -270,3 +270,64 @@ async def test_settle_without_a_stream_says_what_is_missing(shared_nats_server) 
                     await stream.settle()
         with pytest.raises(KeyError, match="m1 is not on stream"):
             stream.seq("m1")
+
+
+async def test_batches_put_while_others_await_their_acks_keep_publish_order(shared_nats_server) -> None:
+    async with open_link(shared_nats_server.url) as link:
+        stream = RunStream(link, run_id())
+        await stream.create()
+        env = Environment(stream.run_id, log=StreamLog(None, stream))
+        env.add(Echo("Dev", ["Spec"]))
+        sent: list[Message] = []
+        for b in range(40):  # each publish_all is one put; the sender does not wait for acks
+            sent += env.publish_all([Message(cause_by="Spec", sent_from="Boss", content=f"{b}.{i}")
+                                     for i in range(25)])
+            await trio.sleep(0)
+        with trio.fail_after(20):
+            await stream.settle()
+            assert [stream.seq(m.id) for m in sent] == list(range(1, 1001))
+            inbox = await stream.open_inbox("Dev", ["Spec"])
+            got: list[Message] = []
+            while len(got) < len(sent):
+                got += await inbox.read_available(max=300, timeout=5)
+        assert got == sent
+        await drop(link, stream)
+
+
+async def test_a_read_cut_short_loses_nothing_and_the_link_still_closes_at_once(shared_nats_server) -> None:
+    with trio.fail_after(10):  # and closing the link does not wait out a drain timeout (30 s)
+        async with open_link(shared_nats_server.url) as link:
+            stream = RunStream(link, run_id())
+            await stream.create()
+            env = Environment(stream.run_id, log=StreamLog(None, stream))
+            env.add(Echo("Dev", ["Spec"]))
+            inbox = await stream.open_inbox("Dev", ["Spec"])
+            assert await inbox.read_available(timeout=0.2) == []  # a pull that ran out
+            with trio.move_on_after(0.3) as scope:
+                await inbox.read_available(timeout=5)  # cancelled while its pull waits
+            assert scope.cancelled_caught
+            sent = env.publish_all([Message(cause_by="Spec", sent_from="Boss", content=str(i))
+                                    for i in range(3)])
+            await stream.settle()
+            got: list[Message] = []
+            while len(got) < 3:  # the pull left open on the server takes them: held for this read
+                got += await inbox.read_available(timeout=2)
+            assert got == sent
+            await drop(link, stream)
+
+
+async def test_a_closed_inbox_leaves_its_unacked_messages_to_the_next_host(shared_nats_server) -> None:
+    async with open_link(shared_nats_server.url) as link:
+        stream, sent = await read_setup(link)
+        want = [(m.id, stream.seq(m.id, "Dev")) for m in sent if m.sent_from != "Dev"]
+        first = await stream.open_inbox("Dev", ["Spec"])
+        assert await first.read(want, timeout=5) == [m for m in sent if m.sent_from != "Dev"]
+        await first.close()
+        await first.close()  # twice is harmless
+        with pytest.raises(RuntimeError, match="inbox of role Dev is closed"):
+            await first.read_available(timeout=0)
+        second = await stream.open_inbox("Dev", ["Spec"])  # read, never acked: still there
+        assert await second.read(want, timeout=5) == [m for m in sent if m.sent_from != "Dev"]
+        await second.ack()
+        await second.close()
+        await drop(link, stream)

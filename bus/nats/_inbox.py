@@ -19,7 +19,7 @@ Pulling: the inbox subscribes (core NATS, with a callback) to a private reply su
 sends the consumer's pull requests itself, each a one-shot request (``no_wait`` with
 ``expires``): the server delivers what the consumer has at once, or the first messages that
 come within ``expires``, then ends the request with a status message on the request's own
-reply subject. A read waits for that status (or its own deadline), never for a full batch
+reply subject (none when the batch is full). A read waits for that end (or its deadline), never for a full batch
 and never by polling; every delivery is held by the callback as it arrives, also one that
 comes after its read gave up (a cancelled read loses nothing, it is held for the next).
 nats-py's ``fetch`` is not used: it makes a task per message, can strand the tail of a
@@ -67,6 +67,8 @@ class Inbox:
         self._next = f"$JS.API.CONSUMER.MSG.NEXT.{stream}.{consumer}"
         self._pulls = 0  # pull requests sent
         self._ends: dict[str, asyncio.Future[None]] = {}  # reply subject -> its end, awaited
+        self._full: tuple[int, asyncio.Future[None]] | None = None  # the pull under way ends
+        #             when `_got` reaches this (a full batch comes with no status after it)
         self._got = 0  # deliveries so far (held, redelivered or passed over)
         self._held: dict[int, tuple[Message, Any]] = {}  # seq -> delivered, not read yet
         self._read: set[int] = set()  # seqs handed out (a redelivery of one is passed over)
@@ -109,12 +111,14 @@ class Inbox:
         return await self.link.call(lambda nc, js: self._read_available(nc, max, timeout))
 
     async def ack(self) -> None:
-        """Acks every message read (or passed over) so far, in one crossing."""
+        """Acks every message read (or passed over) so far, in one crossing. Returns once the
+        acks are handed to the connection, which sends them at once; it does not wait for a
+        round trip to the server: an ack lost with a dying host costs a redelivery, which the
+        role's next host passes over."""
         async def ack_all(nc: Any, js: Any) -> None:
             unacked, self._unacked = self._unacked, []
             for msg in unacked:
                 await msg.ack()
-            await nc.flush()
         await self.link.call(ack_all)
 
     # -- on the link's loop ----------------------------------------------------------------
@@ -185,6 +189,7 @@ class Inbox:
         reply = f"{self._replies}.{self._pulls}"
         end = self._ends[reply] = asyncio.get_running_loop().create_future()
         got = self._got
+        self._full = (got + most, end)
         request: dict[str, Any] = {"batch": most, "no_wait": True}
         if wait > 0:
             request["expires"] = int(wait * 1e9)
@@ -195,6 +200,7 @@ class Inbox:
             pass
         finally:
             del self._ends[reply]
+            self._full = None
         return self._got > got
 
     async def _arrived(self, msg: Any) -> None:
@@ -208,6 +214,8 @@ class Inbox:
             return
         self._got += 1
         self._hold(msg)
+        if self._full is not None and self._got >= self._full[0] and not self._full[1].done():
+            self._full[1].set_result(None)
 
     def _hold(self, msg: Any) -> None:
         seq = int(msg.metadata.sequence.stream)
