@@ -331,3 +331,25 @@ async def test_a_closed_inbox_leaves_its_unacked_messages_to_the_next_host(share
         await second.ack()
         await second.close()
         await drop(link, stream)
+
+
+async def test_after_a_failed_put_nothing_more_is_sent(shared_nats_server) -> None:
+    async with open_link(shared_nats_server.url) as link:
+        stream = RunStream(link, run_id())
+        await stream.create()
+        env = Environment(stream.run_id, log=StreamLog(None, stream))
+        env.add(Echo("Dev", ["Spec"]))
+        first = env.publish(Message(cause_by="Spec", sent_from="Boss"))
+        await stream.settle()
+        assert stream.seq(first.id) == 1
+        await drop(link, stream)  # the stream is lost under the run
+        env.publish(Message(cause_by="Spec", sent_from="Boss"))
+        with trio.fail_after(10), pytest.raises(StreamError, match=r"cannot put message m2 .* is missing"):
+            await stream.settle()
+        await stream.create()  # back, but the run's stream has a hole now: it stays failed
+        env.publish(Message(cause_by="Spec", sent_from="Boss"))
+        with trio.fail_after(10), pytest.raises(StreamError, match="cannot put message m2"):
+            await stream.settle()
+        info = await link.call(lambda nc, js: js.stream_info(stream.name))
+        assert info.state.messages == 0  # m3 was never sent
+        await drop(link, stream)
