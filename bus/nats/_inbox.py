@@ -19,9 +19,11 @@ Pulling: the inbox subscribes (core NATS, with a callback) to a private reply su
 sends the consumer's pull requests itself, each a one-shot request (``no_wait`` with
 ``expires``): the server delivers what the consumer has at once, or the first messages that
 come within ``expires``, then ends the request with a status message on the request's own
-reply subject (none when the batch is full). A read waits for that end (or its deadline), never for a full batch
-and never by polling; every delivery is held by the callback as it arrives, also one that
-comes after its read gave up (a cancelled read loses nothing, it is held for the next).
+reply subject (none when the batch is full). A read waits for that end (or its deadline),
+never for a full batch and never by polling; every delivery is held by the callback as it
+arrives, also one that comes after its read gave up (a cancelled read loses nothing: it is
+held for the next). A read with nothing to wait for (``timeout=0``, or a turn's wanted
+list) sends a plain ``no_wait`` request, which the server ends at once.
 nats-py's ``fetch`` is not used: it makes a task per message, can strand the tail of a
 pull in its queue, and leaves that queue in a state in which draining the connection
 waits out its timeout.
