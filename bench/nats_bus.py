@@ -47,6 +47,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import signal
 import statistics
 import sys
 import time
@@ -246,6 +247,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--seconds", type=float, default=10.0, help="length of the latency workload (0: skip)")
     p.add_argument("--json", action="store_true")
     a = p.parse_args(argv)
+    # a bench killed by `timeout` (SIGTERM) still stops its nats-server (the `with` below)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     with nats_server() as url:
         for roles in a.roles or [10, 100]:
             _print(throughput(url, roles, a.messages, a.batch, a.repeat), a.json)
