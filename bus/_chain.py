@@ -68,6 +68,7 @@ _H_KEY = b'","_h":"'
 _TAIL = len(_H_KEY) + HASH_HEX + 2  # ","_h":"<hex>"}
 _HEX = re.compile(rb"[0-9a-f]*")
 _UPPER = 1 if sys.byteorder == "little" else 0  # where the upper half of a 32-bit value is
+_FEW = 16  # up to this many checks are formatted one by one; more go through arrays (faster in bulk)
 
 
 def line_hash(data: bytes | bytearray) -> bytes:
@@ -94,6 +95,9 @@ def checks(lines: Iterable[bytes | bytearray], own: int) -> bytes:
 
 def _hex_checks(values: Iterable[int]) -> bytes:
     """The upper 16 bits (the position-weighted sum) of each Adler-32, as 4 hex digits."""
+    values = list(values)
+    if len(values) <= _FEW:
+        return b"".join([b"%04x" % (v >> 16) for v in values])
     halves = array("H", array("I", values).tobytes())[_UPPER::2]
     if sys.byteorder == "big":
         halves.byteswap()
@@ -101,7 +105,7 @@ def _hex_checks(values: Iterable[int]) -> bytes:
 
 
 def _own_check(earlier: bytes, own: int) -> bytes:
-    return _hex_checks((zlib.adler32(earlier, own),))
+    return b"%04x" % (zlib.adler32(earlier, own) >> 16)
 
 
 def check_values(field: bytes) -> list[bytes]:
