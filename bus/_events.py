@@ -62,7 +62,9 @@ class RoleLeft(_Event, tag="role_left"):
     unread: tuple[str, ...] = ()  # ids of messages it never read: recorded, not lost
 
 
-class RoundStarted(_Event, tag="round_started"):
+# gc=False for the round records as for the messages (see MessagePublished): they hold ints and
+# tuples of names, and a run of one-turn rounds makes two of them a round.
+class RoundStarted(_Event, tag="round_started", gc=False):
     """A round begins; logged only when the round logs more than its messages (module
     docstring), just before the first such event."""
 
@@ -70,7 +72,7 @@ class RoundStarted(_Event, tag="round_started"):
     turns: tuple[str, ...]  # the roles that take a turn, in declared order
 
 
-class RoundEnded(_Event, tag="round_ended"):
+class RoundEnded(_Event, tag="round_ended", gc=False):
     """A round's turns are done and what they published is delivered."""
 
     round: int
