@@ -8,8 +8,11 @@ does). A *turn* is one token passed on: one message published by a role. A stop 
 ends the run once ``--turns`` messages were relayed (a round, or in events mode a step,
 that is under way finishes).
 
-For each case the figures are turns per second (best of ``--repeat``), the role steps
-that carried them, and with the log the bytes of ``events.jsonl`` per turn. With the log
+For each case the figures are turns per second (the median of ``--repeat`` runs, the best,
+and by CPU time, which another busy process on the machine disturbs less), the role steps
+that carried them, and with the log the bytes of ``events.jsonl`` per turn; logged and
+unlogged runs alternate, and ``logged_ratio`` compares their medians. ``--profile`` runs
+each case once under cProfile and prints where the time goes. With the log
 on the run writes a real ``events.jsonl`` through a :class:`bus.RunStore` (a real run id,
 hash-chained lines) and the log is checked with :func:`bus.store.verify_run` afterwards.
 
@@ -20,13 +23,17 @@ hash-chained lines) and the log is checked with :func:`bus.store.verify_run` aft
     python bench/ring.py                       # the table of the issue, rounds and events, log off/on
     python bench/ring.py --roles 1000 --tokens 1 --mode rounds --json
     python bench/ring.py --memory
+    python bench/ring.py --roles 1000 --mode rounds --log on --profile
 """
 
 from __future__ import annotations
 
 import argparse
+import cProfile
 import json
+import pstats
 import resource
+import statistics
 import subprocess
 import sys
 import time
@@ -83,14 +90,15 @@ def ring_once(roles: int, tokens: int, turns: int, mode: str, log_dir: Path | No
         relayed += len(published)
         return "enough turns" if relayed >= turns else None
 
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     result = trio.run(lambda: run_team(env, mode=mode, max_rounds=turns + 1, seed=seeds(roles, tokens),
                                        stop=enough, store=store))
-    elapsed = time.perf_counter() - t0
-    figures: dict[str, Any] = {"elapsed_s": elapsed, "turns": env.published - tokens,
+    if store is not None:
+        store.close()  # in the time: the last records are written here
+    elapsed, cpu = time.perf_counter() - t0, time.process_time() - c0
+    figures: dict[str, Any] = {"elapsed_s": elapsed, "cpu_s": cpu, "turns": env.published - tokens,
                                "steps": sum(r.steps for r in ring), "end_reason": result.end_reason}
     if store is not None:
-        store.close()
         events = store.run_dir / "events.jsonl"
         figures["log_bytes"] = events.stat().st_size
         if verify:
@@ -99,21 +107,46 @@ def ring_once(roles: int, tokens: int, turns: int, mode: str, log_dir: Path | No
     return figures
 
 
-def measure(roles: int, tokens: int, turns: int, mode: str, log: bool, repeat: int) -> dict[str, Any]:
-    best: dict[str, Any] | None = None
+def measure(roles: int, tokens: int, turns: int, mode: str, logs: Sequence[bool],
+            repeat: int) -> list[dict[str, Any]]:
+    """One row per entry of ``logs``: the median of ``repeat`` runs (and the best), by wall
+    clock and by CPU time. Logged and unlogged runs alternate, so that a busy machine slows
+    both alike and ``logged_ratio`` compares runs made under the same load."""
+    runs: dict[bool, list[dict[str, Any]]] = {log: [] for log in logs}
     for _ in range(repeat):
-        with TemporaryDirectory() as tmp:
-            once = ring_once(roles, tokens, turns, mode, Path(tmp) if log else None)
-        if best is None or once["elapsed_s"] < best["elapsed_s"]:
-            best = once
-    assert best is not None
-    row = {"roles": roles, "tokens": tokens, "mode": mode, "log": log, "turns": best["turns"],
-           "steps": best["steps"],
-           "turns_per_s": round(best["turns"] / best["elapsed_s"]), "end_reason": best["end_reason"]}
-    if log:
-        row["log_bytes"] = best["log_bytes"]
-        row["log_bytes_per_turn"] = round(best["log_bytes"] / max(1, best["turns"]), 1)
-    return row
+        for log in logs:
+            with TemporaryDirectory() as tmp:
+                runs[log].append(ring_once(roles, tokens, turns, mode, Path(tmp) if log else None))
+    rows = []
+    for log, done in runs.items():
+        wall = statistics.median(r["elapsed_s"] for r in done)
+        cpu = statistics.median(r["cpu_s"] for r in done)
+        first = done[0]
+        row = {"roles": roles, "tokens": tokens, "mode": mode, "log": log, "turns": first["turns"],
+               "steps": first["steps"], "turns_per_s": round(first["turns"] / wall),
+               "best_turns_per_s": round(first["turns"] / min(r["elapsed_s"] for r in done)),
+               "cpu_turns_per_s": round(first["turns"] / cpu), "end_reason": first["end_reason"]}
+        if log:
+            row["log_bytes"] = first["log_bytes"]
+            row["log_bytes_per_turn"] = round(first["log_bytes"] / max(1, first["turns"]), 1)
+            if False in runs:
+                plain = rows[0]
+                row["logged_ratio"] = round(row["turns_per_s"] / plain["turns_per_s"], 2)
+                row["logged_ratio_cpu"] = round(row["cpu_turns_per_s"] / plain["cpu_turns_per_s"], 2)
+        rows.append(row)
+    return rows
+
+
+def profile(roles: int, tokens: int, turns: int, mode: str, log: bool, top: int = 25) -> None:
+    """Runs one case under cProfile and prints the functions that took the most time of
+    their own: where a turn's time goes."""
+    with TemporaryDirectory() as tmp:
+        prof = cProfile.Profile()
+        prof.enable()
+        figures = ring_once(roles, tokens, turns, mode, Path(tmp) if log else None, verify=False)
+        prof.disable()
+    print(f"roles={roles} tokens={tokens} mode={mode} log={log}: {figures}")
+    pstats.Stats(prof).sort_stats("tottime").print_stats(top)
 
 
 def memory_child(roles: int, turns: int, mode: str) -> None:
@@ -143,7 +176,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--turns", type=int, default=20_000)
     p.add_argument("--mode", choices=["rounds", "events", "both"], default="both")
     p.add_argument("--log", choices=["off", "on", "both"], default="both")
-    p.add_argument("--repeat", type=int, default=3, help="runs of each case; the best is reported")
+    p.add_argument("--repeat", type=int, default=3, help="runs of each case; medians (and the best) are reported")
+    p.add_argument("--profile", action="store_true", help="run each case once under cProfile instead")
     p.add_argument("--memory", action="store_true", help="also measure peak RSS of a long logged run")
     p.add_argument("--memory-roles", type=int, default=1000)
     p.add_argument("--memory-turns", type=int, default=1_000_000)
@@ -156,14 +190,13 @@ def main(argv: list[str] | None = None) -> None:
         return
     logs = {"off": (False,), "on": (True,), "both": (False, True)}[a.log]
     cases = ((a.roles, a.tokens),) if a.roles else CASES
-    rows = []
     for roles, tokens in cases:
         for mode in modes:
-            by_log = {log: measure(roles, tokens, a.turns, mode, log, a.repeat) for log in logs}
-            for log, row in by_log.items():
-                if log and False in by_log:
-                    row["logged_ratio"] = round(row["turns_per_s"] / by_log[False]["turns_per_s"], 2)
-                rows.append(row)
+            if a.profile:
+                for log in logs:
+                    profile(roles, tokens, a.turns, mode, log)
+                continue
+            for row in measure(roles, tokens, a.turns, mode, logs, a.repeat):
                 _print(row, a.json)
     if a.memory:
         for mode in modes:
