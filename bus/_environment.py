@@ -188,8 +188,11 @@ class Environment:
         """Stamps ``message`` and delivers it; returns the stamped message."""
         return self.publish_all((message,), round=round)[0]
 
-    def publish_all(self, messages: Iterable[Message], *, round: int | None = None) -> list[Message]:
-        """Stamps and delivers ``messages`` in order; returns them stamped.
+    def publish_all(self, messages: Iterable[Message], *, round: int | None = None,
+                    parents: tuple[str, ...] = ()) -> list[Message]:
+        """Stamps and delivers ``messages`` in order; returns them stamped. ``parents``, if
+        given, are stamped on each message that names none (the run loop passes the ids of
+        what the publishing turn read).
 
         The hot path of the bus, so the common case (broadcast by ``cause_by``) is inlined.
         """
@@ -203,7 +206,10 @@ class Environment:
         out = []
         for message in messages:
             n += 1
-            message = _replace(message, id=f"m{n}", run_id=run_id, round=rnd)
+            if parents and not message.parents:
+                message = _replace(message, id=f"m{n}", run_id=run_id, round=rnd, parents=parents)
+            else:
+                message = _replace(message, id=f"m{n}", run_id=run_id, round=rnd)
             if message.send_to:
                 recipients: tuple[str, ...] = self._named(message)
             else:
@@ -235,13 +241,13 @@ class Environment:
         self.published, self.deliveries, self.undelivered = (
             n, self.deliveries + delivered, self.undelivered + dropped)
         if records:
-            self._write(records)
+            if self._log_all is not None:
+                self._log_all(records)
+            else:
+                self._write(records)
         return out
 
     def _write(self, records: list[Any]) -> None:
-        if self._log_all is not None:
-            self._log_all(records)
-            return
         assert self._log is not None
         for record in records:
             self._log(record)

@@ -28,16 +28,19 @@ import trio
 
 from ._environment import Environment
 from ._errors import BudgetExhausted, StopRun
-from ._events import RoundEnded, RoundStarted, RunEnded, TurnFailed
+from ._events import RoundEnded, RunEnded, TurnFailed
 from ._member import LLMGateway, Member, Turn
 from ._message import Message
 from ._verdict import Judge, RunRecord, Verdict, judge_run, verdict_json
-from .store._store import RunStore
+from .store._store import LINGER_S, RunStore
 
 StopCondition = Callable[[Sequence[Message], int], "str | None"]
 """Looks at the messages a round (or a turn) published and returns why to stop, or None."""
 
-_PAUSE_S = 0.005  # the rounds loop lets other tasks run at least this often (see Runner._pause)
+# Rounds of one turn run without a nursery, and a turn that never waits never reaches a
+# checkpoint: the rounds loop then makes one itself this often, so that other tasks (the
+# progress display, the store's linger timer) run and a cancellation is noticed within it.
+_PAUSE_S = 0.005
 
 END_REASONS = ("idle", "max_rounds", "stop_condition", "budget_exhausted", "error", "cancelled")
 STATUS = {"idle": "completed", "max_rounds": "completed", "stop_condition": "completed",
@@ -114,23 +117,52 @@ class Runner:
     # -- rounds -------------------------------------------------------------------------
 
     async def _rounds(self) -> _End:
+        store = self._store
+        if store is None:
+            return await self._round_loop(None)
+        try:
+            async with trio.open_nursery() as nursery:
+                await nursery.start(self._write_lingering, store)
+                try:
+                    return await self._round_loop(store)
+                finally:
+                    store.on_linger = None
+                    nursery.cancel_scope.cancel()
+        except BaseExceptionGroup as group:
+            # The nursery is only there for the store's timer: what the loop raised goes on
+            # as it would without it, not wrapped in a group.
+            if len(group.exceptions) == 1:
+                raise group.exceptions[0] from None
+            raise
+
+    async def _round_loop(self, store: RunStore | None) -> _End:
         env = self.env
         self._publish_all(self._seed, 0, flush=True)
         for rnd in range(1, self.max_rounds + 1):
             self._round = env.round = rnd
             if self._injections:
                 self._publish_all(self._due_injections(rnd), rnd, flush=True)
-            names = env.with_news()
-            if not names:
+            turns = tuple(env.with_news())
+            if not turns:
                 if self._injections:
                     continue  # nothing to do until the next scheduled message
                 return _End("idle")
-            turns = tuple(names)
-            if self._store is not None:
-                self._store.open_round(RoundStarted(round=rnd, turns=turns))
-            outputs = await self._round_turns([(env.member(n), env.take(n)) for n in names], rnd)
-            published = self._publish_all([m for out in outputs for m in out], rnd)
-            self._log(RoundEnded(round=rnd, published=len(published), turns=turns))
+            if store is not None:
+                store.open_round(rnd, turns)
+            if len(turns) == 1:
+                # A lone turn is awaited directly: a nursery per round would cost more than
+                # a cheap turn itself.
+                news = env.take(turns[0])
+                out = await self._turn(env.member(turns[0]), news, rnd, None)
+                now = time.perf_counter()
+                if now >= self._next_pause:
+                    self._next_pause = now + _PAUSE_S
+                    await trio.lowlevel.checkpoint()
+                published = self._publish_all(out, rnd, answering=news)
+            else:
+                published = await self._round_turns([(env.member(n), env.take(n)) for n in turns], rnd)
+            if store is not None:
+                store.end_round(RoundEnded(round=rnd, published=len(published), turns=turns))
             self._check_end(published, rnd)
             if self._ending is not None:
                 return self._ending
@@ -138,35 +170,38 @@ class Runner:
             return _End("max_rounds", f"stopped after round {self.max_rounds} with work left")
         return _End("idle")
 
-    async def _round_turns(self, turns: list[tuple[Member, list[Message]]], rnd: int) -> list[Sequence[Message]]:
-        """The outputs of a round's turns, in the order of ``turns``: concurrent turns in a
-        nursery, or a lone turn awaited directly (a nursery per round would cost more than
-        a cheap turn itself)."""
-        if len(turns) == 1:
-            member, news = turns[0]
-            out = await self._turn(member, news, rnd, None)
-            await self._pause()
-            return [out]
+    async def _write_lingering(self, store: RunStore,
+                               task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """The timer of the store's flush policy: writes the records that quiet rounds left
+        waiting :data:`~bus.store._store.LINGER_S` after the first of them, even while a
+        later round's turn blocks (see :class:`~bus.RunStore`)."""
+        started = False
+        while True:
+            due = trio.Event()
+            store.on_linger = due.set
+            if not started:
+                task_status.started()
+                started = True
+            await due.wait()
+            await trio.sleep(LINGER_S)
+            store.flush()
+
+    async def _round_turns(self, turns: list[tuple[Member, list[Message]]], rnd: int) -> list[Message]:
+        """Runs a round's turns concurrently in a nursery, then publishes their outputs in
+        the order of ``turns`` (the team's declared order); returns what they published."""
         outputs: list[Sequence[Message]] = [()] * len(turns)
         async with trio.open_nursery() as nursery:
             for i, (member, news) in enumerate(turns):
                 nursery.start_soon(self._turn_into, outputs, i, member, news, rnd, nursery.cancel_scope)
-        return outputs
+        published: list[Message] = []
+        for (_, news), out in zip(turns, outputs):
+            if out:
+                published += self._publish_all(out, rnd, answering=news)
+        return published
 
     async def _turn_into(self, outputs: list[Sequence[Message]], i: int, member: Member,
                          news: list[Message], rnd: int, scope: trio.CancelScope) -> None:
         outputs[i] = await self._turn(member, news, rnd, scope)
-
-    async def _pause(self) -> None:
-        """A checkpoint for the rounds loop when it ran a lone turn without a nursery: the run
-        can be cancelled at every round, and other tasks (the progress display) get to run
-        at least every few milliseconds even if no turn ever waits."""
-        now = time.perf_counter()
-        if now < self._next_pause:
-            await trio.lowlevel.checkpoint_if_cancelled()
-            return
-        self._next_pause = now + _PAUSE_S
-        await trio.lowlevel.checkpoint()
 
     # -- events -------------------------------------------------------------------------
 
@@ -211,7 +246,7 @@ class Runner:
         self._busy += 1
         self._round = self.env.round = max(self._round, rnd)
         out = await self._turn(member, news, rnd, scope)
-        published = self._publish_all(out, rnd, flush=True)
+        published = self._publish_all(out, rnd, answering=news, flush=True)
         self._check_end(published, rnd)
         self._busy -= 1
         self._check_idle()
@@ -260,16 +295,21 @@ class Runner:
             return ()
         finally:
             self._at_work.pop(member.name, None)
-        if not out:
-            return ()
-        parents = tuple([m.id for m in news])
-        return [m if m.parents else msgspec.structs.replace(m, parents=parents) for m in out]
+        return out
 
-    def _publish_all(self, messages: Sequence[Message], rnd: int, *, flush: bool = False) -> list[Message]:
-        """Publishes one batch; ``flush`` writes its log records at once (else the next event
-        that is not a message writes them, as ``round_ended`` does in ``rounds`` mode)."""
-        published = self.env.publish_all(messages, round=rnd)
-        self._messages.extend(published)
+    def _publish_all(self, messages: Sequence[Message], rnd: int, *, answering: Sequence[Message] = (),
+                     flush: bool = False) -> list[Message]:
+        """Publishes one batch; a message that names no parents gets the ids of ``answering``
+        (what the turn that made it read). ``flush`` writes the batch's log records at once
+        (else the next event that is not a message writes them, as ``round_ended`` does in
+        ``rounds`` mode, or the store's linger timer: see :class:`~bus.RunStore`)."""
+        if not messages:
+            if flush and self._store is not None:
+                self._store.flush()
+            return []
+        parents = (answering[0].id,) if len(answering) == 1 else tuple([m.id for m in answering])
+        published = self.env.publish_all(messages, round=rnd, parents=parents)
+        self._messages += published
         if flush and self._store is not None:
             self._store.flush()
         return published
