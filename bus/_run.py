@@ -34,6 +34,8 @@ from ._message import Message
 from ._verdict import Judge, RunRecord, Verdict, judge_run, verdict_json
 from .store._store import LINGER_S, RunStore
 
+_replace = msgspec.structs.replace
+
 StopCondition = Callable[[Sequence[Message], int], "str | None"]
 """Looks at the messages a round (or a turn) published and returns why to stop, or None."""
 
@@ -188,20 +190,22 @@ class Runner:
 
     async def _round_turns(self, turns: list[tuple[Member, list[Message]]], rnd: int) -> list[Message]:
         """Runs a round's turns concurrently in a nursery, then publishes their outputs in
-        the order of ``turns`` (the team's declared order); returns what they published."""
+        the order of ``turns`` (the team's declared order), each message that names no
+        parents answering what its turn read; returns what they published."""
         outputs: list[Sequence[Message]] = [()] * len(turns)
         async with trio.open_nursery() as nursery:
             for i, (member, news) in enumerate(turns):
                 nursery.start_soon(self._turn_into, outputs, i, member, news, rnd, nursery.cancel_scope)
-        published: list[Message] = []
-        for (_, news), out in zip(turns, outputs):
-            if out:
-                published += self._publish_all(out, rnd, answering=news)
-        return published
+        # One publish for the round (one log_all, one pass of the router's setup), however
+        # many turns it had.
+        return self._publish_all([m for out in outputs for m in out], rnd)
 
     async def _turn_into(self, outputs: list[Sequence[Message]], i: int, member: Member,
                          news: list[Message], rnd: int, scope: trio.CancelScope) -> None:
-        outputs[i] = await self._turn(member, news, rnd, scope)
+        out = await self._turn(member, news, rnd, scope)
+        if out:
+            parents = tuple([m.id for m in news])
+            outputs[i] = [m if m.parents else _replace(m, parents=parents) for m in out]
 
     # -- events -------------------------------------------------------------------------
 
