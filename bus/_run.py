@@ -156,9 +156,7 @@ class Runner:
                 # a cheap turn itself.
                 news = env.take(turns[0])
                 out = await self._turn(env.member(turns[0]), news, rnd, None)
-                now = time.perf_counter()
-                if now >= self._next_pause:
-                    self._next_pause = now + _PAUSE_S
+                if self._pause_due():
                     await trio.lowlevel.checkpoint()
                 published = self._publish_all(out, rnd, answering=news)
             else:
@@ -172,20 +170,27 @@ class Runner:
             return _End("max_rounds", f"stopped after round {self.max_rounds} with work left")
         return _End("idle")
 
+    def _pause_due(self) -> bool:
+        """Whether the rounds loop should yield now (see ``_PAUSE_S``)."""
+        now = time.perf_counter()
+        if now < self._next_pause:
+            return False
+        self._next_pause = now + _PAUSE_S
+        return True
+
     async def _write_lingering(self, store: RunStore,
                                task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """The timer of the store's flush policy: writes the records that quiet rounds left
         waiting :data:`~bus.store._store.LINGER_S` after the first of them, even while a
         later round's turn blocks (see :class:`~bus.RunStore`)."""
-        started = False
+        due = trio.Event()
+        store.on_linger = due.set
+        task_status.started()
         while True:
-            due = trio.Event()
-            store.on_linger = due.set
-            if not started:
-                task_status.started()
-                started = True
             await due.wait()
             await trio.sleep(LINGER_S)
+            due = trio.Event()
+            store.on_linger = due.set
             store.flush()
 
     async def _round_turns(self, turns: list[tuple[Member, list[Message]]], rnd: int) -> list[Message]:
