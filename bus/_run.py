@@ -32,7 +32,7 @@ from ._events import RoundEnded, RunEnded, TurnFailed
 from ._member import LLMGateway, Member, Turn
 from ._message import Message
 from ._verdict import Judge, RunRecord, Verdict, judge_run, verdict_json
-from .store._store import LINGER_S, RunStore
+from .store._store import RunStore
 
 _replace = msgspec.structs.replace
 
@@ -41,7 +41,7 @@ StopCondition = Callable[[Sequence[Message], int], "str | None"]
 
 # Rounds of one turn run without a nursery, and a turn that never waits never reaches a
 # checkpoint: the rounds loop then makes one itself this often, so that other tasks (the
-# progress display, the store's linger timer) run and a cancellation is noticed within it.
+# progress display) run and a cancellation is noticed within it.
 _PAUSE_S = 0.005
 
 END_REASONS = ("idle", "max_rounds", "stop_condition", "budget_exhausted", "error", "cancelled")
@@ -119,26 +119,7 @@ class Runner:
     # -- rounds -------------------------------------------------------------------------
 
     async def _rounds(self) -> _End:
-        store = self._store
-        if store is None:
-            return await self._round_loop(None)
-        try:
-            async with trio.open_nursery() as nursery:
-                await nursery.start(self._write_lingering, store)
-                try:
-                    return await self._round_loop(store)
-                finally:
-                    store.on_linger = None
-                    nursery.cancel_scope.cancel()
-        except BaseExceptionGroup as group:
-            # The nursery is only there for the store's timer: what the loop raised goes on
-            # as it would without it, not wrapped in a group.
-            if len(group.exceptions) == 1:
-                raise group.exceptions[0] from None
-            raise
-
-    async def _round_loop(self, store: RunStore | None) -> _End:
-        env = self.env
+        env, store = self.env, self._store
         self._publish_all(self._seed, 0, flush=True)
         for rnd in range(1, self.max_rounds + 1):
             self._round = env.round = rnd
@@ -161,8 +142,9 @@ class Runner:
                 published = self._publish_all(out, rnd, answering=news)
             else:
                 published = await self._round_turns([(env.member(n), env.take(n)) for n in turns], rnd)
-            if store is not None:
-                store.end_round(RoundEnded(round=rnd, published=len(published), turns=turns))
+            # Written at once with the round's messages, before the next round's turns start
+            # (see bus/store/_store.py).
+            self._log(RoundEnded(round=rnd, published=len(published), turns=turns))
             self._check_end(published, rnd)
             if self._ending is not None:
                 return self._ending
@@ -177,21 +159,6 @@ class Runner:
             return False
         self._next_pause = now + _PAUSE_S
         return True
-
-    async def _write_lingering(self, store: RunStore,
-                               task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        """The timer of the store's flush policy: writes the records that quiet rounds left
-        waiting :data:`~bus.store._store.LINGER_S` after the first of them, even while a
-        later round's turn blocks (see :class:`~bus.RunStore`)."""
-        due = trio.Event()
-        store.on_linger = due.set
-        task_status.started()
-        while True:
-            await due.wait()
-            await trio.sleep(LINGER_S)
-            due = trio.Event()
-            store.on_linger = due.set
-            store.flush()
 
     async def _round_turns(self, turns: list[tuple[Member, list[Message]]], rnd: int) -> list[Message]:
         """Runs a round's turns concurrently in a nursery, then publishes their outputs in
@@ -311,7 +278,7 @@ class Runner:
         """Publishes one batch; a message that names no parents gets the ids of ``answering``
         (what the turn that made it read). ``flush`` writes the batch's log records at once
         (else the next event that is not a message writes them, as ``round_ended`` does in
-        ``rounds`` mode, or the store's linger timer: see :class:`~bus.RunStore`)."""
+        ``rounds`` mode: see :class:`~bus.RunStore`)."""
         if not messages:
             if flush and self._store is not None:
                 self._store.flush()

@@ -1,7 +1,8 @@
-"""The flush policy for quiet rounds (bus/store/_store.py): in ``rounds`` mode the records of
-rounds that log nothing but their messages and ``round_ended`` share one write, are on disk
-within LINGER_S even while a later turn blocks, and a round that logs anything else is
-written at its end. A run killed for real keeps a whole chain: what was written verifies."""
+"""The flush policy of ``rounds`` mode (bus/store/_store.py): every round, however quiet (one
+that logs nothing but its messages and ``round_ended``), is written when it ends, as one
+batch with one write, before the next round's turns start. So a run killed for real keeps
+every round that ended, and what it wrote verifies. Also: the speedups of the rounds loop
+(a lone turn run without a nursery) leave an error of the loop itself raised as itself."""
 
 from __future__ import annotations
 
@@ -16,11 +17,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import trio
 
 from bus import Environment, Message, RunStore, Turn, read_jsonl, run_team
 from bus._chain import verify_file
-from bus.store._store import LINGER_S
 from busfakes import Echo
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -28,7 +27,7 @@ GO = Message(cause_by="A0", sent_from="Boss")
 
 
 def ring(n: int, on_step: Callable[[Sequence[Message], Turn], None] | None = None) -> list[Echo]:
-    """``n`` roles passing one token around: role i watches ``A{i}`` and answers ``A{i+1}``."""
+    """``n`` roles passing tokens around: role i watches ``A{i}`` and answers ``A{i+1}``."""
     return [Echo(f"r{i}", [f"A{i}"], replies=[f"A{(i + 1) % n}"], on_step=on_step) for i in range(n)]
 
 
@@ -45,129 +44,158 @@ def sealed_lines(path: Path) -> list[str]:
     return [line.split('"', 4)[3] for line in path.read_text().splitlines() if '"_h":"' in line]
 
 
-async def run(tmp: Path, team: list[Any], max_rounds: int) -> Path:
+async def run(tmp: Path, team: list[Any], max_rounds: int, seed: Sequence[Message] = (GO,)) -> Path:
     store = RunStore(tmp, "run")
     env = Environment("run", log=store)
     env.add_all(team)
-    await run_team(env, seed=[GO], store=store, max_rounds=max_rounds)
+    await run_team(env, seed=seed, store=store, max_rounds=max_rounds)
     store.close()
     log = tmp / "events.jsonl"
     assert verify_file(log).intact
     return log
 
 
-async def test_quiet_rounds_share_one_write(tmp_path: Path, autojump_clock: object) -> None:
+def looking(log: Path, seen: list[tuple[int, list[int]]]) -> Callable[[Sequence[Message], Turn], None]:
+    """An ``on_step`` that notes, at each turn, the rounds whose end is on disk."""
+    def look(news: Sequence[Message], turn: Turn) -> None:
+        seen.append((turn.round, ended_rounds(log)))
+    return look
+
+
+async def test_each_quiet_round_is_one_write_when_it_ends(tmp_path: Path) -> None:
     log = await run(tmp_path, ring(3), max_rounds=40)
     assert ended_rounds(log) == list(range(1, 41))
-    # The turns never wait, so the (virtual) clock stands still and the timer never fires:
-    # the 40 rounds' 80 records are written with the run's end, in one batch.
     kinds = [k for k in sealed_lines(log) if k != "role_joined"]
-    assert kinds == ["message_published", "run_ended"]  # the seed's write, then everything else
+    # The seed's write, one write per round closed by its round_ended, then the run's end.
+    assert kinds == ["message_published"] + ["round_ended"] * 40 + ["run_ended"]
+    assert "round_started" not in [e["kind"] for e in on_disk(log)]  # quiet: nothing but messages
 
 
-async def test_a_round_that_logs_more_than_its_messages_is_on_disk_before_the_next_turn(
-        tmp_path: Path, autojump_clock: object) -> None:
+async def test_a_lone_turn_finds_every_earlier_round_on_disk(tmp_path: Path) -> None:
     seen: list[tuple[int, list[int]]] = []
+    await run(tmp_path, ring(3, on_step=looking(tmp_path / "events.jsonl", seen)), max_rounds=12)
+    assert seen == [(r, list(range(1, r))) for r in range(1, 13)]
 
-    def look(news: Sequence[Message], turn: Turn) -> None:
-        seen.append((turn.round, ended_rounds(tmp_path / "events.jsonl")))
+
+async def test_concurrent_turns_find_every_earlier_round_on_disk(tmp_path: Path) -> None:
+    # Two tokens in a ring of four: each round has two turns, run in a nursery.
+    seen: list[tuple[int, list[int]]] = []
+    seed = [GO, Message(cause_by="A2", sent_from="Boss")]
+    log = await run(tmp_path, ring(4, on_step=looking(tmp_path / "events.jsonl", seen)), max_rounds=8,
+                    seed=seed)
+    assert seen == [(r, list(range(1, r))) for r in range(1, 9) for _ in range(2)]
+    assert [k for k in sealed_lines(log) if k != "role_joined"] == (
+        ["message_published"] + ["round_ended"] * 8 + ["run_ended"])
+
+
+async def test_a_round_that_logs_more_is_written_as_it_logs_and_again_when_it_ends(tmp_path: Path) -> None:
+    seen: list[tuple[int, list[int]]] = []
+    look = looking(tmp_path / "events.jsonl", seen)
+
+    def note(news: Sequence[Message], turn: Turn) -> None:
+        look(news, turn)
         if turn.round == 4:
             turn.emit("looked", at=news[0].id)
 
-    await run(tmp_path, ring(3, on_step=look), max_rounds=6)
-    # Rounds 1-3 were quiet and wait; round 4's note writes them, and round 4 is written when
-    # it ends; round 5 is quiet again.
-    assert seen == [(1, []), (2, []), (3, []), (4, []), (5, [1, 2, 3, 4]), (6, [1, 2, 3, 4])]
+    log = await run(tmp_path, ring(3, on_step=note), max_rounds=6)
+    assert seen == [(r, list(range(1, r))) for r in range(1, 7)]
+    kinds = [k for k in sealed_lines(log) if k != "role_joined"]
+    # Round 4: its note "looked" is written at once (after its round_started), its message with
+    # its end.
+    assert kinds == ["message_published"] + ["round_ended"] * 3 + ["looked", "round_ended"] + (
+        ["round_ended"] * 2 + ["run_ended"])
+    assert [(e["kind"], e["round"]) for e in on_disk(log) if e["kind"] == "round_started"] == [("round_started", 4)]
 
 
-async def test_quiet_rounds_are_written_within_the_linger_time_while_a_turn_blocks(
-        tmp_path: Path, autojump_clock: object) -> None:
-    log = tmp_path / "events.jsonl"
-    seen: dict[str, list[int]] = {}
-
-    class Slow(Echo):
-        async def step(self, news: Sequence[Message], turn: Turn) -> Sequence[Message]:
-            seen["before"] = ended_rounds(log)
-            await trio.sleep(LINGER_S * 3)  # a model call, a tool, a human: anything that waits
-            seen["after"] = ended_rounds(log)
-            return await super().step(news, turn)
-
-    team = ring(5)
-    team[4] = Slow("r4", ["A4"], replies=["A0"])
-    await run(tmp_path, team, max_rounds=6)
-    assert seen == {"before": [], "after": [1, 2, 3, 4]}
-
-
+# A ring whose every turn first appends its round to a marker file (one os.write, kept by the
+# kernel when the process is killed): a turn of round r shows that round r - 1 had ended.
 KILLED = """
-import sys, trio
+import os, sys, trio
 from pathlib import Path
 from bus import Environment, Message, RunStore, run_team
 from busfakes import Echo
 
-class Stuck(Echo):
-    async def step(self, news, turn):
-        Path(sys.argv[2]).write_text(str(turn.round))
-        await trio.sleep_forever()
+marker = os.open(sys.argv[2], os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+stuck_at = int(sys.argv[3])
 
-quiet = int(sys.argv[3])
+class Marking(Echo):
+    async def step(self, news, turn):
+        os.write(marker, b"%d\\n" % turn.round)
+        if turn.round == stuck_at:
+            await trio.sleep_forever()  # a model, a tool or a person that never answers
+        return await super().step(news, turn)
+
 store = RunStore(Path(sys.argv[1]), "killed")
 env = Environment("killed", log=store)
-env.add_all([Echo(f"r{i}", [f"A{i}"], replies=[f"A{i + 1}"]) for i in range(quiet)])
-env.add(Stuck(f"r{quiet}", [f"A{quiet}"]))
+env.add_all([Marking(f"r{i}", [f"A{i}"], replies=[f"A{(i + 1) % 5}"]) for i in range(5)])
 trio.run(lambda: run_team(env, seed=[Message(cause_by="A0", sent_from="Boss")], store=store,
-                          max_rounds=quiet + 1))
+                          max_rounds=10**7))
 """
 
 
-def run_and_kill(tmp: Path, quiet: int, wait_for: Callable[[Path], bool]) -> Path:
-    """Runs ``quiet`` quiet rounds in a subprocess, then a turn that never ends; SIGKILLs the
-    process once that turn started and ``wait_for(events.jsonl)`` holds. The log's path."""
-    run_dir, marker = tmp / "run", tmp / "stuck"
+def run_and_kill(tmp: Path, stuck_at: int, kill_after: int) -> tuple[Path, int]:
+    """Runs the ring in a subprocess (its turn of round ``stuck_at`` never ends; 0: none
+    does) and SIGKILLs it at once when a turn of round ``kill_after`` started. The run's
+    directory and the last round whose turn started."""
+    run_dir, marker = tmp / "run", tmp / "marker"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "tests"), str(ROOT)])}
     proc = subprocess.Popen([sys.executable, "-c", textwrap.dedent(KILLED), str(run_dir), str(marker),
-                             str(quiet)], env=env, stderr=subprocess.PIPE)
+                             str(stuck_at)], env=env, stderr=subprocess.PIPE)
     try:
         deadline = time.monotonic() + 60  # a guard against a hung test, not a timing assertion
-        while not (marker.is_file() and wait_for(run_dir / "events.jsonl")):
+        size = sum(len(f"{r}\n") for r in range(1, kill_after + 1))  # the marker up to kill_after
+        while not (marker.is_file() and marker.stat().st_size >= size):
             assert proc.poll() is None, proc.communicate()[1].decode()
-            assert time.monotonic() < deadline, "the run never got to its stuck turn"
-            time.sleep(0.002)
+            assert time.monotonic() < deadline, f"the run never got to round {kill_after}"
+            time.sleep(0.001)
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.communicate()
     assert proc.returncode == -signal.SIGKILL
-    return run_dir / "events.jsonl"
+    started = [int(line) for line in marker.read_text().split()]
+    assert started == list(range(1, len(started) + 1))
+    return run_dir, started[-1]
 
 
-def test_a_run_killed_while_a_turn_blocks_keeps_its_quiet_rounds_and_verifies(tmp_path: Path) -> None:
-    log = run_and_kill(tmp_path, 50, lambda log: 50 in ended_rounds(log))
-    report = verify_file(log)
-    assert report.intact and report.torn is None, report
-    assert ended_rounds(log) == list(range(1, 51))
+def test_a_run_killed_while_a_turn_blocks_keeps_every_ended_round_and_verifies(tmp_path: Path) -> None:
+    run_dir, last = run_and_kill(tmp_path, stuck_at=50, kill_after=50)
+    assert last == 50
+    log = run_dir / "events.jsonl"
+    assert ended_rounds(log) == list(range(1, 50))
     published = [e["message"]["round"] for e in on_disk(log) if e["kind"] == "message_published"]
-    assert published == list(range(0, 51))  # the seed, then one message a round
-    assert "run_ended" not in [e["kind"] for e in on_disk(log)]
+    assert published == list(range(0, 50))  # the seed, then one message a round
+    done = subprocess.run([sys.executable, "-m", "bus.cli", "verify", str(run_dir)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "events.jsonl" in done.stdout and done.stdout.strip().endswith("intact")
 
 
-def test_a_run_killed_at_once_loses_at_most_its_last_quiet_rounds_and_verifies(tmp_path: Path) -> None:
-    log = run_and_kill(tmp_path, 50, lambda log: True)
+def test_a_run_killed_mid_flight_keeps_every_round_that_ended_and_verifies(tmp_path: Path) -> None:
+    # No turn blocks: the kill lands wherever the loop is (a turn, a publish, a write).
+    run_dir, last = run_and_kill(tmp_path, stuck_at=0, kill_after=300)
+    log = run_dir / "events.jsonl"
     report = verify_file(log)
-    assert report.broken is None, report  # at worst torn, never tampered
+    assert report.broken is None, report  # at worst a torn tail, never a broken chain
     rounds = ended_rounds(log)
     assert rounds == list(range(1, len(rounds) + 1))  # whole rounds, in order, from the first
+    assert len(rounds) >= last - 1  # every round that ended before the last turn began
     published = [e["message"]["round"] for e in on_disk(log) if e["kind"] == "message_published"]
-    assert published == list(range(0, len(rounds) + 1))  # each kept round with its message
+    assert published[:len(rounds) + 1] == list(range(0, len(rounds) + 1))  # each with its message
 
 
 async def test_an_error_of_the_loop_itself_is_raised_as_it_is_with_the_log_on(tmp_path: Path) -> None:
-    # The rounds loop hosts the store's timer in a nursery; that must not wrap what it raises.
     def stop(published: Sequence[Message], rnd: int) -> str | None:
-        raise ValueError(f"a broken stop condition in round {rnd}")
+        if rnd == 3:
+            raise ValueError(f"a broken stop condition in round {rnd}")
+        return None
 
     store = RunStore(tmp_path, "run")
     env = Environment("run", log=store)
     env.add_all(ring(3))
-    with pytest.raises(ValueError, match="round 1"):
+    with pytest.raises(ValueError, match="round 3"):
         await run_team(env, seed=[GO], store=store, stop=stop)
     store.close()
-    assert [e["kind"] for e in on_disk(tmp_path / "events.jsonl")][-1] == "run_ended"
+    log = tmp_path / "events.jsonl"
+    assert ended_rounds(log) == [1, 2, 3]
+    assert [e["kind"] for e in on_disk(log)][-1] == "run_ended"
+    assert verify_file(log).intact

@@ -9,29 +9,14 @@ Flush policy of ``events.jsonl``: the records of one publish (its messages) are 
 memory until the publish is done, then written as one sealed batch with one ``os.write``
 (:meth:`RunStore.flush`, which the run loop calls; at most 256 records wait, a larger
 publish is written in batches of that size). Every other event is written at once, after
-whatever waits. So a killed run keeps every line of every completed publish, and every LLM
-call, reservation, artifact and note as soon as it is logged. The ledger and
-``calls.jsonl`` are written line by line.
-
-One exception, for speed: in ``rounds`` mode a *quiet* round, one that logged nothing but
-its messages and its ``round_ended`` (no LLM call, reservation, artifact, note or failure),
-may leave its records waiting after it ends, so that a run of quiet rounds is written as
-one batch instead of one batch per round. They wait only while the run loop keeps a timer
-for them (:attr:`RunStore.on_linger`), and are written at the first of: :data:`LINGER_S`
-(10 ms) after the first of them was left waiting (the timer fires even while a later
-round's turn waits on a model, a tool or a person), 256 waiting records, any other event
-(so a round that calls a model or writes anything writes the quiet rounds before it, and
-its own records when it ends, as above), the run's end, or :meth:`close`.
-
-So a killed run can lose only this: the records still waiting from quiet rounds, at most
-255, of rounds that ended less than :data:`LINGER_S` before the kill (a turn that computes
-for longer without ever awaiting delays the timer by as much: the timer runs whenever a
-turn awaits, and the rounds loop yields every 5 ms between turns). Those rounds made no
-model call, paid nothing and wrote no artifact; a resume, which executes the run again from
-round 1 into a new ``events.jsonl``, makes them again. Nothing that was written is lost,
-every LLM call, reservation, artifact, note and non-quiet round is written as before, and
-the file stays a valid chain that ``sopbus verify`` accepts (a kill mid-write leaves at
-most a torn tail, cut on resume).
+whatever waits. In ``rounds`` mode a round's messages also wait for its ``round_ended``,
+which the run loop logs as soon as the round's turns are done, before the next round's
+turns start: they are written together, one write per round, however short the round (a
+``round_started`` is logged only for a round that logs more than its messages, just before
+the first such event). So a killed run keeps every line of every completed publish and of
+every ended round, and every LLM call, reservation, artifact and note as soon as it is
+logged; a kill can cut only the write under way, a torn tail that :func:`drop_torn_tail`
+removes. The ledger and ``calls.jsonl`` are written line by line.
 
 A resumed run (``sopbus resume``) opens its directory again with :meth:`RunStore.open`;
 :func:`drop_torn_tail` first cuts off a line a killed writer left half-written. While a
@@ -62,8 +47,6 @@ from .._layout import ARTIFACTS, CALLS, COSTS, EVENTS, SCENARIO, SUMMARY
 
 _WAITING = (MessagePublished, MessageUndelivered)  # records that wait for the end of their publish
 _BATCH = 256  # at most this many records wait: a bound on memory and on the length of a seal
-LINGER_S = 0.01
-"""How long the records of quiet rounds may wait to be written (module docstring)."""
 
 
 _clock = time.time
@@ -71,8 +54,8 @@ _clock = time.time
 
 def _ms(t: float) -> float:
     """``t`` to the millisecond: what a reader can use, and what keeps the log short (LLM
-    calls carry their own latency). ``round(t, 3)`` at a third of the cost; the two hot
-    spots of a quiet round (:meth:`RunStore.log_all`, :meth:`RunStore.end_round`) inline it."""
+    calls carry their own latency). ``round(t, 3)`` at a third of the cost; the hot
+    :meth:`RunStore.log_all` inlines it."""
     return int(t * 1000 + 0.5) / 1000
 
 
@@ -107,7 +90,6 @@ class RunStore:
         self._lock_fd = -1
         self._waiting: list[Any] = []
         self._opening: tuple[int, tuple[str, ...], float] | None = None  # see open_round
-        self._lingering = False  # quiet rounds' records wait, and on_linger was called
         self._secrets: tuple[str, ...] = ()
 
     @classmethod
@@ -150,12 +132,6 @@ class RunStore:
     def artifacts_dir(self) -> Path:
         return self.run_dir / ARTIFACTS
 
-    on_linger: Callable[[], None] | None = None
-    """Called when :meth:`end_round` leaves a quiet round's records waiting, once until the
-    next :meth:`flush`: set by a run loop that promises to call :meth:`flush` within
-    :data:`LINGER_S` of that call. ``None`` (no such timer): every round is written at its
-    end (module docstring)."""
-
     def log(self, event: Any) -> None:
         """Appends one event record, giving it the time. A message waits for :meth:`flush`;
         any other event is written at once (module docstring)."""
@@ -178,23 +154,6 @@ class RunStore:
         if len(waiting) >= _BATCH:
             self.flush()
 
-    def end_round(self, ended: RoundEnded) -> None:
-        """Logs the ``round_ended`` of the round :meth:`open_round` opened: written at once
-        with whatever waits, unless the round was quiet and :attr:`on_linger` is set; then
-        it waits with the round's messages (module docstring)."""
-        if self._opening is None or self.on_linger is None:
-            self.log(ended)
-            return
-        self._opening = None
-        ended.t = int(_clock() * 1000 + 0.5) / 1000  # _now()
-        waiting = self._waiting
-        waiting.append(ended)
-        if len(waiting) >= _BATCH:
-            self.flush()
-        elif not self._lingering:
-            self._lingering = True  # until the next flush: one call per write is enough
-            self.on_linger()
-
     def open_round(self, round: int, turns: tuple[str, ...]) -> None:
         """Notes that round ``round`` starts with the turns of ``turns``: its
         ``round_started`` record (with the time now) is logged just before the first event
@@ -204,7 +163,6 @@ class RunStore:
 
     def flush(self) -> None:
         """Writes the records that wait as one sealed batch (or batches of 256)."""
-        self._lingering = False
         if self._waiting:
             waiting, self._waiting = self._waiting, []
             for start in range(0, len(waiting), _BATCH):
