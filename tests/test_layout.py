@@ -95,3 +95,11 @@ def test_role_families_are_packages() -> None:
         assert (ROOT / "bus" / part / "__init__.py").is_file()
     flat = sorted(p.name for p in (ROOT / "roles").glob("_*_*.py") if not p.name.startswith("__"))
     assert flat == [], f"prefix-named modules want a package: {flat}"
+
+
+def test_only_the_link_talks_to_nats() -> None:
+    """One door to NATS (STYLE.md, principle 15): ``bus/nats/_link.py`` is the only module
+    that imports the client (its exceptions included); the rest sees the Link's trio API."""
+    graph = grimp.build_graph(*PACKAGES, include_external_packages=True, cache_dir=None)
+    importers = {m for m in graph.find_modules_that_directly_import("nats")}
+    assert importers == {"bus.nats._link"}

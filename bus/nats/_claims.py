@@ -16,6 +16,10 @@ gets it. It keeps the claim with a heartbeat (``update`` with ``last=`` its revi
 compare-and-swap, so a worker that lost its claim learns it at its next beat) that moves
 the lease on; a claim whose lease lapsed may be taken over by another worker with the same
 compare-and-swap on the revision it read; a worker that exits cleanly deletes its claims.
+The KV revision at which a worker took a claim is its tenure's fencing token
+(:attr:`Claim.tenure`): the coordinator accepts a role's turn answers and effects from the
+current tenure only (:mod:`bus.nats._remote`), so a holder that was paused past its lease
+cannot deliver a turn that was given to another.
 Leases are wall-clock times of the claiming worker (``time.time()``): hosts whose clocks
 disagree by more than a lease can take over a live claim, so keep clocks synchronised
 (NTP) and leases well above the skew (the default is 10 s).
@@ -27,8 +31,9 @@ import time
 from typing import Any
 
 import msgspec
+import msgspec.structs
 
-from ._link import Link
+from ._link import KeyExists, Link, WrongRevision
 from ._subjects import token
 
 RUNS_BUCKET = "SOPBUS_RUNS"
@@ -50,6 +55,11 @@ class ScenarioPlan(msgspec.Struct, frozen=True, kw_only=True):
 class Claim(msgspec.Struct, frozen=True, kw_only=True):
     worker: str
     until: float  # the lease: wall-clock time (time.time()) until which the claim holds
+    tenure: int = 0
+    """The fencing token of this holder's tenure: the KV revision at which it took the claim
+    (0 in that first write itself; :meth:`RunBoard.claims` fills it in). Heartbeats keep it,
+    a takeover makes a higher one, so a holder whose lease lapsed while it was alive (a long
+    pause) carries a token the coordinator no longer accepts."""
 
 
 class Announcement(msgspec.Struct, frozen=True, kw_only=True):
@@ -66,45 +76,29 @@ def _claim_key(role: str) -> str:
     return f"claim.{token(role)}"
 
 
-async def _bucket(js: Any, name: str) -> Any:
-    import nats.js.errors as jerr
-
-    try:
-        return await js.key_value(name)
-    except jerr.BucketNotFoundError:
-        return await js.create_key_value(bucket=name, history=1)
-
-
 class RunBoard:
     """The run's bucket (see the module docstring), one crossing per operation."""
 
     def __init__(self, link: Link, run_id: str):
         self.link, self.run_id = link, run_id
         self.bucket = bucket_name(run_id)
+        self._kv: Any = None
         self._revisions: dict[str, int] = {}  # role -> revision of our claim
+        self._tenures: dict[str, int] = {}  # role -> our tenure's fencing token
 
     async def open(self) -> None:
-        async def fn(nc: Any, js: Any) -> None:
-            await _bucket(js, self.bucket)
-        await self.link.call(fn)
+        self._kv = await self.link.key_value(self.bucket)
+
+    async def _bucket(self) -> Any:
+        if self._kv is None:
+            await self.open()
+        return self._kv
 
     async def _put(self, key: str, value: bytes) -> None:
-        async def fn(nc: Any, js: Any) -> None:
-            kv = await _bucket(js, self.bucket)
-            await kv.put(key, value)
-        await self.link.call(fn)
+        await self.link.put_key(await self._bucket(), key, value)
 
     async def _get(self, key: str) -> tuple[bytes, int] | None:
-        async def fn(nc: Any, js: Any) -> tuple[bytes, int] | None:
-            import nats.js.errors as jerr
-
-            kv = await _bucket(js, self.bucket)
-            try:
-                entry = await kv.get(key)
-            except jerr.KeyNotFoundError:
-                return None
-            return (bytes(entry.value or b""), int(entry.revision or 0))
-        return await self.link.call(fn)
+        return await self.link.get_key(await self._bucket(), key)
 
     async def put_scenario(self, plan: ScenarioPlan) -> None:
         await self._put("scenario", msgspec.json.encode(plan))
@@ -121,34 +115,30 @@ class RunBoard:
         found = await self._get("hosts")
         return None if found is None else msgspec.json.decode(found[0], type=list[str])
 
+    def tenure(self, role: str) -> int:
+        """The fencing token of our claim on ``role`` (see :attr:`Claim.tenure`); 0: none."""
+        return self._tenures.get(role, 0)
+
     async def claim(self, role: str, worker: str, lease_s: float = LEASE_S) -> bool:
         """Claims ``role`` for ``worker``: a free role (atomic create), or one whose lease
-        lapsed (compare-and-swap on the revision read). False when another worker holds it."""
-        key, value = _claim_key(role), msgspec.json.encode(Claim(worker=worker, until=time.time() + lease_s))
-
-        async def fn(nc: Any, js: Any) -> int | None:
-            import nats.js.errors as jerr
-
-            kv = await _bucket(js, self.bucket)
-            try:
-                return int(await kv.create(key, value))
-            except jerr.KeyWrongLastSequenceError:
-                pass
-            try:
-                entry = await kv.get(key)
-            except jerr.KeyNotFoundError:
-                return None  # deleted between the two: the next try creates it
-            held = msgspec.json.decode(entry.value, type=Claim)
+        lapsed (compare-and-swap on the revision read). False when another worker holds it.
+        The revision written is the new tenure's fencing token."""
+        kv, key = await self._bucket(), _claim_key(role)
+        value = msgspec.json.encode(Claim(worker=worker, until=time.time() + lease_s))
+        try:
+            revision = await self.link.create_key(kv, key, value)
+        except KeyExists:
+            found = await self.link.get_key(kv, key)
+            if found is None:
+                return False  # deleted between the two: the next try creates it
+            held = msgspec.json.decode(found[0], type=Claim)
             if held.worker != worker and held.until > time.time():
-                return None
+                return False
             try:
-                return int(await kv.update(key, value, last=entry.revision))
-            except jerr.KeyWrongLastSequenceError:
-                return None  # another worker took it over first
-        revision = await self.link.call(fn)
-        if revision is None:
-            return False
-        self._revisions[role] = revision
+                revision = await self.link.update_key(kv, key, value, last=found[1])
+            except WrongRevision:
+                return False  # another worker took it over first
+        self._revisions[role] = self._tenures[role] = revision
         return True
 
     async def heartbeat(self, role: str, worker: str, lease_s: float = LEASE_S) -> bool:
@@ -157,101 +147,67 @@ class RunBoard:
         last = self._revisions.get(role)
         if last is None:
             return False
-        key, value = _claim_key(role), msgspec.json.encode(Claim(worker=worker, until=time.time() + lease_s))
-
-        async def fn(nc: Any, js: Any) -> int | None:
-            import nats.js.errors as jerr
-
-            kv = await _bucket(js, self.bucket)
-            try:
-                return int(await kv.update(key, value, last=last))
-            except jerr.KeyWrongLastSequenceError:
-                return None
-        revision = await self.link.call(fn)
-        if revision is None:
+        value = msgspec.json.encode(Claim(worker=worker, until=time.time() + lease_s,
+                                          tenure=self._tenures[role]))
+        try:
+            self._revisions[role] = await self.link.update_key(await self._bucket(), _claim_key(role),
+                                                               value, last=last)
+        except WrongRevision:
             self._revisions.pop(role, None)
+            self._tenures.pop(role, None)
             return False
-        self._revisions[role] = revision
         return True
 
     async def release(self, role: str) -> None:
         """Deletes our claim on ``role`` (only if it is still ours: compare-and-swap)."""
         last = self._revisions.pop(role, None)
+        self._tenures.pop(role, None)
         if last is None:
             return
-        key = _claim_key(role)
-
-        async def fn(nc: Any, js: Any) -> None:
-            import nats.js.errors as jerr
-
-            kv = await _bucket(js, self.bucket)
-            try:
-                await kv.delete(key, last=last)
-            except jerr.KeyWrongLastSequenceError:
-                pass  # taken over meanwhile: not ours to delete
-        await self.link.call(fn)
+        try:
+            await self.link.delete_key(await self._bucket(), _claim_key(role), last=last)
+        except WrongRevision:
+            pass  # taken over meanwhile: not ours to delete
 
     async def claims(self, roles: list[str]) -> dict[str, Claim]:
-        """The live claims on ``roles`` (lapsed leases left out)."""
-        keys = {role: _claim_key(role) for role in roles}
+        """The live claims on ``roles`` (lapsed leases left out), their tenures filled in."""
+        kv = await self._bucket()
+        now, live = time.time(), {}
+        for role in roles:
+            found = await self.link.get_key(kv, _claim_key(role))
+            if found is None:
+                continue
+            claim = msgspec.json.decode(found[0], type=Claim)
+            if claim.until > now:
+                live[role] = claim if claim.tenure else msgspec.structs.replace(claim, tenure=found[1])
+        return live
 
-        async def fn(nc: Any, js: Any) -> dict[str, bytes]:
-            import nats.js.errors as jerr
 
-            kv = await _bucket(js, self.bucket)
-            found = {}
-            for role, key in keys.items():
-                try:
-                    entry = await kv.get(key)
-                except jerr.KeyNotFoundError:
-                    continue
-                found[role] = bytes(entry.value or b"")
-            return found
-        raw = await self.link.call(fn)
-        now = time.time()
-        claims = {role: msgspec.json.decode(value, type=Claim) for role, value in raw.items()}
-        return {role: claim for role, claim in claims.items() if claim.until > now}
+async def _runs_bucket(link: Link) -> Any:
+    return await link.key_value(RUNS_BUCKET)
 
 
 async def announce(link: Link, run_id: str, state: str) -> None:
     """Says in ``SOPBUS_RUNS`` that the run is ``state`` (waiting, running, ended)."""
     value = msgspec.json.encode(Announcement(run_id=run_id, state=state, t=time.time()))
 
-    async def fn(nc: Any, js: Any) -> None:
-        kv = await _bucket(js, RUNS_BUCKET)
-        await kv.put(run_id, value)
-    await link.call(fn)
+    await link.put_key(await _runs_bucket(link), run_id, value)
 
 
 async def announced(link: Link) -> list[Announcement]:
     """Every run in ``SOPBUS_RUNS``, oldest first. (The keys are read from the bucket's
     stream state: ``kv.keys()`` would make a watcher consumer on every call.)"""
-    async def fn(nc: Any, js: Any) -> list[bytes]:
-        import nats.js.errors as jerr
+    kv = await _runs_bucket(link)
 
-        kv = await _bucket(js, RUNS_BUCKET)
+    async def fn(nc: Any, js: Any) -> list[str]:
         info = await js.stream_info(f"KV_{RUNS_BUCKET}", subjects_filter=f"$KV.{RUNS_BUCKET}.>")
-        keys = [subject.split(".", 2)[2] for subject in (info.state.subjects or {})]
-        out = []
-        for key in keys:
-            try:
-                out.append(bytes((await kv.get(key)).value or b""))
-            except jerr.KeyNotFoundError:
-                continue
-        return out
-    runs = [msgspec.json.decode(raw, type=Announcement) for raw in await link.call(fn)]
+        return [subject.split(".", 2)[2] for subject in (info.state.subjects or {})]
+    found = [await link.get_key(kv, key) for key in await link.call(fn)]
+    runs = [msgspec.json.decode(raw[0], type=Announcement) for raw in found if raw is not None]
     return sorted(runs, key=lambda a: a.t)
 
 
 async def run_state(link: Link, run_id: str) -> str | None:
     """The state ``SOPBUS_RUNS`` has for ``run_id`` (``None``: not announced)."""
-    async def fn(nc: Any, js: Any) -> bytes | None:
-        import nats.js.errors as jerr
-
-        kv = await _bucket(js, RUNS_BUCKET)
-        try:
-            return bytes((await kv.get(run_id)).value or b"")
-        except jerr.KeyNotFoundError:
-            return None
-    raw = await link.call(fn)
-    return None if raw is None else msgspec.json.decode(raw, type=Announcement).state
+    found = await link.get_key(await _runs_bucket(link), run_id)
+    return None if found is None else msgspec.json.decode(found[0], type=Announcement).state

@@ -43,10 +43,10 @@ class EffectSender:
         self._failure: BaseException | None = None
 
     def put(self, role: str, turn: int, n: int, effect: Effect, *, replayed: bool = False,
-            epoch: int = 0) -> None:
+            epoch: int = 0, tenure: int = 0) -> None:
         envelope = Envelope(role=role, turn=turn, n=n, host=self.host, effect=effect,
-                            replayed=replayed, epoch=epoch)
-        msg_id = f"{self.run_id}/fx/{role}/{self.host}/{epoch}/{turn}/{n}/{int(replayed)}"
+                            replayed=replayed, epoch=epoch, tenure=tenure)
+        msg_id = f"{self.run_id}/fx/{role}/{self.host}/{tenure}/{epoch}/{turn}/{n}/{int(replayed)}"
         self._queued += 1
         self._send.send_nowait((fx_subject(self.run_id, role), encode(envelope), {"Nats-Msg-Id": msg_id}))
 
@@ -82,8 +82,8 @@ class TurnEffects:
     """The effects of one role's turns, numbered per turn; the role's gateway journal and
     ledger sink, and its :class:`~bus.TurnServices` (artifacts into the mirror, notes)."""
 
-    def __init__(self, sender: EffectSender, role: str, mirror: Path):
-        self.sender, self.role, self.mirror = sender, role, mirror
+    def __init__(self, sender: EffectSender, role: str, mirror: Path, *, tenure: int = 0):
+        self.sender, self.role, self.mirror, self.tenure = sender, role, mirror, tenure
         self.turn = self.epoch = 0
         self.count = 0
         self.replaying = False
@@ -96,7 +96,7 @@ class TurnEffects:
     def _put(self, effect: Effect) -> None:
         self.count += 1
         self.sender.put(self.role, self.turn, self.count, effect, replayed=self.replaying,
-                        epoch=self.epoch)
+                        epoch=self.epoch, tenure=self.tenure)
 
     # -- the gateway's journal and sink -----------------------------------------------
     def reserved(self, request: LLMRequest, *, round: int, attempt: int, amount: Decimal) -> int:

@@ -28,7 +28,8 @@ from ..llm._tape import CallRecord, Tape, TapeGateway
 from ._effects import EffectSender, TurnEffects, write_mirrored
 from ._inbox import Inbox
 from ._link import Link
-from ._wire import TurnAnswer, TurnRequest, answer_of, decode_request, encode, stored_effects, turn_subject
+from ._wire import (TurnAnswer, TurnRequest, answer_of, decode_request, encode, fenced, stored_effects,
+                    turn_subject)
 
 READ_NEWS_S = 60.0  # how long a turn waits for its news to arrive on the role's consumer
 
@@ -71,11 +72,12 @@ class RoleHost:
 
     def __init__(self, member: Member, fresh: Callable[[], Member], *, link: Link, run_id: str,
                  host: str, inbox: Inbox, sender: EffectSender,
-                 gateway_for: Callable[[TurnEffects], Gateway], mirror: Path):
+                 gateway_for: Callable[[TurnEffects], Gateway], mirror: Path, tenure: int = 0):
         self.fresh, self.link, self.run_id, self.host = fresh, link, run_id, host
+        self.tenure = tenure  # our claim's fencing token: we answer requests made for it only
         self.member = member
         self.inbox = inbox
-        self.effects = TurnEffects(sender, self.member.name, mirror)
+        self.effects = TurnEffects(sender, self.member.name, mirror, tenure=tenure)
         self._gateway = gateway_for(self.effects)
         self.gateway: Any = self._gateway
         self.epoch = -1
@@ -101,7 +103,11 @@ class RoleHost:
             async for msg in requests:
                 request = decode_request(msg.data)
                 key = (request.epoch, request.turn)
-                if key in self.done:
+                if (request.host, request.tenure) != (self.host, self.tenure):
+                    # For the role's next holder (our lease lapsed: we were paused): not ours.
+                    logger.debug("turn {} of {} is asked of {} (tenure {}), not of us", request.turn,
+                                 request.role, request.host, request.tenure)
+                elif key in self.done:
                     await self.link.publish(msg.reply, self.done[key])
                 elif key == self.busy:
                     self.replies.append(msg.reply)
@@ -120,7 +126,7 @@ class RoleHost:
         except Exception as exc:  # the news never came, the effects could not be stored
             ended, detail = classify(exc)
             answer = TurnAnswer(turn=request.turn, ended=ended, detail=detail,
-                                effects=self.effects.count, host=self.host)
+                                effects=self.effects.count, host=self.host, tenure=self.tenure)
         data = encode(answer)
         # only the last: an older turn is never asked again
         self.done = {(request.epoch, request.turn): data}
@@ -159,11 +165,13 @@ class RoleHost:
         self.seen = request.turn
         await self.effects.sender.flushed()
         return TurnAnswer(turn=request.turn, messages=list(out or ()), ended=ended, detail=detail,
-                          effects=self.effects.count, host=self.host)
+                          effects=self.effects.count, host=self.host, tenure=self.tenure)
 
 
 async def recorded_answers(link: Link, run_id: str, role: str) -> list[CallRecord]:
     """The answers the role's earlier hosts got (``called`` effects with a completion, not
-    replayed), from the run's stream: what a new host must not ask or pay for again."""
-    return [record for envelope in await stored_effects(link, run_id, role)
+    replayed, accepted by the coordinator), from the run's stream: what a new host must not
+    ask or pay for again. (One that a paused host got after it was fenced off was never
+    ledgered: it is asked again, not taken for free.)"""
+    return [record for envelope in fenced(await stored_effects(link, run_id, role))
             if not envelope.replayed and (record := answer_of(envelope.effect)) is not None]

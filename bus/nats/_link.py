@@ -46,6 +46,15 @@ class NatsUnavailable(Exception):
     """The NATS server at the given URL cannot be reached (or lacks JetStream)."""
 
 
+class KeyExists(Exception):
+    """A KV ``create`` found the key there already (another writer created it first)."""
+
+
+class WrongRevision(Exception):
+    """A KV ``update`` or ``delete`` with ``last=`` found the key at another revision: another
+    writer changed it since it was read (the compare-and-swap lost)."""
+
+
 class Received:
     """A message received on a subscription, safe to read from trio (plain attributes)."""
 
@@ -226,6 +235,119 @@ class Link:
                     await asyncio.sleep(random.uniform(0, min(max_backoff_s, backoff_s * 2**min(attempt, 20))))
             raise AssertionError("unreachable: itertools.count() does not end")
         return await self.call(loop)
+
+    # -- single KV operations, one crossing each; the errors are the Link's own ---------
+
+    async def get_key(self, kv: Any, key: str) -> tuple[bytes, int] | None:
+        """``(value, revision)`` of ``key`` in the bucket handle ``kv``; ``None`` when absent."""
+        async def fn(nc: Any, js: Any) -> tuple[bytes, int] | None:
+            import nats.js.errors
+            try:
+                entry = await kv.get(key)
+            except nats.js.errors.KeyNotFoundError:
+                return None
+            return bytes(entry.value or b""), int(entry.revision or 0)
+        return await self.call(fn)
+
+    async def put_key(self, kv: Any, key: str, value: bytes) -> int:
+        """Writes ``key`` whatever it holds; returns the new revision."""
+        async def fn(nc: Any, js: Any) -> int:
+            return int(await kv.put(key, value))
+        return await self.call(fn)
+
+    async def create_key(self, kv: Any, key: str, value: bytes) -> int:
+        """Creates ``key`` (atomic); returns its revision, or raises :class:`KeyExists`."""
+        async def fn(nc: Any, js: Any) -> int:
+            import nats.js.errors
+            try:
+                return int(await kv.create(key, value))
+            except nats.js.errors.KeyWrongLastSequenceError as exc:
+                raise KeyExists(f"{key} exists already") from exc
+        return await self.call(fn)
+
+    async def update_key(self, kv: Any, key: str, value: bytes, *, last: int) -> int:
+        """Writes ``key`` if it is still at revision ``last``; returns the new revision, or
+        raises :class:`WrongRevision`."""
+        async def fn(nc: Any, js: Any) -> int:
+            import nats.js.errors
+            try:
+                return int(await kv.update(key, value, last=last))
+            except nats.js.errors.KeyWrongLastSequenceError as exc:
+                raise WrongRevision(f"{key} is no longer at revision {last}") from exc
+        return await self.call(fn)
+
+    async def delete_key(self, kv: Any, key: str, *, last: int) -> None:
+        """Deletes ``key`` if it is still at revision ``last``, else raises :class:`WrongRevision`."""
+        async def fn(nc: Any, js: Any) -> None:
+            import nats.js.errors
+            try:
+                await kv.delete(key, last=last)
+            except nats.js.errors.KeyWrongLastSequenceError as exc:
+                raise WrongRevision(f"{key} is no longer at revision {last}") from exc
+        await self.call(fn)
+
+    async def read_after(self, stream: str, subject: str, after: int, *, most: int = 256
+                         ) -> list[tuple[int, bytes]]:
+        """Up to ``most`` messages of ``stream`` on ``subject`` (a filter) whose sequence is
+        above ``after``, in stream order, as ``(seq, payload)``. Read by sequence, with no
+        consumer: a caller that keeps the last sequence it took reads every message exactly
+        once and in order, whatever happened to the connection meanwhile. While the server
+        cannot be reached it returns what it read so far (maybe nothing): ask again."""
+        async def fn(nc: Any, js: Any) -> list[tuple[int, bytes]]:
+            import nats.errors
+            import nats.js.errors
+
+            out: list[tuple[int, bytes]] = []
+            seq = after + 1
+            while len(out) < most:
+                try:
+                    msg = await js.get_msg(stream, seq=seq, subject=subject, next=True)
+                except nats.js.errors.NotFoundError:
+                    break
+                except (nats.errors.TimeoutError, nats.errors.ConnectionClosedError,
+                        nats.errors.NoRespondersError, nats.errors.StaleConnectionError,
+                        nats.errors.OutboundBufferLimitError, nats.js.errors.ServiceUnavailableError,
+                        asyncio.TimeoutError, OSError):
+                    break  # reconnecting, or JetStream not ready again yet: ask again later
+                out.append((int(msg.seq or 0), bytes(msg.data or b"")))
+                seq = int(msg.seq or 0) + 1
+            return out
+        return await self.call(fn)
+
+    async def last_seq(self, stream: str) -> int:
+        """The sequence of the last message ``stream`` holds (0: none)."""
+        async def fn(nc: Any, js: Any) -> int:
+            return int((await js.stream_info(stream)).state.last_seq or 0)
+        return await self.call(fn)
+
+    async def stored(self, stream: str, subject: str, *, idle_s: float = 0.3) -> list[bytes]:
+        """Every message ``stream`` holds on ``subject`` (a filter), in stream order, read by
+        a consumer of its own (acked, then removed); ``[]`` when there is no such stream.
+        The read ends when nothing came for ``idle_s``."""
+        async def fn(nc: Any, js: Any) -> list[bytes]:
+            import nats.errors
+            import nats.js.errors
+
+            try:
+                sub = await js.pull_subscribe(subject, durable=None, stream=stream)
+            except nats.js.errors.NotFoundError:
+                return []
+            out: list[bytes] = []
+            try:
+                while True:
+                    try:
+                        batch = await sub.fetch(256, timeout=idle_s)
+                    except (nats.errors.TimeoutError, TimeoutError):
+                        break
+                    if not batch:
+                        break
+                    for msg in batch:
+                        out.append(bytes(msg.data))
+                        await msg.ack()
+            finally:
+                await sub.unsubscribe()
+            return out
+        return await self.call(fn)
 
 
 @asynccontextmanager

@@ -26,7 +26,16 @@ the run) adds what NATS needs:
 
 A worker lost while it hosted a role (its claim taken over by another) leaves its calls in
 flight: they are ledgered ``lost`` at their reservation, as a resume counts them, and the
-account releases its holds once its lease lapsed. Limits: a request carries the files the
+account releases its holds once its lease lapsed. Lost may mean paused, not dead (a long
+pause, a stopped process): so before the coordinator asks a role's new holder it fences the
+old one off. Every claim carries a fencing token (:attr:`~bus.nats._claims.Claim.tenure`,
+the KV revision at which it was taken); requests, answers and effects carry it too; the
+coordinator puts a :class:`~bus.nats._wire.Fence` for the new tenure on the role's effects
+and, from there on in stream order, applies the new tenure's effects only (the old one's
+open calls are counted ``lost`` at the fence, whatever it delivers after it is dropped and
+logged), takes answers only from the tenure it asked, and a worker answers only requests
+made for its own tenure. A turn cut by a takeover is taken again from its start by the new
+holder: the artifacts and notes it writes again, the same, are not written twice. Limits: a request carries the files the
 host lacks, within NATS's message size (1 MB by default); a SOP module a scenario names
 must be importable on the worker (the same code deployed there).
 
@@ -50,7 +59,7 @@ import hashlib
 import time
 from decimal import Decimal
 from collections import Counter, defaultdict
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -71,11 +80,13 @@ from ._account import NatsAccount
 from ._claims import CAP_FIX, COORDINATOR, Claim, RunBoard, ScenarioPlan, announce
 from ._link import Link
 from ._stream import RunStream, StreamLog
-from ._wire import (Artifact, Called, Envelope, Noted, PastTurn, Reserved, TurnRequest, answer_of,
-                    decode_answer, decode_envelope, encode, fx_subjects, stored_effects, turn_subject)
+from ._wire import (Artifact, Called, Envelope, Fence, Noted, PastTurn, Reserved, TurnAnswer, TurnRequest,
+                    answer_of, decode_answer, decode_envelope, encode, fenced, fx_subject, fx_subjects,
+                    stored_effects, turn_subject)
 
 ASK_EVERY_S = 3.0  # a turn request is repeated after this long without an answer
 TAKEOVER_S = 60.0  # how long a hosted role may be without a live claim before the run fails
+_FX_POLL_S = 0.25  # the effects reader looks at the stream this often when no bell rang
 _SETTLE_S = 1.0  # no `remote` given: the wait for claims ends when none came for this long
 
 
@@ -89,7 +100,8 @@ class RemoteMember:
     def __init__(self, role: Member, coordinator: Coordinator):
         self._role, self._coordinator = role, coordinator
         self.turns: list[PastTurn] = []
-        self.host = ""  # the worker that answered the last turn
+        self.host = ""  # the worker the last turn was asked of
+        self.tenure = 0  # its claim's fencing token (Claim.tenure)
         self.sent: dict[str, str] = {}  # artifacts the host has: path -> sha256
 
     @property
@@ -119,9 +131,17 @@ class Coordinator:
         self.wait_s, self.remote = wait_s, remote
         self.gateway: Gateway | None = None
         self.journal: CallLog | None = None
-        self._calls: dict[tuple[str, str, int], int] = {}  # (host, role, worker's id) -> run's id
-        self._open: dict[tuple[str, str, int], Reserved] = {}  # reservations not yet closed
-        self._applied: dict[tuple[str, int, str], int] = defaultdict(int)  # (role, turn, host) -> n
+        # Calls by (role, tenure, the worker's call id): the run's call id, and the worker and
+        # reservation of those not closed yet.
+        self._calls: dict[tuple[str, int, int], int] = {}
+        self._open: dict[tuple[str, int, int], tuple[str, Reserved]] = {}
+        self._applied: dict[tuple[str, int, int], int] = defaultdict(int)  # (role, turn, tenure) -> n
+        self._tenures: dict[str, int] = {}  # role -> the tenure whose effects are accepted
+        self._dropped: set[tuple[str, int]] = set()  # (role, tenure) fenced off, said once
+        # (role, turn) -> tenure -> fingerprints of the artifacts and notes it wrote: a turn
+        # cut by a takeover and taken again does not write the same ones twice.
+        self._written: dict[tuple[str, int], dict[int, Counter[bytes]]] = defaultdict(dict)
+        self._fx_seq = 0  # the last effect taken from the stream, by stream sequence
         self._progress = trio.Condition()
         self._proxies: dict[str, RemoteMember] = {}
         self.account: NatsAccount | None = None
@@ -190,9 +210,9 @@ class Coordinator:
         assert self.gateway is not None
         have = Counter((r.round, r.role, r.key) for r in recorded)
         in_flight = Counter((c.round, c.role, c.action, c.attempt, c.amount) for c in lost)
-        envelopes = [e for e in await stored_effects(self.link, self.run_id)
+        envelopes = [e for e in fenced(await stored_effects(self.link, self.run_id))
                      if e.epoch < self.epoch and not e.replayed]
-        reserved = {(e.host, e.epoch, e.role, e.effect.call): e.effect for e in envelopes
+        reserved = {(e.host, e.tenure, e.epoch, e.role, e.effect.call): e.effect for e in envelopes
                     if isinstance(e.effect, Reserved)}
         adopted = 0
         for envelope in envelopes:
@@ -204,7 +224,7 @@ class Coordinator:
             if have[slot]:
                 have[slot] -= 1
                 continue
-            held = reserved.get((envelope.host, envelope.epoch, envelope.role, effect.call))
+            held = reserved.get((envelope.host, envelope.tenure, envelope.epoch, envelope.role, effect.call))
             flight = held and (held.round, held.role, held.action, held.attempt, held.amount)
             if flight and in_flight[flight]:
                 in_flight[flight] -= 1
@@ -251,45 +271,106 @@ class Coordinator:
     # -- effects ------------------------------------------------------------------------
 
     async def read_effects(self, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
-        async with self.link.subscribe(fx_subjects(self.run_id)) as effects:
+        """Applies the workers' effects in stream order. They are read from the run's stream
+        by sequence (:meth:`Link.read_after`), not from a subscription: an effect published
+        while the coordinator was cut off from the server (a server restart) is read once it
+        is back, none twice. A core subscription on the same subjects only rings the bell
+        (and a look every ``_FX_POLL_S`` covers a ring lost in a reconnect)."""
+        stream = self.stream.name
+        self._fx_seq = await self.link.last_seq(stream)  # earlier executions' effects are theirs
+        async with self.link.subscribe(fx_subjects(self.run_id)) as bell:
             task_status.started()
-            async for msg in effects:
-                envelope = decode_envelope(msg.data)
-                if envelope.epoch != self.epoch:
-                    continue  # asked by an earlier execution of the run, which is gone
-                if not envelope.replayed:
-                    self._apply(envelope)
-                async with self._progress:
-                    self._applied[(envelope.role, envelope.turn, envelope.host)] += 1
-                    self._progress.notify_all()
+            while True:
+                batch = await self.link.read_after(stream, fx_subjects(self.run_id), self._fx_seq)
+                for seq, data in batch:
+                    self._fx_seq = seq
+                    await self._take(decode_envelope(data))
+                if batch:
+                    continue
+                with trio.move_on_after(_FX_POLL_S):
+                    await bell.receive()
+                while True:
+                    try:
+                        bell.receive_nowait()
+                    except trio.WouldBlock:
+                        break
+
+    async def _take(self, envelope: Envelope) -> None:
+        role, effect = envelope.role, envelope.effect
+        if envelope.epoch != self.epoch:
+            return  # asked by an earlier execution of the run, which is gone
+        if isinstance(effect, Fence):
+            self._fence(role, effect)
+        elif envelope.tenure != self._tenures.get(role):
+            if (role, envelope.tenure) not in self._dropped:
+                self._dropped.add((role, envelope.tenure))
+                logger.warning("worker {} no longer hosts {} (its lease lapsed; tenure {} is fenced "
+                               "off): its late effects are dropped", envelope.host, role, envelope.tenure)
+            return
+        elif not envelope.replayed:
+            self._apply(envelope)
+        async with self._progress:
+            if not isinstance(effect, Fence):
+                self._applied[(role, envelope.turn, envelope.tenure)] += 1
+            self._progress.notify_all()
+
+    def _fence(self, role: str, fence: Fence) -> None:
+        """From here on ``role``'s effects are accepted from tenure ``fence.tenure`` only; the
+        calls the earlier tenure has still open are counted ``lost``."""
+        earlier = self._tenures.get(role)
+        self._tenures[role] = fence.tenure
+        if earlier is not None and earlier != fence.tenure:
+            self._lost(role, earlier)
 
     def _apply(self, envelope: Envelope) -> None:
         effect, store = envelope.effect, self.store
+        call = (envelope.role, envelope.tenure, getattr(effect, "call", 0))
         if isinstance(effect, Reserved):
             assert self.journal is not None
             request = LLMRequest(messages=(), model=effect.model, role=effect.role, action=effect.action)
-            key = (envelope.host, envelope.role, effect.call)
-            self._calls[key] = self.journal.reserved(
+            self._calls[call] = self.journal.reserved(
                 request, round=effect.round, attempt=effect.attempt, amount=effect.amount)
-            self._open[key] = effect
+            self._open[call] = (envelope.host, effect)
         elif isinstance(effect, Called):
             assert self.gateway is not None
-            self._open.pop((envelope.host, envelope.role, effect.call), None)
-            call = self._calls.pop((envelope.host, envelope.role, effect.call), 0)
+            self._open.pop(call, None)
             request = effect.request or LLMRequest(messages=(), model=effect.line.model,
                                                    role=effect.line.role, action=effect.line.action)
-            self.gateway.record_remote(effect.line, request, call=call, completion=effect.completion)
+            self.gateway.record_remote(effect.line, request, call=self._calls.pop(call, 0),
+                                       completion=effect.completion)
         elif isinstance(effect, Artifact):
-            store.write_artifact(effect.path, effect.data, role=effect.role, round=effect.round)
             proxy = self._proxies.get(envelope.role)
             if proxy is not None:
                 proxy.sent[effect.path] = hashlib.sha256(effect.data).hexdigest()
+            if not self._repeated(envelope):
+                store.write_artifact(effect.path, effect.data, role=effect.role, round=effect.round)
         elif isinstance(effect, Noted):
-            store.emit(effect.kind, effect.data, role=effect.role, round=effect.round)
+            if not self._repeated(envelope):
+                store.emit(effect.kind, effect.data, role=effect.role, round=effect.round)
 
-    async def _applied_all(self, role: str, turn: int, host: str, count: int) -> None:
+    def _repeated(self, envelope: Envelope) -> bool:
+        """Whether this artifact or note was written already, the same, by an earlier tenure
+        of the role in the same turn: the turn was cut by a takeover and its new host took it
+        again from the start. Counted, so a turn that writes the same note twice keeps both."""
+        effect = envelope.effect
+        mark = hashlib.sha256(encode(effect)).digest()
+        by_tenure = self._written[(envelope.role, envelope.turn)]
+        for tenure, marks in by_tenure.items():
+            if tenure != envelope.tenure and marks[mark] > 0:
+                if isinstance(effect, Artifact) and not self._holds(effect):
+                    continue  # changed since (another role wrote it): write it again
+                marks[mark] -= 1
+                return True
+        by_tenure.setdefault(envelope.tenure, Counter())[mark] += 1
+        return False
+
+    def _holds(self, artifact: Artifact) -> bool:
+        path = self.store.artifacts_dir / artifact.path
+        return path.is_file() and path.read_bytes() == artifact.data
+
+    async def _applied_all(self, role: str, turn: int, tenure: int, count: int) -> None:
         async with self._progress:
-            while self._applied[(role, turn, host)] < count:
+            while self._applied[(role, turn, tenure)] < count:
                 await self._progress.wait()
 
     # -- turns --------------------------------------------------------------------------
@@ -300,23 +381,23 @@ class Coordinator:
         wanted = [(m.id, self.stream.seq(m.id, name if m.send_to else None)) for m in news]
         number = len(proxy.turns) + 1
 
-        def request(host: str) -> bytes:
-            if host != proxy.host:  # a new host: it has none of the files yet
-                if proxy.host:
-                    self._lost(proxy.host, name)
-                proxy.host, proxy.sent = host, {}
+        async def request(claim: Claim) -> bytes:
+            if claim.tenure > proxy.tenure:  # a new holder: fence the last one off first
+                await self._fenced_off(name, number, claim)
+                proxy.host, proxy.tenure, proxy.sent = claim.worker, claim.tenure, {}
             return encode(TurnRequest(role=name, turn=number, round=round, epoch=self.epoch,
                                       wanted=wanted, artifacts=self._unseen(proxy),
-                                      history=list(proxy.turns)))
+                                      history=list(proxy.turns), host=proxy.host,
+                                      tenure=proxy.tenure))
 
-        answer = decode_answer(await self._asked(name, request))
+        answer = await self._asked(proxy, request)
         proxy.turns.append(PastTurn(number, round, wanted))
         with trio.move_on_after(TAKEOVER_S) as waited:
-            await self._applied_all(name, number, answer.host, answer.effects)
+            await self._applied_all(name, number, answer.tenure, answer.effects)
         if waited.cancelled_caught:
             raise RemoteTurnFailed(
                 f"role {name!r}'s turn {number} made {answer.effects} effects on worker "
-                f"{answer.host}, and {self._applied[(name, number, answer.host)]} of them reached "
+                f"{answer.host}, and {self._applied[(name, number, answer.tenure)]} of them reached "
                 f"the coordinator within {TAKEOVER_S:g} s (a lost connection?); resume the run "
                 f"with `sopbus resume {self.run_id} --bus {self.link.url}`")
         if answer.ended == "budget":
@@ -327,10 +408,24 @@ class Coordinator:
             raise RemoteTurnFailed(f"role {name!r} failed on worker {answer.host}: {answer.detail}")
         return answer.messages
 
-    async def _asked(self, role: str, request: Callable[[str], bytes]) -> bytes:
-        """The answer to a turn request (``request(host)`` makes it for the claim's holder),
+    async def _fenced_off(self, role: str, turn: int, claim: Claim) -> None:
+        """Puts a :class:`~bus.nats._wire.Fence` for ``claim``'s tenure on the role's effects
+        and waits until the reader passed it: the earlier holder's effects stored before it
+        are applied, its open calls are counted ``lost``, and nothing of it counts after."""
+        envelope = Envelope(role=role, turn=turn, n=0, host=COORDINATOR, epoch=self.epoch,
+                            tenure=claim.tenure, effect=Fence(tenure=claim.tenure, host=claim.worker))
+        msg_id = f"{self.run_id}/fx/{role}/fence/{self.epoch}/{claim.tenure}"
+        await self.link.publish_many([(fx_subject(self.run_id, role), encode(envelope),
+                                       {"Nats-Msg-Id": msg_id})])
+        async with self._progress:
+            while self._tenures.get(role) != claim.tenure:
+                await self._progress.wait()
+
+    async def _asked(self, proxy: RemoteMember, request: Callable[[Claim], Awaitable[bytes]]) -> TurnAnswer:
+        """The answer to a turn request (``request(claim)`` makes it for the claim's holder),
         asked again while none comes; fails when the role had no live claim for
-        ``TAKEOVER_S``."""
+        ``TAKEOVER_S``. An answer from another tenure than the one asked is not taken."""
+        role = proxy.name
         subject = turn_subject(self.run_id, role)
         orphaned: float | None = None
         while True:
@@ -339,11 +434,17 @@ class Coordinator:
                 orphaned = None
                 asked = trio.current_time()
                 try:
-                    return await self.link.request(subject, request(claim.worker), timeout=ASK_EVERY_S)
+                    answer = decode_answer(await self.link.request(subject, await request(claim),
+                                                                   timeout=ASK_EVERY_S))
                 except TimeoutError:
                     if trio.current_time() - asked < ASK_EVERY_S / 2:
                         await trio.sleep(0.2)  # no responder yet (a host starting): do not spin
                     continue
+                if answer.tenure == proxy.tenure:
+                    return answer
+                logger.warning("turn of {} answered by {} (tenure {}), which it was not asked of "
+                               "(tenure {}): not taken", role, answer.host, answer.tenure, proxy.tenure)
+                continue
             if orphaned is None and self.account is not None:
                 await self.account.release_lapsed()  # the money a dead worker held
             orphaned = orphaned or time.monotonic()
@@ -355,12 +456,13 @@ class Coordinator:
                     f"{self.link.url}`")
             await trio.sleep(0.2)  # no responders comes back at once: do not spin
 
-    def _lost(self, host: str, role: str) -> None:
-        """The calls ``host`` had in flight for ``role`` when it was lost: ledgered ``lost``
-        at their reservation (the provider may have billed them), as a resume does."""
+    def _lost(self, role: str, tenure: int) -> None:
+        """The calls ``role``'s holder of ``tenure`` had in flight when it was fenced off:
+        ledgered ``lost`` at their reservation (the provider may have billed them), as a
+        resume does."""
         assert self.gateway is not None
-        for key in [k for k in self._open if k[:2] == (host, role)]:
-            held = self._open.pop(key)
+        for key in [k for k in self._open if k[:2] == (role, tenure)]:
+            host, held = self._open.pop(key)
             call = self._calls.pop(key, 0)
             request = LLMRequest(messages=(), model=held.model, role=role, action=held.action)
             line = LedgerLine(seq=0, round=held.round, role=role, action=held.action,

@@ -73,6 +73,8 @@ class TurnRequest(msgspec.Struct, frozen=True, kw_only=True):
     wanted: list[tuple[str, int]]  # the news: (message id, stream sequence), in order
     artifacts: dict[str, bytes] = {}  # files under artifacts/ the host has not seen (path -> data)
     history: list[PastTurn] = []  # the role's earlier turns, for a host that has not seen them
+    host: str = ""  # the worker asked: the role's claim holder when the request was made
+    tenure: int = 0  # that claim's fencing token (Claim.tenure): only that tenure answers
 
 
 class TurnAnswer(msgspec.Struct, frozen=True, kw_only=True):
@@ -85,6 +87,7 @@ class TurnAnswer(msgspec.Struct, frozen=True, kw_only=True):
     detail: str = ""
     effects: int = 0
     host: str = ""
+    tenure: int = 0  # the answering host's fencing token (the request's)
 
 
 class Reserved(msgspec.Struct, frozen=True, tag="reserved"):
@@ -123,7 +126,19 @@ class Noted(msgspec.Struct, frozen=True, tag="note"):
     round: int
 
 
-Effect = Reserved | Called | Artifact | Noted
+class Fence(msgspec.Struct, frozen=True, tag="fence"):
+    """Written by the coordinator (not a worker) before it asks a new holder of the role:
+    from here on, in stream order, it accepts the role's effects of tenure ``tenure`` only.
+    The effects an earlier tenure published before the fence are applied, its calls still
+    open at the fence are counted ``lost``, and whatever it publishes after the fence (it
+    was paused past its lease, not dead) is dropped, by the coordinator and by a new host
+    reading the recorded answers alike."""
+
+    tenure: int
+    host: str
+
+
+Effect = Reserved | Called | Artifact | Noted | Fence
 
 
 class Envelope(msgspec.Struct, frozen=True):
@@ -136,6 +151,7 @@ class Envelope(msgspec.Struct, frozen=True):
     effect: Effect
     replayed: bool = False  # made while a new host replayed earlier turns: not applied
     epoch: int = 0  # the coordinator's execution it was asked by (a resumed one ignores older)
+    tenure: int = 0  # the host's fencing token for the role (Claim.tenure)
 
 
 encode = msgspec.json.Encoder().encode
@@ -160,31 +176,21 @@ async def stored_effects(link: Link, run_id: str, role: str | None = None) -> li
     """The effects the run's stream holds (of ``role``, or of every role), in order."""
     subject = fx_subject(run_id, role) if role is not None else fx_subjects(run_id)
 
-    async def fn(nc: Any, js: Any) -> list[bytes]:
-        import nats.errors
-        import nats.js.errors as jerr
+    return [decode_envelope(data) for data in await link.stored(f"SOPBUS_{run_id}", subject)]
 
-        try:
-            sub = await js.pull_subscribe(subject, durable=None, stream=f"SOPBUS_{run_id}")
-        except jerr.NotFoundError:
-            return []
-        out: list[bytes] = []
-        try:
-            while True:
-                try:
-                    batch = await sub.fetch(256, timeout=0.3)
-                except (nats.errors.TimeoutError, TimeoutError):
-                    break
-                if not batch:
-                    break
-                for msg in batch:
-                    out.append(bytes(msg.data))
-                    await msg.ack()
-        finally:
-            await sub.unsubscribe()
-        return out
 
-    return [decode_envelope(data) for data in await link.call(fn)]
+def fenced(envelopes: list[Envelope]) -> list[Envelope]:
+    """The effects the coordinator accepted, in order: the workers' ones whose tenure was the
+    role's current one (the last :class:`Fence` before them in its epoch), no fences."""
+    current: dict[tuple[int, str], int] = {}
+    out = []
+    for envelope in envelopes:
+        slot = (envelope.epoch, envelope.role)
+        if isinstance(envelope.effect, Fence):
+            current[slot] = envelope.effect.tenure
+        elif envelope.tenure == current.get(slot, envelope.tenure):
+            out.append(envelope)
+    return out
 
 
 def answer_of(effect: Effect) -> CallRecord | None:

@@ -130,7 +130,7 @@ async def _host_roles(board: RunBoard, stream: RunStream, team: WorkerTeam, opti
                     claimed.add(name)
                     scopes[name] = await nursery.start(_host, board, stream, member,
                                                        fresh_role(team.build_again, name), options,
-                                                       sender, gateway_for, workdir)
+                                                       sender, gateway_for, workdir, board.tenure(name))
             due = trio.current_time() - beat >= options.lease_s / 3
             beat = trio.current_time() if due else beat
             for name in list(scopes):
@@ -154,12 +154,12 @@ async def _host_roles(board: RunBoard, stream: RunStream, team: WorkerTeam, opti
 async def _host(board: RunBoard, stream: RunStream, member: Member, fresh: Callable[[], Member],
                 options: WorkerOptions,
                 sender: EffectSender, gateway_for: Callable[[TurnEffects], Gateway], workdir: Path,
-                task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+                tenure: int, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
     with trio.CancelScope() as scope:
         inbox = await stream.open_inbox(member.name, member.watch)
         host = RoleHost(member, fresh, link=board.link, run_id=board.run_id, host=options.worker_id,
                         inbox=inbox, sender=sender, gateway_for=gateway_for,
-                        mirror=workdir / "artifacts")
+                        mirror=workdir / "artifacts", tenure=tenure)
         task_status.started(scope)
         await host.serve()
 

@@ -1,0 +1,98 @@
+"""A worker paused past its lease (SIGSTOP: a long GC pause, a laptop lid) is fenced off.
+
+It comes back (SIGCONT) with a turn half done: the answer of the call it had in flight, its
+ledger line, maybe its turn's answer. Meanwhile its claim lapsed, another worker took the
+role over and the coordinator counted the paused worker's open call ``lost``. Whatever the
+paused one delivers late must not count: the run's spend equals its ledger, no call is
+answered or paid twice, the log is the uninterrupted run's, and the directory verifies.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+from collections import Counter
+from collections.abc import Callable
+from decimal import Decimal
+from pathlib import Path
+
+import msgspec
+import trio
+
+from bus.cli._cmd_diff import first_difference, messages
+from bus.nats import open_link
+from bus.nats._wire import Called, encode, fx_subject, stored_effects
+from nats_help import NatsServer, shared_nats_server
+from test_nats_crash import holder, in_process, ledger, mid_turn, slow_company, wait_for
+from test_nats_run import ENGINEER, finish, sopbus, workers
+
+__all__ = ["shared_nats_server", "workers", "in_process"]
+
+
+def hosted_by(url: str, run_id: str, worker: str) -> bool:
+    """The new holder has been asked the turn: the stream has its effects for the role."""
+    async def look() -> bool:
+        async with open_link(url) as link:
+            return any(e.host == worker for e in await stored_effects(link, run_id, ENGINEER))
+    return trio.run(look)
+
+
+def late_delivery(url: str, run_id: str, worker: str) -> None:
+    """Publishes what the paused ``worker`` may deliver when it wakes: the ledger line and
+    answer of its last call, as its own effect sender does (same subject, envelope, tenure)."""
+    async def publish() -> None:
+        async with open_link(url) as link:
+            mine = [e for e in await stored_effects(link, run_id, ENGINEER)
+                    if e.host == worker and isinstance(e.effect, Called)]
+            last = mine[-1]
+            late = msgspec.structs.replace(last, n=last.n + 1000)
+            await link.publish_many([(fx_subject(run_id, ENGINEER), encode(late),
+                                      {"Nats-Msg-Id": f"{run_id}/late/{worker}"})])
+    trio.run(publish)
+
+
+def test_a_worker_paused_past_its_lease_cannot_deliver_its_turn_late(
+        shared_nats_server: NatsServer, workers: Callable[..., subprocess.Popen[bytes]],
+        in_process: Path, tmp_path: Path) -> None:
+    scenario = slow_company(tmp_path)
+    hosts = {name: workers("--roles", ENGINEER, "--lease", "1.5", "--id", name) for name in ("w1", "w2")}
+    runs = tmp_path / "nats"
+    coordinator = sopbus("run", str(scenario), "--quiet", "--sandbox", "local", "--runs-dir", str(runs),
+                         "--bus", shared_nats_server.url, "--remote", ENGINEER, "--wait-workers", "30",
+                         cwd=tmp_path)
+    run_dir = wait_for(lambda: runs.is_dir() and next(iter(runs.iterdir()), None), coordinator)
+    wait_for(lambda: mid_turn(run_dir), coordinator)
+    paused = holder(shared_nats_server.url, run_dir.name, ENGINEER)
+    assert paused in hosts
+    other = next(n for n in hosts if n != paused)
+    hosts[paused].send_signal(signal.SIGSTOP)
+    try:
+        # the lease lapses, the other worker takes the role over and is asked the turn
+        wait_for(lambda: holder(shared_nats_server.url, run_dir.name, ENGINEER) == other, coordinator)
+        wait_for(lambda: hosted_by(shared_nats_server.url, run_dir.name, other), coordinator)
+        # Whether the paused worker delivers its call in flight on waking or first hears that
+        # its claim is gone is a race inside it; what it may deliver, it delivers here for sure.
+        late_delivery(shared_nats_server.url, run_dir.name, paused)
+    finally:
+        hosts[paused].send_signal(signal.SIGCONT)
+    code, out = finish(coordinator, timeout=120)
+    assert code == 0, out
+
+    assert first_difference(messages(run_dir), messages(in_process)) is None
+    lines, local_lines = ledger(run_dir), ledger(in_process)
+    answered = Counter((x["round"], x["role"], x["action"]) for x in lines if x["outcome"] == "ok")
+    assert answered == Counter((x["round"], x["role"], x["action"]) for x in local_lines
+                               if x["outcome"] == "ok")
+    lost = [x for x in lines if x["outcome"] == "lost"]
+    assert lost and all(x["role"] == ENGINEER for x in lost)
+    summary = json.loads((run_dir / "summary.json").read_text())
+    spent = Decimal(summary["total_usd"])
+    assert spent == sum((Decimal(x["cost_usd"]) for x in lines), Decimal(0))
+    local_spent = Decimal(json.loads((in_process / "summary.json").read_text())["total_usd"])
+    assert spent == local_spent + sum((Decimal(x["cost_usd"]) for x in lost), Decimal(0))
+    keys = Counter((c["round"], c["role"], c["key"]) for c in map(json.loads,
+                   (run_dir / "calls.jsonl").read_text().splitlines()))
+    assert max(keys.values()) == 1
+    code, out = finish(sopbus("verify", str(run_dir), cwd=tmp_path))
+    assert code == 0 and "intact" in out, out
