@@ -28,6 +28,10 @@ from ..store._store import _safe_relpath
 from ._link import Link
 from ._wire import Artifact, Called, Effect, Envelope, Noted, Reserved, encode, fx_subject
 
+ACK_WAIT_S = 5.0  # how long a batch of effects waits for its publish acks before it is sent again
+RETRY_EVERY_S = 0.5
+RETRY_S = 60.0  # how long a batch is sent again before the turn fails
+
 
 class EffectSender:
     """Publishes a worker's effects to the run's stream in order; callable from sync code
@@ -59,13 +63,27 @@ class EffectSender:
                     batch.append(self._receive.receive_nowait())
                 except trio.WouldBlock:
                     break
-            try:
-                await self.link.publish_many(batch)
-            except Exception as exc:  # a turn that waits on flushed() hears of it
-                self._failure = exc
+            await self._publish(batch)
             async with self._progress:
                 self._sent += len(batch)
                 self._progress.notify_all()
+
+    async def _publish(self, batch: list[tuple[str, bytes, dict[str, str]]]) -> None:
+        """Publishes ``batch``; one whose acks did not all come (the server restarting) is
+        sent again, whole, every ``RETRY_EVERY_S`` for up to ``RETRY_S``: the stream drops the
+        copies it stored already (same ``Nats-Msg-Id``, within its duplicate window), and the
+        coordinator puts a turn's effects back in order by their number. A failure past that
+        is the turn's (see :meth:`flushed`)."""
+        deadline = trio.current_time() + RETRY_S
+        while True:
+            try:
+                await self.link.publish_many(batch, timeout=ACK_WAIT_S)
+                return
+            except Exception as exc:
+                if trio.current_time() >= deadline:
+                    self._failure = exc
+                    return
+            await trio.sleep(RETRY_EVERY_S)
 
     async def flushed(self) -> None:
         """Returns once every effect queued so far is stored on the stream."""

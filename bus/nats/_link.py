@@ -64,6 +64,37 @@ class Received:
         self.subject, self.data, self.headers, self.reply = subject, data, headers, reply
 
 
+RIDE_OUT_S = 30.0
+"""How long a KV operation is tried again while the server cannot answer (it restarts)."""
+
+
+def _transient() -> tuple[type[BaseException], ...]:
+    """The errors of a server that cannot answer for now (restarting, JetStream not ready,
+    the connection being made again), as opposed to an answer."""
+    import nats.errors
+    import nats.js.errors
+
+    return (nats.errors.TimeoutError, nats.errors.ConnectionClosedError, nats.errors.NoRespondersError,
+            nats.errors.StaleConnectionError, nats.errors.OutboundBufferLimitError,
+            nats.js.errors.ServiceUnavailableError, asyncio.TimeoutError)
+
+
+async def _ridden_out(op: Callable[[], Awaitable[T]], *, for_s: float = RIDE_OUT_S) -> T:
+    """``await op()``, tried again every 0.2 s while the server cannot answer, for up to
+    ``for_s`` (runs on the link's loop). A compare-and-swap whose first try did land but whose
+    answer was lost then fails its retry, as if another writer had come first: the callers
+    treat that as a lost race, which is the safe side."""
+    transient = _transient()
+    deadline = asyncio.get_running_loop().time() + for_s
+    while True:
+        try:
+            return await op()
+        except transient:
+            if asyncio.get_running_loop().time() >= deadline:
+                raise
+        await asyncio.sleep(0.2)
+
+
 class Link:
     """A connection to one NATS server, used from trio. Open it with :func:`open_link`."""
 
@@ -218,7 +249,7 @@ class Link:
             import nats.js.errors
             for attempt in itertools.count():
                 try:
-                    entry = await kv.get(key)
+                    entry = await _ridden_out(lambda: kv.get(key))
                     value, revision = entry.value, entry.revision
                 except nats.js.errors.KeyNotFoundError:
                     value, revision = None, 0
@@ -227,9 +258,9 @@ class Link:
                     return result
                 try:
                     if revision:
-                        await kv.update(key, new, last=revision)
+                        await _ridden_out(lambda: kv.update(key, new, last=revision))
                     else:
-                        await kv.create(key, new)
+                        await _ridden_out(lambda: kv.create(key, new))
                     return result
                 except nats.js.errors.KeyWrongLastSequenceError:
                     await asyncio.sleep(random.uniform(0, min(max_backoff_s, backoff_s * 2**min(attempt, 20))))
@@ -243,7 +274,7 @@ class Link:
         async def fn(nc: Any, js: Any) -> tuple[bytes, int] | None:
             import nats.js.errors
             try:
-                entry = await kv.get(key)
+                entry = await _ridden_out(lambda: kv.get(key))
             except nats.js.errors.KeyNotFoundError:
                 return None
             return bytes(entry.value or b""), int(entry.revision or 0)
@@ -252,7 +283,7 @@ class Link:
     async def put_key(self, kv: Any, key: str, value: bytes) -> int:
         """Writes ``key`` whatever it holds; returns the new revision."""
         async def fn(nc: Any, js: Any) -> int:
-            return int(await kv.put(key, value))
+            return int(await _ridden_out(lambda: kv.put(key, value)))
         return await self.call(fn)
 
     async def create_key(self, kv: Any, key: str, value: bytes) -> int:
@@ -260,7 +291,7 @@ class Link:
         async def fn(nc: Any, js: Any) -> int:
             import nats.js.errors
             try:
-                return int(await kv.create(key, value))
+                return int(await _ridden_out(lambda: kv.create(key, value)))
             except nats.js.errors.KeyWrongLastSequenceError as exc:
                 raise KeyExists(f"{key} exists already") from exc
         return await self.call(fn)
@@ -271,7 +302,7 @@ class Link:
         async def fn(nc: Any, js: Any) -> int:
             import nats.js.errors
             try:
-                return int(await kv.update(key, value, last=last))
+                return int(await _ridden_out(lambda: kv.update(key, value, last=last)))
             except nats.js.errors.KeyWrongLastSequenceError as exc:
                 raise WrongRevision(f"{key} is no longer at revision {last}") from exc
         return await self.call(fn)
@@ -281,7 +312,7 @@ class Link:
         async def fn(nc: Any, js: Any) -> None:
             import nats.js.errors
             try:
-                await kv.delete(key, last=last)
+                await _ridden_out(lambda: kv.delete(key, last=last))
             except nats.js.errors.KeyWrongLastSequenceError as exc:
                 raise WrongRevision(f"{key} is no longer at revision {last}") from exc
         await self.call(fn)
@@ -304,10 +335,7 @@ class Link:
                     msg = await js.get_msg(stream, seq=seq, subject=subject, next=True)
                 except nats.js.errors.NotFoundError:
                     break
-                except (nats.errors.TimeoutError, nats.errors.ConnectionClosedError,
-                        nats.errors.NoRespondersError, nats.errors.StaleConnectionError,
-                        nats.errors.OutboundBufferLimitError, nats.js.errors.ServiceUnavailableError,
-                        asyncio.TimeoutError, OSError):
+                except _transient():
                     break  # reconnecting, or JetStream not ready again yet: ask again later
                 out.append((int(msg.seq or 0), bytes(msg.data or b"")))
                 seq = int(msg.seq or 0) + 1

@@ -142,6 +142,9 @@ class Coordinator:
         # cut by a takeover and taken again does not write the same ones twice.
         self._written: dict[tuple[str, int], dict[int, Counter[bytes]]] = defaultdict(dict)
         self._fx_seq = 0  # the last effect taken from the stream, by stream sequence
+        # (role, tenure, turn, replayed) -> the last effect number taken, and those come early
+        self._taken: dict[tuple[str, int, int, bool], int] = defaultdict(int)
+        self._early: dict[tuple[str, int, int, bool], dict[int, Envelope]] = defaultdict(dict)
         self._progress = trio.Condition()
         self._proxies: dict[str, RemoteMember] = {}
         self.account: NatsAccount | None = None
@@ -296,9 +299,25 @@ class Coordinator:
                         break
 
     async def _take(self, envelope: Envelope) -> None:
-        role, effect = envelope.role, envelope.effect
+        """Takes one effect from the stream. A turn's effects are numbered 1, 2, ... by their
+        host and taken in that order: one its host had to send again (the server restarted
+        before it stored it) comes after its successors in the stream, and they wait for it."""
         if envelope.epoch != self.epoch:
             return  # asked by an earlier execution of the run, which is gone
+        if isinstance(envelope.effect, Fence):
+            await self._next(envelope)
+            return
+        slot = (envelope.role, envelope.tenure, envelope.turn, envelope.replayed)
+        if envelope.n <= self._taken[slot]:
+            return  # a copy of one taken already
+        waiting = self._early[slot]
+        waiting[envelope.n] = envelope
+        while self._taken[slot] + 1 in waiting:
+            self._taken[slot] += 1
+            await self._next(waiting.pop(self._taken[slot]))
+
+    async def _next(self, envelope: Envelope) -> None:
+        role, effect = envelope.role, envelope.effect
         if isinstance(effect, Fence):
             self._fence(role, effect)
         elif envelope.tenure != self._tenures.get(role):
