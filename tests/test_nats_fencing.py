@@ -24,10 +24,30 @@ from bus.cli._cmd_diff import first_difference, messages
 from bus.nats import open_link
 from bus.nats._wire import Called, encode, fx_subject, stored_effects
 from nats_help import NatsServer, shared_nats_server
-from test_nats_crash import holder, in_process, ledger, mid_turn, slow_company, wait_for
+from test_nats_crash import events, holder, in_process, ledger, slow_company, wait_for
 from test_nats_run import ENGINEER, finish, sopbus, workers
 
 __all__ = ["shared_nats_server", "workers", "in_process"]
+
+
+def written(run_dir: Path) -> Counter[tuple[str, int, str, str]]:
+    """The artifacts and notes the log says were written: a takeover writes none twice."""
+    out: Counter[tuple[str, int, str, str]] = Counter()
+    for event in events(run_dir):
+        if event["kind"] == "artifact_written":
+            out[(event["kind"], event["round"], event["role"], event["path"])] += 1
+        elif event["kind"] == "code_reviewed":
+            out[(event["kind"], event["round"], event["role"], json.dumps(event["data"], sort_keys=True))] += 1
+    return out
+
+
+def mid_review(run_dir: Path) -> bool:
+    """The engineer's building turn has noted a review (so a takeover cuts a turn that wrote
+    something already) and not yet published."""
+    seen = events(run_dir)
+    return (any(e["kind"] == "code_reviewed" and e.get("role") == ENGINEER for e in seen) and
+            not any(e["kind"] == "message_published" and e["message"].get("sent_from") == ENGINEER
+                    for e in seen))
 
 
 def hosted_by(url: str, run_id: str, worker: str) -> bool:
@@ -62,7 +82,7 @@ def test_a_worker_paused_past_its_lease_cannot_deliver_its_turn_late(
                          "--bus", shared_nats_server.url, "--remote", ENGINEER, "--wait-workers", "30",
                          cwd=tmp_path)
     run_dir = wait_for(lambda: runs.is_dir() and next(iter(runs.iterdir()), None), coordinator)
-    wait_for(lambda: mid_turn(run_dir), coordinator)
+    wait_for(lambda: mid_review(run_dir), coordinator)
     paused = holder(shared_nats_server.url, run_dir.name, ENGINEER)
     assert paused in hosts
     other = next(n for n in hosts if n != paused)
@@ -80,6 +100,7 @@ def test_a_worker_paused_past_its_lease_cannot_deliver_its_turn_late(
     assert code == 0, out
 
     assert first_difference(messages(run_dir), messages(in_process)) is None
+    assert written(run_dir) == written(in_process)
     lines, local_lines = ledger(run_dir), ledger(in_process)
     answered = Counter((x["round"], x["role"], x["action"]) for x in lines if x["outcome"] == "ok")
     assert answered == Counter((x["round"], x["role"], x["action"]) for x in local_lines
