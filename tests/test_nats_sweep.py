@@ -338,3 +338,39 @@ def test_ctrl_c_withdraws_the_sweep_and_its_workers_cancel_their_runs_of_it(
     (going,) = [e for e in data["runs"] if e["run_id"] == run_dir.name]
     assert (going["state"], going["error"]) == ("interrupted", "the sweep was withdrawn")
     assert FileAccount(sdir / "budget.json").read().spent > 0  # the books as they stood
+
+
+def test_a_run_that_every_worker_dies_on_is_given_up_after_three_deliveries(
+        tmp_path: Path, shared_nats_server: NatsServer) -> None:
+    """A job that kills every worker that takes it is not delivered forever: after
+    ``MAX_DELIVER`` (3) deliveries the queue gives it up and the sweep counts it crashed."""
+    from bus.nats._sweep import MAX_DELIVER
+
+    url = shared_nats_server.url
+    sweep = subprocess.Popen(
+        [sys.executable, "-m", "bus.cli", "sweep", str(COMPANY), "--seeds", "1", "--bus", url,
+         "--lease", "1", "--set", "llm.latency_ms=300", "--runs-dir", "runs"],
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    killed = []
+    try:
+        for attempt in range(MAX_DELIVER):
+            worker = Worker(tmp_path / f"worker-{attempt}", url)
+            killed.append(worker)
+            wait_for(lambda: victim_run(worker), sweep)
+            worker.proc.send_signal(signal.SIGKILL)  # as a run that brings its worker down
+            worker.proc.wait()
+        # A healthy worker asks for work: the server finds the job spent (it checks when
+        # asked) and says so; the job is not delivered a fourth time.
+        healthy = Worker(tmp_path / "worker-healthy", url)
+        out, err = sweep.communicate(timeout=60)
+    finally:
+        if sweep.poll() is None:
+            sweep.kill()
+        if "healthy" in locals():
+            healthy.stop()
+    data = record(sweep_dir(tmp_path / "sweeps"))
+    (run,) = data["runs"]
+    assert run["state"] == "crashed", err.decode()
+    assert f"delivered {MAX_DELIVER} times" in run["error"]
+    assert all(w.run_ids() == set() for w in killed)  # no attempt ended
+    assert not healthy.runs.exists() or not any(healthy.runs.iterdir())

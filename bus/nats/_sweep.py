@@ -10,7 +10,10 @@ done and the news not read yet):
   ``workers`` (explicit ack): a job goes to one worker at a time. The worker acks it only
   after the run's result is on the stream, and says "still working" (``+WPI``) every third
   of the lease; a worker that goes silent for ``lease_s`` (killed, cut off) has its job
-  delivered again to another worker.
+  delivered again to another worker.  A job is delivered at most :data:`MAX_DELIVER` times: a run
+  that kills every worker that takes it (or whose workers all lose the server) is then given
+  up, and the server's max-deliveries advisory (:func:`exhausted_subject`) tells the sweep,
+  which counts the run ``crashed``.
 * ``sopbus.sweep.<id>.event``: what workers report (a run started, a run ended and how),
   read by the sweep process through the durable consumer ``sweep``.
 
@@ -31,6 +34,9 @@ from ._link import Link
 SWEEPS_BUCKET = "SOPBUS_SWEEPS"
 WORKERS = "workers"
 SWEEP = "sweep"
+MAX_DELIVER = 3
+"""How many times a job is delivered at most (the first delivery and two more, each after a
+worker went silent for the lease) before the sweep gives its run up as ``crashed``."""
 
 
 class SweepNotice(msgspec.Struct, frozen=True, kw_only=True):
@@ -60,6 +66,26 @@ def event_subject(sweep_id: str) -> str:
     return f"sopbus.sweep.{sweep_id}.event"
 
 
+def exhausted_subject(sweep_id: str) -> str:
+    """The server's advisory (core NATS) that a job of the sweep was delivered
+    :data:`MAX_DELIVER` times and is not delivered again."""
+    return f"$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.{stream_name(sweep_id)}.{WORKERS}"
+
+
+async def exhausted_job(link: Link, sweep_id: str, advisory: bytes) -> bytes | None:
+    """The job (its payload) a max-deliveries ``advisory`` is about; ``None`` when the stream
+    no longer has it (acked meanwhile: its run did end)."""
+    seq = int(msgspec.json.decode(advisory).get("stream_seq", 0))
+
+    async def read(nc: Any, js: Any) -> bytes | None:
+        try:
+            return bytes((await js.get_msg(stream_name(sweep_id), seq=seq)).data or b"")
+        except Exception:  # nats' NotFoundError: gone
+            return None
+
+    return await link.call(read) if seq else None
+
+
 class Taken:
     """A message taken from a consumer: its payload, how often it was delivered, and the
     client's handle to ack it (used on the link's loop only)."""
@@ -82,7 +108,7 @@ async def open_sweep(link: Link, notice: SweepNotice) -> None:
                             retention="workqueue")
         await js.add_consumer(stream_name(sweep_id), durable_name=WORKERS, ack_policy="explicit",
                               filter_subject=job_subject(sweep_id), ack_wait=notice.lease_s,
-                              max_ack_pending=-1)
+                              max_ack_pending=-1, max_deliver=MAX_DELIVER)
         await js.add_consumer(stream_name(sweep_id), durable_name=SWEEP, ack_policy="explicit",
                               filter_subject=event_subject(sweep_id), max_ack_pending=-1)
         kv = await _sweeps_bucket(js)

@@ -35,9 +35,9 @@ import trio
 from ...money._account import AccountState
 from ...nats import open_link
 from ...nats._account import NatsAccount
-from ...nats._link import Link
-from ...nats._sweep import (SWEEP, Puller, SweepNotice, delete_bucket, delete_queue, open_sweep,
-                             submit, withdraw_notice)
+from ...nats._link import Link, Received
+from ...nats._sweep import (MAX_DELIVER, SWEEP, Puller, SweepNotice, delete_bucket, delete_queue,
+                             exhausted_job, exhausted_subject, open_sweep, submit, withdraw_notice)
 from ._exec import progress_line
 from ._record import RunEntry, SweepDir, SweepRecord
 from ._wire import QueuedRun, RunEvent, encode
@@ -64,9 +64,10 @@ async def drive_on_bus(sdir: SweepDir, record: SweepRecord, say: Say, url: str,
                                                  for e in record.runs if e.state == "pending"])
             say(f"queued on {url}; start workers with `sopbus worker --bus {url}` "
                 f"on any machine")
-            async with trio.open_nursery() as nursery:
+            async with trio.open_nursery() as nursery, \
+                    link.subscribe(exhausted_subject(record.sweep_id)) as exhausted:
                 nursery.start_soon(_release_lapsed, account, lease_s)
-                await _collect(link, sdir, record, say)
+                await _collect(link, sdir, record, say, exhausted=exhausted)
                 nursery.cancel_scope.cancel()
         finally:
             # Also when interrupted: the books as they stand, then the sweep withdrawn (its
@@ -83,8 +84,11 @@ def _queued(sdir: SweepDir, record: SweepRecord, entry: RunEntry) -> bytes:
 
 
 async def _collect(link: Link, sdir: SweepDir, record: SweepRecord, say: Say,
-                   until: tuple[str, ...] = ("pending", "running")) -> None:
-    """Applies the workers' events to ``record`` until no run is in a state of ``until``."""
+                   until: tuple[str, ...] = ("pending", "running"),
+                   exhausted: trio.MemoryReceiveChannel[Received] | None = None) -> None:
+    """Applies the workers' events to ``record`` until no run is in a state of ``until``;
+    and the server's advisories on ``exhausted``: a run whose job was delivered
+    ``MAX_DELIVER`` times and never reported is ``crashed``."""
     events = Puller(link, record.sweep_id, SWEEP)
     by_id = {e.run_id: e for e in record.runs}
     try:
@@ -95,9 +99,30 @@ async def _collect(link: Link, sdir: SweepDir, record: SweepRecord, say: Say,
                 if entry is not None and entry.state not in FINAL:
                     _apply(sdir, record, entry, event, say)
                 await events.ack(taken)
+            while exhausted is not None:
+                try:
+                    advisory = exhausted.receive_nowait()
+                except trio.WouldBlock:
+                    break
+                await _given_up(link, sdir, record, by_id, advisory.data, say)
     finally:
         with trio.CancelScope(shield=True):
             await events.close()
+
+
+async def _given_up(link: Link, sdir: SweepDir, record: SweepRecord, by_id: dict[str, RunEntry],
+                    advisory: bytes, say: Say) -> None:
+    """A job the queue gave up on (every worker that took it went silent): its run crashed."""
+    job = await exhausted_job(link, record.sweep_id, advisory)
+    entry = by_id.get(msgspec.json.decode(job, type=QueuedRun).run_id) if job else None
+    if entry is None or entry.state in FINAL:
+        return
+    entry.state = "crashed"
+    entry.error = (f"its job was delivered {MAX_DELIVER} times and every worker that took it went "
+                   f"silent before reporting it (killed by the run? out of memory?); see the "
+                   f"workers' logs, then run it alone")
+    sdir.write(record)
+    say(progress_line(record, entry))
 
 
 def _apply(sdir: SweepDir, record: SweepRecord, entry: RunEntry, event: RunEvent, say: Say) -> None:
