@@ -16,6 +16,11 @@ cross once per *batch*, never once per message:
   write if unchanged, retry) in one crossing;
 * :meth:`Link.subscribe` turns a core-NATS subscription into a trio receive channel; the
   messages that arrive while trio is busy are handed over together, in one crossing.
+* single KV operations (:meth:`Link.get_key`, :meth:`Link.create_key`,
+  :meth:`Link.update_key`, ...) raise the Link's own :class:`KeyExists` and
+  :class:`WrongRevision`, and are tried again while the server cannot answer (a restart);
+* :meth:`Link.read_after` reads a stream's messages by sequence (no consumer, nothing lost
+  across reconnects), :meth:`Link.stored` all that a stream holds on a subject.
 
 Cancellation: a trio task cancelled while it waits for :meth:`Link.call` cancels the
 asyncio task too (a request that was sent may still have had its effect on the server,
@@ -325,7 +330,6 @@ class Link:
         once and in order, whatever happened to the connection meanwhile. While the server
         cannot be reached it returns what it read so far (maybe nothing): ask again."""
         async def fn(nc: Any, js: Any) -> list[tuple[int, bytes]]:
-            import nats.errors
             import nats.js.errors
 
             out: list[tuple[int, bytes]] = []
