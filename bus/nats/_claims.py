@@ -202,7 +202,7 @@ async def announced(link: Link) -> list[Announcement]:
     async def fn(nc: Any, js: Any) -> list[str]:
         info = await js.stream_info(f"KV_{RUNS_BUCKET}", subjects_filter=f"$KV.{RUNS_BUCKET}.>")
         return [subject.split(".", 2)[2] for subject in (info.state.subjects or {})]
-    found = [await link.get_key(kv, key) for key in await link.call(fn)]
+    found = [await link.get_key(kv, key) for key in await link.call_patiently(fn)]
     runs = [msgspec.json.decode(raw[0], type=Announcement) for raw in found if raw is not None]
     return sorted(runs, key=lambda a: a.t)
 

@@ -114,6 +114,11 @@ class Link:
         exception). One crossing each way, whatever ``fn`` does."""
         return await self._cross(fn(self.nc, self.js))
 
+    async def call_patiently(self, fn: Callable[[Any, Any], Awaitable[T]]) -> T:
+        """:meth:`call`, with ``fn`` tried again while the server cannot answer (a restart),
+        for up to ``RIDE_OUT_S``: for reads and other steps that are safe to repeat."""
+        return await self._cross(_ridden_out(lambda: fn(self.nc, self.js)))
+
     def soon(self, fn: Callable[[Any, Any], None]) -> None:
         """Schedules ``fn(nc, js)`` on the link's loop and returns at once: the door for sync
         code (an event log's ``log_all``) that must not wait. Calls run in the order they

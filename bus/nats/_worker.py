@@ -218,7 +218,12 @@ async def serve(link: Link, build: BuildTeam, options: WorkerOptions, *, run_id:
     started: set[str] = set()
     async with trio.open_nursery() as nursery:
         while True:
-            for found in await announced(link):
+            try:
+                runs = await announced(link)
+            except Exception as exc:  # the server away for longer than a restart: look again
+                logger.warning("cannot list the runs on {}: {}: {}", link.url, type(exc).__name__, exc)
+                runs = []
+            for found in runs:
                 # A running run too: its roles may need a new host (one died).
                 if found.run_id not in started and found.state != "ended":
                     started.add(found.run_id)
