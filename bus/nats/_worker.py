@@ -161,7 +161,11 @@ async def _host(board: RunBoard, stream: RunStream, member: Member, fresh: Calla
                         inbox=inbox, sender=sender, gateway_for=gateway_for,
                         mirror=workdir / "artifacts", tenure=tenure)
         task_status.started(scope)
-        await host.serve()
+        try:
+            await host.serve()
+        finally:  # a role given up (lost claim, run over): its next host reads what is unacked
+            with trio.CancelScope(shield=True), trio.move_on_after(5):
+                await inbox.close()
 
 
 async def _keep_alive(account: NatsAccount, options: WorkerOptions) -> None:
