@@ -22,7 +22,8 @@ import trio
 
 from bus.cli._cmd_diff import first_difference, messages
 from bus.nats import open_link
-from bus.nats._wire import Called, encode, fx_subject, stored_effects
+from bus.nats._subjects import fx_subject
+from bus.nats._wire import Called, encode, stored_effects
 from nats_help import NatsServer, shared_nats_server
 from test_nats_crash import events, holder, in_process, ledger, slow_company, wait_for
 from test_nats_run import ENGINEER, finish, sopbus, workers

@@ -244,8 +244,13 @@ class Gateway:
             budget_usd=budget.cap, attempt=attempt, outcome=outcome, price_source=source,
             resume=self._resume, estimated=estimated, status=status, error=error,
             reserved_usd=reserved, latency_ms=latency_ms, t=self._clock())
-        # The journal first: a run killed between the two writes keeps the answer, and
-        # `sopbus resume` restores the ledger line from it (see bus.store._resume).
+        return self._book(line, request, call, completion)
+
+    def _book(self, line: LedgerLine, request: LLMRequest, call: int,
+              completion: Completion | None) -> LedgerLine:
+        """Writes a finished ledger line: journal, sink, log. The journal first: a run
+        killed between the two writes keeps the answer, and `sopbus resume` restores the
+        ledger line from it (see bus.store._resume)."""
         if self._journal is not None and (call or completion is not None):
             self._journal.closed(call, request, completion, line)
         if self._sink is not None:
@@ -305,12 +310,7 @@ class Gateway:
         self._completion_tokens += line.completion_tokens
         line = msgspec.structs.replace(line, seq=self._seq, total_usd=self.budget.spent,
                                        budget_usd=self.budget.cap, resume=self._resume)
-        if self._journal is not None and (call or completion is not None):
-            self._journal.closed(call, request, completion, line)
-        if self._sink is not None:
-            self._sink(line)
-        _log_line(line)
-        return line
+        return self._book(line, request, call, completion)
 
     def stats(self) -> dict[str, Any]:
         """Totals for the run summary: ``total_usd`` and ``budget_usd`` (Decimal),

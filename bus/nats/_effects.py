@@ -26,7 +26,8 @@ from .._protocol import Completion, LLMRequest
 from ..money._ledger import LedgerLine
 from ..store._store import _safe_relpath
 from ._link import Link
-from ._wire import Artifact, Called, Effect, Envelope, Noted, Reserved, encode, fx_subject
+from ._subjects import fx_subject
+from ._wire import Artifact, Called, Effect, Envelope, Noted, Reserved, encode
 
 ACK_WAIT_S = 5.0  # how long a batch of effects waits for its publish acks before it is sent again
 RETRY_EVERY_S = 0.5

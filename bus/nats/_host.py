@@ -28,8 +28,8 @@ from ..llm._tape import CallRecord, Tape, TapeGateway
 from ._effects import EffectSender, TurnEffects, write_mirrored
 from ._inbox import Inbox
 from ._link import Link
-from ._wire import (TurnAnswer, TurnRequest, answer_of, decode_request, encode, fenced, stored_effects,
-                    turn_subject)
+from ._subjects import turn_subject
+from ._wire import TurnAnswer, TurnRequest, answer_of, decode_request, encode, fenced, stored_effects
 
 READ_NEWS_S = 60.0  # how long a turn waits for its news to arrive on the role's consumer
 

@@ -80,9 +80,9 @@ from ._account import NatsAccount
 from ._claims import CAP_FIX, COORDINATOR, Claim, RunBoard, ScenarioPlan, announce
 from ._link import Link
 from ._stream import RunStream, StreamLog
+from ._subjects import fx_subject, fx_subjects, turn_subject
 from ._wire import (Artifact, Called, Envelope, Fence, Noted, PastTurn, Reserved, TurnAnswer, TurnRequest,
-                    answer_of, decode_answer, decode_envelope, encode, fenced, fx_subject, fx_subjects,
-                    stored_effects, turn_subject)
+                    answer_of, decode_answer, decode_envelope, encode, fenced, stored_effects)
 
 ASK_EVERY_S = 3.0  # a turn request is repeated after this long without an answer
 TAKEOVER_S = 60.0  # how long a hosted role may be without a live claim before the run fails

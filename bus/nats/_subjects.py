@@ -86,3 +86,19 @@ def undelivered_subject(run_id: str) -> str:
 def consumer_name(role: str) -> str:
     """The durable pull consumer that holds ``role``'s inbox: ``role-<token(role)>``."""
     return f"role-{token(role)}"
+
+
+def turn_subject(run_id: str, role: str) -> str:
+    """Where the coordinator asks ``role``'s host to take a turn (core NATS request/reply).
+    Outside ``sopbus.<run>.>`` on purpose: the run's stream would store every request and
+    answer it first, with its publish ack."""
+    return f"sopbus-turn.{run_id}.{token(role)}"
+
+
+def fx_subject(run_id: str, role: str) -> str:
+    """Where ``role``'s host puts a turn's effects (calls, answers, artifacts, notes)."""
+    return f"sopbus.{run_id}.fx.{token(role)}"
+
+
+def fx_subjects(run_id: str) -> str:
+    return f"sopbus.{run_id}.fx.>"

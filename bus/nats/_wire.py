@@ -37,21 +37,7 @@ from ..llm._replay import request_key
 from ..llm._tape import CallRecord
 from ..money._ledger import LedgerLine
 from ._link import Link
-from ._subjects import token
-
-
-def turn_subject(run_id: str, role: str) -> str:
-    # Outside ``sopbus.<run>.>`` on purpose: the run's stream would store every request and
-    # answer it first, with its publish ack.
-    return f"sopbus-turn.{run_id}.{token(role)}"
-
-
-def fx_subject(run_id: str, role: str) -> str:
-    return f"sopbus.{run_id}.fx.{token(role)}"
-
-
-def fx_subjects(run_id: str) -> str:
-    return f"sopbus.{run_id}.fx.>"
+from ._subjects import fx_subject, fx_subjects
 
 
 class PastTurn(msgspec.Struct, frozen=True):
