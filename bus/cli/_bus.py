@@ -89,7 +89,7 @@ class Remote:
         """The team as the Environment gets it: hosted roles as proxies (waits for claims)."""
         if self.coordinator is None:
             return roles
-        self.coordinator.gateway, self.coordinator.journal = gateway, journal
+        self.coordinator.books_into(gateway, journal)
         if self.continuation is not None and self.continuation.resume:
             from ..llm._tape import read_calls
 

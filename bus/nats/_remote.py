@@ -18,8 +18,8 @@ the run) adds what NATS needs:
    the workers themselves) and announces ``running``;
 3. each hosted role joins the Environment as a :class:`RemoteMember` (same name, aliases,
    watch), the others as themselves;
-4. a reader applies the effects the workers publish (:mod:`bus.nats._wire`) to the run
-   directory: reservations through the run's call journal (renumbered into the run's call
+4. a reader (:mod:`bus.nats._intake`) applies the effects the workers publish
+   (:mod:`bus.nats._wire`) to the run directory: reservations through the run's call journal (renumbered into the run's call
    ids), ledger lines through :meth:`bus.Gateway.record_remote` (renumbered into the run's
    ledger, their cost spent in the run's budget and summary), artifacts and notes through
    the store. So ``show``, ``costs``, ``verify`` and ``report`` read the run as usual.
@@ -58,7 +58,7 @@ from __future__ import annotations
 import hashlib
 import time
 from decimal import Decimal
-from collections import Counter, defaultdict
+from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -70,23 +70,21 @@ from loguru import logger
 from .._errors import BudgetExhausted, ConfigError, SopbusError, StopRun
 from .._member import Member, Turn
 from .._message import Message
-from .._protocol import LLMRequest
 from ..llm._gateway import Gateway
 from ..llm._tape import CallLog, CallRecord
 from ..money._account import AccountShare
-from ..money._ledger import LedgerLine
 from ..store._store import RunStore
 from ._account import NatsAccount
 from ._claims import CAP_FIX, COORDINATOR, Claim, RunBoard, ScenarioPlan, announce
+from ._intake import EffectsIntake
 from ._link import Link
 from ._stream import RunStream, StreamLog
-from ._subjects import fx_subject, fx_subjects, turn_subject
-from ._wire import (Artifact, Called, Envelope, Fence, Noted, PastTurn, Reserved, TurnAnswer, TurnRequest,
-                    answer_of, decode_answer, decode_envelope, encode, fenced, stored_effects)
+from ._subjects import fx_subject, turn_subject
+from ._wire import (Called, Envelope, Fence, PastTurn, Reserved, TurnAnswer, TurnRequest, answer_of,
+                    decode_answer, encode, fenced, stored_effects)
 
 ASK_EVERY_S = 3.0  # a turn request is repeated after this long without an answer
 TAKEOVER_S = 60.0  # how long a hosted role may be without a live claim before the run fails
-_FX_POLL_S = 0.25  # the effects reader looks at the stream this often when no bell rang
 _SETTLE_S = 1.0  # no `remote` given: the wait for claims ends when none came for this long
 
 
@@ -130,23 +128,8 @@ class Coordinator:
         self.board = RunBoard(link, store.run_id)
         self.wait_s, self.remote = wait_s, remote
         self.gateway: Gateway | None = None
-        self.journal: CallLog | None = None
-        # Calls by (role, tenure, the worker's call id): the run's call id, and the worker and
-        # reservation of those not closed yet.
-        self._calls: dict[tuple[str, int, int], int] = {}
-        self._open: dict[tuple[str, int, int], tuple[str, Reserved]] = {}
-        self._applied: dict[tuple[str, int, int], int] = defaultdict(int)  # (role, turn, tenure) -> n
-        self._tenures: dict[str, int] = {}  # role -> the tenure whose effects are accepted
-        self._dropped: set[tuple[str, int]] = set()  # (role, tenure) fenced off, said once
-        # (role, turn) -> tenure -> fingerprints of the artifacts and notes it wrote: a turn
-        # cut by a takeover and taken again does not write the same ones twice.
-        self._written: dict[tuple[str, int], dict[int, Counter[bytes]]] = defaultdict(dict)
-        self._fx_seq = 0  # the last effect taken from the stream, by stream sequence
-        # (role, tenure, turn, replayed) -> the last effect number taken, and those come early
-        self._taken: dict[tuple[str, int, int, bool], int] = defaultdict(int)
-        self._early: dict[tuple[str, int, int, bool], dict[int, Envelope]] = defaultdict(dict)
-        self._progress = trio.Condition()
         self._proxies: dict[str, RemoteMember] = {}
+        self.intake = EffectsIntake(link, store, self.stream.name, epoch=epoch, host_has=self._host_has)
         self.account: NatsAccount | None = None
         self.pool: AccountShare | None = None  # the coordinator's share of the run's account
         # The Environment's event log: the store, and the stream for every message.
@@ -264,133 +247,22 @@ class Coordinator:
                 await self.account.rebase(holder, Decimal(0))
         await self.account.rebase(COORDINATOR, spent)
 
+    def books_into(self, gateway: Gateway, journal: CallLog) -> None:
+        """The run's gateway and call journal, which the workers' calls are booked into."""
+        self.gateway = gateway
+        self.intake.books_into(gateway, journal)
+
+    def _host_has(self, role: str, path: str, digest: str) -> None:
+        proxy = self._proxies.get(role)
+        if proxy is not None:
+            proxy.sent[path] = digest
+
     async def ended(self) -> None:
         with trio.CancelScope(shield=True):
             try:
                 await announce(self.link, self.run_id, "ended")
             except Exception as exc:  # the run is over either way; the workers time out
                 logger.warning("could not announce the end of run {}: {}", self.run_id, exc)
-
-    # -- effects ------------------------------------------------------------------------
-
-    async def read_effects(self, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
-        """Applies the workers' effects in stream order. They are read from the run's stream
-        by sequence (:meth:`Link.read_after`), not from a subscription: an effect published
-        while the coordinator was cut off from the server (a server restart) is read once it
-        is back, none twice. A core subscription on the same subjects only rings the bell
-        (and a look every ``_FX_POLL_S`` covers a ring lost in a reconnect)."""
-        stream = self.stream.name
-        self._fx_seq = await self.link.last_seq(stream)  # earlier executions' effects are theirs
-        async with self.link.subscribe(fx_subjects(self.run_id)) as bell:
-            task_status.started()
-            while True:
-                batch = await self.link.read_after(stream, fx_subjects(self.run_id), self._fx_seq)
-                for seq, data in batch:
-                    self._fx_seq = seq
-                    await self._take(decode_envelope(data))
-                if batch:
-                    continue
-                with trio.move_on_after(_FX_POLL_S):
-                    await bell.receive()
-                while True:
-                    try:
-                        bell.receive_nowait()
-                    except trio.WouldBlock:
-                        break
-
-    async def _take(self, envelope: Envelope) -> None:
-        """Takes one effect from the stream. A turn's effects are numbered 1, 2, ... by their
-        host and taken in that order: one its host had to send again (the server restarted
-        before it stored it) comes after its successors in the stream, and they wait for it."""
-        if envelope.epoch != self.epoch:
-            return  # asked by an earlier execution of the run, which is gone
-        if isinstance(envelope.effect, Fence):
-            await self._next(envelope)
-            return
-        slot = (envelope.role, envelope.tenure, envelope.turn, envelope.replayed)
-        if envelope.n <= self._taken[slot]:
-            return  # a copy of one taken already
-        waiting = self._early[slot]
-        waiting[envelope.n] = envelope
-        while self._taken[slot] + 1 in waiting:
-            self._taken[slot] += 1
-            await self._next(waiting.pop(self._taken[slot]))
-
-    async def _next(self, envelope: Envelope) -> None:
-        role, effect = envelope.role, envelope.effect
-        if isinstance(effect, Fence):
-            self._fence(role, effect)
-        elif envelope.tenure != self._tenures.get(role):
-            if (role, envelope.tenure) not in self._dropped:
-                self._dropped.add((role, envelope.tenure))
-                logger.warning("worker {} no longer hosts {} (its lease lapsed; tenure {} is fenced "
-                               "off): its late effects are dropped", envelope.host, role, envelope.tenure)
-            return
-        elif not envelope.replayed:
-            self._apply(envelope)
-        async with self._progress:
-            if not isinstance(effect, Fence):
-                self._applied[(role, envelope.turn, envelope.tenure)] += 1
-            self._progress.notify_all()
-
-    def _fence(self, role: str, fence: Fence) -> None:
-        """From here on ``role``'s effects are accepted from tenure ``fence.tenure`` only; the
-        calls the earlier tenure has still open are counted ``lost``."""
-        earlier = self._tenures.get(role)
-        self._tenures[role] = fence.tenure
-        if earlier is not None and earlier != fence.tenure:
-            self._lost(role, earlier)
-
-    def _apply(self, envelope: Envelope) -> None:
-        effect, store = envelope.effect, self.store
-        call = (envelope.role, envelope.tenure, getattr(effect, "call", 0))
-        if isinstance(effect, Reserved):
-            assert self.journal is not None
-            request = LLMRequest(messages=(), model=effect.model, role=effect.role, action=effect.action)
-            self._calls[call] = self.journal.reserved(
-                request, round=effect.round, attempt=effect.attempt, amount=effect.amount)
-            self._open[call] = (envelope.host, effect)
-        elif isinstance(effect, Called):
-            assert self.gateway is not None
-            self._open.pop(call, None)
-            request = effect.request or LLMRequest(messages=(), model=effect.line.model,
-                                                   role=effect.line.role, action=effect.line.action)
-            self.gateway.record_remote(effect.line, request, call=self._calls.pop(call, 0),
-                                       completion=effect.completion)
-        elif isinstance(effect, Artifact):
-            proxy = self._proxies.get(envelope.role)
-            if proxy is not None:
-                proxy.sent[effect.path] = hashlib.sha256(effect.data).hexdigest()
-            if not self._repeated(envelope):
-                store.write_artifact(effect.path, effect.data, role=effect.role, round=effect.round)
-        elif isinstance(effect, Noted):
-            if not self._repeated(envelope):
-                store.emit(effect.kind, effect.data, role=effect.role, round=effect.round)
-
-    def _repeated(self, envelope: Envelope) -> bool:
-        """Whether this artifact or note was written already, the same, by an earlier tenure
-        of the role in the same turn: the turn was cut by a takeover and its new host took it
-        again from the start. Counted, so a turn that writes the same note twice keeps both."""
-        effect = envelope.effect
-        mark = hashlib.sha256(encode(effect)).digest()
-        by_tenure = self._written[(envelope.role, envelope.turn)]
-        for tenure, marks in by_tenure.items():
-            if tenure != envelope.tenure and marks[mark] > 0:
-                if isinstance(effect, Artifact) and not self._holds(effect):
-                    continue  # changed since (another role wrote it): write it again
-                marks[mark] -= 1
-                return True
-        by_tenure.setdefault(envelope.tenure, Counter())[mark] += 1
-        return False
-
-    def _holds(self, artifact: Artifact) -> bool:
-        path = self.store.artifacts_dir / artifact.path
-        return path.is_file() and path.read_bytes() == artifact.data
-
-    async def _applied_all(self, role: str, turn: int, tenure: int, count: int) -> None:
-        async with self._progress:
-            while self._applied[(role, turn, tenure)] < count:
-                await self._progress.wait()
 
     # -- turns --------------------------------------------------------------------------
 
@@ -412,11 +284,11 @@ class Coordinator:
         answer = await self._asked(proxy, request)
         proxy.turns.append(PastTurn(number, round, wanted))
         with trio.move_on_after(TAKEOVER_S) as waited:
-            await self._applied_all(name, number, answer.tenure, answer.effects)
+            await self.intake.applied_all(name, number, answer.tenure, answer.effects)
         if waited.cancelled_caught:
             raise RemoteTurnFailed(
                 f"role {name!r}'s turn {number} made {answer.effects} effects on worker "
-                f"{answer.host}, and {self._applied[(name, number, answer.tenure)]} of them reached "
+                f"{answer.host}, and {self.intake.applied(name, number, answer.tenure)} of them reached "
                 f"the coordinator within {TAKEOVER_S:g} s (a lost connection?); resume the run "
                 f"with `sopbus resume {self.run_id} --bus {self.link.url}`")
         if answer.ended == "budget":
@@ -436,9 +308,7 @@ class Coordinator:
         msg_id = f"{self.run_id}/fx/{role}/fence/{self.epoch}/{claim.tenure}"
         await self.link.publish_many([(fx_subject(self.run_id, role), encode(envelope),
                                        {"Nats-Msg-Id": msg_id})])
-        async with self._progress:
-            while self._tenures.get(role) != claim.tenure:
-                await self._progress.wait()
+        await self.intake.fenced_at(role, claim.tenure)
 
     async def _asked(self, proxy: RemoteMember, request: Callable[[Claim], Awaitable[bytes]]) -> TurnAnswer:
         """The answer to a turn request (``request(claim)`` makes it for the claim's holder),
@@ -475,25 +345,6 @@ class Coordinator:
                     f"{self.link.url}`")
             await trio.sleep(0.2)  # no responders comes back at once: do not spin
 
-    def _lost(self, role: str, tenure: int) -> None:
-        """The calls ``role``'s holder of ``tenure`` had in flight when it was fenced off:
-        ledgered ``lost`` at their reservation (the provider may have billed them), as a
-        resume does."""
-        assert self.gateway is not None
-        for key in [k for k in self._open if k[:2] == (role, tenure)]:
-            host, held = self._open.pop(key)
-            call = self._calls.pop(key, 0)
-            request = LLMRequest(messages=(), model=held.model, role=role, action=held.action)
-            line = LedgerLine(seq=0, round=held.round, role=role, action=held.action,
-                              provider=self.gateway.provider.name, model=held.model,
-                              prompt_tokens=0, completion_tokens=0, cached_tokens=0, cost_usd=held.amount, total_usd=held.amount,
-                              budget_usd=held.amount, attempt=held.attempt, outcome="lost",
-                              estimated=True, error=f"worker {host} was lost mid-call",
-                              latency_ms=0.0, t=time.time())
-            self.gateway.record_remote(line, request, call=call)
-            logger.warning("worker {} was lost with {}'s {} call in flight: counted at its "
-                           "reservation ${}", host, role, held.action, held.amount)
-
     def _unseen(self, proxy: RemoteMember) -> dict[str, bytes]:
         """The files of ``artifacts/`` the role's host has not got (new or changed)."""
         root = self.store.artifacts_dir
@@ -522,7 +373,7 @@ async def coordinating(url: str, store: RunStore, plan: ScenarioPlan, *, cap: De
         await coordinator.prepare(plan, cap)
         try:
             async with trio.open_nursery() as nursery:
-                await nursery.start(coordinator.read_effects)
+                await nursery.start(coordinator.intake.read)
                 yield coordinator
                 await coordinator.stream.settle()
                 nursery.cancel_scope.cancel()
