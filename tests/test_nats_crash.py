@@ -94,6 +94,39 @@ def holder(url: str, run_id: str, role: str) -> str | None:
     return trio.run(claims)
 
 
+def engineer_with_a_standby(url: str, workers: Callable[..., subprocess.Popen[bytes]],
+                            tmp_path: Path) -> tuple[dict[str, subprocess.Popen[bytes]], subprocess.Popen[bytes], Path]:
+    """The slow company with the engineer on one of two workers that may host it (1.5 s
+    leases): the workers by name, the coordinator, and the run directory once it exists."""
+    scenario = slow_company(tmp_path)
+    hosts = {name: workers("--roles", ENGINEER, "--lease", "1.5", "--id", name) for name in ("w1", "w2")}
+    runs = tmp_path / "nats"
+    coordinator = sopbus("run", str(scenario), "--quiet", "--sandbox", "local", "--runs-dir", str(runs),
+                         "--bus", url, "--remote", ENGINEER, "--wait-workers", "30", cwd=tmp_path)
+    run_dir = wait_for(lambda: runs.is_dir() and next(iter(runs.iterdir()), None), coordinator)
+    return hosts, coordinator, run_dir
+
+
+def assert_paid_once(run_dir: Path, local: Path, tmp_path: Path) -> None:
+    """Every call of the run answered once, as in process: the recorded answers were given
+    again, not asked again; what it spent beyond the in-process run is exactly the engineer's
+    calls counted ``lost``; no answer recorded twice; and ``sopbus verify`` finds it intact."""
+    lines, local_lines = ledger(run_dir), ledger(local)
+    answered = Counter((x["round"], x["role"], x["action"]) for x in lines if x["outcome"] == "ok")
+    assert answered == Counter((x["round"], x["role"], x["action"]) for x in local_lines
+                               if x["outcome"] == "ok")
+    lost = [x for x in lines if x["outcome"] == "lost"]
+    assert all(x["role"] == ENGINEER for x in lost)
+    spent = Decimal(json.loads((run_dir / "summary.json").read_text())["total_usd"])
+    local_spent = Decimal(json.loads((local / "summary.json").read_text())["total_usd"])
+    assert spent == local_spent + sum((Decimal(x["cost_usd"]) for x in lost), Decimal(0))
+    keys = Counter((c["round"], c["role"], c["key"]) for c in map(json.loads,
+                   (run_dir / "calls.jsonl").read_text().splitlines()))
+    assert max(keys.values()) == 1
+    code, out = finish(sopbus("verify", str(run_dir), cwd=tmp_path))
+    assert code == 0 and "intact" in out, out
+
+
 @pytest.fixture(scope="module")
 def in_process(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The slow company run in one process, uninterrupted: the reference."""
@@ -108,13 +141,7 @@ def in_process(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_a_worker_killed_mid_turn_is_replaced_and_nothing_is_lost_or_paid_twice(
         shared_nats_server: NatsServer, workers: Callable[..., subprocess.Popen[bytes]],
         in_process: Path, tmp_path: Path) -> None:
-    scenario = slow_company(tmp_path)
-    hosts = {name: workers("--roles", ENGINEER, "--lease", "1.5", "--id", name) for name in ("w1", "w2")}
-    runs = tmp_path / "nats"
-    coordinator = sopbus("run", str(scenario), "--quiet", "--sandbox", "local", "--runs-dir", str(runs),
-                         "--bus", shared_nats_server.url, "--remote", ENGINEER, "--wait-workers", "30",
-                         cwd=tmp_path)
-    run_dir = wait_for(lambda: runs.is_dir() and next(iter(runs.iterdir()), None), coordinator)
+    hosts, coordinator, run_dir = engineer_with_a_standby(shared_nats_server.url, workers, tmp_path)
     wait_for(lambda: mid_turn(run_dir), coordinator)
     killed = holder(shared_nats_server.url, run_dir.name, ENGINEER)
     assert killed in hosts
@@ -127,21 +154,7 @@ def test_a_worker_killed_mid_turn_is_replaced_and_nothing_is_lost_or_paid_twice(
     assert holder(shared_nats_server.url, run_dir.name, ENGINEER) in (None, survivor)
 
     # every call answered once: the recorded answers were given again, not asked again
-    lines, local_lines = ledger(run_dir), ledger(local)
-    answered = Counter((x["round"], x["role"], x["action"]) for x in lines if x["outcome"] == "ok")
-    assert answered == Counter((x["round"], x["role"], x["action"]) for x in local_lines
-                               if x["outcome"] == "ok")
-    lost = [x for x in lines if x["outcome"] == "lost"]
-    assert all(x["role"] == ENGINEER for x in lost)
-    spent = Decimal(json.loads((run_dir / "summary.json").read_text())["total_usd"])
-    local_spent = Decimal(json.loads((local / "summary.json").read_text())["total_usd"])
-    assert spent == local_spent + sum((Decimal(x["cost_usd"]) for x in lost), Decimal(0))
-    keys = Counter((c["round"], c["role"], c["key"]) for c in map(json.loads,
-                   (run_dir / "calls.jsonl").read_text().splitlines()))
-    assert max(keys.values()) == 1
-
-    code, out = finish(sopbus("verify", str(run_dir), cwd=tmp_path))
-    assert code == 0 and "intact" in out, out
+    assert_paid_once(run_dir, local, tmp_path)
 
 
 def test_a_killed_coordinator_resumes_over_nats_with_its_workers(
