@@ -30,7 +30,7 @@ from bus.store._verify import verify_run
 from nats_help import NatsServer, shared_nats_server  # noqa: F401 (fixture)
 from openai_server import Answer, OpenAIServer
 from test_resume import wait_for
-from test_sweep import COMPANY, in_flight, ledger, record, sopbus, spent, summary, sweep_dir
+from test_sweep import COMPANY, greet_sweep, in_flight, ledger, record, sopbus, spent, summary, sweep_dir
 
 MATRIX = ["--seeds", "1", "--set", "sop.review=true,false"]
 
@@ -157,28 +157,7 @@ def test_a_sweep_on_a_real_provider_runs_as_tasks_on_the_workers_with_their_keys
     url = shared_nats_server.url
     with OpenAIServer() as server:
         server.script(Answer("hello", prompt_tokens=20, completion_tokens=10))
-        scenario = tmp_path / "greet.toml"
-        scenario.write_text(f"""
-[scenario]
-name = "greet"
-idea = "say hello"
-[[roles]]
-name = "Ann"
-profile = "Greeter"
-watch = ["UserRequirement"]
-actions = ["Greet"]
-[actions.Greet]
-instruction = "Say hello."
-[llm]
-provider = "openai"
-base_url = "{server.base_url}"
-max_tokens = 50
-[sweep]
-seeds = "3..4"
-budget_usd = 0.5
-[sweep.set]
-llm.temperature = [0.0, 1.0]
-""")
+        scenario = greet_sweep(tmp_path, server.base_url, 'seeds = "3..4"')
         # The key is the workers' (they make the calls); the sweep only plans.
         with workers(tmp_path, url, env={"OPENAI_API_KEY": "sk-test"}) as (one, two):
             done = sopbus(tmp_path, "sweep", str(scenario), "--bus", url, env={"OPENAI_API_KEY": "sk-plan"})

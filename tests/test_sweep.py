@@ -209,29 +209,7 @@ def test_a_sweep_killed_with_kill_9_resumes_and_pays_no_call_twice(tmp_path: Pat
 def test_a_sweep_table_in_the_file_on_a_real_provider_runs_as_concurrent_tasks(tmp_path: Path) -> None:
     with OpenAIServer() as server:
         server.script(Answer("hello", prompt_tokens=20, completion_tokens=10))
-        scenario = tmp_path / "greet.toml"
-        scenario.write_text(f"""
-[scenario]
-name = "greet"
-idea = "say hello"
-[[roles]]
-name = "Ann"
-profile = "Greeter"
-watch = ["UserRequirement"]
-actions = ["Greet"]
-[actions.Greet]
-instruction = "Say hello."
-[llm]
-provider = "openai"
-base_url = "{server.base_url}"
-max_tokens = 50
-[sweep]
-seeds = "3..5"
-jobs = 3
-budget_usd = 0.5
-[sweep.set]
-llm.temperature = [0.0, 1.0]
-""")
+        scenario = greet_sweep(tmp_path, server.base_url, 'seeds = "3..5"\njobs = 3')
         done = sopbus(tmp_path, "sweep", str(scenario), env={"OPENAI_API_KEY": "sk-test"})
         assert done.returncode == 0, done.stderr
         temperatures = sorted(r.body["temperature"] for r in server.requests)
@@ -384,3 +362,31 @@ def test_a_worker_killed_mid_run_is_reported_and_its_run_resumed(tmp_path: Path)
     assert {e["state"] for e in record(sdir)["runs"]} == {"done"}
     assert any(line.outcome == "lost" for line in ledger(runs / crashed[0]["run_id"]))
     account_matches_ledgers(sdir, runs)
+
+
+def greet_sweep(folder: Path, base_url: str, sweep: str) -> Path:
+    """A one-role, one-call scenario on the OpenAI-compatible server at ``base_url``, swept
+    over two temperatures with the ``[sweep]`` settings ``sweep`` and a $0.50 budget."""
+    scenario = folder / "greet.toml"
+    scenario.write_text(f"""
+[scenario]
+name = "greet"
+idea = "say hello"
+[[roles]]
+name = "Ann"
+profile = "Greeter"
+watch = ["UserRequirement"]
+actions = ["Greet"]
+[actions.Greet]
+instruction = "Say hello."
+[llm]
+provider = "openai"
+base_url = "{base_url}"
+max_tokens = 50
+[sweep]
+{sweep}
+budget_usd = 0.5
+[sweep.set]
+llm.temperature = [0.0, 1.0]
+""")
+    return scenario
