@@ -38,6 +38,13 @@ def run_id() -> str:
     return f"20260101-000000-route-{next(_runs):04d}"
 
 
+async def new_run(link: Link) -> tuple[RunStream, Environment]:
+    """A fresh run's stream, created, and an Environment that puts its messages on it."""
+    stream = RunStream(link, run_id())
+    await stream.create()
+    return stream, Environment(stream.run_id, log=StreamLog(None, stream))
+
+
 async def drop(link: Link, stream: RunStream) -> None:
     await link.call(lambda nc, js: js.delete_stream(stream.name))
 
@@ -118,9 +125,7 @@ async def test_each_consumer_yields_what_the_reference_routes(shared_nats_server
     team = data.draw(teams())
     batches = data.draw(publishes(team))
     async with open_link(shared_nats_server.url) as link:
-        stream = RunStream(link, run_id())
-        await stream.create()
-        env = Environment(stream.run_id, log=StreamLog(None, stream))
+        stream, env = await new_run(link)
         env.add_all(team)
         expected: dict[str, list[Message]] = {r.name: [] for r in team}
         for batch in batches:
@@ -161,9 +166,7 @@ async def test_parents_named_by_parents_as_reach_the_stream_whole(shared_nats_se
 
 async def test_names_that_need_escaping_route_like_any(shared_nats_server) -> None:
     async with open_link(shared_nats_server.url) as link:
-        stream = RunStream(link, run_id())
-        await stream.create()
-        env = Environment(stream.run_id, log=StreamLog(None, stream))
+        stream, env = await new_run(link)
         env.add(Echo("qa.lead x>y", ["Write PRD.v2*"], aliases=["lead.alias"]))
         env.add(Echo("qa", ["Write PRD"]))
         sent = env.publish_all([
@@ -182,9 +185,7 @@ async def test_names_that_need_escaping_route_like_any(shared_nats_server) -> No
 
 
 async def read_setup(link: Link) -> tuple[RunStream, list[Message]]:
-    stream = RunStream(link, run_id())
-    await stream.create()
-    env = Environment(stream.run_id, log=StreamLog(None, stream))
+    stream, env = await new_run(link)
     env.add(Echo("Dev", ["Spec"]))
     env.add(Echo("QA", ["Spec"]))
     sent = env.publish_all([Message(cause_by="Spec", sent_from="Boss", content="1"),
@@ -224,9 +225,7 @@ async def test_a_missing_id_times_out_by_name(shared_nats_server) -> None:
 
 async def test_held_messages_wait_for_their_turn_and_older_ones_are_passed_over(shared_nats_server) -> None:
     async with open_link(shared_nats_server.url) as link:
-        stream = RunStream(link, run_id())
-        await stream.create()
-        env = Environment(stream.run_id, log=StreamLog(None, stream))
+        stream, env = await new_run(link)
         early = env.publish(Message(cause_by="Spec", sent_from="Boss"))  # before Dev joined
         env.add(Echo("Dev", ["Spec"]))
         later = env.publish_all([Message(cause_by="Spec", sent_from="Boss") for _ in range(3)])
@@ -274,9 +273,7 @@ async def test_settle_without_a_stream_says_what_is_missing(shared_nats_server) 
 
 async def test_batches_put_while_others_await_their_acks_keep_publish_order(shared_nats_server) -> None:
     async with open_link(shared_nats_server.url) as link:
-        stream = RunStream(link, run_id())
-        await stream.create()
-        env = Environment(stream.run_id, log=StreamLog(None, stream))
+        stream, env = await new_run(link)
         env.add(Echo("Dev", ["Spec"]))
         sent: list[Message] = []
         for b in range(40):  # each publish_all is one put; the sender does not wait for acks
@@ -297,9 +294,7 @@ async def test_batches_put_while_others_await_their_acks_keep_publish_order(shar
 async def test_a_read_cut_short_loses_nothing_and_the_link_still_closes_at_once(shared_nats_server) -> None:
     with trio.fail_after(10):  # and closing the link does not wait out a drain timeout (30 s)
         async with open_link(shared_nats_server.url) as link:
-            stream = RunStream(link, run_id())
-            await stream.create()
-            env = Environment(stream.run_id, log=StreamLog(None, stream))
+            stream, env = await new_run(link)
             env.add(Echo("Dev", ["Spec"]))
             inbox = await stream.open_inbox("Dev", ["Spec"])
             assert await inbox.read_available(timeout=0.2) == []  # a pull that ran out
@@ -335,9 +330,7 @@ async def test_a_closed_inbox_leaves_its_unacked_messages_to_the_next_host(share
 
 async def test_after_a_failed_put_nothing_more_is_sent(shared_nats_server) -> None:
     async with open_link(shared_nats_server.url) as link:
-        stream = RunStream(link, run_id())
-        await stream.create()
-        env = Environment(stream.run_id, log=StreamLog(None, stream))
+        stream, env = await new_run(link)
         env.add(Echo("Dev", ["Spec"]))
         first = env.publish(Message(cause_by="Spec", sent_from="Boss"))
         await stream.settle()
