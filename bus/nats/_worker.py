@@ -42,6 +42,7 @@ from loguru import logger
 from .._member import Member
 from .._protocol import Provider
 from ..llm._gateway import Gateway
+from ..llm._opened import opened
 from ..money._account import AccountShare
 from ..money._budget import Budget
 from ..money._prices import PriceBook
@@ -96,7 +97,7 @@ async def serve_run(link: Link, run_id: str, build: BuildTeam, options: WorkerOp
     await account.open(None)  # the coordinator made it with the run's cap
     pool = AccountShare(account, options.worker_id)
     provider = team.provider
-    async with _opened(provider) as live, trio.open_nursery() as nursery:
+    async with opened(provider) as live, trio.open_nursery() as nursery:
         nursery.start_soon(sender.run)
 
         def gateway_for(effects: TurnEffects) -> Gateway:
@@ -194,22 +195,6 @@ async def _wait_for_plan(board: RunBoard) -> ScenarioPlan:
 
 async def _run_over(board: RunBoard) -> bool:
     return await run_state(board.link, board.run_id) == "ended"
-
-
-class _opened:
-    """The provider opened for the worker's life (an HTTP client for ``openai``)."""
-
-    def __init__(self, provider: Provider):
-        self.provider = provider
-
-    async def __aenter__(self) -> Provider:
-        if hasattr(self.provider, "__aenter__"):
-            await self.provider.__aenter__()
-        return self.provider
-
-    async def __aexit__(self, *exc: object) -> None:
-        if hasattr(self.provider, "__aexit__"):
-            await self.provider.__aexit__(*exc)
 
 
 async def serve(link: Link, build: BuildTeam, options: WorkerOptions, *, run_id: str | None = None) -> None:
