@@ -9,15 +9,16 @@ Every run keeps its LLM answers in ``calls.jsonl`` and the reservation of each c
 event log (:class:`bus.llm._tape.CallLog`), so it can be resumed, replayed and forked. Those
 commands pass :func:`execute` a :class:`bus.store._resume.Continuation`: which directory to write
 (the same one for a resume), which answers come from a recording, what spend carries over.
+
+Which provider a scenario calls and what its models cost is :mod:`bus.cli._provider`; the
+log lines and ``run.log`` are :mod:`bus.cli._logs`.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import sys
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -31,7 +32,7 @@ from .._environment import Environment
 from .._errors import ConfigError
 from ..llm._gateway import Gateway
 from .._layout import SANDBOX_SCRATCH, SUMMARY
-from .._redact import MASK, redact_url, url_secrets
+from .._redact import redact_url
 from .._protocol import Provider
 from ..money._prices import PriceBook
 from .._run import Runner, RunResult
@@ -41,7 +42,9 @@ from ..sandbox import SandboxSettings, check_backend, sweep_stale
 from ..sandbox import using as sandbox_using
 from ..store._store import RunStore
 from ._exit import ExitCode
+from ._logs import FILE_FORMAT, RedactedFile, configure_logging, redacting_stderr
 from ._progress import Progress
+from ._provider import checked_prices, endpoint, innermost, make_provider, opened_for_run, run_secrets, with_people
 
 if TYPE_CHECKING:
     from ..money._account import AccountShare
@@ -72,7 +75,7 @@ def run_scenario(scenario: Scenario, args: argparse.Namespace,
     if wanted(bool(getattr(args, "otel", False)), os.environ):
         check_available()  # a missing extra is said before the run, not after it
     environ = run_environ()  # keys and endpoints: the environment over ./.env
-    _configure_logging(quiet, verbose=bool(getattr(args, "verbose", False)))
+    configure_logging(quiet, verbose=bool(getattr(args, "verbose", False)))
     from ._bus import bus_options
 
     bus = bus_options(args)  # --bus: a NATS server that cannot be reached is said here
@@ -130,7 +133,7 @@ async def execute(scenario: Scenario, *, record: Path | None = None, progress: b
 
         provider: Provider = Unplugged()
     else:
-        provider = _with_people(checked.provider, team.roles, human_input,
+        provider = with_people(checked.provider, team.roles, human_input,
                                 required=continuation is None)
     for warning in checked.warnings:
         logger.warning(warning)
@@ -140,12 +143,12 @@ async def execute(scenario: Scenario, *, record: Path | None = None, progress: b
         store = RunStore.create(Path(scenario.run.runs_dir), scenario.name, run_id=run_id)
         store.lock()
     store.hide(run_secrets(scenario, env))
-    sink_id = logger.add(_RedactedFile(store.run_dir / "run.log", store.redact), level="DEBUG",
-                         enqueue=False, format=_FILE_FORMAT,
+    sink_id = logger.add(RedactedFile(store.run_dir / "run.log", store.redact), level="DEBUG",
+                         enqueue=False, format=FILE_FORMAT,
                          filter=lambda record: record["extra"].get("run_id") == store.run_id)
     try:
         with logger.contextualize(run_id=store.run_id), sandbox_using(_sandbox(scenario, store)), \
-                _redacting_stderr(store.redact):
+                redacting_stderr(store.redact):
             result = await _run(scenario, team, prices, provider, store, record, progress,
                                 continuation, pool, bus)
         if team.finish is not None:
@@ -178,7 +181,7 @@ def preflight(scenario: Scenario, environ: Mapping[str, str], *, live: bool = Tr
     from ..llm._fixtures import idea_warnings
 
     team = build_team(scenario)
-    prices = _checked_prices(scenario, team.roles, endpoint=endpoint(scenario, environ))
+    prices = checked_prices(scenario, team.roles, endpoint=endpoint(scenario, environ))
     check_backend(scenario.sandbox.backend, where=f"{scenario.path}: [sandbox].backend")
     provider = make_provider(scenario, environ) if live else None
     warnings = (idea_warnings(scenario.idea, scenario.fixture_paths())
@@ -200,7 +203,7 @@ async def _run(scenario: Scenario, team: Any, prices: PriceBook, provider: Provi
                             settings={"provider": scenario.llm.provider, "model": scenario.llm.model,
                                       "budget_usd": str(scenario.run.budget_usd), "sop": scenario.sop,
                                       "scenario_path": str(scenario.path)}))
-    async with _opened(provider, record) as live, \
+    async with opened_for_run(provider, record) as live, \
             coordinated(bus, scenario, as_run, store, continuation) as remote:
         journal = CallLog(store, first_call=continuation.first_call if continuation else 0)
         gateway = Gateway(live, prices, Budget(scenario.run.budget_usd), sink=store.record_call,
@@ -225,30 +228,10 @@ async def _run(scenario: Scenario, team: Any, prices: PriceBook, provider: Provi
             person = getattr(provider, "human", None)
             if person is not None:
                 person.pause, shown.person = shown.paused, person
-            streaming = _innermost(provider)
+            streaming = innermost(provider)
             if getattr(streaming, "stream", False) and hasattr(streaming, "live"):
                 streaming.live = shown.live
             return await runner.run()
-
-
-def _innermost(provider: Any) -> Any:
-    """The provider behind the wrappers (a person's router, a cassette recorder)."""
-    while hasattr(provider, "inner"):
-        provider = provider.inner
-    return provider
-
-
-def _with_people(provider: Provider, roles: list[Any], human_input: Path | None, *,
-                 required: bool) -> Provider:
-    """The run's provider, with a person answering the roles declared ``human = true``."""
-    humans = [role.name for role in roles if getattr(role, "human", False)]
-    if not humans:
-        return provider
-    from ..llm._human import HumanProvider, HumanRouter, answers_for
-
-    answers = answers_for(human_input, interactive=sys.stdin.isatty(), humans=humans,
-                          required=required)
-    return HumanRouter(provider, HumanProvider(answers))
 
 
 def scenario_as_run(scenario: Scenario) -> str:
@@ -298,138 +281,3 @@ def _summary_fields(scenario: Scenario, store: RunStore) -> dict[str, Any]:
             "seed": scenario.run.seed, "run_dir": str(store.run_dir)}
 
 
-def _checked_prices(scenario: Scenario, roles: list[Any], *, endpoint: str | None = None) -> PriceBook:
-    """The price book, with every model the team can call priced (else a ConfigError that
-    names the model and the fix) before any call is made. ``endpoint`` (see :func:`endpoint`)
-    lets genai-prices price a model at the provider that serves it."""
-    prices = PriceBook.load(scenario.price_table(), endpoint=endpoint)
-    models = {scenario.llm.model} | {m for role in roles for m in role.models() if m}
-    for model in sorted(models):
-        try:
-            prices.price(model)
-        except ConfigError as exc:
-            raise ConfigError(f"{scenario.path}: {exc}") from None
-    return prices
-
-
-def endpoint(scenario: Scenario, environ: Mapping[str, str]) -> str | None:
-    """The URL the ``openai`` provider will call (``[llm].base_url``, else
-    ``OPENAI_BASE_URL``, else OpenAI's), its credentials blanked; ``None`` for the other
-    providers."""
-    if scenario.llm.provider != "openai":
-        return None
-    from ..llm._openai import DEFAULT_BASE_URL, openai_settings_from_env
-
-    # Redacted: prices only need the host, and the quote names the endpoint it came from.
-    return redact_url(scenario.llm.base_url or openai_settings_from_env(environ).base_url or DEFAULT_BASE_URL)
-
-
-def make_provider(scenario: Scenario, environ: Mapping[str, str]) -> Provider:
-    """The provider ``[llm].provider`` names, configured from the scenario and (for
-    ``openai``) the environment: ``OPENAI_API_KEY``, and ``OPENAI_BASE_URL`` when the
-    scenario gives no ``base_url``."""
-    llm = scenario.llm
-    if llm.provider == "sim":
-        from ..llm._fixtures import load_fixtures
-        from ..llm._sim import SimProvider
-
-        return SimProvider(seed=scenario.run.seed, latency_ms=llm.latency_ms,
-                           fixtures=load_fixtures(scenario.fixture_paths()), stream=llm.stream)
-    if llm.provider == "replay":
-        from ..llm._replay import ReplayProvider
-
-        cassette = scenario.cassette_path()
-        if cassette is None:
-            raise ConfigError(f"{scenario.path}: provider 'replay' needs a cassette: set "
-                              f"[llm].cassette to a file recorded with `sopbus run --record FILE`")
-        return ReplayProvider(cassette)
-    from ..llm._openai import OpenAIProvider, openai_settings_from_env
-
-    env = openai_settings_from_env(environ)
-    if not env.api_key:
-        raise ConfigError(f"{scenario.path}: provider 'openai' needs an API key: set "
-                          f"OPENAI_API_KEY in the environment or in a .env file in the working "
-                          f"directory (any value for a local server)")
-    return OpenAIProvider(base_url=_whole_url(scenario, env.base_url), api_key=env.api_key,
-                          timeout_s=llm.timeout_s, stream=llm.stream,
-                          max_tokens_param=llm.max_tokens_param)
-
-
-def _whole_url(scenario: Scenario, from_env: str | None) -> str | None:
-    """The base URL to call. A run keeps its URL with the credentials blanked
-    (``http://***@host/v1``), so a resumed, replayed or forked run takes the whole URL from
-    ``OPENAI_BASE_URL`` when that is the same URL with credentials."""
-    url = scenario.llm.base_url
-    if url is None or MASK not in url:
-        return url or from_env
-    if from_env is not None and redact_url(from_env) == url:
-        return from_env
-    raise ConfigError(f"{scenario.path}: the base URL {url} had credentials, which a run does "
-                      f"not keep; set OPENAI_BASE_URL to the whole URL to run it again")
-
-
-@asynccontextmanager
-async def _opened(provider: Provider, record: Path | None) -> AsyncIterator[Provider]:
-    """The provider, opened for the run (and wrapped in a recorder with ``--record``)."""
-    if record is not None:
-        from ..llm._replay import RecordingProvider
-
-        provider = RecordingProvider(provider, record)
-    if hasattr(provider, "__aenter__"):
-        async with provider:  # type: ignore[attr-defined]
-            yield provider
-    else:
-        yield provider
-
-
-def run_secrets(scenario: Scenario, environ: Mapping[str, str]) -> tuple[str, ...]:
-    """What a run must never write: the credentials in its base URL (the scenario's or
-    ``OPENAI_BASE_URL``) and the API key (see :mod:`bus._redact`)."""
-    from ..llm._openai import openai_settings_from_env
-
-    env = openai_settings_from_env(environ)
-    key = env.api_key if env.api_key and len(env.api_key) >= 8 else None
-    return (*url_secrets(scenario.llm.base_url or env.base_url), *([key] if key else []))
-
-
-_FILE_FORMAT = "{time:YYYY-MM-DD HH:mm:ss.SSS} | {level: <8} | {name}:{function}:{line} - {message}"
-_redact_stderr: list[Callable[[str], str]] = []  # the runs executing now (one, from the CLI)
-
-
-class _RedactedFile:
-    """A loguru sink: the run's ``run.log``, each line with the run's secrets blanked."""
-
-    def __init__(self, path: Path, redact: Callable[[str], str]):
-        self._path, self._redact = path, redact
-
-    def write(self, message: str) -> None:
-        with open(self._path, "a", encoding="utf-8") as f:
-            f.write(self._redact(message))
-
-
-@contextmanager
-def _redacting_stderr(redact: Callable[[str], str]) -> Iterator[None]:
-    _redact_stderr.append(redact)
-    try:
-        yield
-    finally:
-        _redact_stderr.remove(redact)
-
-
-def _to_stderr(line: str) -> None:
-    for redact in _redact_stderr:
-        line = redact(line)
-    sys.stderr.write(line)
-
-
-def _configure_logging(quiet: bool, verbose: bool = False) -> None:
-    """Human-readable lines to stderr; the cost line after each call only with ``-v``
-    (about 125 characters, they wrap under the live view); ``--quiet`` keeps only
-    warnings. Each run also gets ``run.log`` in its directory, with every line (see
-    :func:`execute`)."""
-    logger.remove()
-    # Written through sys.stderr at call time, so that rich's live display can keep them above it.
-    logger.add(_to_stderr, level="WARNING" if quiet else "INFO",
-               colorize=sys.stderr.isatty(),
-               filter=lambda record: verbose or not record["extra"].get("cost"),
-               format="<green>{time:HH:mm:ss}</green> <level>{level: <7}</level> {message}")

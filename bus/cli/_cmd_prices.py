@@ -62,7 +62,7 @@ def _book(args: argparse.Namespace) -> PriceBook:
     endpoint = args.base_url
     if args.scenario is not None:
         from bus import load_scenario
-        from bus.cli._assemble import endpoint as run_endpoint
+        from bus.cli._provider import endpoint as run_endpoint
         from bus.cli._environ import run_environ
 
         scenario = load_scenario(args.scenario)

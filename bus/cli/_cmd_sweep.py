@@ -97,11 +97,11 @@ def _execute(sdir: SweepDir, record: SweepRecord, lease_s: float) -> int:
 
     from bus import ConfigError
 
-    from bus.cli._assemble import _configure_logging
+    from bus.cli._logs import configure_logging
 
     from .sweep._exec import drive
 
-    _configure_logging(quiet=True)
+    configure_logging(quiet=True)
     todo = sum(e.state in ("pending", "interrupted") for e in record.runs)
     where = f"on the workers of {record.bus}" if record.bus else f"{record.jobs} at a time"
     _say(f"sweep {record.sweep_id}: {len(record.variants)} variant(s) x {len(record.seeds)} "

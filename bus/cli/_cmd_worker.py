@@ -57,10 +57,10 @@ def run(args: argparse.Namespace) -> int:
     from bus import ConfigError
     from bus.nats._worker import WorkerOptions
 
-    from ._assemble import _configure_logging
+    from ._logs import configure_logging
     from ._bus import _probe
 
-    _configure_logging(quiet=False)
+    configure_logging(quiet=False)
     trio.run(_probe, args.bus)  # an unreachable server: exit 2 with what to do
     roles = frozenset(r.strip() for r in args.roles.split(",") if r.strip()) if args.roles else None
     worker_id = args.worker_id or f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(2)}"
@@ -111,7 +111,7 @@ def build_team(plan: ScenarioPlan, workdir: Path) -> WorkerTeam:
     from bus import load_scenario
     from bus.nats._worker import WorkerTeam
 
-    from ._assemble import _checked_prices, _with_people, make_provider
+    from ._provider import checked_prices, make_provider, with_people
     from ._environ import run_environ
 
     text = plan.text
@@ -126,8 +126,8 @@ def build_team(plan: ScenarioPlan, workdir: Path) -> WorkerTeam:
     from sops import build_team as build
 
     team = build(scenario)
-    prices = _checked_prices(scenario, team.roles)
-    provider = _with_people(make_provider(scenario, run_environ()), team.roles, None, required=False)
+    prices = checked_prices(scenario, team.roles)
+    provider = with_people(make_provider(scenario, run_environ()), team.roles, None, required=False)
     return WorkerTeam(roles=team.roles, provider=provider, prices=prices,
                       cap=scenario.run.budget_usd, max_attempts=scenario.llm.max_attempts,
                       build_again=lambda: build(scenario).roles)

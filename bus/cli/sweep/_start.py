@@ -25,7 +25,8 @@ from ...scenario._load import load_scenario
 from ...scenario._types import Scenario, SweepSpec
 from ...store._resume import ledger_of
 from ...store._store import is_locked, new_run_id
-from .._assemble import _checked_prices, endpoint, scenario_as_run
+from .._assemble import scenario_as_run
+from .._provider import checked_prices, endpoint
 from .._environ import run_environ
 from ._plan import Variant, seeds_from, sweep_budget, variant_scenario, variants_from
 from ._record import RunEntry, SweepDir, SweepRecord, ended_as
@@ -81,7 +82,7 @@ def _checked(scenario: Scenario) -> Scenario:
     from sops import build_team
 
     team = build_team(scenario)
-    _checked_prices(scenario, team.roles, endpoint=endpoint(scenario, run_environ()))
+    checked_prices(scenario, team.roles, endpoint=endpoint(scenario, run_environ()))
     return scenario
 
 
