@@ -1,7 +1,7 @@
 """The Environment: the address book and the router.
 
 Data flows one way: a role's step returns messages, :meth:`Environment.publish` stamps them
-(id, run id, round) and appends them to the private inbox of every recipient. Routing goes
+(id, round) and appends them to the private inbox of every recipient. Routing goes
 through two indexes, so one publish costs O(recipients), never O(roles):
 
 * ``cause_by -> watchers`` (in the order the roles joined), for messages with no ``send_to``;
@@ -34,7 +34,8 @@ EventSink = Callable[[Any], None]
 
 
 class EventLog(Protocol):
-    """A sink that also takes the records of one publish at once (the run store)."""
+    """A sink that also takes the records of one publish together (the run store), in
+    chunks of at most 256 records for a larger publish."""
 
     def log(self, event: Any) -> None: ...
 
@@ -42,6 +43,7 @@ class EventLog(Protocol):
 
 
 _replace = msgspec.structs.replace
+_CHUNK = 256  # a publish hands its log records over in chunks of this many
 
 
 class Environment:
@@ -49,8 +51,10 @@ class Environment:
 
     Roles may join and leave at any time; a new role receives messages from the next
     publish on. ``log`` receives the event records: a callable taking one record, or an
-    :class:`EventLog` such as the run store, which is handed the records of a publish at
-    once; ``None`` routes without a log.
+    :class:`EventLog` such as the run store, which is handed the records of a publish
+    together; ``None`` routes without a log. ``run_id`` names the run for its turns
+    (:attr:`bus.Turn.run_id`) and its result; messages do not carry it while the run goes
+    (see :class:`bus.Message`).
     """
 
     def __init__(self, run_id: str = "", *, log: EventSink | EventLog | None = None):
@@ -197,9 +201,10 @@ class Environment:
         The hot path of the bus, so the common case (broadcast by ``cause_by``) is inlined.
         """
         rnd = self.round if round is None else round
-        run_id, inboxes, waiters, ready = self.run_id, self._inboxes, self._waiters, self._ready
+        inboxes, waiters, ready = self._inboxes, self._waiters, self._ready
         by_action, members = self._by_action, self._members
         records: list[Any] | None = [] if self._log is not None else None
+        hand = self._log_all if self._log_all is not None else self._write
         # the last logged message with 2+ parents written out
         shared_id, shared = "", ()  # type: tuple[str, tuple[str, ...]]
         n, delivered, dropped = self.published, 0, 0
@@ -207,9 +212,9 @@ class Environment:
         for message in messages:
             n += 1
             if parents and not message.parents:
-                message = _replace(message, id=f"m{n}", run_id=run_id, round=rnd, parents=parents)
+                message = _replace(message, id=f"m{n}", round=rnd, parents=parents)
             else:
-                message = _replace(message, id=f"m{n}", run_id=run_id, round=rnd)
+                message = _replace(message, id=f"m{n}", round=rnd)
             if message.send_to:
                 recipients: tuple[str, ...] = self._named(message)
             else:
@@ -237,14 +242,14 @@ class Environment:
                 else:
                     shared_id, shared = message.id, message.parents
                     records.append(_record(message, recipients, ""))
+                if len(records) == _CHUNK:
+                    hand(records)  # while they are fresh in the cache
+                    records = []
             out.append(message)
         self.published, self.deliveries, self.undelivered = (
             n, self.deliveries + delivered, self.undelivered + dropped)
         if records:
-            if self._log_all is not None:
-                self._log_all(records)
-            else:
-                self._write(records)
+            hand(records)
         return out
 
     def _write(self, records: list[Any]) -> None:

@@ -9,13 +9,16 @@ same scenario and seed on the simulator give identical logs.
 Roles may also write events of their own kinds (``tool_called``, ``gate_passed``...) through
 :meth:`bus.Turn.emit`; those are :class:`Note` records whose ``kind`` is the role's word.
 
-Two things keep the log short on the hot path, and :func:`read_events` undoes both, so a
+Four things keep the log short on the hot path, and :func:`read_events` undoes them, so a
 reader sees every record whole: a message leaves out its empty fields (``send_to``,
-``content``, ``payload``, ``parents``), and a message whose parents are those of the message
+``content``, ``payload``, ``parents``); a message whose parents are those of the message
 logged just before it in the same publish names that message (``parents_as``) instead of
-repeating them. ``round_started`` is written only for a round in which something else is
-logged before its messages (an LLM call, an artifact, a note, a failure); ``round_ended``,
-written for every round, names the round's turns.
+repeating them; the messages of one publish, logged at one time, carry that time (``t``)
+on the first of them only, the others having the ``t`` of the line before them; and no
+message carries the run's id (``run_id``), which the log's ``run_started`` and the run
+directory's name hold. ``round_started`` is written only for a round in which something
+else is logged before its messages (an LLM call, an artifact, a note, a failure);
+``round_ended``, written for every round, names the round's turns.
 """
 
 from __future__ import annotations
@@ -162,19 +165,32 @@ _MESSAGE_STAMPS: dict[str, Any] = {"id": "", "run_id": "", "round": -1}
 
 def read_events(path: Path) -> Iterator[dict[str, Any]]:
     """The records of an event log (``events.jsonl``) as dicts, each message whole: its
-    empty fields filled in and ``parents_as`` replaced by the parents it names. Logs written
-    before either existed read the same."""
-    return whole_messages(read_jsonl(path, dict))
+    empty fields and its time filled in, and ``parents_as`` replaced by the parents it
+    names, and the run's id given to each message that does not carry one: the ``run_id``
+    of the log's ``run_started``, or, before it or without it, the name of the run
+    directory that holds ``path``. Logs written before any of these existed read the same."""
+    return whole_messages(read_jsonl(path, dict), run_id=Path(path).parent.name)
 
 
-def whole_messages(records: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:
-    """``records`` with every message written out in full (see :func:`read_events`)."""
+def whole_messages(records: Iterable[dict[str, Any]], *, run_id: str = "") -> Iterator[dict[str, Any]]:
+    """``records`` with every message written out in full (see :func:`read_events`);
+    ``run_id`` is the run's id until a ``run_started`` names it."""
     shared_id, shared = "", []  # type: tuple[str, list[str]]
+    t = 0.0  # the time of the last record that carries one
     for rec in records:
-        if rec.get("kind") not in MESSAGE_KINDS:
+        kind = rec.get("kind")
+        if kind not in MESSAGE_KINDS:
+            t = rec.get("t", t)
+            if kind == "run_started":
+                run_id = rec.get("run_id", run_id)
             yield rec
             continue
-        message = {"cause_by": None, "sent_from": None, **_MESSAGE_DEFAULTS, **_MESSAGE_STAMPS, **rec["message"]}
+        if "t" in rec:
+            t = rec["t"]
+        else:
+            rec["t"] = t
+        message = {"cause_by": None, "sent_from": None, **_MESSAGE_DEFAULTS, **_MESSAGE_STAMPS,
+                   "run_id": run_id, **rec["message"]}
         named = rec.pop("parents_as", "")
         if named:
             if named != shared_id:

@@ -12,8 +12,8 @@ from typing import Any
 import msgspec
 
 
-# omit_defaults: an empty send_to, content, payload or parents (and the run id of a run
-# without one) is left out of the JSON (the decoder fills it in again), which keeps the run
+# omit_defaults: an empty send_to, content, payload or parents (and the run id, which is
+# empty while a run goes) is left out of the JSON (the decoder fills it in again), which keeps the run
 # log short; readers of the raw JSON use bus.read_events or .get().
 # gc=False: a message is a value (strings, tuples, JSON-able payload) that never refers back
 # to anything holding it, so it cannot be part of a reference cycle; untracked, a run with
@@ -22,10 +22,13 @@ import msgspec
 class Message(msgspec.Struct, frozen=True, kw_only=True, gc=False, omit_defaults=True):
     """One published message.
 
-    ``id``, ``run_id`` and ``round`` are stamped by :meth:`Environment.publish`; a role
-    builds a message with only what it knows (``cause_by``, ``sent_from``, ``content``, ...)
-    and the Environment fills in the rest. Ids come from a per-run counter, so two runs of
-    the same scenario and seed give the same ids.
+    ``id`` and ``round`` are stamped by :meth:`Environment.publish`; a role builds a message
+    with only what it knows (``cause_by``, ``sent_from``, ``content``, ...) and the
+    Environment fills in the rest. Ids come from a per-run counter, so two runs of the same
+    scenario and seed give the same ids. ``run_id`` is empty while the run goes (every
+    message of a run is the run's; a role has its run's id as :attr:`bus.Turn.run_id`), so
+    the run log does not repeat it on every line; :func:`bus.read_events` gives each message
+    it reads the id of the run whose log holds it.
 
     ``send_to`` empty means "whoever watches ``cause_by``"; otherwise exactly the roles it
     names (by name or alias). ``payload`` is the action's structured output (JSON-able).

@@ -1,4 +1,5 @@
-"""What a run writes to events.jsonl: round records, parents written once, one write per publish."""
+"""What a run writes to events.jsonl: round records, parents and times written once, no run id
+on messages, one write per publish."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import Any
 
 from bus import Environment, Message, RunStore, Turn, decode_event, read_events, read_jsonl, run_team
 from bus._chain import verify_file
+from bus._events import whole_messages
 from busfakes import Echo
 
 GO = Message(cause_by="Go", sent_from="Boss")
@@ -59,6 +61,22 @@ async def test_a_steps_parents_are_written_once_and_read_back_for_every_message(
     assert whole[0]["message"]["send_to"] == [] and whole[0]["message"]["payload"] is None
     typed = decode_event(whole[4])
     assert typed.message.parents == ("m1", "m2", "m3") and typed.message.content == "1"
+
+
+async def test_a_publish_writes_its_time_once_and_no_message_its_run_id(tmp_path: Path) -> None:
+    seed = [Message(cause_by="Go", sent_from="Boss", content=str(i)) for i in range(3)]
+    run_dir = tmp_path / "20261201-000000-fan-0a0a"
+    events = await run(run_dir, [Fan("F", "Go", "Out", 4)], seed, max_rounds=1)
+    raw = [e for e in events if e["kind"].startswith("message_")]
+    assert ["t" in e for e in raw] == [True, False, False, True, False, False, False]
+    assert not any("run_id" in e["message"] for e in raw)
+    whole = [e for e in read_events(run_dir / "events.jsonl") if e["kind"].startswith("message_")]
+    assert [e["t"] for e in whole] == [raw[0]["t"]] * 3 + [raw[3]["t"]] * 4
+    assert {e["message"]["run_id"] for e in whole} == {run_dir.name}  # a run's directory is its id
+    # a log that says which run it is (sopbus run logs run_started first) is read by that
+    named = [{"kind": "run_started", "run_id": "the-run", "t": 1.0}, *events]
+    assert {e["message"]["run_id"] for e in whole_messages(named, run_id="elsewhere")
+            if e["kind"].startswith("message_")} == {"the-run"}
 
 
 async def test_each_publish_is_on_disk_before_the_next_step_starts(tmp_path: Path) -> None:

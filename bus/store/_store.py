@@ -18,6 +18,9 @@ every ended round, and every LLM call, reservation, artifact and note as soon as
 logged; a kill can cut only the write under way, a torn tail that :func:`drop_torn_tail`
 removes. The ledger and ``calls.jsonl`` are written line by line.
 
+The messages of one publish are logged at one time, so only the first of them carries
+``t``; :func:`bus.read_events` gives the others the ``t`` of the line before them.
+
 A resumed run (``sopbus resume``) opens its directory again with :meth:`RunStore.open`;
 :func:`drop_torn_tail` first cuts off a line a killed writer left half-written. While a
 run executes it holds a lock on its directory (:meth:`RunStore.lock`), so that a resume
@@ -146,10 +149,12 @@ class RunStore:
             self.flush()
 
     def log_all(self, events: list[Any]) -> None:
-        """Appends the records of one publish (messages), which wait for :meth:`flush`."""
-        now, waiting = int(_clock() * 1000 + 0.5) / 1000, self._waiting  # _now()
-        for event in events:
-            event.t = now
+        """Appends the records of one publish (messages), which wait for :meth:`flush`. They
+        were logged at one time, which only the first of them carries (module docstring)."""
+        if not events:
+            return
+        events[0].t = int(_clock() * 1000 + 0.5) / 1000  # _now()
+        waiting = self._waiting
         waiting += events
         if len(waiting) >= _BATCH:
             self.flush()
