@@ -48,8 +48,8 @@ def free_port() -> int:
 class NatsServer:
     """One nats-server process; ``url`` is where it listens."""
 
-    def __init__(self, binary: str, store: Path):
-        self.binary, self.store = binary, store
+    def __init__(self, binary: str, store: Path, *, config: str = ""):
+        self.binary, self.store, self.config = binary, store, config  # config: nats-server.conf text
         self.port = free_port()
         self.url = f"nats://127.0.0.1:{self.port}"
         self.proc: subprocess.Popen[bytes] | None = None
@@ -57,9 +57,12 @@ class NatsServer:
 
     def start(self) -> None:
         self.store.mkdir(parents=True, exist_ok=True)
-        self.proc = subprocess.Popen(
-            [self.binary, "-js", "-a", "127.0.0.1", "-p", str(self.port), "-sd", str(self.store),
-             "-l", str(self.log)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        args = [self.binary, "-js", "-a", "127.0.0.1", "-p", str(self.port), "-sd", str(self.store),
+                "-l", str(self.log)]
+        if self.config:
+            (self.store / "nats-server.conf").write_text(self.config)
+            args += ["-c", str(self.store / "nats-server.conf")]
+        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + 15
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:

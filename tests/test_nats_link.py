@@ -6,7 +6,7 @@ import pytest
 import trio
 
 from bus.nats import NatsUnavailable, open_link
-from nats_help import free_port, nats_server, shared_nats_server  # noqa: F401 (fixtures)
+from nats_help import NatsServer, free_port, nats_server, require_server, shared_nats_server  # noqa: F401
 
 
 async def test_publish_many_then_read_back_in_order(shared_nats_server):
@@ -71,3 +71,40 @@ async def test_no_server_is_a_clear_error():
     with pytest.raises(NatsUnavailable, match=r"cannot reach a NATS server at nats://127.0.0.1:\d+.*nats-server -js"):
         async with open_link(f"nats://127.0.0.1:{free_port()}", connect_timeout=1):
             pass
+
+
+
+# A user who may not create consumers on the sweeps' bucket: its keys cannot be listed
+# (nats-py lists them through a consumer), while the bucket opens and its values read.
+NO_LISTING = """
+authorization { users = [ { user: w, password: w, permissions: { publish: {
+    allow: [">"], deny: ["$JS.API.CONSUMER.CREATE.KV_SOPBUS_SWEEPS", "$JS.API.CONSUMER.CREATE.KV_SOPBUS_SWEEPS.>"]
+} } } ] }
+"""
+
+
+async def test_sweeps_that_cannot_be_listed_are_an_error_not_none(tmp_path):
+    # A worker cancels its runs of every sweep missing from the list, so a listing the
+    # server does not answer must raise (the worker asks again later), never read as "no
+    # sweep". The bucket is made by an unrestricted server first, then listed by a user who
+    # may not.
+    from bus.nats._sweep import SweepNotice, notices, open_sweep
+
+    notice = SweepNotice(sweep_id="20261201-000000-listing-0b0b", account_bucket="SOPBUS_SWEEP_LISTING",
+                         executor="processes", lease_s=5.0, fix="raise the budget")
+    free = NatsServer(require_server(), tmp_path / "nats")
+    free.start()
+    try:
+        async with open_link(free.url) as link:
+            await open_sweep(link, notice)
+            assert await notices(link) == [notice]
+    finally:
+        free.stop()
+    denied = NatsServer(require_server(), tmp_path / "nats", config=NO_LISTING)
+    denied.start()
+    try:
+        async with open_link(f"nats://w:w@127.0.0.1:{denied.port}") as link:
+            with trio.fail_after(60), pytest.raises(Exception):  # whichever error the link says
+                await notices(link)
+    finally:
+        denied.stop()

@@ -290,6 +290,17 @@ class Link:
             return bytes(entry.value or b""), int(entry.revision or 0)
         return await self.call(fn)
 
+    async def keys(self, kv: Any) -> list[str]:
+        """The keys in the bucket handle ``kv`` (none when it holds none); a server that does
+        not answer raises, it is not an empty bucket."""
+        async def fn(nc: Any, js: Any) -> list[str]:
+            import nats.js.errors
+            try:
+                return list(await kv.keys())
+            except nats.js.errors.NoKeysError:
+                return []
+        return await self.call(fn)
+
     async def put_key(self, kv: Any, key: str, value: bytes) -> int:
         """Writes ``key`` whatever it holds; returns the new revision."""
         async def fn(nc: Any, js: Any) -> int:

@@ -162,22 +162,16 @@ async def report(link: Link, sweep_id: str, msg_id: str, data: bytes) -> None:
 
 
 async def notices(link: Link) -> list[SweepNotice]:
-    """The sweeps open for workers now, oldest first."""
-    async def read(nc: Any, js: Any) -> list[bytes]:
-        kv = await _sweeps_bucket(js)
-        try:
-            keys = await kv.keys()
-        except Exception:  # nats' NoKeysError: no sweep announced
-            return []
-        found = []
-        for key in sorted(keys):
-            try:
-                found.append(bytes((await kv.get(key)).value or b""))
-            except Exception:  # deleted between keys() and get()
-                continue
-        return found
-
-    return [msgspec.json.decode(raw, type=SweepNotice) for raw in await link.call(read) if raw]
+    """The sweeps open for workers now, oldest first. A server that does not answer raises
+    (a worker asks again later): taken for "no sweep", it would make every worker cancel
+    the runs it has."""
+    kv = await link.key_value(SWEEPS_BUCKET)
+    found = []
+    for key in sorted(await link.keys(kv)):
+        got = await link.get_key(kv, key)
+        if got is not None and got[0]:  # None: withdrawn between keys() and get()
+            found.append(msgspec.json.decode(got[0], type=SweepNotice))
+    return found
 
 
 class Puller:
