@@ -35,7 +35,7 @@ EventSink = Callable[[Any], None]
 
 class EventLog(Protocol):
     """A sink that also takes the records of one publish together (the run store), in
-    chunks of at most 256 records for a larger publish."""
+    chunks of at most 1024 records for a larger publish."""
 
     def log(self, event: Any) -> None: ...
 
@@ -43,7 +43,7 @@ class EventLog(Protocol):
 
 
 _replace = msgspec.structs.replace
-_CHUNK = 256  # a publish hands its log records over in chunks of this many
+_CHUNK = 1024  # a publish hands its log records over in chunks of this many (the run store's batch)
 
 
 class Environment:

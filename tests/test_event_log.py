@@ -79,6 +79,22 @@ async def test_a_publish_writes_its_time_once_and_no_message_its_run_id(tmp_path
             if e["kind"].startswith("message_")} == {"the-run"}
 
 
+async def test_a_publish_larger_than_a_batch_reads_back_whole(tmp_path: Path) -> None:
+    # 2500 replies to three messages: handed to the log in chunks, sealed in batches; each
+    # chunk's first line carries the time, every line after the first names its parents
+    seed = [Message(cause_by="Go", sent_from="Boss", content=str(i)) for i in range(3)]
+    events = await run(tmp_path, [Fan("F", "Go", "Out", 2500)], seed, max_rounds=1)
+    raw = [e for e in events if e["kind"].startswith("message_") and e["message"]["sent_from"] == "F"]
+    timed = [i for i, e in enumerate(raw) if "t" in e]
+    assert timed[0] == 0 and len(timed) > 1  # more than one chunk, each with its time
+    sealed = [line for line in (tmp_path / "events.jsonl").read_bytes().split(b"\n") if b'"_h":' in line]
+    assert len(sealed) > 2  # more than one batch for the publish
+    whole = [e for e in read_events(tmp_path / "events.jsonl")
+             if e["kind"].startswith("message_") and e["message"]["sent_from"] == "F"]
+    assert [e["message"]["content"] for e in whole] == [str(i) for i in range(2500)]
+    assert all(e["message"]["parents"] == ["m1", "m2", "m3"] and e["t"] > 0 for e in whole)
+
+
 async def test_each_publish_is_on_disk_before_the_next_step_starts(tmp_path: Path) -> None:
     on_disk: list[list[str]] = []
 

@@ -7,7 +7,7 @@ totals) and ``calls.jsonl`` (every LLM answer, a replay cassette: see :mod:`bus.
 
 Flush policy of ``events.jsonl``: the records of one publish (its messages) are kept in
 memory until the publish is done, then written as one sealed batch with one ``os.write``
-(:meth:`RunStore.flush`, which the run loop calls; at most 256 records wait, a larger
+(:meth:`RunStore.flush`, which the run loop calls; at most 1024 records wait, a larger
 publish is written in batches of that size). Every other event is written at once, after
 whatever waits. In ``rounds`` mode a round's messages also wait for its ``round_ended``,
 which the run loop logs as soon as the round's turns are done, before the next round's
@@ -49,7 +49,7 @@ from .._layout import ARTIFACTS, CALLS, COSTS, EVENTS, SCENARIO, SUMMARY
 
 
 _WAITING = (MessagePublished, MessageUndelivered)  # records that wait for the end of their publish
-_BATCH = 256  # at most this many records wait: a bound on memory and on the length of a seal
+_BATCH = 1024  # at most this many records wait: a bound on memory and on the length of a seal
 
 
 _clock = time.time
@@ -167,7 +167,7 @@ class RunStore:
         self._opening = (round, turns, _clock())
 
     def flush(self) -> None:
-        """Writes the records that wait as one sealed batch (or batches of 256)."""
+        """Writes the records that wait as one sealed batch (or batches of 1024)."""
         if self._waiting:
             waiting, self._waiting = self._waiting, []
             for start in range(0, len(waiting), _BATCH):
