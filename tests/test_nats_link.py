@@ -74,6 +74,25 @@ async def test_no_server_is_a_clear_error():
 
 
 
+async def test_a_bucket_opens_across_a_server_restart(nats_server):
+    # A worker checks whether its run is over (a KV read) at any moment, a restart included:
+    # the check must wait for the server, not end the worker's hosting of the run.
+    async with open_link(nats_server.url) as link:
+        await link.key_value("RESTART")
+        nats_server.kill()
+        async with trio.open_nursery() as nursery:
+            opened: list[object] = []
+
+            async def reopen() -> None:
+                opened.append(await link.key_value("RESTART"))
+
+            nursery.start_soon(reopen)
+            await trio.sleep(6.0)  # longer than a request's timeout (5 s): the first try times out
+            nats_server.start()
+        assert opened and opened[0] is not None
+        assert await link.get_key(opened[0], "nothing") is None  # and the handle works
+
+
 # A user who may not create consumers on the sweeps' bucket: its keys cannot be listed
 # (nats-py lists them through a consumer), while the bucket opens and its values read.
 NO_LISTING = """

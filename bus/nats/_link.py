@@ -235,14 +235,15 @@ class Link:
 
     async def key_value(self, bucket: str) -> Any:
         """The JetStream KV bucket ``bucket``, created (history 1) when it does not exist yet;
-        a handle for :meth:`swap_key` and for use inside :meth:`call`."""
+        a handle for :meth:`swap_key` and for use inside :meth:`call`. Like the key
+        operations, it rides out a server restart."""
         async def open_bucket(nc: Any, js: Any) -> Any:
             import nats.js.errors
             try:
-                return await js.key_value(bucket)
+                return await _ridden_out(lambda: js.key_value(bucket))
             except nats.js.errors.BucketNotFoundError:
                 # Two processes creating it at once is fine: the same config is idempotent.
-                return await js.create_key_value(bucket=bucket, history=1)
+                return await _ridden_out(lambda: js.create_key_value(bucket=bucket, history=1))
         return await self.call(open_bucket)
 
     async def swap_key(self, kv: Any, key: str, change: Callable[[bytes | None], tuple[bytes | None, T]],

@@ -224,7 +224,8 @@ async def _serve_logged(link: Link, run_id: str, build: BuildTeam, options: Work
     try:
         await serve_run(link, run_id, build, options)
     except Exception as exc:  # one run's trouble does not stop the worker's other runs
-        logger.error("run {}: {}: {}", run_id, type(exc).__name__, exc)
+        # with its traceback: a nursery's error group says nothing of what went wrong
+        logger.opt(exception=exc).error("run {}: {}: {}", run_id, type(exc).__name__, exc)
     else:
         logger.info("run {} is over for this worker", run_id)
 
