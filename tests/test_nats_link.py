@@ -73,7 +73,6 @@ async def test_no_server_is_a_clear_error():
             pass
 
 
-
 async def test_a_bucket_opens_across_a_server_restart(nats_server):
     # A worker checks whether its run is over (a KV read) at any moment, a restart included:
     # the check must wait for the server, not end the worker's hosting of the run.

@@ -111,18 +111,19 @@ async def open_sweep(link: Link, notice: SweepNotice) -> None:
                               max_ack_pending=-1, max_deliver=MAX_DELIVER)
         await js.add_consumer(stream_name(sweep_id), durable_name=SWEEP, ack_policy="explicit",
                               filter_subject=event_subject(sweep_id), max_ack_pending=-1)
-        kv = await _sweeps_bucket(js)
-        await kv.put(sweep_id, msgspec.json.encode(notice))
 
     await link.call(create)
+    await link.put_key(await link.key_value(SWEEPS_BUCKET), sweep_id, msgspec.json.encode(notice))
 
 
 async def withdraw_notice(link: Link, sweep_id: str) -> None:
     """Takes the sweep's notice down: workers take no more of its jobs and cancel the runs
     of it they have (they report each on the stream, which stays until
     :func:`delete_queue`). No error when it is gone already."""
+    kv = await link.key_value(SWEEPS_BUCKET)
+
     async def withdraw(nc: Any, js: Any) -> None:
-        await _gone((await _sweeps_bucket(js)).delete(sweep_id))
+        await _gone(kv.delete(sweep_id))
 
     await link.call(withdraw)
 
@@ -209,10 +210,3 @@ class Puller:
         if self._sub is not None:
             sub, self._sub = self._sub, None
             await self._link.call(lambda nc, js: sub.unsubscribe())
-
-
-async def _sweeps_bucket(js: Any) -> Any:
-    try:
-        return await js.key_value(SWEEPS_BUCKET)
-    except Exception:  # nats' BucketNotFoundError: the first sweep on this server
-        return await js.create_key_value(bucket=SWEEPS_BUCKET, history=1)
