@@ -1,7 +1,7 @@
 """How much the LLM gateway adds to each call: reservation, settlement and one ledger line.
 
 Calls the simulated provider with zero latency in one process, alternately bare (the
-baseline) and through a :class:`bus.Gateway` that writes each ledger line to a real
+baseline) and through a :class:`sopbus.bus.Gateway` that writes each ledger line to a real
 ``JsonlWriter`` in a temporary directory. The difference of the median call times is the
 gateway's overhead (target < 50 µs); the difference of the means is printed too.
 
@@ -30,7 +30,7 @@ from loguru import logger
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout, uninstalled
 
-from bus import (Budget, ChatMessage, Completion, Gateway, JsonlWriter, LLMRequest,  # noqa: E402
+from sopbus.bus import (Budget, ChatMessage, Completion, Gateway, JsonlWriter, LLMRequest,  # noqa: E402
                  PriceBook, SimProvider, Usage)
 
 SYSTEM = "You are an architect in a software company. You write concise, testable designs."

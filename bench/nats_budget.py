@@ -30,7 +30,7 @@ from pathlib import Path
 
 import trio
 
-from bus.money._account import SharedAccount
+from sopbus.bus.money._account import SharedAccount
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
@@ -64,11 +64,11 @@ async def reserve_for(account: SharedAccount, holder: str, tasks: int, seconds: 
 
 async def worker(kind: str, where: str, holder: str, tasks: int, seconds: float) -> None:
     if kind == "file":
-        from bus.money._file_account import FileAccount
+        from sopbus.bus.money._file_account import FileAccount
         await ready_then_run(FileAccount(Path(where)), holder, tasks, seconds)
         return
-    from bus.nats import open_link
-    from bus.nats._account import NatsAccount
+    from sopbus.bus.nats import open_link
+    from sopbus.bus.nats._account import NatsAccount
     url, bucket = where.split("|")
     async with open_link(url) as link:
         account = NatsAccount(link, bucket)
@@ -114,9 +114,9 @@ def cell(kind: str, where: str, processes: int, tasks: int, seconds: float) -> d
 
 def new_accounts(tmp: Path, url: str, n: int) -> tuple[str, str]:
     """A fresh FileAccount path and NatsAccount ``url|bucket`` for cell ``n``."""
-    from bus.money._file_account import FileAccount
-    from bus.nats import open_link
-    from bus.nats._account import NatsAccount
+    from sopbus.bus.money._file_account import FileAccount
+    from sopbus.bus.nats import open_link
+    from sopbus.bus.nats._account import NatsAccount
 
     FileAccount.create(tmp / f"budget-{n}.json", CAP)
 

@@ -8,8 +8,8 @@ Throughput (issue 18): ``N`` roles (``--roles``, default 10 and 100), role ``r{i
 ``A{i % (N/2)}`` (two watchers per action); ``--messages`` messages published from outside
 in batches of ``--batch`` (as a round's outputs are), nine in ten broadcast on ``A{j % (N/2)}``,
 one in ten addressed to one role: 1.9 deliveries per message. Over NATS the Environment's
-log is a :class:`~bus.nats.StreamLog` (every message goes onto the run's stream) and every
-role reads its :class:`~bus.nats.Inbox` (its durable consumer: ``read_available``, then
+log is a :class:`~sopbus.bus.nats.StreamLog` (every message goes onto the run's stream) and every
+role reads its :class:`~sopbus.bus.nats.Inbox` (its durable consumer: ``read_available``, then
 ``ack``) until all its deliveries arrived; in process the roles take their inboxes from the
 Environment. Timed end to end: from the first publish to the last delivery read. Best of
 ``--repeat``; ``ratio`` is NATS over in-process messages/s. The coordinator side (publisher)
@@ -61,8 +61,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a check
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _nats_server import nats_server  # noqa: E402
-from bus import Environment, Message, Turn  # noqa: E402
-from bus.nats import Inbox, Link, RunStream, StreamLog, open_link  # noqa: E402
+from sopbus.bus import Environment, Message, Turn  # noqa: E402
+from sopbus.bus.nats import Inbox, Link, RunStream, StreamLog, open_link  # noqa: E402
 
 _runs = itertools.count()
 

@@ -43,7 +43,7 @@ def slow_company(folder: Path, latency_ms: int) -> Path:
 
 
 def sopbus(*argv: str) -> list[str]:
-    return [sys.executable, "-m", "bus.cli", *argv]
+    return [sys.executable, "-m", "sopbus", *argv]
 
 
 def one_run(scenario: Path, runs: Path, *bus: str) -> tuple[float, float]:

@@ -27,7 +27,7 @@ TARGET_MB, TARGET_S = 10.0, 2.0
 
 
 def measure(messages: int, roles: int, workdir: Path, chrome: Any) -> dict[str, Any]:
-    from bus.report import write_report
+    from sopbus.bus.report import write_report
     from synthetic_run import write_run
 
     start = time.perf_counter()

@@ -3,7 +3,7 @@
 Workload (issue 20): R roles in a ring, role ``r{i}`` watching ``A{i}`` and publishing
 ``A{i+1 mod R}``; T tokens, seeded evenly around the ring. A role relays every token it
 received in its step, one message per token, and leaves ``parents`` to the run loop (so
-each message answers everything its step received, as a role built on :class:`roles.Role`
+each message answers everything its step received, as a role built on :class:`sopbus.roles.Role`
 does). A *turn* is one token passed on: one message published by a role. A stop condition
 ends the run once ``--turns`` messages were relayed (a round, or in events mode a step,
 that is under way finishes).
@@ -13,8 +13,8 @@ and by CPU time, which another busy process on the machine disturbs less), the r
 that carried them, and with the log the bytes of ``events.jsonl`` per turn; logged and
 unlogged runs alternate, and ``logged_ratio`` compares their medians. ``--profile`` runs
 each case once under cProfile and prints where the time goes. With the log
-on the run writes a real ``events.jsonl`` through a :class:`bus.RunStore` (a real run id,
-hash-chained lines) and the log is checked with :func:`bus.store.verify_run` afterwards.
+on the run writes a real ``events.jsonl`` through a :class:`sopbus.bus.RunStore` (a real run id,
+hash-chained lines) and the log is checked with :func:`sopbus.bus.store.verify_run` afterwards.
 
 ``--memory`` runs ``--memory-turns`` turns (default 1M) through ``--memory-roles`` roles
 (default 1000) with the log on, in a subprocess, and reports its peak resident memory
@@ -46,8 +46,8 @@ import trio
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout, uninstalled
 
-from bus import Environment, Message, RunStore, Turn, run_team  # noqa: E402
-from bus.store import verify_run  # noqa: E402
+from sopbus.bus import Environment, Message, RunStore, Turn, run_team  # noqa: E402
+from sopbus.bus.store import verify_run  # noqa: E402
 
 # (roles, tokens): the ring workloads of the issue's table.
 CASES = ((100, 1), (1000, 1), (100, 100), (1000, 1000))
@@ -78,7 +78,7 @@ def seeds(roles: int, tokens: int) -> list[Message]:
 def ring_once(roles: int, tokens: int, turns: int, mode: str, log_dir: Path | None,
               verify: bool = True) -> dict[str, Any]:
     """One run of the ring: elapsed seconds, turns, steps and (with a log) its size; with
-    ``verify``, the run directory must pass :func:`bus.store.verify_run`."""
+    ``verify``, the run directory must pass :func:`sopbus.bus.store.verify_run`."""
     store = RunStore.create(log_dir, "ring") if log_dir is not None else None
     env = Environment(store.run_id if store else "ring", log=store)
     ring = [Relay(i, roles) for i in range(roles)]

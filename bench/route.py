@@ -33,7 +33,7 @@ import trio
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bus import Environment, Message, RunStore, Turn, new_run_id, run_team  # noqa: E402
+from sopbus.bus import Environment, Message, RunStore, Turn, new_run_id, run_team  # noqa: E402
 
 
 class Idle:

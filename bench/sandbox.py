@@ -1,6 +1,6 @@
 """What one sandboxed run costs to start, bwrap against local (target: bwrap under 50 ms).
 
-Runs ``true`` through :func:`bus.run_sandboxed` on each backend, alternately, and prints the
+Runs ``true`` through :func:`sopbus.bus.run_sandboxed` on each backend, alternately, and prints the
 median wall time of the whole call (scratch directory, launcher, namespaces, teardown), of
 the process alone (``SandboxResult.duration_s``), and the CPU time the started processes
 used (user + system of the reaped children: on a shared, loaded machine wall time mostly
@@ -25,8 +25,8 @@ from pathlib import Path
 
 import trio
 
-from bus import SandboxSettings, run_sandboxed
-from bus.sandbox._bwrap import probe
+from sopbus.bus import SandboxSettings, run_sandboxed
+from sopbus.bus.sandbox._bwrap import probe
 
 TARGET_S = 0.050
 

@@ -31,13 +31,13 @@ COMPANY = ROOT / "scenarios" / "software_company.toml"
 def sweep(tmp: Path, runs: int, jobs: int, tag: str) -> dict[str, float | str]:
     started = time.perf_counter()
     done = subprocess.run(
-        [sys.executable, "-m", "bus.cli", "sweep", str(COMPANY), "--seeds", str(runs // 2),
+        [sys.executable, "-m", "sopbus", "sweep", str(COMPANY), "--seeds", str(runs // 2),
          "--set", "sop.review=true,false", "--jobs", str(jobs), "--runs-dir", str(tmp / f"runs-{tag}"),
          "--sweeps-dir", str(tmp / f"sweeps-{tag}")], cwd=ROOT, capture_output=True, text=True)
     wall = time.perf_counter() - started
     if done.returncode != 0:
         raise SystemExit(f"sweep --jobs {jobs} failed ({done.returncode}):\n{done.stderr}")
-    shown = subprocess.run([sys.executable, "-m", "bus.cli", "sweeps", "--json", "--sweeps-dir",
+    shown = subprocess.run([sys.executable, "-m", "sopbus", "sweeps", "--json", "--sweeps-dir",
                             str(tmp / f"sweeps-{tag}")], capture_output=True, text=True, check=True)
     (row,) = json.loads(shown.stdout)
     return {"wall_s": round(wall, 3), "spent_usd": row["spent_usd"], "runs": row["ended"]}
@@ -51,7 +51,7 @@ def cli_loop(tmp: Path, runs: int) -> float:
         if not scenario.exists():
             text = COMPANY.read_text().replace("review = true", f"review = {review}")
             scenario.write_text(text.replace('"fixtures/', f'"{COMPANY.parent}/fixtures/'))
-        subprocess.run([sys.executable, "-m", "bus.cli", "run", str(scenario), "--seed", str(i // 2),
+        subprocess.run([sys.executable, "-m", "sopbus", "run", str(scenario), "--seed", str(i // 2),
                         "--quiet", "--runs-dir", str(tmp / "runs-cli")], cwd=ROOT,
                        capture_output=True, check=True)
     return round(time.perf_counter() - started, 3)

@@ -1,8 +1,9 @@
 """sopbus's engine: messages, the Environment and its routing, the run loop, the run store,
 the LLM gateway with its providers, prices, budget and cost ledger, and scenario loading.
 
-``bus`` imports neither ``roles`` nor ``sops``; the CLI (``bus.cli``) is the one place
-where everything is assembled.
+``sopbus.bus`` imports neither ``sopbus.roles`` nor ``sopbus.sops``; ``sopbus._assemble``
+puts them together into a run. The names here are those the rest of sopbus (and its
+tests) use; a user's code needs only ``sopbus``'s own.
 """
 
 # Lazy on purpose: `sopbus --help` must answer in well under a second, and importing
@@ -22,6 +23,7 @@ if TYPE_CHECKING:
     from ._errors import ProviderOverrun as ProviderOverrun
     from ._errors import SopbusError as SopbusError
     from ._errors import StopRun as StopRun
+    from ._errors import exception_leaves as exception_leaves
     from ._jsonl import JsonlWriter as JsonlWriter
     from ._jsonl import read_jsonl as read_jsonl
     from ._userfiles import read_user_text as read_user_text
@@ -31,10 +33,8 @@ if TYPE_CHECKING:
     from ._protocol import LLMRequest as LLMRequest
     from ._protocol import Provider as Provider
     from ._protocol import Usage as Usage
-    from ._member import LLMGateway as LLMGateway
     from ._member import Member as Member
     from ._member import Turn as Turn
-    from ._member import TurnServices as TurnServices
     from ._message import Message as Message
     from .sandbox._settings import SandboxSettings as SandboxSettings
     from .sandbox._types import SandboxLimits as SandboxLimits
@@ -44,7 +44,6 @@ if TYPE_CHECKING:
     from ._events import logical_view as logical_view
     from ._events import decode_event as decode_event
     from ._events import read_events as read_events
-    from ._run import END_REASONS as END_REASONS
     from ._run import Injection as Injection
     from ._run import RunResult as RunResult
     from ._run import Runner as Runner
@@ -53,10 +52,11 @@ if TYPE_CHECKING:
     from ._verdict import Judge as Judge
     from ._verdict import RunRecord as RunRecord
     from ._verdict import Verdict as Verdict
+    from ._summary import RunSummary as RunSummary
+    from ._summary import read_summary as read_summary
     from .store._store import RunStore as RunStore
     from .store._store import new_run_id as new_run_id
     from .money._budget import Budget as Budget
-    from .money._budget import Reservation as Reservation
     from .money._costs import cost_report as cost_report
     from .money._costs import ledger_csv as ledger_csv
     from .money._costs import load_ledger as load_ledger
@@ -64,42 +64,29 @@ if TYPE_CHECKING:
     from .money._costs import report_json as report_json
     from .money._costs import reprice as reprice
     from .llm._gateway import Gateway as Gateway
-    from .llm._gateway import LedgerSink as LedgerSink
-    from .money._ledger import WALL_CLOCK_FIELDS as WALL_CLOCK_FIELDS
     from .money._ledger import LedgerLine as LedgerLine
     from .money._ledger import without_wall_clock as without_wall_clock
     from .llm._openai import OpenAIProvider as OpenAIProvider
-    from .llm._openai import OpenAISettings as OpenAISettings
     from .llm._openai import openai_settings_from_env as openai_settings_from_env
     from .money._quote import Price as Price
-    from .money._quote import Quote as Quote
-    from .money._quote import Tier as Tier
     from .money._prices import PriceBook as PriceBook
     from .llm._replay import RecordingProvider as RecordingProvider
     from .llm._replay import ReplayProvider as ReplayProvider
     from .llm._replay import request_key as request_key
-    from .llm._fixtures import Fixture as Fixture
     from .llm._human import HUMAN_MODEL as HUMAN_MODEL
     from .llm._sim import SimProvider as SimProvider
     from .llm._fixtures import load_fixtures as load_fixtures
-    from .scenario._load import check_scenario as check_scenario
     from .scenario._load import load_scenario as load_scenario
     from .scenario._load import scenario_to_builtins as scenario_to_builtins
     from .scenario._load import scenario_warnings as scenario_warnings
     from .scenario._load import scenario_with_overrides as scenario_with_overrides
-    from .scenario._types import ActionSpec as ActionSpec
     from .scenario._types import InjectSpec as InjectSpec
     from .scenario._types import LLMOverrides as LLMOverrides
-    from .scenario._types import LLMSettings as LLMSettings
-    from .scenario._types import PriceSpec as PriceSpec
+    from .scenario._types import LLMConfig as LLMConfig
     from .scenario._types import RoleSpec as RoleSpec
-    from .scenario._types import RunSettings as RunSettings
     from .scenario._types import Scenario as Scenario
     from .scenario._types import ScenarioDoc as ScenarioDoc
-    from .scenario._types import ScenarioInfo as ScenarioInfo
-    from .store._verify import Receipt as Receipt
     from .store._verify import ReceiptError as ReceiptError
-    from .store._verify import RunVerdict as RunVerdict
     from .store._verify import issue_receipt as issue_receipt
     from .store._verify import require_receipt as require_receipt
     from .store._verify import verify_run as verify_run
@@ -116,6 +103,7 @@ _WHERE: dict[str, str] = {
     "ProviderOverrun": "._errors",
     "SopbusError": "._errors",
     "StopRun": "._errors",
+    "exception_leaves": "._errors",
     "JsonlWriter": "._jsonl",
     "read_jsonl": "._jsonl",
     "read_user_text": "._userfiles",
@@ -125,10 +113,8 @@ _WHERE: dict[str, str] = {
     "LLMRequest": "._protocol",
     "Provider": "._protocol",
     "Usage": "._protocol",
-    "LLMGateway": "._member",
     "Member": "._member",
     "Turn": "._member",
-    "TurnServices": "._member",
     "Message": "._message",
     "SandboxSettings": ".sandbox._settings",
     "SandboxLimits": ".sandbox._types",
@@ -138,7 +124,6 @@ _WHERE: dict[str, str] = {
     "logical_view": "._events",
     "decode_event": "._events",
     "read_events": "._events",
-    "END_REASONS": "._run",
     "Injection": "._run",
     "RunResult": "._run",
     "Runner": "._run",
@@ -147,10 +132,11 @@ _WHERE: dict[str, str] = {
     "Judge": "._verdict",
     "RunRecord": "._verdict",
     "Verdict": "._verdict",
+    "RunSummary": "._summary",
+    "read_summary": "._summary",
     "RunStore": ".store._store",
     "new_run_id": ".store._store",
     "Budget": ".money._budget",
-    "Reservation": ".money._budget",
     "cost_report": ".money._costs",
     "ledger_csv": ".money._costs",
     "load_ledger": ".money._costs",
@@ -158,42 +144,29 @@ _WHERE: dict[str, str] = {
     "report_json": ".money._costs",
     "reprice": ".money._costs",
     "Gateway": ".llm._gateway",
-    "LedgerSink": ".llm._gateway",
-    "WALL_CLOCK_FIELDS": ".money._ledger",
     "LedgerLine": ".money._ledger",
     "without_wall_clock": ".money._ledger",
     "OpenAIProvider": ".llm._openai",
-    "OpenAISettings": ".llm._openai",
     "openai_settings_from_env": ".llm._openai",
     "Price": ".money._quote",
-    "Quote": ".money._quote",
-    "Tier": ".money._quote",
     "PriceBook": ".money._prices",
     "RecordingProvider": ".llm._replay",
     "ReplayProvider": ".llm._replay",
     "request_key": ".llm._replay",
-    "Fixture": ".llm._fixtures",
     "HUMAN_MODEL": ".llm._human",
     "SimProvider": ".llm._sim",
     "load_fixtures": ".llm._fixtures",
-    "check_scenario": ".scenario._load",
     "load_scenario": ".scenario._load",
     "scenario_to_builtins": ".scenario._load",
     "scenario_warnings": ".scenario._load",
     "scenario_with_overrides": ".scenario._load",
-    "ActionSpec": ".scenario._types",
     "InjectSpec": ".scenario._types",
     "LLMOverrides": ".scenario._types",
-    "LLMSettings": ".scenario._types",
-    "PriceSpec": ".scenario._types",
+    "LLMConfig": ".scenario._types",
     "RoleSpec": ".scenario._types",
-    "RunSettings": ".scenario._types",
     "Scenario": ".scenario._types",
     "ScenarioDoc": ".scenario._types",
-    "ScenarioInfo": ".scenario._types",
-    "Receipt": ".store._verify",
     "ReceiptError": ".store._verify",
-    "RunVerdict": ".store._verify",
     "issue_receipt": ".store._verify",
     "require_receipt": ".store._verify",
     "verify_run": ".store._verify",

@@ -53,8 +53,8 @@ class Environment:
     publish on. ``log`` receives the event records: a callable taking one record, or an
     :class:`EventLog` such as the run store, which is handed the records of a publish
     together; ``None`` routes without a log. ``run_id`` names the run for its turns
-    (:attr:`bus.Turn.run_id`) and its result; messages do not carry it while the run goes
-    (see :class:`bus.Message`).
+    (:attr:`sopbus.bus.Turn.run_id`) and its result; messages do not carry it while the run goes
+    (see :class:`sopbus.bus.Message`).
     """
 
     def __init__(self, run_id: str = "", *, log: EventSink | EventLog | None = None):
@@ -268,7 +268,7 @@ class Environment:
 
 
 def _record(message: Message, recipients: tuple[str, ...], parents_as: str) -> Any:
-    """The log record of ``message`` (see :class:`~bus._events.MessagePublished` for
+    """The log record of ``message`` (see :class:`~sopbus.bus._events.MessagePublished` for
     ``parents_as``: the messages of one step usually answer the same news, which is then
     written out once per publish)."""
     if recipients:

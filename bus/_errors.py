@@ -12,6 +12,8 @@ code and is raised as it is.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 
 class SopbusError(Exception):
     """Base class of every error sopbus raises on purpose."""
@@ -82,3 +84,13 @@ class StopRun(SopbusError):
     def __init__(self, detail: str):
         super().__init__(detail)
         self.detail = detail
+
+
+def exception_leaves(exc: BaseException) -> Iterator[BaseException]:
+    """The exceptions inside ``exc``, through every nesting of exception groups (trio's
+    nurseries wrap what their tasks raised); ``exc`` itself when it is not a group."""
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            yield from exception_leaves(inner)
+    else:
+        yield exc

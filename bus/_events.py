@@ -7,7 +7,7 @@ the run's identity is ``run_id``. Drop those (:func:`logical_view`) and two runs
 same scenario and seed on the simulator give identical logs.
 
 Roles may also write events of their own kinds (``tool_called``, ``gate_passed``...) through
-:meth:`bus.Turn.emit`; those are :class:`Note` records whose ``kind`` is the role's word.
+:meth:`sopbus.bus.Turn.emit`; those are :class:`Note` records whose ``kind`` is the role's word.
 
 Four things keep the log short on the hot path, and :func:`read_events` undoes them, so a
 reader sees every record whole: a message leaves out its empty fields (``send_to``,

@@ -2,7 +2,7 @@
 
 Every record a run keeps (events, cost ledger lines, answers, receipts) goes through
 :class:`JsonlWriter`. A batch of records (one, or the messages a round published) is encoded
-in one call, sealed once (:mod:`bus._chain`) and written with one ``os.write``, so a run
+in one call, sealed once (:mod:`sopbus.bus._chain`) and written with one ``os.write``, so a run
 killed at any moment keeps every batch it finished writing; at most the last batch is cut
 short, and :func:`read_jsonl` drops a torn last line instead of failing.
 
@@ -107,7 +107,7 @@ def read_jsonl(path: Path, type: type[T]) -> Iterator[T]: ...
 def read_jsonl(path: Path, type: Any = Any) -> Iterator[Any]:
     """Yields the records of a JSON-lines file, chained or not, without the chain fields;
     a torn (unterminated) last line is dropped. Reading does not verify the chain
-    (:func:`bus._chain.verify_file` does)."""
+    (:func:`sopbus.bus._chain.verify_file` does)."""
     decoder = msgspec.json.Decoder(type)
     with open(path, "rb") as f:
         data = f.read()

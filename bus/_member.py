@@ -1,7 +1,7 @@
 """What the bus needs of a role, and what it hands a role for one turn.
 
-``bus`` never imports ``roles``: anything with a name, aliases, a set of watched action
-names and an async ``step`` can join an :class:`~bus.Environment`.
+``sopbus.bus`` never imports ``sopbus.roles``: anything with a name, aliases, a set of watched action
+names and an async ``step`` can join an :class:`~sopbus.bus.Environment`.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ class Member(Protocol):
 
 
 class LLMGateway(Protocol):
-    """The run's single door to the models (see :class:`bus.Gateway`)."""
+    """The run's single door to the models (see :class:`sopbus.bus.Gateway`)."""
 
     async def complete(self, request: LLMRequest, *, round: int, attempt: int = 1) -> Completion: ...
 

@@ -26,8 +26,8 @@ class Message(msgspec.Struct, frozen=True, kw_only=True, gc=False, omit_defaults
     with only what it knows (``cause_by``, ``sent_from``, ``content``, ...) and the
     Environment fills in the rest. Ids come from a per-run counter, so two runs of the same
     scenario and seed give the same ids. ``run_id`` is empty while the run goes (every
-    message of a run is the run's; a role has its run's id as :attr:`bus.Turn.run_id`), so
-    the run log does not repeat it on every line; :func:`bus.read_events` gives each message
+    message of a run is the run's; a role has its run's id as :attr:`sopbus.bus.Turn.run_id`), so
+    the run log does not repeat it on every line; :func:`sopbus.bus.read_events` gives each message
     it reads the id of the run whose log holds it.
 
     ``send_to`` empty means "whoever watches ``cause_by``"; otherwise exactly the roles it

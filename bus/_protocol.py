@@ -64,7 +64,7 @@ class Completion(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class Provider(Protocol):
-    """An LLM backend. Raises :class:`bus.ProviderError` on failure; never retries itself
+    """An LLM backend. Raises :class:`sopbus.bus.ProviderError` on failure; never retries itself
     (the gateway retries, so that each attempt is reserved, priced and logged)."""
 
     name: str

@@ -28,10 +28,12 @@ import trio
 
 from ._environment import Environment
 from ._errors import BudgetExhausted, StopRun
+from ._errors import exception_leaves
 from ._events import RoundEnded, RunEnded, TurnFailed
 from ._member import LLMGateway, Member, Turn
 from ._message import Message
-from ._verdict import Judge, RunRecord, Verdict, judge_run, verdict_json
+from ._summary import RunSummary
+from ._verdict import Judge, RunRecord, Verdict, judge_run
 from .store._store import RunStore
 
 _replace = msgspec.structs.replace
@@ -278,7 +280,7 @@ class Runner:
         """Publishes one batch; a message that names no parents gets the ids of ``answering``
         (what the turn that made it read). ``flush`` writes the batch's log records at once
         (else the next event that is not a message writes them, as ``round_ended`` does in
-        ``rounds`` mode: see :class:`~bus.RunStore`)."""
+        ``rounds`` mode: see :class:`~sopbus.bus.RunStore`)."""
         if not messages:
             if flush and self._store is not None:
                 self._store.flush()
@@ -327,20 +329,17 @@ class Runner:
             self._store.write_summary(self._summary(result, started))
         return result
 
-    def _summary(self, result: RunResult, started: float) -> dict[str, Any]:
-        summary: dict[str, Any] = {
-            "run_id": result.run_id, "status": result.status, "end_reason": result.end_reason,
-            "detail": result.detail, "error": result.error, "mode": self.mode,
-            "rounds": result.rounds, "max_rounds": self.max_rounds,
-            "messages": result.published, "undelivered": result.undelivered,
-            "verdict": verdict_json(result.verdict), **self._summary_extra,
-        }
+    def _summary(self, result: RunResult, started: float) -> RunSummary:
         stats = getattr(self._gateway, "stats", None)
-        if callable(stats):
-            summary.update(stats())
+        totals = stats() if callable(stats) else {}
         ended = time.time()
-        summary.update(started_at=started, ended_at=ended, duration_s=round(ended - started, 6))
-        return summary
+        return RunSummary(
+            run_id=result.run_id, status=result.status, end_reason=result.end_reason,
+            detail=result.detail, error=result.error, mode=self.mode,
+            rounds=result.rounds, max_rounds=self.max_rounds,
+            messages=result.published, undelivered=result.undelivered,
+            verdict=result.verdict, **{**self._summary_extra, **totals},
+            started_at=started, ended_at=ended, duration_s=round(ended - started, 6))
 
 
 def _ending_of(exc: Exception) -> _End | None:
@@ -348,7 +347,7 @@ def _ending_of(exc: Exception) -> _End | None:
     alone or as the only kinds in the exception group of a nursery inside the role (a
     role's concurrent calls can all be refused at once); ``None`` for anything else, which
     is an error. A group holding both ends on the budget: spending stopped it."""
-    leaves = list(_leaves(exc))
+    leaves = list(exception_leaves(exc))
     if not leaves or not all(isinstance(e, (BudgetExhausted, StopRun)) for e in leaves):
         return None
     budget = next((e for e in leaves if isinstance(e, BudgetExhausted)), None)
@@ -362,16 +361,8 @@ def _ending_of(exc: Exception) -> _End | None:
 def _first_error(exc: BaseException) -> BaseException:
     """What to name for a failed turn: the exception, or in a nursery's group the first
     one that is neither a refusal nor a stop (the group's own text says nothing)."""
-    leaves = [e for e in _leaves(exc) if not isinstance(e, (BudgetExhausted, StopRun))]
+    leaves = [e for e in exception_leaves(exc) if not isinstance(e, (BudgetExhausted, StopRun))]
     return leaves[0] if isinstance(exc, BaseExceptionGroup) and leaves else exc
-
-
-def _leaves(exc: BaseException) -> Iterator[BaseException]:
-    if isinstance(exc, BaseExceptionGroup):
-        for inner in exc.exceptions:
-            yield from _leaves(inner)
-    else:
-        yield exc
 
 
 def _what(exc: BaseException) -> str:

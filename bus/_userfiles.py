@@ -1,5 +1,5 @@
 """Reading files a user hands sopbus (fixtures, injected edits, a SOP's data files), so that
-a broken file is a :class:`~bus.ConfigError` naming the file, the place and the fix, never a
+a broken file is a :class:`~sopbus.bus.ConfigError` naming the file, the place and the fix, never a
 traceback: text that is not UTF-8, TOML that does not parse, TOML nested deeper than the
 parser can follow.
 """

@@ -80,8 +80,3 @@ def judge_run(judge: Judge | None, record: RunRecord) -> Verdict | None:
         return Verdict(passed=False, reason=f"the SOP's verdict returned {type(verdict).__name__}, "
                                             f"not a Verdict(passed=..., reason=...) or None")
     return verdict
-
-
-def verdict_json(verdict: Verdict | None) -> dict[str, Any] | None:
-    """The verdict as ``summary.json`` keeps it."""
-    return None if verdict is None else {"passed": verdict.passed, "reason": verdict.reason}

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, overload
 import msgspec
 from pydantic import BaseModel
 
-from bus import ChatMessage, ConfigError, Message, Turn
+from sopbus.bus import ChatMessage, ConfigError, Message, Turn
 
 from ._llm import LLMSettings, ask_model
 from ._prompt import fill, render_output, task_text
@@ -75,7 +75,7 @@ class Action:
     ``max_repairs`` times. Override :meth:`run` for work without a model (running tests)
     or with several calls (``self.ask`` inside a trio nursery).
 
-    The class statement registers the action into ``roles.registry``; pass
+    The class statement registers the action into ``sopbus.roles.registry``; pass
     ``registry=...`` to register elsewhere or ``register=False`` for an abstract base.
     Instances may override ``llm``, ``max_repairs`` and ``artifact``: ``WriteCode(max_repairs=3)``.
 
@@ -183,7 +183,7 @@ ARTIFACT_FIELDS = ("role", "round", "action")
 
 def check_artifact(template: object, where: str) -> str:
     """``template`` if it is a usable artifact path (relative, no ``..``, placeholders
-    only from :data:`ARTIFACT_FIELDS`); else a :class:`~bus.ConfigError` at ``where``."""
+    only from :data:`ARTIFACT_FIELDS`); else a :class:`~sopbus.bus.ConfigError` at ``where``."""
     if not isinstance(template, str) or not template.strip():
         raise ConfigError(f"expected a file path at {where}, such as \"replies/{{round}}_{{role}}.md\"; "
                           f"got {template!r}")

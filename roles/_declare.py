@@ -2,7 +2,7 @@
 ``[[roles]]``), built through the same classes a Python declaration uses, so both behave
 the same.
 
-Mistakes are :class:`bus.ConfigError` naming the place (``$.roles[0].watch[1]``), what was
+Mistakes are :class:`sopbus.bus.ConfigError` naming the place (``$.roles[0].watch[1]``), what was
 expected and the closest valid names. A declaration is registered only once it is valid.
 """
 
@@ -16,10 +16,10 @@ from typing import Any, cast
 import pydantic
 from pydantic import BaseModel, ConfigDict
 
-from bus import ConfigError
+from sopbus.bus import ConfigError, closest
 
 from ._action import Action, check_artifact
-from ._registry import Registry, closest
+from ._registry import Registry
 from ._role import ActionRef, LLMLike, Role, settings
 
 
@@ -32,7 +32,7 @@ def declare_action(name: str, *, instruction: str = "",
     ``output`` maps field names to Python types (``{"approved": bool, "problems":
     list[str]}``); ``None`` means free text. The output model forbids extra keys, which
     is what structured-output APIs require of a schema. ``artifact`` is the file each
-    result is kept in (see :attr:`roles.Action.artifact`).
+    result is kept in (see :attr:`sopbus.roles.Action.artifact`).
     """
     at = where or f"$.actions.{name}"
     _check_name(name, at)
@@ -89,7 +89,7 @@ def declare_role(name: str, *, profile: str = "", goal: str = "", constraints: s
     ``registry`` once it has been checked; the same object a Python subclass builds.
 
     Names in ``watch`` and ``actions`` are looked up in ``registry``; an unknown one is a
-    :class:`bus.ConfigError` at ``where`` + ``.watch[i]`` / ``.actions[i]``.
+    :class:`sopbus.bus.ConfigError` at ``where`` + ``.watch[i]`` / ``.actions[i]``.
     """
     at = where or f"$.roles[{name!r}]"
     _check_name(name, at)
@@ -121,7 +121,7 @@ def role_with_overrides(base: Role, *, registry: Registry | None = None, where: 
     current = base.fields()
     for key in fields:
         if key not in current:
-            near = closest(key, current)
+            near = closest(key, current, cutoff=0.7)
             hint = f" (did you mean {near[0]!r}?)" if near else ""
             raise ConfigError(f"unknown role field {key!r} at {at}{hint}. Role fields: "
                               f"{', '.join(current)}")

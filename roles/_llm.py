@@ -1,6 +1,6 @@
 """Asking a model for a validated answer: the LLM settings of a call, and the repair loop.
 
-Every call goes through :meth:`bus.Turn.ask`, so each attempt, repairs included, is
+Every call goes through :meth:`sopbus.bus.Turn.ask`, so each attempt, repairs included, is
 budget-checked, priced and written to the ledger by the run's gateway.
 """
 
@@ -13,7 +13,7 @@ import msgspec
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field
 
-from bus import ChatMessage, ConfigError, LLMRequest, ModelOutputError, Turn
+from sopbus.bus import ChatMessage, ConfigError, LLMRequest, ModelOutputError, Turn
 
 from ._prompt import describe_validation_error, repair_text, schema_text
 
@@ -90,7 +90,7 @@ async def ask_model(turn: Turn, messages: Sequence[ChatMessage], *, output: type
     An answer that is not valid JSON or does not fit the schema is sent back with the
     validation error, at most ``max_repairs`` times; each ask is its own ``turn.ask``
     with ``attempt`` 1, 2, ... After the last repair fails, raises
-    :class:`bus.ModelOutputError` naming the action, the role and the last error.
+    :class:`sopbus.bus.ModelOutputError` naming the action, the role and the last error.
     """
     request = build_request(messages, output=output, llm=llm, action=action, role=role)
     if output is None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 
-from bus import Message
+from sopbus.bus import Message
 
 
 class Memory:

@@ -13,7 +13,7 @@ from typing import Any
 import pydantic
 from pydantic import BaseModel
 
-from bus import Message
+from sopbus.bus import Message
 
 
 def system_text(*, name: str, profile: str, goal: str, constraints: str) -> str:

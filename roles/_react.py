@@ -2,7 +2,7 @@
 or making a plan, as small structured calls whose schema only admits the role's actions.
 
 A pick or a plan that names an unknown action does not fit the schema, so it goes through
-the same repair loop as any action's output and fails with :class:`bus.ModelOutputError`
+the same repair loop as any action's output and fails with :class:`sopbus.bus.ModelOutputError`
 if the model keeps getting it wrong.
 """
 
@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
-from bus import ChatMessage, Message, Turn
+from sopbus.bus import ChatMessage, Message, Turn
 
 from ._action import Action
 from ._llm import ask_model

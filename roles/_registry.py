@@ -1,6 +1,6 @@
 """The registry: actions and roles by name, so that files can name them.
 
-A Python subclass of :class:`~roles.Action` or :class:`~roles.Role` registers itself into
+A Python subclass of :class:`~sopbus.roles.Action` or :class:`~sopbus.roles.Role` registers itself into
 :data:`registry` (the default) when its class statement runs. A scenario declares its own
 actions and roles into ``registry.copy()``, so one scenario's declarations never leak into
 another's or into the built-ins.
@@ -8,12 +8,11 @@ another's or into the built-ins.
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 from typing import Any, TypeAlias, TypeVar
 
-from bus import ConfigError
+from sopbus.bus import ConfigError, closest
 
 # The registry holds Action and Role subclasses but names neither type: both register
 # themselves here when their class statement runs, so importing them would be a circle.
@@ -26,7 +25,7 @@ _C = TypeVar("_C", bound=type)
 class Registry:
     """Actions and roles by name.
 
-    Lookups of unknown names raise :class:`bus.ConfigError` naming the closest known names
+    Lookups of unknown names raise :class:`sopbus.bus.ConfigError` naming the closest known names
     and, when given, where the name was written (``where="$.roles[0].watch[1]"``).
     """
 
@@ -60,14 +59,14 @@ class Registry:
         return _add(self._roles, "role", cls.name, cls)
 
     def action(self, name: str, *, where: str | None = None) -> type[Action]:
-        """The action registered as ``name``; :class:`bus.ConfigError` if there is none."""
+        """The action registered as ``name``; :class:`sopbus.bus.ConfigError` if there is none."""
         found = self._actions.get(name)
         if found is None:
             raise ConfigError(unknown_name("action", name, self._actions, where))
         return found
 
     def role(self, name: str, *, where: str | None = None) -> type[Role]:
-        """The role class registered as ``name``; :class:`bus.ConfigError` if there is none."""
+        """The role class registered as ``name``; :class:`sopbus.bus.ConfigError` if there is none."""
         found = self._roles.get(name)
         if found is None:
             raise ConfigError(unknown_name("role", name, self._roles, where))
@@ -105,18 +104,11 @@ def unknown_name(kind: str, name: object, known: Iterable[str], where: str | Non
     """The message for a name that is not registered: where, the closest names, the fix."""
     known = sorted(known)
     at = f" at {where}" if where else ""
-    close = closest(str(name), known)
+    close = closest(str(name), known, cutoff=0.7)
     hint = f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else ""
     listing = ", ".join(known[:20]) + (", ..." if len(known) > 20 else "")
     return (f"unknown {kind} {name!r}{at}{hint}. Known {kind}s: {listing or '(none)'}. "
             f"Fix the spelling, or declare the {kind} before naming it.")
-
-
-def closest(name: str, known: Iterable[str], n: int = 3) -> list[str]:
-    """Up to ``n`` known names that look like ``name`` (case-insensitive), best first."""
-    by_lower = {k.lower(): k for k in known}
-    hits = difflib.get_close_matches(name.lower(), list(by_lower), n=n, cutoff=0.7)
-    return [by_lower[h] for h in hits]
 
 
 registry = Registry()

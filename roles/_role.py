@@ -1,6 +1,6 @@
 """Roles: who takes which actions in response to which messages.
 
-A role satisfies :class:`bus.Member`: the Environment delivers it the messages of the
+A role satisfies :class:`sopbus.bus.Member`: the Environment delivers it the messages of the
 actions it ``watch``-es (or addressed to it), and its ``step`` publishes what its actions
 produce. How it picks actions is its ``react_mode``.
 """
@@ -13,7 +13,7 @@ from typing import Any, Literal, get_args
 import msgspec
 import pydantic
 
-from bus import HUMAN_MODEL, ConfigError, Message, Turn
+from sopbus.bus import HUMAN_MODEL, ConfigError, Message, Turn
 
 from ._action import Action, ActionContext
 from ._llm import LLMSettings, layered
@@ -47,9 +47,9 @@ class Role:
 
     On the class, ``watch`` and ``actions`` are declarations (Action classes, instances or
     names). On an instance they are resolved: ``watch`` is the frozenset of action names
-    (as :class:`bus.Member` requires) and ``actions`` the tuple of Action instances. Names
-    are looked up in ``registry`` (default ``roles.registry``); an unknown name is a
-    :class:`bus.ConfigError` with the closest names and the place (``where``) it was written.
+    (as :class:`sopbus.bus.Member` requires) and ``actions`` the tuple of Action instances. Names
+    are looked up in ``registry`` (default ``sopbus.roles.registry``); an unknown name is a
+    :class:`sopbus.bus.ConfigError` with the closest names and the place (``where``) it was written.
 
     ``react_mode``: ``by_order`` runs every action in order; ``react`` lets the model pick
     the next action (or "done"), at most ``max_react_steps`` actions per step;
@@ -300,7 +300,7 @@ def _positive(value: object, where: str) -> int:
 
 def settings(value: LLMLike, where: str) -> LLMSettings:
     """LLM settings from a value, a mapping or a struct (a scenario's ``llm = {...}``;
-    ``None`` fields are "not given"), with mistakes reported as :class:`bus.ConfigError`
+    ``None`` fields are "not given"), with mistakes reported as :class:`sopbus.bus.ConfigError`
     at ``where``."""
     if value is None:
         return LLMSettings()

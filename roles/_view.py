@@ -5,14 +5,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Protocol
 
-from bus import Message, Turn
+from sopbus.bus import Message, Turn
 
 if TYPE_CHECKING:
     from ._memory import Memory
 
 
 class RoleView(Protocol):
-    """The part of a :class:`~roles.Role` that its actions use. ``actions`` are the role's
+    """The part of a :class:`~sopbus.roles.Role` that its actions use. ``actions`` are the role's
     actions in declared order; the react loop picks among them by ``name``."""
 
     name: str

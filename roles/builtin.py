@@ -1,4 +1,4 @@
-"""Imports every built-in role family so that its roles and actions are in ``roles.registry``.
+"""Imports every built-in role family so that its roles and actions are in ``sopbus.roles.registry``.
 
 The team builder imports this before it looks names up, so a scenario file can name a
 built-in action (``watch = ["WriteCode"]``) without any SOP. Add a family here when you

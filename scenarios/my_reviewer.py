@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
-from roles import Action, Role
-from sops import SOP, SopContext, Team
-from sops.software_company import SOP as COMPANY
+import sopbus
+from sopbus import Action, Role, SopContext, Team
+from sopbus.sops.software_company import SOP as COMPANY
 
 
 class ReviewCode(Action):
@@ -37,6 +37,6 @@ def build(ctx: SopContext) -> Team:
     return team
 
 
-SOP = SOP(name="software_company_python_reviewer",
-          description="the software company plus a code reviewer declared in Python",
-          build=build)
+SOP = sopbus.SOP(name="software_company_python_reviewer",
+                 description="the software company plus a code reviewer declared in Python",
+                 build=build)

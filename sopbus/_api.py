@@ -10,7 +10,7 @@ and notebooks: trio runs as a *guest* on the running asyncio loop (``trio.lowlev
 start_guest_run``), so the loop keeps serving other tasks during the run.
 
 The scenario is loaded and checked, and the keys read, in the caller's thread before
-anything runs, so a mistake is a :class:`~bus.ConfigError` at the call. Keys and endpoints
+anything runs, so a mistake is a :class:`~sopbus.bus.ConfigError` at the call. Keys and endpoints
 (``OPENAI_API_KEY``, ``OPENAI_BASE_URL``) come from ``environ`` when it is given, else from
 the process environment over a ``.env`` file in the working directory; they are handed to
 the run and written nowhere.
@@ -24,14 +24,14 @@ import inspect
 import os
 import threading
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 import outcome as trio_outcome
 import trio
 
-from bus import ConfigError, Scenario, load_scenario, scenario_with_overrides
+from sopbus.bus import ConfigError, Scenario, load_scenario, scenario_with_overrides
 
+from ._examples import scenario_path
 from ._outcome import RunOutcome
 
 OVERRIDES: tuple[str, ...] = tuple(
@@ -43,13 +43,14 @@ OVERRIDES: tuple[str, ...] = tuple(
 
 def run_scenario(path: str | os.PathLike[str], /, *, environ: Mapping[str, str] | None = None,
                  **overrides: Any) -> RunOutcome:
-    """Runs the scenario file at ``path`` to its end and returns its :class:`RunOutcome`.
+    """Runs the scenario file at ``path`` (or the shipped scenario of that name,
+    ``"software_company"``) to its end and returns its :class:`RunOutcome`.
 
     ``overrides`` lay values over the file as ``sopbus run``'s flags do
     (``model="gpt-4o-mini"``, ``budget_usd=0.5``, ``max_rounds=3``, ``runs_dir="runs"``;
     see :data:`OVERRIDES`). ``environ`` holds the keys and endpoints (default: the process
     environment over ``./.env``). A bad file, override or missing key raises
-    :class:`~bus.ConfigError` before anything runs; a run that fails or runs out of budget
+    :class:`~sopbus.bus.ConfigError` before anything runs; a run that fails or runs out of budget
     returns normally with that ``status``.
 
     Blocks; works from a script and from a notebook cell (an asyncio loop already
@@ -119,14 +120,14 @@ class _Job:
     def prepare(cls, path: str | os.PathLike[str], environ: Mapping[str, str] | None,
                 overrides: Mapping[str, Any]) -> _Job:
         _check_names(overrides)
-        scenario = scenario_with_overrides(load_scenario(Path(path)), **overrides)
-        from bus.cli import run_environ
+        scenario = scenario_with_overrides(load_scenario(scenario_path(path)), **overrides)
+        from sopbus._assemble import run_environ
 
         return cls(scenario, dict(environ) if environ is not None else run_environ())
 
     async def run(self) -> RunOutcome | None:
         """Runs the scenario; ``None`` when :meth:`cancel` stopped it."""
-        from bus.cli import execute
+        from sopbus._assemble import execute
 
         with trio.CancelScope() as scope:
             with self._lock:

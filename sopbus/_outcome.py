@@ -1,4 +1,4 @@
-"""What a finished run hands back to Python: :class:`RunOutcome` and its :class:`Verdict`.
+"""What a finished run hands back to Python: :class:`RunOutcome`.
 
 Everything comes from the run directory (``summary.json``, ``events.jsonl``,
 ``costs.jsonl``, ``artifacts/``), so :meth:`RunOutcome.open` reads an older run the same
@@ -7,27 +7,16 @@ way as :func:`sopbus.run_scenario` returns a new one.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
 
 import msgspec
 
-from bus import ConfigError, LedgerLine, Message
+from sopbus.bus import ConfigError, LedgerLine, Message, RunSummary, Verdict
+from sopbus.bus._summary import decode_summary
 
 _SUMMARY, _EVENTS, _COSTS, _ARTIFACTS = "summary.json", "events.jsonl", "costs.jsonl", "artifacts"
-
-
-@dataclass(frozen=True)
-class Verdict:
-    """Whether a run met its procedure's purpose (QA's tests pass, the gate passed, the chat
-    ended by its done token, ...), as the SOP states it, and why."""
-
-    passed: bool
-    reason: str
 
 
 @dataclass(frozen=True)
@@ -40,7 +29,7 @@ class RunOutcome:
     ``cancelled``. ``verdict`` is the SOP's verdict, ``None`` when it states none.
     ``total_usd`` is what the run spent against ``budget_usd`` (exact ``Decimal``), with
     ``llm_calls``, ``prompt_tokens`` and ``completion_tokens``. ``summary`` is the whole
-    ``summary.json``. Messages, artifacts and the cost ledger are read on demand.
+    ``summary.json`` (:class:`~sopbus.RunSummary`). Messages, artifacts and the cost ledger are read on demand.
     """
 
     run_id: str
@@ -54,26 +43,27 @@ class RunOutcome:
     prompt_tokens: int
     completion_tokens: int
     rounds: int
-    summary: Mapping[str, Any]
+    summary: RunSummary
 
     @classmethod
     def open(cls, run_dir: str | Path) -> RunOutcome:
-        """The outcome of the finished run in ``run_dir``; a :class:`~bus.ConfigError` when
-        it has no ``summary.json`` (killed, or still running: ``sopbus resume`` it)."""
+        """The outcome of the finished run in ``run_dir``; a :class:`~sopbus.ConfigError`
+        when it has no ``summary.json`` (killed, or still running: ``sopbus resume`` it) or
+        the file is damaged."""
         run_dir = Path(run_dir).resolve()
         try:
-            summary = json.loads((run_dir / _SUMMARY).read_text(encoding="utf-8"))
+            summary = decode_summary((run_dir / _SUMMARY).read_bytes())
         except FileNotFoundError:
             raise ConfigError(f"{run_dir} has no {_SUMMARY}: the run was killed or is still "
                               f"running (`sopbus resume {run_dir}` finishes it)") from None
-        verdict = summary.get("verdict")
-        return cls(run_id=summary["run_id"], run_dir=run_dir, status=summary["status"],
-                   end_reason=summary["end_reason"],
-                   verdict=None if verdict is None else Verdict(bool(verdict["passed"]),
-                                                                str(verdict.get("reason", ""))),
-                   total_usd=Decimal(summary["total_usd"]), budget_usd=Decimal(summary["budget_usd"]),
-                   llm_calls=summary["llm_calls"], prompt_tokens=summary["prompt_tokens"],
-                   completion_tokens=summary["completion_tokens"], rounds=summary["rounds"],
+        except msgspec.DecodeError as error:
+            raise ConfigError(f"{run_dir / _SUMMARY}: not a run summary ({error}); "
+                              f"`sopbus verify {run_dir}` checks the run") from None
+        return cls(run_id=summary.run_id, run_dir=run_dir, status=summary.status,
+                   end_reason=summary.end_reason, verdict=summary.verdict,
+                   total_usd=summary.total_usd, budget_usd=summary.budget_usd,
+                   llm_calls=summary.llm_calls, prompt_tokens=summary.prompt_tokens,
+                   completion_tokens=summary.completion_tokens, rounds=summary.rounds,
                    summary=summary)
 
     @property
@@ -105,7 +95,7 @@ class RunOutcome:
 
     def messages(self) -> list[Message]:
         """Every message the run published, in order (undelivered ones too)."""
-        from bus import read_events
+        from sopbus.bus import read_events
 
         kinds = ("message_published", "message_undelivered")
         return [msgspec.convert(event["message"], Message)
@@ -113,6 +103,6 @@ class RunOutcome:
 
     def ledger(self) -> list[LedgerLine]:
         """The cost ledger: one line per LLM call attempt (see ``costs.jsonl``)."""
-        from bus import load_ledger
+        from sopbus.bus import load_ledger
 
         return load_ledger(self.run_dir)

@@ -1,6 +1,6 @@
-"""Verdicts shared by SOPs: small judges a SOP hands its :class:`~sops._team.Team`.
+"""Verdicts shared by SOPs: small judges a SOP hands its :class:`~sopbus.sops._team.Team`.
 
-A judge looks at a finished run (:class:`bus.RunRecord`) and says whether it did what the
+A judge looks at a finished run (:class:`sopbus.bus.RunRecord`) and says whether it did what the
 SOP is for (see DESIGN.md, "Verdicts").
 """
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from bus import RunRecord, Verdict
+from sopbus.bus import RunRecord, Verdict
 
 
 def said_token(token: str, *, in_action: str, counting: str, noun: str) -> Callable[[RunRecord], Verdict]:

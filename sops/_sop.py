@@ -21,8 +21,8 @@ from typing import Any, TypeVar
 
 import msgspec
 
-from bus import ConfigError, Injection, Judge, Message, Scenario, StopCondition, closest
-from roles import LLMSettings, Registry, Role
+from sopbus.bus import ConfigError, Injection, Judge, Message, Scenario, StopCondition, closest
+from sopbus.roles import LLMSettings, Registry, Role
 
 S = TypeVar("S")
 
@@ -36,8 +36,8 @@ class Team:
     ``stop`` a condition checked after each round (if it has a ``bind_stats(stats)``
     method, the run hands it the gateway's ``stats`` callable before starting); ``finish`` runs once at the end with
     the run's artifacts directory (or ``None`` without a store), e.g. to assemble a book;
-    ``verdict`` judges what the run produced (a :class:`bus.RunRecord`) and says whether
-    the procedure did what it is for (a :class:`bus.Verdict`; ``None``: no verdict).
+    ``verdict`` judges what the run produced (a :class:`sopbus.bus.RunRecord`) and says whether
+    the procedure did what it is for (a :class:`sopbus.bus.Verdict`; ``None``: no verdict).
     """
 
     roles: list[Role]
@@ -98,7 +98,7 @@ def builtin_sops() -> list[str]:
 def get_sop(ref: str, *, where: str = "$.scenario.sop", path: Path | None = None) -> SOP:
     """The SOP a scenario names: a built-in name or ``"module:attribute"``."""
     file = f"{path}: " if path else ""
-    module_name, _, attr = ref.partition(":") if ":" in ref else (f"sops.{ref}", "", "SOP")
+    module_name, _, attr = ref.partition(":") if ":" in ref else (f"sopbus.sops.{ref}", "", "SOP")
     if ":" not in ref and ref not in builtin_sops():
         near = closest(ref, builtin_sops())
         hint = f"; did you mean {near[0]!r}?" if near else ""

@@ -4,7 +4,7 @@ Order of work: the built-in roles and actions are registered; the scenario gets 
 copy of the registry, into which its ``[actions.X]`` are declared; the SOP (if any) builds
 its team; each ``[[roles]]`` entry then either overrides the SOP's role of that name (only
 the fields it gives) or declares a new role. Every name is checked here, so a typo is a
-:class:`bus.ConfigError` with its ``$.path`` and the closest names, before any call.
+:class:`sopbus.bus.ConfigError` with its ``$.path`` and the closest names, before any call.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from bus import ConfigError, Injection, Message, RoleSpec, Scenario, did_you_mean
-from roles import LLMSettings, Registry, Role, declare_action, declare_role, registry, role_with_overrides
+from sopbus.bus import ConfigError, Injection, Message, RoleSpec, Scenario, did_you_mean
+from sopbus.roles import LLMSettings, Registry, Role, declare_action, declare_role, registry, role_with_overrides
 
 from ._sop import SopContext, Team, get_sop
 
@@ -26,7 +26,7 @@ _ROLE_FIELDS = ("profile", "goal", "constraints", "aliases", "watch", "actions",
 
 def build_team(scenario: Scenario) -> Team:
     """The team a scenario describes, every name checked."""
-    import roles.builtin  # noqa: F401  (registers the built-in roles and actions)
+    import sopbus.roles.builtin  # noqa: F401  (registers the built-in roles and actions)
 
     sop = get_sop(scenario.sop, path=scenario.path) if scenario.sop else None
     reg = registry.copy()

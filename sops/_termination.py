@@ -8,7 +8,7 @@ far: a fired condition stays fired, as in AutoGen's ``&``).
 
 Token and spend limits need the run's totals, which only the gateway knows, and the
 gateway is made after the team. Such conditions take a ``stats`` callable (the gateway's
-:meth:`bus.Gateway.stats`) now or later through :meth:`bind_stats`; whoever assembles the
+:meth:`sopbus.bus.Gateway.stats`) now or later through :meth:`bind_stats`; whoever assembles the
 run calls ``bind_stats(gateway.stats)`` on the team's stop condition when it has that
 method (composites pass it on). Until bound they cannot fire, and say so once in the log.
 """
@@ -22,7 +22,7 @@ from typing import Any, Protocol
 
 from loguru import logger
 
-from bus import Message
+from sopbus.bus import Message
 
 Stats = Callable[[], Mapping[str, Any]]
 """The run's totals: ``prompt_tokens``, ``completion_tokens``, ``total_usd`` (Decimal)."""

@@ -10,7 +10,7 @@ The question is the scenario's idea. ``[sop]`` options (paths relative to the sc
     max_result_chars = 6000        # one tool result is cut to this (500 to a third of the cap)
     max_new_chapters = 3           # new chapters one plan may add
 
-See ``roles.book._doctor`` for the protocol, the trimming and the fail-closed rule.
+See ``sopbus.roles.book._doctor`` for the protocol, the trimming and the fail-closed rule.
 The verdict: a plan was proposed (only a plan that passed validation is ever published).
 """
 
@@ -20,9 +20,9 @@ from typing import Annotated
 
 import msgspec
 
-from bus import ConfigError, RunRecord, Verdict
-from roles.book._data import load_book
-from roles.book._doctor import (CHAR_RANGE, STEP_RANGE, TOOL_RANGE, BookDoctor, DoctorBounds,
+from sopbus.bus import ConfigError, RunRecord, Verdict
+from sopbus.roles.book._data import load_book
+from sopbus.roles.book._doctor import (CHAR_RANGE, STEP_RANGE, TOOL_RANGE, BookDoctor, DoctorBounds,
                                 ProposePlan)
 
 from . import _sop

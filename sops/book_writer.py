@@ -2,7 +2,7 @@
 
 No worker calls another and no pipeline is declared: each worker watches board slots
 (``Board.word_count``, ``Board.material``, ...) and fires when its condition holds for a
-heading (see ``roles.book._workers``). The SOP writes the outline onto the board (round 0)
+heading (see ``sopbus.roles.book._workers``). The SOP writes the outline onto the board (round 0)
 and the run goes until no condition holds (idle). The book, with its outline, is
 ``artifacts/book.md``.
 
@@ -39,11 +39,11 @@ from typing import Annotated
 
 import msgspec
 
-from bus import ConfigError, Message, RunRecord, Verdict, read_user_toml
-from roles.book._board import Board, BoardView, write_message
-from roles.book._notes import load_notes, load_policies
-from roles.book._render import BoardKeeper
-from roles.book._workers import WORKERS, WriterSettings
+from sopbus.bus import ConfigError, Message, RunRecord, Verdict, read_user_toml
+from sopbus.roles.book._board import Board, BoardView, write_message
+from sopbus.roles.book._notes import load_notes, load_policies
+from sopbus.roles.book._render import BoardKeeper
+from sopbus.roles.book._workers import WORKERS, WriterSettings
 
 from . import _sop
 from ._sop import SopContext, Team

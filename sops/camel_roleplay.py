@@ -30,8 +30,8 @@ from collections.abc import Sequence
 
 import msgspec
 
-from bus import ConfigError, Message
-from roles.chat._camel import (INSTRUCT, SOLVE, TASK_DONE, AIAssistant, AIUser, GiveInstruction,
+from sopbus.bus import ConfigError, Message
+from sopbus.roles.chat._camel import (INSTRUCT, SOLVE, TASK_DONE, AIAssistant, AIUser, GiveInstruction,
                           GiveSolution, SpecifyTask, TaskSpecifier)
 
 from . import _sop

@@ -24,8 +24,8 @@ from pathlib import Path, PurePosixPath
 
 import msgspec
 
-from bus import ConfigError, Message, RunRecord, SandboxLimits, Verdict
-from roles.chat._code_run import RUN, Coder, Executor, RunScript, WriteScript
+from sopbus.bus import ConfigError, Message, RunRecord, SandboxLimits, Verdict
+from sopbus.roles.chat._code_run import RUN, Coder, Executor, RunScript, WriteScript
 
 from . import _sop
 from ._sop import SopContext, Team

@@ -13,7 +13,7 @@
     checker_timeout_s = 30
     model_check = false       # also ask the model for contradictions (findings must validate)
 
-Roles: ``Planner``, ``Writer``, ``Gate``, ``Publisher`` (see :mod:`roles.gated._writer`). The run
+Roles: ``Planner``, ``Writer``, ``Gate``, ``Publisher`` (see :mod:`sopbus.roles.gated._writer`). The run
 stops when every sample is delivered (with a receipt) or has gone to the user; a sample that
 fails closed ends the run ``failed`` with its cause. The verdict: every sample passed the
 gate and was delivered with its receipt.
@@ -25,11 +25,11 @@ from collections.abc import Callable, Sequence
 
 import msgspec
 
-from bus import ConfigError, Message, RunRecord, StopCondition, Verdict
-from roles.gated._writer import (CHECK, DELIVER, OUTLINE, ChapterGate, ChapterPublisher, ChapterWriter,
+from sopbus.bus import ConfigError, Message, RunRecord, StopCondition, Verdict
+from sopbus.roles.gated._writer import (CHECK, DELIVER, OUTLINE, ChapterGate, ChapterPublisher, ChapterWriter,
                           EvidencePlanner, GatedSettings, GateChapter, PlanEvidence, WriteChapter)
-from roles.gated._detect import GateOptions
-from roles.gated._store import load_outline, load_store
+from sopbus.roles.gated._detect import GateOptions
+from sopbus.roles.gated._store import load_outline, load_store
 
 from . import _sop
 from ._sop import SopContext, Team

@@ -24,7 +24,7 @@
 The participants are ``ChatParticipant`` roles named as declared (override a model with
 ``[[roles]] name = "Planner" llm = {...}``); ``ChatManager`` chooses the speakers.
 ``max_tokens`` and ``max_usd`` read the gateway's totals: the run binds them with
-``team.stop.bind_stats(gateway.stats)`` (see :mod:`sops._termination`).
+``team.stop.bind_stats(gateway.stats)`` (see :mod:`sopbus.sops._termination`).
 
 The verdict (when ``[sop.termination].text`` names a done token): a participant said it, so
 the chat ended by agreement, not by a message, token, spend or time limit. Without a done
@@ -39,8 +39,8 @@ from typing import Literal
 
 import msgspec
 
-from bus import ConfigError, RunRecord, Verdict
-from roles.chat._group_chat import (ROUND_ROBIN, SPEAK, ChatManager, ChatParticipant, NextSpeaker,
+from sopbus.bus import ConfigError, RunRecord, Verdict
+from sopbus.roles.chat._group_chat import (ROUND_ROBIN, SPEAK, ChatManager, ChatParticipant, NextSpeaker,
                                Participant, Speak)
 
 from . import _sop

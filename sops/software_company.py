@@ -24,10 +24,10 @@ from typing import Annotated
 
 import msgspec
 
-from bus import RunRecord, Verdict
-from roles.company._code import Engineer
-from roles.company._docs import Architect, ProductManager, ProjectManager
-from roles.company._qa import QaEngineer
+from sopbus.bus import RunRecord, Verdict
+from sopbus.roles.company._code import Engineer
+from sopbus.roles.company._docs import Architect, ProductManager, ProjectManager
+from sopbus.roles.company._qa import QaEngineer
 
 from . import _sop
 from ._sop import SopContext, Team

@@ -6,7 +6,7 @@ from collections.abc import Callable, Sequence
 
 import trio
 
-from bus import Message, Turn
+from sopbus.bus import Message, Turn
 
 
 class Echo:

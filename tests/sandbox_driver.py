@@ -16,7 +16,7 @@ from pathlib import Path
 
 import trio
 
-from bus import SandboxLimits, SandboxSettings, run_sandboxed
+from sopbus.bus import SandboxLimits, SandboxSettings, run_sandboxed
 
 
 async def main(backend: str, script: Path, timeout_s: float, args: list[str]) -> None:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from bus.sandbox._bwrap import INSTALL, probe
+from sopbus.bus.sandbox._bwrap import INSTALL, probe
 
 ROOT = Path(__file__).resolve().parents[1]
 MARK = "# SIMULATED OUTPUT: canned answers for a test; no model wrote them.\nsimulated = true\n"
@@ -87,14 +87,14 @@ timeout_s = {timeout_s}
 def sopbus(*args: str | Path, env: Mapping[str, str] | None = None,
            timeout: float = 300) -> subprocess.CompletedProcess[str]:
     """``sopbus ARGS`` as a user runs it (a subprocess of the venv's interpreter)."""
-    return subprocess.run([sys.executable, "-m", "bus.cli", *map(str, args)], cwd=ROOT,
+    return subprocess.run([sys.executable, "-m", "sopbus", *map(str, args)], cwd=ROOT,
                           capture_output=True, text=True, timeout=timeout,
                           env=None if env is None else {**os.environ, **env})
 
 
 def sopbus_started(*args: str | Path, env: Mapping[str, str] | None = None) -> subprocess.Popen[str]:
     """``sopbus ARGS`` started in the background (to be killed by the test)."""
-    return subprocess.Popen([sys.executable, "-m", "bus.cli", *map(str, args)], cwd=ROOT,
+    return subprocess.Popen([sys.executable, "-m", "sopbus", *map(str, args)], cwd=ROOT,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env=None if env is None else {**os.environ, **env})
 

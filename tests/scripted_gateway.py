@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from bus import Completion, LLMRequest, Turn, Usage
+from sopbus.bus import Completion, LLMRequest, Turn, Usage
 
 Answer = Callable[[LLMRequest, int], str]
 

@@ -2,7 +2,7 @@
 
 Shared by the tests of the conversation SOPs (CAMEL, group chat, code-and-run): each test
 takes a shipped scenario, changes ``[sop]`` options or the fixtures, and runs it through
-the same assembly as ``sopbus run`` (:func:`bus.cli._assemble.execute`).
+the same assembly as ``sopbus run`` (:func:`sopbus._assemble._execute.execute`).
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from typing import Any
 
 import msgspec
 
-from bus import Scenario, load_scenario, read_events, read_jsonl, scenario_with_overrides
-from bus.cli._assemble import Outcome, execute
+from sopbus.bus import Scenario, load_scenario, read_events, read_jsonl, scenario_with_overrides
+from sopbus._assemble import Outcome, execute
 
 ROOT = Path(__file__).resolve().parents[1]
 SCENARIOS = ROOT / "scenarios"
@@ -61,7 +61,7 @@ def ledger(outcome: Outcome) -> list[dict[str, Any]]:
 
 def cli_run(name: str, runs_dir: Path) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
     """``sopbus run scenarios/<name>.toml`` as a user runs it; the process and the summary."""
-    done = subprocess.run([sys.executable, "-m", "bus.cli", "run", str(SCENARIOS / f"{name}.toml"),
+    done = subprocess.run([sys.executable, "-m", "sopbus", "run", str(SCENARIOS / f"{name}.toml"),
                            "--runs-dir", str(runs_dir), "--quiet"],
                           cwd=ROOT, capture_output=True, text=True, timeout=300)
     summaries = sorted(runs_dir.glob("*/summary.json"))

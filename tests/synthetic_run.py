@@ -1,5 +1,5 @@
 """A run directory made up for the report's tests and bench/report.py, written through the
-run store's real writers (:class:`bus.RunStore`, the event types, :class:`bus.LedgerLine`),
+run store's real writers (:class:`sopbus.bus.RunStore`, the event types, :class:`sopbus.bus.LedgerLine`),
 so it has exactly the format a real run has: chained JSON lines, a ledger that sums,
 artifacts with their events, a summary.
 
@@ -17,8 +17,8 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from bus import LedgerLine, Message, RunStore
-from bus import _events as ev
+from sopbus.bus import LedgerLine, Message, RunStore, RunSummary, Verdict
+from sopbus.bus import _events as ev
 
 HOSTILE = ('<script>document.title="pwned"</script><img src="http://127.0.0.1:9/leak.png">'
            '</script><!-- ')
@@ -113,10 +113,10 @@ def tiny_png(size: int = 8) -> bytes:
 
 
 def _summary(store: RunStore, messages: int, undelivered: int, calls: int, prompt: int,
-             completion: int, total: Decimal, budget: Decimal, rounds: int) -> dict[str, Any]:
-    return {"run_id": store.run_id, "status": "completed", "end_reason": "idle", "detail": "",
-            "error": None, "mode": "rounds", "rounds": rounds, "max_rounds": rounds + 2,
-            "messages": messages, "undelivered": undelivered, "scenario": "synthetic",
-            "provider": "sim", "model": "gpt-4o-mini", "total_usd": total, "budget_usd": budget,
-            "llm_calls": calls, "prompt_tokens": prompt, "completion_tokens": completion,
-            "verdict": {"passed": False, "reason": "synthetic runs check nothing"}}
+             completion: int, total: Decimal, budget: Decimal, rounds: int) -> RunSummary:
+    return RunSummary(run_id=store.run_id, status="completed", end_reason="idle", mode="rounds",
+                      rounds=rounds, max_rounds=rounds + 2, messages=messages,
+                      undelivered=undelivered, scenario="synthetic", provider="sim",
+                      model="gpt-4o-mini", total_usd=total, budget_usd=budget, llm_calls=calls,
+                      prompt_tokens=prompt, completion_tokens=completion,
+                      verdict=Verdict(passed=False, reason="synthetic runs check nothing"))

@@ -9,8 +9,8 @@ import trio
 from pydantic import BaseModel
 from scripted_gateway import ScriptedGateway, turn
 
-from bus import ChatMessage, ConfigError, LLMRequest, Message, ModelOutputError
-from roles import Action, ActionContext, ActionResult, LLMSettings, Registry, Role
+from sopbus.bus import ChatMessage, ConfigError, LLMRequest, Message, ModelOutputError
+from sopbus.roles import Action, ActionContext, ActionResult, LLMSettings, Registry, Role
 
 REG = Registry()
 
@@ -222,7 +222,7 @@ async def test_several_concurrent_asks_in_one_action() -> None:
 
 
 async def test_a_huge_bad_answer_is_quoted_back_only_by_its_head() -> None:
-    from roles._llm import REPAIR_QUOTE_CHARS
+    from sopbus.roles._llm import REPAIR_QUOTE_CHARS
 
     huge = "<html>" + "x" * 4_000_000  # what a broken server may send as "the answer"
     gw = ScriptedGateway([huge, GOOD])

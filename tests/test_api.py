@@ -22,7 +22,7 @@ import pytest
 import trio
 
 import sopbus
-from bus import ConfigError, Message, load_ledger
+from sopbus.bus import ConfigError, Message, load_ledger
 from sopbus import RunOutcome, Verdict
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -63,7 +63,7 @@ def relay(tmp_path: Path, latency: int = 0) -> Path:
 
 
 def python(script: str, cwd: Path) -> list[dict[str, object]]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = dict(os.environ)
     # Warnings are errors, as in the suite (a trio/asyncio signal clash would warn).
     warnings = ["-W", "error", "-W", "ignore:open_binary is deprecated:DeprecationWarning"]
     done = subprocess.run([sys.executable, *warnings, "-c", REPORT + textwrap.dedent(script)],
@@ -193,7 +193,7 @@ def test_open_reads_a_runs_verdict_and_a_missing_summary_is_explained(tmp_path: 
 
 
 def test_the_overrides_are_the_run_commands_flags() -> None:
-    from bus.cli._cmd_run import OVERRIDES
+    from sopbus.cli._cmd_run import OVERRIDES
 
     assert set(sopbus.OVERRIDES) == set(OVERRIDES)
 
@@ -242,7 +242,7 @@ def test_interrupting_a_blocking_run_under_a_loop_cancels_it_and_keeps_its_summa
                 print("interrupted")
         asyncio.new_event_loop().run_until_complete(main())
     """
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = dict(os.environ)
     child = subprocess.Popen([sys.executable, "-c", textwrap.dedent(script)], cwd=tmp_path, env=env,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from bus import ConfigError, load_scenario, read_jsonl, scenario_with_overrides
-from bus.cli._assemble import execute
+from sopbus.bus import ConfigError, load_scenario, read_jsonl, scenario_with_overrides
+from sopbus._assemble import execute
 
 TEAM = """
 [scenario]
@@ -71,7 +71,7 @@ async def test_an_unpriced_model_fails_before_any_call_or_run_directory(tmp_path
 
 
 async def test_same_seed_same_log(tmp_path: Path) -> None:
-    from bus import logical_view
+    from sopbus.bus import logical_view
 
     first = await execute(load_scenario(scenario(tmp_path)))
     second = await execute(load_scenario(scenario(tmp_path)))

@@ -20,7 +20,7 @@ fixtures = {fixtures}
 
 
 def sopbus(*args: str | Path, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "bus.cli", *map(str, args)], cwd=cwd,
+    return subprocess.run([sys.executable, "-m", "sopbus", *map(str, args)], cwd=cwd,
                           capture_output=True, text=True, timeout=120)
 
 

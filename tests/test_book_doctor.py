@@ -17,13 +17,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bus import ConfigError, LLMRequest, Message, ModelOutputError, RunStore, Turn, load_scenario, read_jsonl
-from roles.book._data import BookData, load_book
-from roles.book._doctor import BookDoctor, DoctorBounds, request_chars
-from roles.book._plan import ChapterChange, NewChapter, Plan, Suggestion, validate_plan
-from roles.book._tools import TOOLS, call_tool, ToolError
+from sopbus.bus import ConfigError, LLMRequest, Message, ModelOutputError, RunStore, Turn, load_scenario, read_jsonl
+from sopbus.roles.book._data import BookData, load_book
+from sopbus.roles.book._doctor import BookDoctor, DoctorBounds, request_chars
+from sopbus.roles.book._plan import ChapterChange, NewChapter, Plan, Suggestion, validate_plan
+from sopbus.roles.book._tools import TOOLS, call_tool, ToolError
 from scripted_gateway import ScriptedGateway
-from sops import build_team
+from sopbus.sops import build_team
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "scenarios" / "data" / "journey_west"
@@ -261,7 +261,7 @@ async def test_a_correction_that_asks_for_a_tool_fails_closed(tmp_path: Path) ->
 
 def test_sopbus_runs_the_shipped_doctor(tmp_path: Path) -> None:
     before = digest(DATA)
-    done = subprocess.run([sys.executable, "-m", "bus.cli", "run", str(SCENARIO), "--runs-dir", str(tmp_path),
+    done = subprocess.run([sys.executable, "-m", "sopbus", "run", str(SCENARIO), "--runs-dir", str(tmp_path),
                            "--quiet"], capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert done.returncode == 0, done.stderr
     (run_dir,) = tmp_path.iterdir()

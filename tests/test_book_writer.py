@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
-from bus import Message, RunStore, Turn, load_scenario, logical_view, read_jsonl
-from bus.cli._assemble import execute
-from roles.book._board import Board, BoardError, coerce, read_write, slot_action, write_message
-from roles.book._notes import Note, Policy, matching_notes, policies_for
-from roles.book._workers import (BoardWorker, ContentWorker, EvaluationWorker, MaterialWorker,
+from sopbus.bus import Message, RunStore, Turn, load_scenario, logical_view, read_jsonl
+from sopbus._assemble import execute
+from sopbus.roles.book._board import Board, BoardError, coerce, read_write, slot_action, write_message
+from sopbus.roles.book._notes import Note, Policy, matching_notes, policies_for
+from sopbus.roles.book._workers import (BoardWorker, ContentWorker, EvaluationWorker, MaterialWorker,
                                  RevisionWorker, SplitWorker, StrategyWorker, WriterSettings)
 from scripted_gateway import ScriptedGateway
 
@@ -232,7 +232,7 @@ def triggers(run_dir: Path) -> list[tuple[int, str, str]]:
 
 
 async def run_shipped(tmp_path: Path, name: str = "a") -> Any:
-    from bus import scenario_with_overrides
+    from sopbus.bus import scenario_with_overrides
 
     scenario = scenario_with_overrides(load_scenario(SCENARIO), runs_dir=str(tmp_path / name))
     return await execute(scenario)
@@ -256,7 +256,7 @@ async def test_the_shipped_run_goes_idle_with_the_book_and_its_outline(tmp_path:
     for heading in ("The Stone Monkey", "Havoc in Heaven", "The Pilgrim and His Disciples",
                     "Why Readers Still Come Back"):
         assert [w for _, w, h in fired if h == heading].count("EvaluationWorker") == 1
-    assert outcome.summary["undelivered"] == 0
+    assert outcome.summary.undelivered == 0
 
 
 async def test_runs_are_deterministic(tmp_path: Path) -> None:
@@ -271,7 +271,7 @@ async def test_runs_are_deterministic(tmp_path: Path) -> None:
 
 
 def test_sopbus_run_takes_user_edits_from_a_file(tmp_path: Path) -> None:
-    done = subprocess.run([sys.executable, "-m", "bus.cli", "run", str(SCENARIO), "--runs-dir",
+    done = subprocess.run([sys.executable, "-m", "sopbus", "run", str(SCENARIO), "--runs-dir",
                            str(tmp_path), "--quiet", "--inject", str(EDITS)],
                           capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert done.returncode == 0, done.stderr
@@ -290,7 +290,7 @@ def test_sopbus_run_takes_user_edits_from_a_file(tmp_path: Path) -> None:
 def test_a_bad_inject_file_is_a_usage_error(tmp_path: Path) -> None:
     bad = tmp_path / "edits.toml"
     bad.write_text('[[inject]]\nround = "soon"\ncontent = "x"\n')
-    done = subprocess.run([sys.executable, "-m", "bus.cli", "run", str(SCENARIO), "--runs-dir",
+    done = subprocess.run([sys.executable, "-m", "sopbus", "run", str(SCENARIO), "--runs-dir",
                            str(tmp_path / "runs"), "--quiet", "--inject", str(bad)],
                           capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert done.returncode == 2

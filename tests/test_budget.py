@@ -3,9 +3,9 @@ from typing import Any
 
 import pytest
 
-from bus import Budget, BudgetExhausted, ChatMessage, LLMRequest
-from bus.llm._openai import with_schema_instruction
-from bus.llm._tokens import SCHEMA_OVERHEAD, count_prompt, count_text, prompt_upper_bound
+from sopbus.bus import Budget, BudgetExhausted, ChatMessage, LLMRequest
+from sopbus.bus.llm._openai import with_schema_instruction
+from sopbus.bus.llm._tokens import SCHEMA_OVERHEAD, count_prompt, count_text, prompt_upper_bound
 
 
 def test_reserve_settle_release_keep_the_books() -> None:

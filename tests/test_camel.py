@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from bus import Turn
-from roles.chat._camel import TASK_DONE, check_assistant_turn, check_user_turn
+from sopbus.bus import Turn
+from sopbus.roles.chat._camel import TASK_DONE, check_assistant_turn, check_user_turn
 from sop_runs import cli_run, events, ledger, messages, run, scenario
-from sops import build_team
+from sopbus.sops import build_team
 
 INSTRUCTION = '"""Instruction: Draft the next part of the plan.\nInput: None"""'
 SOLUTION = '"""Solution: Here is the next part of the plan.\nNext request."""'
@@ -23,8 +23,8 @@ def fixtures(user: list[str], assistant: list[str], spec: str = '"Host a rose ni
 
 async def test_shipped_example_stops_at_the_token_with_every_turn_in_the_log(tmp_path: Path) -> None:
     out = await run(scenario("camel_roleplay", tmp_path))
-    assert out.summary["end_reason"] == "stop_condition"
-    assert TASK_DONE in out.summary["detail"] and "3 exchange(s)" in out.summary["detail"]
+    assert out.summary.end_reason == "stop_condition"
+    assert TASK_DONE in out.summary.detail and "3 exchange(s)" in out.summary.detail
     spec = messages(out, "SpecifyTask")
     assert len(spec) == 1 and spec[0]["content"].startswith("Host a Rose Night on Friday 21 June")
     assert spec[0]["payload"]["task"].startswith("Plan a summer rose night")
@@ -44,8 +44,8 @@ async def test_turn_limit_is_enforced_whatever_the_models_say(tmp_path: Path) ->
     sc = scenario("camel_roleplay", tmp_path, sop={"turn_limit": 3},
                   fixtures=fixtures([INSTRUCTION], [SOLUTION]))  # never says it is done
     out = await run(sc)
-    assert out.summary["end_reason"] == "stop_condition"
-    assert out.summary["detail"] == "turn limit reached: 3 exchanges ([sop].turn_limit = 3)"
+    assert out.summary.end_reason == "stop_condition"
+    assert out.summary.detail == "turn limit reached: 3 exchanges ([sop].turn_limit = 3)"
     assert len(messages(out, "GiveSolution")) == 3
     assert len(messages(out, "GiveInstruction")) == 3
 
@@ -55,9 +55,9 @@ async def test_an_assistant_that_keeps_instructing_fails_the_run_with_the_reason
     sc = scenario("camel_roleplay", tmp_path, sop={"max_role_repairs": 2},
                   fixtures=fixtures([INSTRUCTION], [flipped]))
     out = await run(sc)
-    assert out.summary["end_reason"] == "error" and out.summary["status"] == "failed"
-    assert "role guard: AIAssistant (Marketing Specialist) instructed instead of solving" in out.summary["error"]
-    assert "max_role_repairs=2" in out.summary["error"]
+    assert out.summary.end_reason == "error" and out.summary.status == "failed"
+    assert "role guard: AIAssistant (Marketing Specialist) instructed instead of solving" in str(out.summary.error)
+    assert "max_role_repairs=2" in str(out.summary.error)
     assert [c["attempt"] for c in ledger(out) if c["action"] == "GiveSolution"] == [1, 2, 3]
     assert len(events(out, "role_guard")) == 3
     assert messages(out, "GiveSolution") == []  # nothing out of its part was published
@@ -68,8 +68,8 @@ async def test_a_user_that_answers_is_sent_back_then_fails_the_run(tmp_path: Pat
     sc = scenario("camel_roleplay", tmp_path, sop={"max_role_repairs": 1},
                   fixtures=fixtures([answering], [SOLUTION]))
     out = await run(sc)
-    assert out.summary["end_reason"] == "error"
-    assert "AIUser (Flower Shop Owner) answered instead of instructing" in out.summary["error"]
+    assert out.summary.end_reason == "error"
+    assert "AIUser (Flower Shop Owner) answered instead of instructing" in str(out.summary.error)
     assert [c["attempt"] for c in ledger(out) if c["action"] == "GiveInstruction"] == [1, 2]
     feedback = events(out, "role_guard")
     assert [g["data"]["action"] for g in feedback] == ["GiveInstruction", "GiveInstruction"]
@@ -84,7 +84,7 @@ async def test_a_long_specification_is_sent_back_once_then_cut_at_the_word_limit
     assert spec["content"] == " ".join(f"word{i}" for i in range(10))
     assert [c["attempt"] for c in ledger(out) if c["action"] == "SpecifyTask"] == [1, 2]
     assert events(out, "task_trimmed")[0]["data"] == {"words": 30, "word_limit": 10}
-    assert out.summary["end_reason"] == "stop_condition"
+    assert out.summary.end_reason == "stop_condition"
 
 
 def test_model_settings_specifier_hot_agents_cool(tmp_path: Path) -> None:

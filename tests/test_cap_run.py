@@ -18,7 +18,7 @@ import trio.testing
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bus import (Budget, ChatMessage, Environment, Gateway, LLMRequest, Message, PriceBook,
+from sopbus.bus import (Budget, ChatMessage, Environment, Gateway, LLMRequest, Message, PriceBook,
                  RunStore, SimProvider, Turn, read_jsonl, run_team)
 
 PRICES = PriceBook.load({})

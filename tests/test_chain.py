@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bus import JsonlWriter, LedgerLine, logical_view, read_jsonl
-from bus._chain import GENESIS, verify_file
+from sopbus.bus import JsonlWriter, LedgerLine, logical_view, read_jsonl
+from sopbus.bus._chain import GENESIS, verify_file
 
 
 class Rec(msgspec.Struct, forbid_unknown_fields=True):

@@ -1,6 +1,6 @@
 """``sopbus`` end to end, as a user runs it: ``run`` a small TOML team on the simulator,
 then read the run back with ``runs``, ``show`` and ``costs``; ``validate`` with its watch
-graph; ``roles``. Every command is a subprocess (``python -m bus.cli``) in a scratch
+graph; ``roles``. Every command is a subprocess (``python -m sopbus``) in a scratch
 directory, so the default ``--runs-dir runs`` is the scratch directory's."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from bus import PriceBook
+from sopbus.bus import PriceBook
 
 pytestmark = pytest.mark.slow  # every test here starts sopbus as a subprocess
 
@@ -29,9 +29,9 @@ COSTS_KEYS = ["run_id", "total_usd", "budget_usd", "calls", "by_role", "by_actio
 
 
 def sopbus(*args: str | Path, cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = dict(os.environ)
     env.pop("COLUMNS", None)
-    return subprocess.run([sys.executable, "-m", "bus.cli", *map(str, args)], cwd=cwd, env=env,
+    return subprocess.run([sys.executable, "-m", "sopbus", *map(str, args)], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=120)
 
 
@@ -375,7 +375,7 @@ def test_a_typo_in_watch_exits_2_with_the_closest_name(tmp_path: Path) -> None:
 
 REFERENCE = """
 import json, roles.builtin
-from roles import registry
+from sopbus.roles import registry
 rows = []
 for cls in registry.roles.values():
     try:
@@ -395,7 +395,7 @@ def test_roles_lists_the_builtin_registry(tmp_path: Path) -> None:
     # A fresh process that resolves each built-in role as a team would (instances resolve
     # their actions and watch list by name): the listing says the same.
     done = subprocess.run([sys.executable, "-c", REFERENCE], cwd=ROOT, capture_output=True, text=True,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)
+                          env=dict(os.environ), timeout=120)
     assert done.returncode == 0, done.stderr
     by_name = {row["name"]: row for row in listed}
     for name, profile, actions, watch in json.loads(done.stdout):

@@ -2,7 +2,7 @@
 80 columns, ``show --full`` with filters, ``validate`` refusing what ``run`` refuses, every
 group chat strategy on the simulator, refusals that explain themselves, ``--set`` and SOP
 module mistakes named where they are, cost lines only with ``-v``, the ``--idea`` warning.
-Every command is a subprocess (``python -m bus.cli``)."""
+Every command is a subprocess (``python -m sopbus``)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from bus.money._budget import usd
+from sopbus.bus.money._budget import usd
 
 pytestmark = pytest.mark.slow  # every test here starts sopbus as a subprocess
 
@@ -26,11 +26,11 @@ PAIR = Path(__file__).parent / "data" / "scenarios" / "review_pair.toml"
 
 
 def sopbus(*args: str | Path, cwd: Path, columns: int | None = None) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = dict(os.environ)
     env.pop("COLUMNS", None)
     if columns is not None:
         env["COLUMNS"] = str(columns)
-    return subprocess.run([sys.executable, "-m", "bus.cli", *map(str, args)], cwd=cwd, env=env,
+    return subprocess.run([sys.executable, "-m", "sopbus", *map(str, args)], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=300)
 
 
@@ -117,10 +117,10 @@ def _bad_files(tmp_path: Path) -> dict[str, tuple[Path, str]]:
 def test_validate_refuses_every_file_run_refuses_with_the_same_message(tmp_path: Path) -> None:
     for name, (path, expected) in _bad_files(tmp_path).items():
         env_free = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
-        checked = subprocess.run([sys.executable, "-m", "bus.cli", "validate", str(path)], cwd=tmp_path,
-                                 env={**env_free, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True)
-        ran = subprocess.run([sys.executable, "-m", "bus.cli", "run", str(path), "--runs-dir", "runs"],
-                             cwd=tmp_path, env={**env_free, "PYTHONPATH": str(ROOT)},
+        checked = subprocess.run([sys.executable, "-m", "sopbus", "validate", str(path)], cwd=tmp_path,
+                                 env=env_free, capture_output=True, text=True)
+        ran = subprocess.run([sys.executable, "-m", "sopbus", "run", str(path), "--runs-dir", "runs"],
+                             cwd=tmp_path, env=env_free,
                              capture_output=True, text=True)
         assert (checked.returncode, ran.returncode) == (2, 2), (name, checked.stdout, ran.stdout)
         assert expected in checked.stderr, (name, checked.stderr)
@@ -176,7 +176,7 @@ def test_a_bad_set_key_is_blamed_on_the_flag_not_the_scenario_file(tmp_path: Pat
 
 
 def test_a_module_without_sop_says_what_is_missing_and_where(tmp_path: Path) -> None:
-    (tmp_path / "my_team.py").write_text("from sops.group_chat import SOP as CHAT\n")
+    (tmp_path / "my_team.py").write_text("from sopbus.sops.group_chat import SOP as CHAT\n")
     path = tmp_path / "s.toml"
     path.write_text('[scenario]\nname = "x"\nsop = "my_team:SOP"\nidea = "i"\n')
     done = sopbus("validate", path, cwd=tmp_path)

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from bus import Environment, LLMRequest, RunStore, Runner
+from sopbus.bus import Environment, LLMRequest, RunStore, Runner
 from scripted_gateway import ScriptedGateway
 from sop_runs import SCENARIOS, cli_run, events, ledger, messages, run, scenario
-from sops import build_team
+from sopbus.sops import build_team
 
 FIXTURES = (SCENARIOS / "fixtures" / "code_and_run.toml").read_text()
 
@@ -25,8 +25,8 @@ def scripts(*codes: str) -> str:
 
 async def test_shipped_example_fails_on_a_missing_import_then_passes_the_check(tmp_path: Path) -> None:
     out = await run(scenario("code_and_run", tmp_path))
-    assert out.summary["end_reason"] == "stop_condition"
-    assert out.summary["detail"] == "the script passed the acceptance check on attempt 2"
+    assert out.summary.end_reason == "stop_condition"
+    assert out.summary.detail == "the script passed the acceptance check on attempt 2"
     first, second = (m["payload"] for m in messages(out, "RunScript"))
     assert first["exit_code"] == 1 and not first["accepted"]
     assert "NameError: name 'csv' is not defined" in first["stderr"]
@@ -77,8 +77,8 @@ async def test_a_wrong_result_fails_the_acceptance_check_and_the_attempts_run_ou
     assert "2024-03-04 ACME: expected 0.7324, got '1.0'" in reports[0]["content"]
     assert "pct_change.png was not written" in reports[0]["content"]
     assert "acceptance check: FAILED" in reports[0]["content"]
-    assert out.summary["end_reason"] == "error"
-    assert "the script still fails after 2 attempt(s) (max_attempts=2)" in out.summary["error"]
+    assert out.summary.end_reason == "error"
+    assert "the script still fails after 2 attempt(s) (max_attempts=2)" in str(out.summary.error)
 
 
 async def test_a_script_that_hangs_is_killed_and_reported(tmp_path: Path) -> None:
@@ -88,11 +88,11 @@ async def test_a_script_that_hangs_is_killed_and_reported(tmp_path: Path) -> Non
     report = messages(out, "RunScript")[0]
     assert report["payload"]["timed_out"] is True and report["payload"]["exit_code"] is None
     assert report["content"].startswith("Attempt 1: timed out (killed)")
-    assert out.summary["end_reason"] == "error"
+    assert out.summary.end_reason == "error"
 
 
 def test_unreadable_data_is_a_config_error_naming_the_option(tmp_path: Path) -> None:
-    from bus import ConfigError
+    from sopbus.bus import ConfigError
 
     with pytest.raises(ConfigError) as info:
         build_team(scenario("code_and_run", tmp_path, sop={"data": ["data/nope.csv"]}))

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from bus.cli._cmd_diff import messages
+from sopbus.cli._cmd_diff import messages
 from openai_server import Answer, OpenAIServer
 from sandbox_help import code_run_scenario, needs_bwrap, run_dirs, sopbus
 

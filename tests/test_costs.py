@@ -6,7 +6,7 @@ from pathlib import Path
 import msgspec
 from rich.console import Console
 
-from bus import (Budget, BudgetExhausted, ChatMessage, Gateway, JsonlWriter, LedgerLine, LLMRequest,
+from sopbus.bus import (Budget, BudgetExhausted, ChatMessage, Gateway, JsonlWriter, LedgerLine, LLMRequest,
                  PriceBook, SimProvider, cost_report, ledger_csv, load_ledger, render_table,
                  report_json, reprice, without_wall_clock)
 

@@ -11,8 +11,8 @@ import pytest
 from pydantic import BaseModel, ConfigDict
 from scripted_gateway import ScriptedGateway, turn
 
-from bus import ConfigError, LLMRequest, Message, load_scenario
-from roles import (
+from sopbus.bus import ConfigError, LLMRequest, Message, load_scenario
+from sopbus.roles import (
     Action,
     LLMSettings,
     Registry,
@@ -22,8 +22,8 @@ from roles import (
     registry,
     role_with_overrides,
 )
-from sops import build_team
-from sops._team import llm_defaults
+from sopbus.sops import build_team
+from sopbus.sops._team import llm_defaults
 
 # -- the same team, once in Python ------------------------------------------------------
 
@@ -256,5 +256,5 @@ def test_a_file_action_named_like_a_built_in_one_names_the_file_and_the_fix(tmp_
         build_team(load_scenario(path))
     assert str(caught.value) == (
         f"{path}: [actions.WriteCode] - at `$.actions.WriteCode`: an action named WriteCode already "
-        f"exists (built in: roles.company._code.WriteCode); rename the table, e.g. "
+        f"exists (built in: sopbus.roles.company._code.WriteCode); rename the table, e.g. "
         f"[actions.MyWriteCode], and the names that refer to it")

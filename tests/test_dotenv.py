@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from bus import ConfigError
-from bus.cli import run_environ
+from sopbus.bus import ConfigError
+from sopbus._assemble import run_environ
 from openai_server import Answer, OpenAIServer
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -60,7 +60,7 @@ def without_keys() -> dict[str, str]:
     """The test process's environment without any OpenAI variable, plus the source tree."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
     env.pop("COLUMNS", None)
-    return {**env, "PYTHONPATH": str(ROOT)}
+    return dict(env)
 
 
 def files_holding(root: Path, secret: str) -> list[Path]:
@@ -74,7 +74,7 @@ def test_a_key_in_dotenv_is_used_and_written_nowhere(tmp_path: Path, server: Ope
                                    f"export OPENAI_BASE_URL='{server.base_url}'\n")
     (tmp_path / "keyed.toml").write_text(SCENARIO)
 
-    cli = subprocess.run([sys.executable, "-m", "bus.cli", "run", "keyed.toml", "--runs-dir", "runs"],
+    cli = subprocess.run([sys.executable, "-m", "sopbus", "run", "keyed.toml", "--runs-dir", "runs"],
                          cwd=tmp_path, env=without_keys(), capture_output=True, text=True, timeout=120)
     api = subprocess.run([sys.executable, "-c", textwrap.dedent("""
         from sopbus import run_scenario
@@ -115,7 +115,7 @@ def test_an_unreadable_dotenv_is_a_config_error_naming_it(tmp_path: Path) -> Non
 @pytest.mark.slow
 def test_no_key_anywhere_names_both_places_to_put_it(tmp_path: Path) -> None:
     (tmp_path / "keyed.toml").write_text(SCENARIO)
-    done = subprocess.run([sys.executable, "-m", "bus.cli", "run", "keyed.toml", "--runs-dir", "runs"],
+    done = subprocess.run([sys.executable, "-m", "sopbus", "run", "keyed.toml", "--runs-dir", "runs"],
                           cwd=tmp_path, env=without_keys(), capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert "OPENAI_API_KEY" in done.stderr and ".env" in done.stderr

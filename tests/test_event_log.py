@@ -7,9 +7,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from bus import Environment, Message, RunStore, Turn, decode_event, read_events, read_jsonl, run_team
-from bus._chain import verify_file
-from bus._events import whole_messages
+from sopbus.bus import Environment, Message, RunStore, Turn, decode_event, read_events, read_jsonl, run_team
+from sopbus.bus._chain import verify_file
+from sopbus.bus._events import whole_messages
 from busfakes import Echo
 
 GO = Message(cause_by="Go", sent_from="Boss")

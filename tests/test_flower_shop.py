@@ -11,14 +11,14 @@ from typing import Any
 
 import pytest
 
-from bus import read_events, read_jsonl
+from sopbus.bus import read_events, read_jsonl
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.mark.slow
 def test_the_flower_shop_handles_the_order_in_three_kinds_of_output(tmp_path: Path) -> None:
-    done = subprocess.run([sys.executable, "-m", "bus.cli", "run", "scenarios/flower_shop.toml",
+    done = subprocess.run([sys.executable, "-m", "sopbus", "run", "scenarios/flower_shop.toml",
                            "--runs-dir", str(tmp_path), "--quiet"], cwd=ROOT, capture_output=True,
                           text=True, timeout=120)
     assert done.returncode == 0, done.stderr

@@ -14,13 +14,13 @@ from typing import Any
 import msgspec
 import pytest
 
-from bus import (Budget, Completion, Environment, Gateway, LLMRequest, PriceBook, Provider,
+from sopbus.bus import (Budget, Completion, Environment, Gateway, LLMRequest, PriceBook, Provider,
                  ProviderError, RunResult, RunStore, Runner, Scenario, SimProvider, Turn,
                  issue_receipt, load_fixtures, load_scenario, read_jsonl, verify_run)
-from roles.gated._writer import ChapterPublisher
-from roles.gated._guard import SampleFailed, same_model
-from roles.gated._store import load_outline, load_store, manifest_bytes, plan
-from sops import build_team
+from sopbus.roles.gated._writer import ChapterPublisher
+from sopbus.roles.gated._guard import SampleFailed, same_model
+from sopbus.roles.gated._store import load_outline, load_store, manifest_bytes, plan
+from sopbus.sops import build_team
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "scenarios" / "data" / "gated_writer"
@@ -85,7 +85,7 @@ def report(run_dir: Path, n: int) -> dict[str, Any]:
 
 
 async def test_shipped_scenario_delivers_with_one_repair_and_a_receipt(tmp_path: Path) -> None:
-    from bus.cli._assemble import execute
+    from sopbus._assemble import execute
 
     scn = load_scenario(ROOT / "scenarios" / "gated_writer.toml")
     scn = msgspec.structs.replace(scn, run=msgspec.structs.replace(scn.run, runs_dir=str(tmp_path)))
@@ -303,7 +303,7 @@ async def test_publisher_refuses_a_receipt_whose_files_changed(tmp_path: Path) -
     _, digest = issue_receipt(art, sample="ch07", gate="Gate", round=1, subjects={
         "draft": "ch07/draft-1.md", "manifest": "ch07/manifest-0.json", "report": "ch07/report-1.json"})
     (art / "ch07" / "draft-1.md").write_text(GOOD.replace("grey", "blue"))  # after the gate
-    from bus import Message
+    from sopbus.bus import Message
 
     passed = Message(cause_by="GateChapter", sent_from="Gate", id="m1", payload={
         "sample": "ch07", "verdict": "passed", "receipt": digest, "draft": "ch07/draft-1.md"})
@@ -323,7 +323,7 @@ async def test_publisher_refuses_a_broken_receipt_chain(tmp_path: Path) -> None:
     _, digest = issue_receipt(art, sample="ch07", gate="Gate", round=1, subjects={"draft": "ch07/draft-1.md"})
     path = art / "receipts.jsonl"
     path.write_bytes(path.read_bytes().replace(b'"round":1', b'"round":2'))
-    from bus import Message
+    from sopbus.bus import Message
 
     passed = Message(cause_by="GateChapter", sent_from="Gate", id="m1", payload={
         "sample": "ch07", "verdict": "passed", "receipt": digest, "draft": "ch07/draft-1.md"})
@@ -342,7 +342,7 @@ async def test_publisher_refuses_a_broken_receipt_chain(tmp_path: Path) -> None:
 
 
 def detector_input(draft: str) -> dict[str, Any]:
-    from roles.gated._check import check
+    from sopbus.roles.gated._check import check
 
     store, outline = load_store(DATA), load_outline(DATA / "outline.toml")
     manifest = plan(store, outline, budget_chars=1200, fact_share=0.6)

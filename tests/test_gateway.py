@@ -10,9 +10,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from loguru import logger
 
-from bus import (Budget, BudgetExhausted, ChatMessage, Completion, ConfigError, Gateway,
+from sopbus.bus import (Budget, BudgetExhausted, ChatMessage, Completion, ConfigError, Gateway,
                  LedgerLine, LLMRequest, PriceBook, ProviderError, SimProvider, Usage)
-from bus.llm._tokens import prompt_upper_bound
+from sopbus.bus.llm._tokens import prompt_upper_bound
 
 PRICES = PriceBook.load({"test-model": {"input": 1000, "output": 2000}})
 

@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
-from bus import ConfigError, LLMRequest, Message
-from roles.chat._group_chat import ChatManager, NextSpeaker, Participant
+from sopbus.bus import ConfigError, LLMRequest, Message
+from sopbus.roles.chat._group_chat import ChatManager, NextSpeaker, Participant
 from scripted_gateway import ScriptedGateway, turn
 from sop_runs import cli_run, events, ledger, messages, run, scenario
-from sops import AllOf, AnyOf, MaxMessages, SpendLimit, TextMention, Timeout, TokenLimit
+from sopbus.sops import AllOf, AnyOf, MaxMessages, SpendLimit, TextMention, Timeout, TokenLimit
 
 SPEECHES = """
 [[fixture]]
@@ -40,7 +40,7 @@ async def test_round_robin_follows_the_declared_order_without_a_model(tmp_path: 
                   sop={"strategy": "round_robin", "termination": {"max_messages": 5}})
     out = await run(sc)
     assert speakers(out) == ["Planner", "Writer", "Critic", "Planner", "Writer"]
-    assert out.summary["detail"] == "5 messages reached the limit of 5"
+    assert out.summary.detail == "5 messages reached the limit of 5"
     assert {c["action"] for c in ledger(out)} == {"Speak"}
 
 
@@ -172,8 +172,8 @@ async def test_a_run_binds_its_totals_so_token_and_spend_limits_stop_it(
     sc = scenario("group_chat", tmp_path, fixtures=SPEECHES,
                   sop={"strategy": "round_robin", "termination": {"max_messages": 50, **limit}})
     out = await run(sc)
-    assert out.summary["end_reason"] == "stop_condition"
-    assert fired in out.summary["detail"]
+    assert out.summary.end_reason == "stop_condition"
+    assert fired in out.summary.detail
     assert speakers(out) == ["Planner"]  # the first priced call already crossed the limit
 
 
@@ -188,7 +188,7 @@ async def test_a_run_binds_its_totals_so_token_and_spend_limits_stop_it(
     ({"termination": {"mode": "some"}}, "$.sop.termination.mode`; choose one of 'any', 'all'"),
 ])
 def test_option_mistakes_are_config_errors(tmp_path: Path, sop: dict[str, Any], message: str) -> None:
-    from sops import build_team
+    from sopbus.sops import build_team
 
     with pytest.raises(ConfigError, match=None) as info:
         build_team(scenario("group_chat", tmp_path, sop=sop))

@@ -25,11 +25,11 @@ from typing import Any
 
 import pytest
 
-from bus import ChatMessage, LedgerLine, LLMRequest, PriceBook, Usage, read_jsonl
-from bus.cli import main
-from bus.store._verify import verify_run
-from bus.llm._sim import _generate
-from bus.llm._tokens import count_prompt, count_text
+from sopbus.bus import ChatMessage, LedgerLine, LLMRequest, PriceBook, Usage, read_jsonl
+from sopbus.cli import main
+from sopbus.bus.store._verify import verify_run
+from sopbus.bus.llm._sim import _generate
+from sopbus.bus.llm._tokens import count_prompt, count_text
 
 from openai_server import (Answer, BadChunk, Cut, Huge, OpenAIServer, Raw, Static, StreamError,
                            Trickle)
@@ -254,7 +254,7 @@ def test_the_cli_exits_3_and_names_the_overrun(tmp_path: Path) -> None:
     with OpenAIServer() as server:
         server.script(script)
         done = subprocess.run(
-            [sys.executable, "-m", "bus.cli", "run", str(scenario(tmp_path, stream=False)),
+            [sys.executable, "-m", "sopbus", "run", str(scenario(tmp_path, stream=False)),
              "--provider", "openai", "--base-url", server.base_url, "--model", "gpt-4o-mini",
              "--budget", str(CAP), "--runs-dir", str(tmp_path / "runs"), "--quiet"],
             cwd=ROOT, capture_output=True, text=True, timeout=120,

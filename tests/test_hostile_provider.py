@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from bus import (Budget, BudgetExhausted, ChatMessage, Gateway, LedgerLine, LLMRequest,
+from sopbus.bus import (Budget, BudgetExhausted, ChatMessage, Gateway, LedgerLine, LLMRequest,
                  OpenAIProvider, PriceBook, ProviderError, ProviderOverrun, Usage)
-from bus.llm._tokens import prompt_upper_bound
-from bus.llm._wire import body_limit
+from sopbus.bus.llm._tokens import prompt_upper_bound
+from sopbus.bus.llm._wire import body_limit
 
 from openai_server import (Answer, BadChunk, Cut, Fail, Huge, OpenAIServer, Raw, Reply,
                            StreamError, Trickle)

@@ -15,7 +15,7 @@ from typing import Any
 import pexpect
 import pytest
 
-from bus import read_jsonl
+from sopbus.bus import read_jsonl
 
 ROOT = Path(__file__).resolve().parents[1]
 SCENARIO = ROOT / "scenarios" / "flower_shop_manager.toml"
@@ -27,7 +27,7 @@ def _env() -> dict[str, str]:
 
 
 def _sopbus(*args: Any, stdin: Any = subprocess.DEVNULL) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "bus.cli", *map(str, args)], cwd=ROOT, env=_env(),
+    return subprocess.run([sys.executable, "-m", "sopbus", *map(str, args)], cwd=ROOT, env=_env(),
                           stdin=stdin, capture_output=True, text=True, timeout=120)
 
 
@@ -48,7 +48,7 @@ def _approval(run_dir: Path) -> dict[str, Any]:
 
 
 def test_a_person_answers_on_a_terminal_and_a_wrong_answer_is_explained(tmp_path: Path) -> None:
-    child = pexpect.spawn(sys.executable, ["-m", "bus.cli", "run", str(SCENARIO), "--runs-dir",
+    child = pexpect.spawn(sys.executable, ["-m", "sopbus", "run", str(SCENARIO), "--runs-dir",
                                            str(tmp_path)], cwd=str(ROOT), env=_env(),
                           encoding="utf-8", timeout=60, dimensions=(40, 160))
     child.expect("Manager is answered by you: action ApproveReply")
@@ -89,7 +89,7 @@ def test_answers_from_a_file_one_a_line(tmp_path: Path) -> None:
 def test_a_named_pipe_plays_the_person_and_the_live_view_shows_the_wait(tmp_path: Path) -> None:
     fifo = tmp_path / "person"
     os.mkfifo(fifo)
-    proc = subprocess.Popen([sys.executable, "-m", "bus.cli", "run", str(SCENARIO), "--human-input",
+    proc = subprocess.Popen([sys.executable, "-m", "sopbus", "run", str(SCENARIO), "--human-input",
                              str(fifo), "--runs-dir", str(tmp_path / "runs")], cwd=ROOT, env=_env(),
                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
@@ -143,7 +143,7 @@ def test_replay_and_resume_never_ask_the_person_again(tmp_path: Path) -> None:
 
 
 def test_a_python_role_declares_a_person(tmp_path: Path) -> None:
-    from roles import Role
+    from sopbus.roles import Role
 
     class Reviewer(Role, register=False):
         name = "Reviewer"

@@ -12,8 +12,8 @@ from typing import Any
 
 import pexpect
 
-from bus import ChatMessage, LedgerLine, LLMRequest, OpenAIProvider, read_jsonl, without_wall_clock
-from bus.llm._live import LiveText
+from sopbus.bus import ChatMessage, LedgerLine, LLMRequest, OpenAIProvider, read_jsonl, without_wall_clock
+from sopbus.bus.llm._live import LiveText
 
 ROOT = Path(__file__).resolve().parents[1]
 POEM = ("Roses wait in the cold room\nstems cut at dawn for the market\n"
@@ -73,7 +73,7 @@ def _ledger(runs: Path) -> list[dict[str, Any]]:
 
 
 def _messages(runs: Path) -> list[dict[str, Any]]:
-    from bus import logical_view
+    from sopbus.bus import logical_view
 
     (run_dir,) = [p for p in runs.iterdir() if p.is_dir()]
     return [e for e in logical_view(read_jsonl(run_dir / "events.jsonl"))
@@ -88,7 +88,7 @@ def _summary(runs: Path) -> dict[str, Any]:
 
 def test_streamed_text_shows_in_the_live_view_each_call_on_its_own_line(tmp_path: Path) -> None:
     scenario = _scenario(tmp_path, stream=True)
-    child = pexpect.spawn(sys.executable, ["-m", "bus.cli", "run", str(scenario), "--runs-dir",
+    child = pexpect.spawn(sys.executable, ["-m", "sopbus", "run", str(scenario), "--runs-dir",
                                            str(tmp_path / "runs")], cwd=str(ROOT),
                           env={**os.environ, "NO_COLOR": "1"}, encoding="utf-8", timeout=60,
                           dimensions=(30, 150))
@@ -106,7 +106,7 @@ def test_a_streamed_run_logs_and_ledgers_as_without_streaming(tmp_path: Path) ->
         runs[stream] = tmp_path / f"runs_{stream}"
         scenario = _scenario(tmp_path, stream=stream)
         # Not --quiet: the progress display is what a streaming provider streams into.
-        done = subprocess.run([sys.executable, "-m", "bus.cli", "run", str(scenario), "--runs-dir",
+        done = subprocess.run([sys.executable, "-m", "sopbus", "run", str(scenario), "--runs-dir",
                                str(runs[stream])], cwd=ROOT, capture_output=True, text=True,
                               timeout=120)
         assert done.returncode == 0, done.stderr

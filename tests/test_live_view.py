@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from bus import Message, Turn
-from roles import Action, ActionContext, ActionResult, Registry, Role
+from sopbus.bus import Message, Turn
+from sopbus.roles import Action, ActionContext, ActionResult, Registry, Role
 
 ROOT = Path(__file__).resolve().parent.parent
 PAIR = Path(__file__).parent / "data" / "scenarios" / "review_pair.toml"
@@ -30,9 +30,9 @@ def on_a_terminal(args: list[str], cwd: Path) -> tuple[int, str]:
     returns the exit code and everything it drew, escape codes removed."""
     master, slave = pty.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "TERM": "xterm"}
+    env = {**os.environ, "TERM": "xterm"}
     env.pop("COLUMNS", None)
-    child = subprocess.Popen([sys.executable, "-m", "bus.cli", *args], cwd=cwd, env=env,
+    child = subprocess.Popen([sys.executable, "-m", "sopbus", *args], cwd=cwd, env=env,
                              stdin=slave, stdout=slave, stderr=slave, close_fds=True)
     os.close(slave)
     drawn = b""
@@ -119,7 +119,7 @@ async def test_an_action_keeps_its_result_in_its_artifact_file(tmp_path: Path) -
     ("a/{round.md", "bad artifact path"),
 ])
 def test_a_bad_artifact_path_is_refused_when_the_action_is_made(template: str, problem: str) -> None:
-    from bus import ConfigError
+    from sopbus.bus import ConfigError
 
     with pytest.raises(ConfigError, match=re.escape(problem)):
         Quote(artifact=template)

@@ -1,7 +1,7 @@
 import msgspec
 import pytest
 
-from bus import Message
+from sopbus.bus import Message
 
 
 def test_message_is_frozen_and_round_trips_through_json() -> None:

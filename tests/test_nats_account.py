@@ -29,11 +29,11 @@ import trio
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bus import Budget, BudgetExhausted, ConfigError, Gateway, LedgerLine
-from bus.money._account import AccountShare, AccountState, Hold, SharedAccount
-from bus.money._file_account import FileAccount
-from bus.nats import Link, open_link
-from bus.nats._account import NatsAccount
+from sopbus.bus import Budget, BudgetExhausted, ConfigError, Gateway, LedgerLine
+from sopbus.bus.money._account import AccountShare, AccountState, Hold, SharedAccount
+from sopbus.bus.money._file_account import FileAccount
+from sopbus.bus.nats import Link, open_link
+from sopbus.bus.nats._account import NatsAccount
 from nats_help import NatsServer, nats_server, server_env, shared_nats_server  # noqa: F401 (fixtures)
 from test_shared_account import PRICES, Answering, Hanging
 from test_shared_account import request as llm_request
@@ -255,9 +255,9 @@ RESERVER = textwrap.dedent("""
     import json, random, sys
     from decimal import Decimal
     import trio
-    from bus import BudgetExhausted
-    from bus.nats import open_link
-    from bus.nats._account import NatsAccount
+    from sopbus.bus import BudgetExhausted
+    from sopbus.bus.nats import open_link
+    from sopbus.bus.nats._account import NatsAccount
 
     url, name, holder, seed, tasks, mode = sys.argv[1:7]
     refusals = vanished = 0
@@ -412,8 +412,8 @@ HOLDER = textwrap.dedent("""
     import sys
     from decimal import Decimal
     import trio
-    from bus.nats import open_link
-    from bus.nats._account import NatsAccount
+    from sopbus.bus.nats import open_link
+    from sopbus.bus.nats._account import NatsAccount
 
     url, name, lease = sys.argv[1], sys.argv[2], float(sys.argv[3])
 

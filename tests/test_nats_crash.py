@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 import trio
 
-from bus.cli._cmd_diff import first_difference, messages
+from sopbus.cli._cmd_diff import first_difference, messages
 from nats_help import NatsServer, shared_nats_server
 from test_nats_run import ENGINEER, finish, run_dir_of, sopbus, workers
 
@@ -85,8 +85,8 @@ def mid_turn(run_dir: Path) -> bool:
 
 def holder(url: str, run_id: str, role: str) -> str | None:
     async def claims() -> str | None:
-        from bus.nats import open_link
-        from bus.nats._claims import RunBoard
+        from sopbus.bus.nats import open_link
+        from sopbus.bus.nats._claims import RunBoard
 
         async with open_link(url) as link:
             found = (await RunBoard(link, run_id).claims([role])).get(role)

@@ -20,10 +20,10 @@ from pathlib import Path
 import msgspec
 import trio
 
-from bus.cli._cmd_diff import first_difference, messages
-from bus.nats import open_link
-from bus.nats._subjects import fx_subject
-from bus.nats._wire import Called, encode, stored_effects
+from sopbus.cli._cmd_diff import first_difference, messages
+from sopbus.bus.nats import open_link
+from sopbus.bus.nats._subjects import fx_subject
+from sopbus.bus.nats._wire import Called, encode, stored_effects
 from nats_help import NatsServer, shared_nats_server
 from test_nats_crash import (assert_paid_once, engineer_with_a_standby, events, holder, in_process, ledger,
                              wait_for)

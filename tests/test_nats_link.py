@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import trio
 
-from bus.nats import NatsUnavailable, open_link
+from sopbus.bus.nats import NatsUnavailable, open_link
 from nats_help import NatsServer, free_port, nats_server, require_server, shared_nats_server  # noqa: F401
 
 
@@ -106,7 +106,7 @@ async def test_sweeps_that_cannot_be_listed_are_an_error_not_none(tmp_path):
     # server does not answer must raise (the worker asks again later), never read as "no
     # sweep". The bucket is made by an unrestricted server first, then listed by a user who
     # may not.
-    from bus.nats._sweep import SweepNotice, notices, open_sweep
+    from sopbus.bus.nats._sweep import SweepNotice, notices, open_sweep
 
     notice = SweepNotice(sweep_id="20261201-000000-listing-0b0b", account_bucket="SOPBUS_SWEEP_LISTING",
                          executor="processes", lease_s=5.0, fix="raise the budget")

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from bus.cli._cmd_diff import first_difference, messages
+from sopbus.cli._cmd_diff import first_difference, messages
 from nats_help import NatsServer, nats_server
 from test_nats_crash import in_process, ledger, mid_turn, slow_company, wait_for
 from test_nats_run import ENGINEER, finish, sopbus

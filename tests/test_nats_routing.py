@@ -17,11 +17,11 @@ import trio
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bus import Environment, Message
-from bus.nats import open_link
-from bus.nats._link import Link
-from bus.nats._stream import RunStream, StreamError, StreamLog
-from bus.nats._subjects import consumer_name, token, untoken
+from sopbus.bus import Environment, Message
+from sopbus.bus.nats import open_link
+from sopbus.bus.nats._link import Link
+from sopbus.bus.nats._stream import RunStream, StreamError, StreamLog
+from sopbus.bus.nats._subjects import consumer_name, token, untoken
 from busfakes import Echo
 from nats_help import nats_server, shared_nats_server  # noqa: F401 (fixtures)
 from test_routing import reference

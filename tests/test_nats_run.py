@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 import trio
 
-from bus.cli._cmd_diff import first_difference, messages
+from sopbus.cli._cmd_diff import first_difference, messages
 from nats_help import NatsServer, free_port, server_env, shared_nats_server
 
 __all__ = ["shared_nats_server"]
@@ -35,7 +35,7 @@ ENGINEER, QA = "Alex", "Edward"
 
 
 def sopbus(*argv: str, cwd: Path) -> subprocess.Popen[bytes]:
-    return subprocess.Popen([sys.executable, "-m", "bus.cli", *argv], cwd=cwd, env=server_env(),
+    return subprocess.Popen([sys.executable, "-m", "sopbus", *argv], cwd=cwd, env=server_env(),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
 
@@ -166,9 +166,9 @@ def test_a_stopped_worker_gives_its_claims_back(
         tmp_path: Path) -> None:
     """A worker holding a role of a run waiting for workers releases it on SIGTERM, so
     another worker can claim it at once (not after the lease)."""
-    from bus.nats import NatsAccount, open_link
-    from bus.nats._claims import RunBoard, ScenarioPlan, announce, bucket_name
-    from bus.nats._stream import RunStream
+    from sopbus.bus.nats import NatsAccount, open_link
+    from sopbus.bus.nats._claims import RunBoard, ScenarioPlan, announce, bucket_name
+    from sopbus.bus.nats._stream import RunStream
 
     run_id = f"20261201-000000-claims-{os.getpid():x}"
 
@@ -201,8 +201,8 @@ def test_a_stopped_worker_gives_its_claims_back(
 
 
 async def _account_state(url: str, run_id: str) -> Any:
-    from bus.nats import NatsAccount, open_link
-    from bus.nats._claims import bucket_name
+    from sopbus.bus.nats import NatsAccount, open_link
+    from sopbus.bus.nats._claims import bucket_name
 
     async with open_link(url) as link:
         account = NatsAccount(link, bucket_name(run_id))

@@ -24,9 +24,9 @@ from typing import Any
 
 import pytest
 
-from bus.cli._cmd_diff import messages
-from bus.money._file_account import FileAccount
-from bus.store._verify import verify_run
+from sopbus.cli._cmd_diff import messages
+from sopbus.bus.money._file_account import FileAccount
+from sopbus.bus.store._verify import verify_run
 from nats_help import NatsServer, shared_nats_server  # noqa: F401 (fixture)
 from openai_server import Answer, OpenAIServer
 from test_resume import wait_for
@@ -44,7 +44,7 @@ class Worker:
         home.mkdir(parents=True, exist_ok=True)
         with open(self.log, "wb") as log:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "bus.cli", "worker", "--bus", url, "--jobs", str(jobs),
+                [sys.executable, "-m", "sopbus", "worker", "--bus", url, "--jobs", str(jobs),
                  "--runs-dir", str(self.runs)], cwd=home, stdout=log, stderr=log,
                 env={**os.environ, **(env or {})})
 
@@ -76,8 +76,8 @@ def workers(tmp_path: Path, url: str, count: int = 2,
 
 def shown(sweeps: Path) -> dict[str, dict[str, Any]]:
     """``sopbus sweep-show``'s rows of the one sweep in ``sweeps``, by variant."""
-    from bus.cli.sweep._record import SweepDir
-    from bus.cli.sweep._stats import variant_rows
+    from sopbus.sweep._record import SweepDir
+    from sopbus.sweep._stats import variant_rows
 
     return {row["variant"]: row for row in variant_rows(SweepDir(sweep_dir(sweeps)).read())}
 
@@ -186,7 +186,7 @@ def test_a_worker_killed_mid_run_leaves_its_run_to_the_other_worker(
     url = shared_nats_server.url
     with workers(tmp_path, url) as (one, two):
         sweep = subprocess.Popen(
-            [sys.executable, "-m", "bus.cli", "sweep", str(COMPANY), "--seeds", "2", "--bus", url,
+            [sys.executable, "-m", "sopbus", "sweep", str(COMPANY), "--seeds", "2", "--bus", url,
              "--lease", "3", "--set", "llm.latency_ms=150", "--runs-dir", "runs"],
             cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         try:
@@ -216,23 +216,28 @@ def test_a_worker_killed_mid_run_leaves_its_run_to_the_other_worker(
 
 
 def test_a_workers_run_the_sweep_cannot_see_is_kept_as_its_summary(tmp_path: Path) -> None:
-    from bus.cli.sweep._dispatch import _place
-    from bus.cli.sweep._job import JobResult
-    from bus.cli.sweep._wire import RunEvent
+    from sopbus.bus._summary import RunSummary, encode_summary, read_summary
+    from sopbus.sweep._dispatch import _place
+    from sopbus.sweep._job import JobResult
+    from sopbus.sweep._wire import RunEvent
+
+    def ended(total: str) -> RunSummary:
+        return RunSummary(run_id="r1", status="completed", end_reason="idle", total_usd=Decimal(total))
 
     event = RunEvent(kind="ended", run_id="r1", worker="gpu-box:42", run_dir="/elsewhere/runs/r1",
                      result=JobResult(run_id="r1", state="done", status="completed"),
-                     summary={"status": "completed", "total_usd": "0.5"}, ledger_usd=Decimal("0.5"))
+                     summary=ended("0.5"), ledger_usd=Decimal("0.5"))
     _place(tmp_path / "runs" / "r1", event)
-    assert json.loads((tmp_path / "runs" / "r1" / "summary.json").read_text()) == event.summary
+    assert read_summary(tmp_path / "runs" / "r1") == event.summary
     where = json.loads((tmp_path / "runs" / "r1" / "worker.json").read_text())
     assert where == {"worker": "gpu-box:42", "run_dir": "/elsewhere/runs/r1", "ledger_usd": "0.5"}
     # A later attempt's report (another worker took the run again) replaces the first.
+    newer = ended("0.25")
     later = RunEvent(kind="ended", run_id="r1", worker="cpu-box:7", run_dir=str(tmp_path / "w2" / "r1"),
                      result=JobResult(run_id="r1", state="done", status="completed"),
-                     summary={"status": "completed", "total_usd": "0.25"}, ledger_usd=Decimal("0.25"))
+                     summary=newer, ledger_usd=Decimal("0.25"))
     (tmp_path / "w2" / "r1").mkdir(parents=True)
-    (tmp_path / "w2" / "r1" / "summary.json").write_text(json.dumps(later.summary))
+    (tmp_path / "w2" / "r1" / "summary.json").write_bytes(encode_summary(newer))
     _place(tmp_path / "runs" / "r1", later)
     assert (tmp_path / "runs" / "r1").resolve() == (tmp_path / "w2" / "r1").resolve()
     assert json.loads((tmp_path / "runs" / "r1" / "summary.json").read_text())["total_usd"] == "0.25"
@@ -248,7 +253,7 @@ def test_a_worker_restarted_on_its_runs_resumes_the_run_and_pays_no_call_twice(
     (twin,) = [p for p in (tmp_path / "base-runs").iterdir()]
     with workers(tmp_path, url, count=1) as (first,):
         sweep = subprocess.Popen(
-            [sys.executable, "-m", "bus.cli", "sweep", str(COMPANY), "--seeds", "1", "--bus", url,
+            [sys.executable, "-m", "sopbus", "sweep", str(COMPANY), "--seeds", "1", "--bus", url,
              "--lease", "3", "--set", "llm.latency_ms=150", "--runs-dir", "runs"],
             cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         try:
@@ -280,7 +285,7 @@ def test_a_worker_restarted_on_its_runs_resumes_the_run_and_pays_no_call_twice(
 
 
 async def server_has(url: str, stream: str) -> bool:
-    from bus.nats import open_link
+    from sopbus.bus.nats import open_link
 
     async def names(nc: Any, js: Any) -> list[str]:
         return [info.config.name for info in await js.streams_info()]
@@ -297,7 +302,7 @@ def test_ctrl_c_withdraws_the_sweep_and_its_workers_cancel_their_runs_of_it(
     url = shared_nats_server.url
     with workers(tmp_path, url, count=1) as (worker,):
         sweep = subprocess.Popen(
-            [sys.executable, "-m", "bus.cli", "sweep", str(COMPANY), "--seeds", "3", "--bus", url,
+            [sys.executable, "-m", "sopbus", "sweep", str(COMPANY), "--seeds", "3", "--bus", url,
              "--set", "llm.latency_ms=300", "--runs-dir", "runs"],
             cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         run_dir = wait_for(lambda: victim_run(worker), sweep)
@@ -323,11 +328,11 @@ def test_a_run_that_every_worker_dies_on_is_given_up_after_three_deliveries(
         tmp_path: Path, shared_nats_server: NatsServer) -> None:
     """A job that kills every worker that takes it is not delivered forever: after
     ``MAX_DELIVER`` (3) deliveries the queue gives it up and the sweep counts it crashed."""
-    from bus.nats._sweep import MAX_DELIVER
+    from sopbus.bus.nats._sweep import MAX_DELIVER
 
     url = shared_nats_server.url
     sweep = subprocess.Popen(
-        [sys.executable, "-m", "bus.cli", "sweep", str(COMPANY), "--seeds", "1", "--bus", url,
+        [sys.executable, "-m", "sopbus", "sweep", str(COMPANY), "--seeds", "1", "--bus", url,
          "--lease", "1", "--set", "llm.latency_ms=300", "--runs-dir", "runs"],
         cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     killed = []

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import trio
 
-from bus import BudgetExhausted, Environment, Message, StopRun, Turn, run_team
+from sopbus.bus import BudgetExhausted, Environment, Message, StopRun, Turn, run_team
 from busfakes import Echo
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -82,7 +82,7 @@ def test_every_shipped_scenario_ends_a_tiny_budget_with_exit_3(
     answers.write_text('{"approved": true, "note": "ok"}\n' * 20)
     runs = tmp_path / "runs"
     done = subprocess.run(
-        [sys.executable, "-m", "bus.cli", "run", f"scenarios/{scenario}", "--budget", cap,
+        [sys.executable, "-m", "sopbus", "run", f"scenarios/{scenario}", "--budget", cap,
          "--mode", mode, "--runs-dir", str(runs), "--quiet",
          *(["--human-input", str(answers)] if "human = true" in (ROOT / "scenarios" / scenario).read_text() else [])],
         cwd=ROOT, capture_output=True, text=True, timeout=300)

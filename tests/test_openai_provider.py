@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from bus import (Budget, ChatMessage, ConfigError, Gateway, LedgerLine, LLMRequest,
+from sopbus.bus import (Budget, ChatMessage, ConfigError, Gateway, LedgerLine, LLMRequest,
                  OpenAIProvider, PriceBook, ProviderError, openai_settings_from_env)
-from bus.llm._openai import strict_schema
+from sopbus.bus.llm._openai import strict_schema
 
 from openai_server import Answer, Fail, OpenAIServer, Slow
 

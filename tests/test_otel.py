@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from bus import read_jsonl
+from sopbus.bus import read_jsonl
 
 pytest.importorskip("opentelemetry.sdk", reason="install the extra: pip install -e '.[otel]'")
 from otlp_server import otlp_collector  # noqa: E402  (needs opentelemetry-proto)
@@ -25,7 +25,7 @@ pytestmark = pytest.mark.slow
 
 def _sopbus(*args: Any, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     clean = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
-    return subprocess.run([sys.executable, "-m", "bus.cli", *map(str, args)], cwd=ROOT,
+    return subprocess.run([sys.executable, "-m", "sopbus", *map(str, args)], cwd=ROOT,
                           env={**clean, **(env or {})}, stdin=subprocess.DEVNULL,
                           capture_output=True, text=True, timeout=300)
 

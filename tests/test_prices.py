@@ -2,7 +2,7 @@ from decimal import Decimal
 
 import pytest
 
-from bus import ConfigError, Price, PriceBook, Usage
+from sopbus.bus import ConfigError, Price, PriceBook, Usage
 
 REQUIRED = ("gpt-4o", "gpt-4o-mini", "gpt-4.1", "gpt-4.1-mini", "gpt-4.1-nano", "o3", "o4-mini",
             "gpt-3.5-turbo", "gpt-4-turbo", "gpt-5", "gpt-5-mini")

@@ -2,7 +2,7 @@
 ``bus/money/prices.toml``, the source of each price in the ledger, ``sopbus prices``.
 
 Costs are checked against genai-prices' own ``calc_price`` on the same usage, so a mistake
-in turning its data into a :class:`~bus.Price` (tiers, cached tokens) shows.
+in turning its data into a :class:`~sopbus.bus.Price` (tiers, cached tokens) shows.
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ from pathlib import Path
 import genai_prices
 import pytest
 
-from bus import ConfigError, PriceBook, Usage, load_ledger, load_scenario
-from bus.money import usd
-from bus.cli import execute
+from sopbus.bus import ConfigError, PriceBook, Usage, load_ledger, load_scenario
+from sopbus.bus.money import usd
+from sopbus._assemble import execute
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -164,8 +164,8 @@ async def test_an_unknown_model_stops_the_run_before_it_starts(tmp_path: Path) -
 
 
 def sopbus(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "bus.cli", *args], capture_output=True, text=True,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)
+    return subprocess.run([sys.executable, "-m", "sopbus", *args], capture_output=True, text=True,
+                          env=dict(os.environ), timeout=120)
 
 
 @pytest.mark.slow

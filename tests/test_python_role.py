@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[1]
 @pytest.mark.slow
 def test_the_python_reviewer_watches_the_engineers_code_and_reports_to_the_engineer(tmp_path: Path) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "bus.cli", "run", str(ROOT / "scenarios/software_company_python_reviewer.toml"),
+        [sys.executable, "-m", "sopbus", "run", str(ROOT / "scenarios/software_company_python_reviewer.toml"),
          "--runs-dir", str(tmp_path), "--quiet"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     (run_dir,) = [p for p in tmp_path.iterdir() if p.is_dir()]

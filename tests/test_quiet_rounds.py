@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from bus import Environment, Message, RunStore, Turn, read_jsonl, run_team
-from bus._chain import verify_file
+from sopbus.bus import Environment, Message, RunStore, Turn, read_jsonl, run_team
+from sopbus.bus._chain import verify_file
 from busfakes import Echo
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -112,7 +112,7 @@ async def test_a_round_that_logs_more_is_written_as_it_logs_and_again_when_it_en
 KILLED = """
 import os, sys, trio
 from pathlib import Path
-from bus import Environment, Message, RunStore, run_team
+from sopbus.bus import Environment, Message, RunStore, run_team
 from busfakes import Echo
 
 marker = os.open(sys.argv[2], os.O_WRONLY | os.O_CREAT | os.O_APPEND)
@@ -138,7 +138,7 @@ def run_and_kill(tmp: Path, stuck_at: int, kill_after: int) -> tuple[Path, int]:
     does) and SIGKILLs it at once when a turn of round ``kill_after`` started. The run's
     directory and the last round whose turn started."""
     run_dir, marker = tmp / "run", tmp / "marker"
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "tests"), str(ROOT)])}
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "tests")}
     proc = subprocess.Popen([sys.executable, "-c", textwrap.dedent(KILLED), str(run_dir), str(marker),
                              str(stuck_at)], env=env, stderr=subprocess.PIPE)
     try:
@@ -164,7 +164,7 @@ def test_a_run_killed_while_a_turn_blocks_keeps_every_ended_round_and_verifies(t
     assert ended_rounds(log) == list(range(1, 50))
     published = [e["message"]["round"] for e in on_disk(log) if e["kind"] == "message_published"]
     assert published == list(range(0, 50))  # the seed, then one message a round
-    done = subprocess.run([sys.executable, "-m", "bus.cli", "verify", str(run_dir)], cwd=ROOT,
+    done = subprocess.run([sys.executable, "-m", "sopbus", "verify", str(run_dir)], cwd=ROOT,
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "events.jsonl" in done.stdout and done.stdout.strip().endswith("intact")

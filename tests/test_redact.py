@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from bus._redact import redact_text, redact_url, url_secrets
+from sopbus.bus._redact import redact_text, redact_url, url_secrets
 from openai_server import Answer, Fail, OpenAIServer
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -60,7 +60,7 @@ def server() -> Iterator[OpenAIServer]:
 
 
 def sopbus(*args: str | Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "bus.cli", *map(str, args)], cwd=ROOT,
+    return subprocess.run([sys.executable, "-m", "sopbus", *map(str, args)], cwd=ROOT,
                           capture_output=True, text=True, timeout=120,
                           env={**os.environ, "OPENAI_API_KEY": API_KEY, **(env or {})})
 

@@ -6,7 +6,7 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from bus import (Budget, ChatMessage, ConfigError, Gateway, LedgerLine, LLMRequest, PriceBook,
+from sopbus.bus import (Budget, ChatMessage, ConfigError, Gateway, LedgerLine, LLMRequest, PriceBook,
                  RecordingProvider, ReplayProvider, SimProvider, request_key)
 
 PRICES = PriceBook.load()

@@ -13,12 +13,12 @@ from typing import Any
 import pytest
 import trio
 
-from bus import ConfigError, LedgerLine, load_scenario, read_jsonl, scenario_with_overrides
-from bus.store._fork import plan_fork, plan_replay
-from bus.store._resume import plan_resume
-from bus.cli import main
-from bus.cli._assemble import Outcome, execute
-from bus.cli._cmd_diff import messages
+from sopbus.bus import ConfigError, LedgerLine, load_scenario, read_jsonl, scenario_with_overrides
+from sopbus.bus.store._fork import plan_fork, plan_replay
+from sopbus.bus.store._resume import plan_resume
+from sopbus.cli import main
+from sopbus._assemble import Outcome, execute
+from sopbus.cli._cmd_diff import messages
 from openai_server import Answer, OpenAIServer
 
 TEAM_DIR = Path(__file__).parent / "data" / "resume_team"
@@ -161,7 +161,7 @@ def test_replay_of_a_resumed_run_repeats_the_whole_run(tmp_path: Path) -> None:
     replay = run(scenario, continuation=continuation)
 
     assert replay.result.end_reason == "idle" and messages(replay.run_dir) == messages(stopped)
-    assert Decimal(replay.summary["total_usd"]) == 0 and replay.summary["taped_calls"] == 5
+    assert Decimal(replay.summary.total_usd) == 0 and replay.summary.taped_calls == 5
 
 
 def test_replay_of_a_budget_exhausted_run_ends_the_same_way(tmp_path: Path) -> None:
@@ -230,7 +230,7 @@ def test_fork_makes_no_call_up_to_its_round_and_runs_live_after(
     forked, recorded = messages(fork.run_dir), messages(original)
     assert forked[:3] == recorded[:3]  # the state after round 2 is the original's
     assert forked[3]["message"]["content"] == "another polish" != recorded[3]["message"]["content"]
-    assert fork.summary["forked_from"] == original.name and fork.summary["fork_round"] == 2
+    assert fork.summary.forked_from == original.name and fork.summary.fork_round == 2
     assert load_scenario(fork.run_dir / "scenario.toml").llm.model == "gpt-4o"
 
 

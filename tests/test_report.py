@@ -14,10 +14,10 @@ from typing import Any
 import msgspec
 import pytest
 
-from bus import read_jsonl
-from bus.report import build_report
+from sopbus.bus import read_jsonl
+from sopbus.bus.report import build_report
 from report_page import Page, marks, section
-from bus.cli._assemble import execute
+from sopbus._assemble import execute
 from sop_runs import ROOT, SCENARIOS, run, scenario
 from synthetic_run import write_run
 
@@ -25,7 +25,7 @@ SHIPPED = sorted(p.stem for p in SCENARIOS.glob("*.toml"))
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "bus.cli", *args], cwd=ROOT, capture_output=True,
+    return subprocess.run([sys.executable, "-m", "sopbus", *args], cwd=ROOT, capture_output=True,
                           text=True, timeout=300)
 
 
@@ -171,8 +171,8 @@ async def test_an_events_mode_run_is_drawn_along_time(tmp_path: Path) -> None:
 
 
 def test_a_run_killed_before_its_first_message_still_gets_a_report(tmp_path: Path) -> None:
-    from bus import RunStore
-    from bus import _events as ev
+    from sopbus.bus import RunStore
+    from sopbus.bus import _events as ev
 
     store = RunStore.create(tmp_path, "killed")
     store.log(ev.RunStarted(run_id=store.run_id, scenario="killed", mode="rounds", seed=0,

@@ -14,7 +14,7 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from bus.report import write_report
+from sopbus.bus.report import write_report
 from chromium import SKIP_REASON, Browser, browser, chromium, png_pixels
 from report_page import Page
 from sop_runs import ROOT, SCENARIOS
@@ -50,7 +50,7 @@ def test_the_driver_sees_a_request_and_a_console_error(chrome: Browser, tmp_path
 
 
 def test_the_main_jobs_report_renders_offline_with_its_figures(chrome: Browser, tmp_path: Path) -> None:
-    done = subprocess.run([sys.executable, "-m", "bus.cli", "run", str(SCENARIOS / "software_company.toml"),
+    done = subprocess.run([sys.executable, "-m", "sopbus", "run", str(SCENARIOS / "software_company.toml"),
                            "--runs-dir", str(tmp_path), "--quiet", "--report"],
                           cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr

@@ -21,13 +21,13 @@ from typing import Any
 import pytest
 import trio
 
-from bus import ConfigError, LedgerLine, load_scenario, read_jsonl, scenario_with_overrides
-from bus.store._resume import plan_resume
-from bus.store._store import drop_torn_tail
-from bus.llm._tape import CallRecord
-from bus.cli import main
-from bus.cli._assemble import execute
-from bus.cli._cmd_diff import messages
+from sopbus.bus import ConfigError, LedgerLine, load_scenario, read_jsonl, scenario_with_overrides
+from sopbus.bus.store._resume import plan_resume
+from sopbus.bus.store._store import drop_torn_tail
+from sopbus.bus.llm._tape import CallRecord
+from sopbus.cli import main
+from sopbus._assemble import execute
+from sopbus.cli._cmd_diff import messages
 
 TEAM_DIR = Path(__file__).parent / "data" / "resume_team"
 ROOT = Path(__file__).parent.parent
@@ -95,8 +95,8 @@ def baseline(tmp_path: Path) -> Path:
 
 
 def sopbus(*argv: str) -> subprocess.Popen[bytes]:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TEAM_DIR), str(ROOT)])}
-    return subprocess.Popen([sys.executable, "-m", "bus.cli", *argv, "--quiet"], cwd=ROOT, env=env,
+    env = {**os.environ, "PYTHONPATH": str(TEAM_DIR)}
+    return subprocess.Popen([sys.executable, "-m", "sopbus", *argv, "--quiet"], cwd=ROOT, env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
 
@@ -233,9 +233,9 @@ async def test_a_run_stopped_by_its_round_limit_resumes_with_a_higher_one(
     assert lines[:len(paid)] == paid and {l.resume for l in lines[len(paid):]} == {1}
     assert [l.round for l in lines[len(paid):]] == [3, 4]  # rounds 1-2 were not paid again
     assert spent(first.run_dir) == spent(baseline)
-    assert outcome.summary["llm_calls"] == 5 and outcome.summary["taped_calls"] == 3
-    assert Decimal(outcome.summary["total_usd"]) == spent(baseline)
-    assert outcome.summary["resumes"] == 1 and outcome.summary["max_rounds"] == 10
+    assert outcome.summary.llm_calls == 5 and outcome.summary.taped_calls == 3
+    assert Decimal(outcome.summary.total_usd) == spent(baseline)
+    assert outcome.summary.resumes == 1 and outcome.summary.max_rounds == 10
 
 
 async def test_a_run_stopped_by_its_budget_resumes_with_a_higher_one(
@@ -285,7 +285,7 @@ def test_a_torn_tail_is_cut_before_appending(tmp_path: Path) -> None:
 
 
 async def test_a_run_that_is_still_executing_is_not_resumed(tmp_path: Path) -> None:
-    from bus import RunStore
+    from sopbus.bus import RunStore
 
     first = await execute(load_scenario(scenario_file(tmp_path, "busy", max_rounds=1)))
     holder = RunStore.open(first.run_dir)
@@ -319,6 +319,6 @@ async def test_every_run_records_its_answers_and_reservations(tmp_path: Path) ->
     for record, line in zip(calls, ledger(outcome.run_dir), strict=True):
         assert record.ledger == line
     # The run's calls.jsonl is a cassette the replay provider reads.
-    from bus import ReplayProvider
+    from sopbus.bus import ReplayProvider
 
     ReplayProvider(outcome.run_dir / "calls.jsonl")

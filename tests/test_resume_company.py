@@ -17,10 +17,10 @@ from typing import Any
 import pytest
 import trio
 
-from bus import load_scenario, read_jsonl
-from bus.llm._tape import CallRecord
-from bus.cli._assemble import execute
-from bus.cli._cmd_diff import messages
+from sopbus.bus import load_scenario, read_jsonl
+from sopbus.bus.llm._tape import CallRecord
+from sopbus._assemble import execute
+from sopbus.cli._cmd_diff import messages
 from test_resume import artifacts, finished, ledger, reservations, run_and_kill, sopbus, spent
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -102,7 +102,7 @@ def test_a_killed_software_company_run_resumes_to_the_uninterrupted_result(
 
 async def test_a_software_company_run_with_a_failed_test_round_replays_to_the_same_messages(
         tmp_path: Path) -> None:
-    from bus.store._fork import plan_replay
+    from sopbus.bus.store._fork import plan_replay
 
     original = await execute(load_scenario(company(tmp_path, "original", latency_ms=0)))
     scenario, continuation = plan_replay(original.run_dir, into=tmp_path / "replay")

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 import trio
 
-from bus import LedgerLine, load_scenario, read_jsonl
-from bus.cli._assemble import execute
+from sopbus.bus import LedgerLine, load_scenario, read_jsonl
+from sopbus._assemble import execute
 from openai_server import Answer, Fail, OpenAIServer, Slow
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -84,7 +84,7 @@ def test_a_roles_timeout_replaces_the_runs(server: OpenAIServer, tmp_path: Path)
 
 
 def sopbus(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "bus.cli", *map(str, args)], cwd=ROOT,
+    return subprocess.run([sys.executable, "-m", "sopbus", *map(str, args)], cwd=ROOT,
                           capture_output=True, text=True, timeout=120)
 
 

@@ -11,9 +11,9 @@ import pytest
 from pydantic import BaseModel
 from scripted_gateway import ScriptedGateway, turn
 
-import bus
-from bus import ConfigError, LLMRequest, Message, ModelOutputError
-from roles import (
+from sopbus import bus
+from sopbus.bus import ConfigError, LLMRequest, Message, ModelOutputError
+from sopbus.roles import (
     DONE,
     PLAN,
     THINK,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bus import Environment, Message
+from sopbus.bus import Environment, Message
 from busfakes import Echo
 
 ACTIONS = [f"A{i}" for i in range(8)]

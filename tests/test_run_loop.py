@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import trio
 
-from bus import (BudgetExhausted, Environment, Injection, Message, RunStore, StopRun, Turn,
+from sopbus.bus import (BudgetExhausted, Environment, Injection, Message, RunStore, StopRun, Turn,
                  logical_view, read_jsonl, run_team)
 from busfakes import Echo
 

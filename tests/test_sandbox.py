@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 import trio
 
-from bus import SandboxLimits, SandboxResult, SandboxSettings, run_sandboxed
-from bus.sandbox import using
-from bus.sandbox._local import _detect_network_isolation, network_isolated
+from sopbus.bus import SandboxLimits, SandboxResult, SandboxSettings, run_sandboxed
+from sopbus.bus.sandbox import using
+from sopbus.bus.sandbox._local import _detect_network_isolation, network_isolated
 from sandbox_help import needs_bwrap
 
 
@@ -209,7 +209,7 @@ async def test_a_missing_program_exits_127() -> None:
 @pytest.fixture
 def python_launcher(monkeypatch: pytest.MonkeyPatch) -> None:
     """As on a machine without util-linux's prlimit and setpriv: the launcher is Python."""
-    from bus.sandbox import _launcher
+    from sopbus.bus.sandbox import _launcher
 
     monkeypatch.setattr(_launcher, "util_linux", lambda: None)
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from bus import SandboxLimits, SandboxSettings, run_sandboxed
+from sopbus.bus import SandboxLimits, SandboxSettings, run_sandboxed
 from sandbox_help import (ROOT, code_run_scenario, files_containing, live_processes_with,
                           needs_bwrap, run_dirs, sopbus, sopbus_started, wait_for)
 
@@ -263,7 +263,7 @@ def test_the_local_backend_makes_sopbus_non_dumpable() -> None:
     # Non-dumpable: processes of sopbus's user without CAP_SYS_PTRACE (a non-root sopbus's
     # children) cannot open its /proc/<pid>/environ. Checked in a fresh process: the flag
     # stays for the life of the process that sets it.
-    code = ("import ctypes\nfrom bus.sandbox._local import make_undumpable\n"
+    code = ("import ctypes\nfrom sopbus.bus.sandbox._local import make_undumpable\n"
             "print(ctypes.CDLL(None).prctl(3, 0, 0, 0, 0), make_undumpable(), "
             "ctypes.CDLL(None).prctl(3, 0, 0, 0, 0))")  # PR_GET_DUMPABLE before and after
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from bus import SandboxSettings, run_sandboxed
-from bus.sandbox import sweep_stale, using
-from bus.sandbox._scratch import LOCK, Scratch
+from sopbus.bus import SandboxSettings, run_sandboxed
+from sopbus.bus.sandbox import sweep_stale, using
+from sopbus.bus.sandbox._scratch import LOCK, Scratch
 from sandbox_help import code_run_scenario, needs_bwrap, sopbus
 
 

@@ -12,10 +12,10 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from bus import (
+from sopbus.bus import (
     ConfigError,
     LLMOverrides,
-    LLMSettings,
+    LLMConfig,
     Scenario,
     ScenarioDoc,
     closest,
@@ -124,7 +124,7 @@ def test_minimal_file_gets_the_defaults(tmp_path: Path) -> None:
     assert (s.name, s.sop, s.idea, s.info.description) == ("tiny", "software_company", None, "")
     assert s.run.max_rounds == 10 and s.run.budget_usd == Decimal("3")
     assert (s.run.seed, s.run.mode, s.run.runs_dir) == (0, "rounds", "runs")
-    assert s.llm == LLMSettings()
+    assert s.llm == LLMConfig()
     assert (s.llm.provider, s.llm.model, s.llm.max_tokens) == ("sim", "gpt-4o-mini", 1024)
     assert (s.prices, s.sop_options, s.roles, s.actions, s.inject) == ({}, {}, (), {}, ())
     assert s.path == path.resolve() and s.base_dir == tmp_path.resolve()

@@ -22,10 +22,10 @@ import trio
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bus import (Budget, BudgetExhausted, ChatMessage, Completion, Gateway, LedgerLine, LLMRequest,
+from sopbus.bus import (Budget, BudgetExhausted, ChatMessage, Completion, Gateway, LedgerLine, LLMRequest,
                  PriceBook, ProviderError, Usage)
-from bus.money._account import AccountShare, Hold
-from bus.money._file_account import FileAccount
+from sopbus.bus.money._account import AccountShare, Hold
+from sopbus.bus.money._file_account import FileAccount
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -33,8 +33,8 @@ RESERVER = textwrap.dedent("""
     import json, random, sys
     from decimal import Decimal
     import trio
-    from bus import BudgetExhausted
-    from bus.money._file_account import FileAccount
+    from sopbus.bus import BudgetExhausted
+    from sopbus.bus.money._file_account import FileAccount
 
     path, seed, tasks = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
     account = FileAccount(__import__("pathlib").Path(path))

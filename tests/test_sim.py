@@ -11,8 +11,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel, Field, create_model
 
-from bus import ChatMessage, ConfigError, LLMRequest, SimProvider, load_fixtures
-from bus.llm._tokens import count_prompt, count_text
+from sopbus.bus import ChatMessage, ConfigError, LLMRequest, SimProvider, load_fixtures
+from sopbus.bus.llm._tokens import count_prompt, count_text
 
 
 def ask(text: str = "Write a PRD for a terminal snake game with levels and high scores",

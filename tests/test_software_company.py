@@ -17,12 +17,12 @@ from typing import Any
 
 import pytest
 
-from bus import ChatMessage, ConfigError, LLMRequest, load_scenario, read_events, read_jsonl, scenario_with_overrides
-from bus.llm._sim import _generate
-from bus.cli._assemble import Outcome, execute
+from sopbus.bus import ChatMessage, ConfigError, LLMRequest, load_scenario, read_events, read_jsonl, scenario_with_overrides
+from sopbus.bus.llm._sim import _generate
+from sopbus._assemble import Outcome, execute
 from openai_server import Answer, OpenAIServer
-from roles.company._util import safe_path, unique_paths
-from sops import build_team
+from sopbus.roles.company._util import safe_path, unique_paths
+from sopbus.sops import build_team
 
 ROOT = Path(__file__).resolve().parent.parent
 MAIN = ROOT / "scenarios" / "software_company.toml"
@@ -37,7 +37,7 @@ DOCS = ("docs/prd.md", "docs/system_design.md", "docs/tasks.md", "docs/code_summ
 
 
 def sopbus(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "bus.cli", "run", *args, "--quiet"], cwd=ROOT,
+    return subprocess.run([sys.executable, "-m", "sopbus", "run", *args, "--quiet"], cwd=ROOT,
                           capture_output=True, text=True, timeout=300,
                           env={**os.environ, **(env or {})})
 

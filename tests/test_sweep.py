@@ -17,10 +17,10 @@ from typing import Any
 
 import pytest
 
-from bus.store._verify import verify_run
-from bus import LedgerLine, read_jsonl
-from bus.cli._cmd_diff import messages
-from bus.money._file_account import FileAccount
+from sopbus.bus.store._verify import verify_run
+from sopbus.bus import LedgerLine, read_jsonl
+from sopbus.cli._cmd_diff import messages
+from sopbus.bus.money._file_account import FileAccount
 from openai_server import Answer, OpenAIServer
 from test_resume import reservations, wait_for
 
@@ -30,12 +30,12 @@ COMPANY = ROOT / "scenarios" / "software_company.toml"
 
 def sopbus(tmp_path: Path, *argv: str, env: dict[str, str] | None = None
            ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "bus.cli", *argv], cwd=tmp_path, text=True,
+    return subprocess.run([sys.executable, "-m", "sopbus", *argv], cwd=tmp_path, text=True,
                           capture_output=True, env={**os.environ, **(env or {})}, timeout=600)
 
 
 def start(tmp_path: Path, *argv: str) -> subprocess.Popen[bytes]:
-    return subprocess.Popen([sys.executable, "-m", "bus.cli", *argv], cwd=tmp_path,
+    return subprocess.Popen([sys.executable, "-m", "sopbus", *argv], cwd=tmp_path,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
 
@@ -249,7 +249,7 @@ def test_resume_takes_no_new_matrix_and_names_an_unknown_sweep(tmp_path: Path) -
 @pytest.mark.slow
 def test_ctrl_c_stops_a_sweep_cleanly_and_resume_finishes_it(tmp_path: Path) -> None:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "bus.cli", "sweep", str(COMPANY), "--seeds", "3", "--jobs", "2",
+        [sys.executable, "-m", "sopbus", "sweep", str(COMPANY), "--seeds", "3", "--jobs", "2",
          "--set", "llm.latency_ms=300"], cwd=tmp_path, stdout=subprocess.PIPE,
         stderr=subprocess.PIPE, start_new_session=True)
     try:
@@ -278,9 +278,9 @@ def test_ctrl_c_stops_a_sweep_cleanly_and_resume_finishes_it(tmp_path: Path) -> 
 
 
 def test_sweep_show_counts_verdicts_and_says_n_a_without_them(tmp_path: Path) -> None:
-    from bus.cli.sweep._plan import Variant
-    from bus.cli.sweep._record import RunEntry, SweepRecord
-    from bus.cli.sweep._stats import render, variant_rows
+    from sopbus.sweep._plan import Variant
+    from sopbus.sweep._record import RunEntry, SweepRecord
+    from sopbus.sweep._stats import render, variant_rows
 
     verdicts: dict[str, list[Any]] = {"v1": [{"passed": True, "reason": "ok"},
                                              {"passed": False, "reason": "tests failed"}, None],
@@ -340,7 +340,7 @@ def open_run_dirs(pid: int, runs: Path) -> list[Path]:
 @pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="finds worker processes in /proc (Linux)")
 def test_a_worker_killed_mid_run_is_reported_and_its_run_resumed(tmp_path: Path) -> None:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "bus.cli", "sweep", str(COMPANY), "--seeds", "3", "--jobs", "2",
+        [sys.executable, "-m", "sopbus", "sweep", str(COMPANY), "--seeds", "3", "--jobs", "2",
          "--set", "llm.latency_ms=300"], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     runs = tmp_path / "runs"
     wait_for(lambda: kill_point(runs), proc)

@@ -1,4 +1,4 @@
-"""A sweep's matrix from flags and the [sweep] table (bus/cli/sweep/_plan.py)."""
+"""A sweep's matrix from flags and the [sweep] table (sopbus/sweep/_plan.py)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from bus import ConfigError, load_scenario
-from bus.cli.sweep._plan import (seeds_from, split_values, sweep_budget, variant_scenario,
+from sopbus.bus import ConfigError, load_scenario
+from sopbus.sweep._plan import (seeds_from, split_values, sweep_budget, variant_scenario,
                                  variants_from)
 
 ROOT = Path(__file__).resolve().parents[1]

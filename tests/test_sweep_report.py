@@ -23,7 +23,7 @@ pytestmark = pytest.mark.slow
 
 
 def _sopbus(*args: Any) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "bus.cli", *map(str, args)], cwd=ROOT,
+    return subprocess.run([sys.executable, "-m", "sopbus", *map(str, args)], cwd=ROOT,
                           capture_output=True, text=True, timeout=600)
 
 

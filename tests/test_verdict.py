@@ -13,20 +13,20 @@ from typing import Any
 
 import pytest
 
-from bus import Environment, Message, RunRecord, Runner, RunStore, Verdict
-from sops.camel_roleplay import task_done
-from sops.code_and_run import checker_passed
-from sops.group_chat import said_done
-from sops.software_company import qa_passed
+from sopbus.bus import Environment, Message, RunRecord, Runner, RunStore, Verdict
+from sopbus.sops.camel_roleplay import task_done
+from sopbus.sops.code_and_run import checker_passed
+from sopbus.sops.group_chat import said_done
+from sopbus.sops.software_company import qa_passed
 
 ROOT = Path(__file__).resolve().parent.parent
 SCENARIOS = ROOT / "scenarios"
 
 
 def sopbus(*args: str | Path, cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = dict(os.environ)
     env.pop("COLUMNS", None)
-    return subprocess.run([sys.executable, "-m", "bus.cli", *map(str, args)], cwd=cwd, env=env,
+    return subprocess.run([sys.executable, "-m", "sopbus", *map(str, args)], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=300)
 
 
@@ -182,7 +182,7 @@ def test_a_team_without_an_sop_has_a_null_verdict_and_exits_0(tmp_path: Path) ->
 @slow
 def test_a_python_sop_declares_its_own_verdict(tmp_path: Path) -> None:
     (tmp_path / "strict_chat.py").write_text(
-        "from bus import Verdict\nfrom sops import SOP as Sop\nfrom sops.group_chat import SOP as CHAT\n\n"
+        "from sopbus import SOP as Sop, Verdict\nfrom sopbus.sops.group_chat import SOP as CHAT\n\n"
         "def ten_messages(record):\n"
         "    spoken = len(record.of('Speak'))\n"
         "    return Verdict(passed=spoken >= 10, reason=f'{spoken} of 10 messages')\n\n"

@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def sopbus(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "bus.cli", *map(str, args)], cwd=ROOT,
+    return subprocess.run([sys.executable, "-m", "sopbus", *map(str, args)], cwd=ROOT,
                           capture_output=True, text=True, timeout=120)
 
 

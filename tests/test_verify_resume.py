@@ -24,12 +24,12 @@ from typing import Any
 import pytest
 import trio
 
-from bus import load_scenario, read_jsonl
-from bus._jsonl import JsonlWriter
-from bus.cli._assemble import execute
-from bus.store._fork import plan_replay
-from bus.store._resume import plan_resume
-from bus.store._verify import verify_run
+from sopbus.bus import load_scenario, read_jsonl
+from sopbus.bus._jsonl import JsonlWriter
+from sopbus._assemble import execute
+from sopbus.bus.store._fork import plan_replay
+from sopbus.bus.store._resume import plan_resume
+from sopbus.bus.store._verify import verify_run
 
 TEAM_DIR = Path(__file__).parent / "data" / "resume_team"
 ROOT = Path(__file__).parent.parent
@@ -63,8 +63,8 @@ def scenario_file(where: Path, *, mode: str = "rounds", latency: int = 0, max_ro
 
 
 def sopbus(*argv: str) -> subprocess.Popen[bytes]:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TEAM_DIR), str(ROOT)])}
-    return subprocess.Popen([sys.executable, "-m", "bus.cli", *argv, "--quiet"], cwd=ROOT, env=env,
+    env = {**os.environ, "PYTHONPATH": str(TEAM_DIR)}
+    return subprocess.Popen([sys.executable, "-m", "sopbus", *argv, "--quiet"], cwd=ROOT, env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
 
@@ -136,7 +136,7 @@ def test_runs_killed_at_random_points_and_resumed_verify_intact(case: int, tmp_p
     assert proc.returncode == 0, err.decode()
     assert kinds(run_dir / "events.jsonl")[-1] == "run_ended"
     assert_intact(run_dir)
-    done = subprocess.run([sys.executable, "-m", "bus.cli", "verify", str(run_dir)], cwd=ROOT,
+    done = subprocess.run([sys.executable, "-m", "sopbus", "verify", str(run_dir)], cwd=ROOT,
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0 and done.stdout.strip().endswith("intact"), done.stdout
 
@@ -282,7 +282,7 @@ def test_an_edit_of_a_resumed_run_is_found(edit: str, resumed: Path, tmp_path: P
 
 
 def test_verify_lists_calls_jsonl_and_the_earlier_logs(resumed: Path) -> None:
-    done = subprocess.run([sys.executable, "-m", "bus.cli", "verify", str(resumed)], cwd=ROOT,
+    done = subprocess.run([sys.executable, "-m", "sopbus", "verify", str(resumed)], cwd=ROOT,
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stdout
     for name in ("events.1.jsonl", "events.jsonl", "costs.jsonl", "calls.jsonl"):
@@ -296,13 +296,13 @@ class _Echo:
     name, aliases, watch = "Echo", (), frozenset({"UserRequirement"})
 
     async def step(self, news: Any, turn: Any) -> list[Any]:
-        from bus import Message
+        from sopbus.bus import Message
 
         return [Message(cause_by="Echoed", sent_from=self.name, content=m.content) for m in news]
 
 
 async def test_a_run_that_never_asked_a_model_verifies_and_an_added_total_is_caught(tmp_path: Path) -> None:
-    from bus import Environment, Message, RunStore, run_team
+    from sopbus.bus import Environment, Message, RunStore, run_team
 
     store = RunStore.create(tmp_path, "echo")
     env = Environment(store.run_id, log=store)

@@ -28,7 +28,7 @@ are, and a writer continues them.
 Checks work on bytes, with no JSON parsing, so verifying a log is as fast as reading it.
 
 What the chain does not do: it has no key, so someone who rewrites a line *and* recomputes
-every hash after it goes unnoticed by the chain alone; :mod:`bus.store._verify`
+every hash after it goes unnoticed by the chain alone; :mod:`sopbus.bus.store._verify`
 cross-checks the files of a run against each other (the ledger against the events, the
 artifacts against their recorded SHA-256) so that such a rewrite has to be done
 consistently in several places. Dropping lines at the very end of a file is also invisible
@@ -37,7 +37,7 @@ logs. Complete lines after the last seal are a batch whose writer was stopped mi
 they are reported, like a torn last line, as an interruption (``torn``), not as tampering,
 and the next writer's seal covers them.
 
-:mod:`._seal` writes and reads the format (what :class:`bus._jsonl.JsonlWriter` and the
+:mod:`._seal` writes and reads the format (what :class:`sopbus.bus._jsonl.JsonlWriter` and the
 readers use); :mod:`._verify` finds the first break in a file (``sopbus verify``).
 """
 

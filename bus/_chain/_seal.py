@@ -1,5 +1,5 @@
 """The chain's format: sealing a batch of JSON lines, and reading the seal of a line (the
-format itself is described in :mod:`bus._chain`)."""
+format itself is described in :mod:`sopbus.bus._chain`)."""
 
 from __future__ import annotations
 

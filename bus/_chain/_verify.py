@@ -1,5 +1,5 @@
 """Verifying a chained file: the first place where it is not intact, named by line (the
-format is described in :mod:`bus._chain`; checks work on bytes, with no JSON parsing)."""
+format is described in :mod:`sopbus.bus._chain`; checks work on bytes, with no JSON parsing)."""
 
 from __future__ import annotations
 

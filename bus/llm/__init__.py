@@ -1,10 +1,10 @@
 """The LLM gateway and its providers.
 
 Every call of a run goes through the :class:`Gateway` (reserve, call, settle, ledger).
-Providers speak :class:`bus.Provider`: ``sim`` (deterministic, with fixture files),
+Providers speak :class:`sopbus.bus.Provider`: ``sim`` (deterministic, with fixture files),
 ``openai`` (the official SDK), ``replay`` and recording cassettes, and the run's own
 recording (``calls.jsonl``, the tape) that resume, replay and fork answer from.
-Token counting lives here too. Uses :mod:`bus.money` for prices and the budget.
+Token counting lives here too. Uses :mod:`sopbus.bus.money` for prices and the budget.
 """
 
 from __future__ import annotations

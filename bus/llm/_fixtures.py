@@ -75,7 +75,7 @@ def _short(text: str, limit: int = 60) -> str:
 
 
 def load_fixtures(paths: Iterable[str | Path]) -> tuple[Fixture, ...]:
-    """The fixture entries of ``paths``, in order; a :class:`~bus.ConfigError` names the file
+    """The fixture entries of ``paths``, in order; a :class:`~sopbus.bus.ConfigError` names the file
     and entry of any mistake."""
     return tuple(fixture for path in paths for fixture in _load_file(Path(path)))
 

@@ -3,10 +3,10 @@
 For each attempt of a call, in this order: look up the model's price (an unknown model fails
 here, before anything is sent; the ledger line names the price's source); reserve the worst
 case (an upper bound of the prompt tokens plus ``max_tokens`` of completion) in the
-:class:`~bus.Budget`, or write a ``refused`` line and raise :class:`~bus.BudgetExhausted`; call the provider; settle the actual usage; write one
-:class:`~bus.LedgerLine` to the sink and the MetaGPT-style cost line to the log.
+:class:`~sopbus.bus.Budget`, or write a ``refused`` line and raise :class:`~sopbus.bus.BudgetExhausted`; call the provider; settle the actual usage; write one
+:class:`~sopbus.bus.LedgerLine` to the sink and the MetaGPT-style cost line to the log.
 
-A retryable :class:`~bus.ProviderError` (429, 5xx, timeouts) is retried after an exponential
+A retryable :class:`~sopbus.bus.ProviderError` (429, 5xx, timeouts) is retried after an exponential
 backoff that honours the server's ``retry-after``, up to ``max_attempts`` attempts in all.
 Each attempt is reserved and ledgered. A failed attempt returned no usage: it costs $0 when
 the provider cannot have billed it (an HTTP error status, no connection), and its
@@ -15,19 +15,19 @@ cut mid-way, a timeout, a 200 answer that was no chat completion), as ``sopbus r
 counts a call that was in flight when a run died. Its ledger line and ``llm_released`` event
 say why it failed (``status``, ``error``); the log gets a warning, not a cost line.
 
-Usage that cannot be true (:mod:`bus.llm._overrun`: negative, above ``max_tokens``, or
+Usage that cannot be true (:mod:`sopbus.bus.llm._overrun`: negative, above ``max_tokens``, or
 pricing above the reservation) is ledgered ``overrun`` at what the provider says it billed, even past
-the cap; the budget is closed and :class:`~bus.ProviderOverrun` ends the run.
+the cap; the budget is closed and :class:`~sopbus.bus.ProviderOverrun` ends the run.
 
 A :class:`CallJournal` (optional) hears of each attempt twice: when its reservation is made,
 before anything is sent, and when it ends, before its ledger line is written. The run's
-journal (:class:`bus.llm._tape.CallLog`) keeps the answers as a cassette and the reservations as
+journal (:class:`sopbus.bus.llm._tape.CallLog`) keeps the answers as a cassette and the reservations as
 events, so that ``sopbus resume`` knows which calls were answered and which were in flight
 when a run was killed. :meth:`Gateway.carry`, :meth:`Gateway.record_lost` and
 :meth:`Gateway.record_replay` are the resume's and the replay's ways into the same ledger.
 
 A run of a sweep also draws on the sweep's shared account (``pool``, an
-:class:`~bus.money._account.AccountShare`): each attempt reserves there first, then in the
+:class:`~sopbus.bus.money._account.AccountShare`): each attempt reserves there first, then in the
 run's budget; a refusal of either is a refusal (a hold already made is given back), and
 the attempt's cost, whatever the outcome (answered, failed and maybe billed, overrun), is
 settled in both. So the run's cap and the sweep's hold at once. What a resume carries over
@@ -79,7 +79,7 @@ _ERROR_CHARS = 300  # of a failed attempt's reason on its ledger line
 class Gateway:
     """Prices, budget-checks and ledgers every call of one run (see the module docstring).
 
-    ``sink`` receives each :class:`~bus.LedgerLine` as it is made (the run store writes
+    ``sink`` receives each :class:`~sopbus.bus.LedgerLine` as it is made (the run store writes
     ``costs.jsonl`` from it). ``clock`` gives the wall-clock ``t`` of ledger lines; latency
     is measured on trio's clock, so it follows ``autojump_clock`` in tests. ``max_backoff_s``
     bounds one wait: a server that asks for a longer pause fails the call instead. ``sleep``
@@ -114,9 +114,9 @@ class Gateway:
         self._overrun: dict[str, Any] | None = None  # the first, for the summary
 
     async def complete(self, request: LLMRequest, *, round: int, attempt: int = 1) -> Completion:
-        """The provider's answer to ``request``; raises :class:`~bus.ConfigError` (no price),
-        :class:`~bus.BudgetExhausted` (refused, nothing sent) or the last
-        :class:`~bus.ProviderError` when the attempts are used up or it is not retryable.
+        """The provider's answer to ``request``; raises :class:`~sopbus.bus.ConfigError` (no price),
+        :class:`~sopbus.bus.BudgetExhausted` (refused, nothing sent) or the last
+        :class:`~sopbus.bus.ProviderError` when the attempts are used up or it is not retryable.
         ``request.max_attempts`` (a role's own setting), when given, replaces the gateway's."""
         attempts = request.max_attempts or self._max_attempts
         for retry in range(attempts):
@@ -297,7 +297,7 @@ class Gateway:
 
     def record_remote(self, line: LedgerLine, request: LLMRequest, *, call: int = 0,
                       completion: Completion | None = None) -> LedgerLine:
-        """An attempt another process made for this run (a worker on NATS, :mod:`bus.nats`),
+        """An attempt another process made for this run (a worker on NATS, :mod:`sopbus.bus.nats`),
         taken into this ledger: renumbered (``seq``, ``total_usd``, ``resume``), its cost spent
         here and counted in :meth:`stats`, then journaled (``call``, the journal's id for it)
         and sunk as this gateway's own lines are. The other process reserved it against the
@@ -316,7 +316,7 @@ class Gateway:
         """Totals for the run summary: ``total_usd`` and ``budget_usd`` (Decimal),
         ``llm_calls`` (attempts sent to the provider; refusals are not calls),
         ``prompt_tokens``, ``completion_tokens``, and ``overrun``: the first call whose
-        usage could not be true (:func:`bus.llm._overrun.overrun_record`), or ``None``."""
+        usage could not be true (:func:`sopbus.bus.llm._overrun.overrun_record`), or ``None``."""
         return {"total_usd": self.budget.spent, "budget_usd": self.budget.cap,
                 "llm_calls": self._calls, "prompt_tokens": self._prompt_tokens,
                 "completion_tokens": self._completion_tokens, "overrun": self._overrun}

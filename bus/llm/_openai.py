@@ -1,14 +1,14 @@
 """The ``openai`` provider: the official SDK's ``AsyncOpenAI`` for any OpenAI-compatible server.
 
 Open it once per run with ``async with OpenAIProvider(...) as provider:``. The SDK's own
-retries are off (``max_retries=0``): the :class:`~bus.Gateway` retries, so that each attempt is
-reserved, priced and ledgered. Failures become :class:`~bus.ProviderError`: 429, 408, 409, 5xx,
+retries are off (``max_retries=0``): the :class:`~sopbus.bus.Gateway` retries, so that each attempt is
+reserved, priced and ledgered. Failures become :class:`~sopbus.bus.ProviderError`: 429, 408, 409, 5xx,
 timeouts and broken connections are retryable (with the server's ``retry-after``), other
 4xx are not. ``timeout_s`` bounds each call as a whole, streamed or not.
 
-The body is read here, within a size bound, and parsed strictly (:mod:`bus.llm._wire`): an
+The body is read here, within a size bound, and parsed strictly (:mod:`sopbus.bus.llm._wire`): an
 HTML page, broken JSON, a malformed or error chunk in a stream, a stream cut before its end,
-or a body past the bound is a :class:`~bus.ProviderError` naming the server and quoting what
+or a body past the bound is a :class:`~sopbus.bus.ProviderError` naming the server and quoting what
 it sent. An error event inside a stream counts as its HTTP status (a gateway's
 ``{"error": {"code": "500"}}`` is retried like an HTTP 500). Failures after the server began
 to answer are ``maybe_billed``, and the gateway counts them at their reservation.

@@ -1,11 +1,11 @@
 """Usage that cannot be true, and what such a call is counted at.
 
 A call's reservation is its worst case: an upper bound of the prompt tokens
-(:func:`~bus.llm._tokens.prompt_upper_bound`) plus ``max_tokens`` of completion. The cap
+(:func:`~sopbus.bus.llm._tokens.prompt_upper_bound`) plus ``max_tokens`` of completion. The cap
 holds because no honest answer costs more. A provider that reports a negative count, more
 completion tokens than ``max_tokens``, or usage that prices above the reservation (absurd
 prompt sizes) says something that cannot be true of the request it was sent; such usage is an
-overrun (:class:`~bus.ProviderOverrun`), never a warning: the gateway ledgers what the
+overrun (:class:`~sopbus.bus.ProviderOverrun`), never a warning: the gateway ledgers what the
 provider says it billed and the run ends at once. (More prompt tokens than the bound that
 still price within the reservation leave the cap intact: that is a warning.)
 

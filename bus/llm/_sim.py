@@ -9,11 +9,11 @@ field's name, so the content changes with the input and reads like a draft. For 
 it is a paragraph of the same kind. The completion never passes ``max_tokens``: a long answer
 is redrawn terse, and cut at the limit if still too long (as a server cuts it).
 
-Usage is counted with the tokenizer (:func:`bus.llm._tokens.count_prompt` for the prompt), never
+Usage is counted with the tokenizer (:func:`sopbus.bus.llm._tokens.count_prompt` for the prompt), never
 invented. ``latency_ms`` (a number or a ``(low, high)`` range drawn per request) sleeps on
 trio's clock, so concurrency shows, and ``autojump_clock`` makes it instant in tests.
 
-Fixtures (canned answers a scenario names) are read by :mod:`bus.llm._fixtures`.
+Fixtures (canned answers a scenario names) are read by :mod:`sopbus.bus.llm._fixtures`.
 """
 
 from __future__ import annotations

@@ -11,12 +11,12 @@ Recording (every run). The gateway tells the run's :class:`CallLog` of each atte
 Both are written, flushed, before the call's ledger line. So after a SIGKILL the run
 directory says which calls were answered (``calls.jsonl``) and which were in flight (a
 reservation with neither an answer nor a release): ``sopbus resume`` counts the latter as
-spent. A :class:`CallRecord` is a cassette line of :mod:`bus.llm._replay` (``key``, ``role``,
+spent. A :class:`CallRecord` is a cassette line of :mod:`sopbus.bus.llm._replay` (``key``, ``role``,
 ``action``, ``completion``) with the call's ``round``, ``attempt``, call id and ledger line
 added, so ``calls.jsonl`` also works as ``[llm] cassette`` for the ``replay`` provider.
 
 Answering (resume, replay, fork). A :class:`Tape` holds the answers of ``calls.jsonl``; a
-:class:`TapeGateway` stands in front of the run's :class:`~bus.Gateway` and answers from the
+:class:`TapeGateway` stands in front of the run's :class:`~sopbus.bus.Gateway` and answers from the
 tape whatever it can, leaving the rest to the gateway (a live call). Answers are matched by
 what was asked, not by arrival order, so concurrent turns cannot swap them:
 
@@ -27,7 +27,7 @@ what was asked, not by arrival order, so concurrent turns cannot swap them:
   the fork's round. The action must agree, else the fork has diverged and says so.
 
 A call the recorded run was refused by its budget is refused again in the taped rounds
-(:class:`~bus.BudgetExhausted`), so a replay of a budget-exhausted run ends the same way.
+(:class:`~sopbus.bus.BudgetExhausted`), so a replay of a budget-exhausted run ends the same way.
 Stop conditions that watch spend or tokens read :meth:`TapeGateway.course`: the totals the
 run would show uninterrupted, with each taped answer counted at its original cost when it is
 replayed (a resume's carried spend and a replay's $0 would otherwise move such a stop).
@@ -60,7 +60,7 @@ EVERY_ROUND = 1 << 62
 
 
 class CallRecord(msgspec.Struct, frozen=True, kw_only=True):
-    """One answered call in ``calls.jsonl`` (a :class:`bus.llm._replay.CassetteLine` and more)."""
+    """One answered call in ``calls.jsonl`` (a :class:`sopbus.bus.llm._replay.CassetteLine` and more)."""
 
     key: str
     role: str
@@ -84,7 +84,7 @@ class RunLog(Protocol):
 
 
 class CallLog:
-    """The gateway's :class:`~bus.llm._gateway.CallJournal` for one run (module docstring).
+    """The gateway's :class:`~sopbus.bus.llm._gateway.CallJournal` for one run (module docstring).
 
     ``first_call`` is the last call id an earlier execution of the run used, so that ids
     stay unique across a resume.
@@ -170,7 +170,7 @@ class TapeGateway:
     (as ``llm_called``) so the new event log tells the whole run. ``free=True`` (replay,
     fork): a taped answer is ledgered as ``replayed`` at $0 and recorded into this run's
     ``calls.jsonl``. A call in a round up to ``taped_through`` that the tape cannot answer
-    is a :class:`~bus.ConfigError`: those rounds make no provider call at all.
+    is a :class:`~sopbus.bus.ConfigError`: those rounds make no provider call at all.
     """
 
     def __init__(self, gateway: Gateway, tape: Tape, *, free: bool, taped_through: int,

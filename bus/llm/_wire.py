@@ -2,7 +2,7 @@
 
 The ``openai`` provider reads the HTTP body itself (the SDK would hand a ``str`` for an HTML
 page, or a decoder's message for broken JSON) and gives it here. Whatever is not a chat
-completion becomes a :class:`~bus.ProviderError` that names the server and quotes the first
+completion becomes a :class:`~sopbus.bus.ProviderError` that names the server and quotes the first
 bytes it sent; the server had answered 200, so the attempt may have been billed
 (``maybe_billed``), and the same request may well work again (``retryable``).
 
@@ -120,7 +120,7 @@ async def read_body(chunks: AsyncIterator[bytes], limit: int, base_url: str,
                     take: Callable[[bytes], None]) -> bytes:
     """Gives each chunk of a body to ``take`` until the body ends; returns its first bytes.
 
-    More than ``limit`` bytes, or a :class:`~bus.ProviderError` from ``take``, ends the read
+    More than ``limit`` bytes, or a :class:`~sopbus.bus.ProviderError` from ``take``, ends the read
     by cancelling it: the cancellation starts at the socket and unwinds every async generator
     of the HTTP stack, where breaking out of the loop would leave them half-iterated (trio
     reports those). The error is raised once the read has unwound.

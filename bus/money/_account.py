@@ -1,18 +1,18 @@
 """A budget shared by many runs: the sweep's one cap, held across tasks and processes.
 
-A run's :class:`~bus.Budget` lives in its own process. A sweep's cap is drawn on by every
+A run's :class:`~sopbus.bus.Budget` lives in its own process. A sweep's cap is drawn on by every
 call of every run of the sweep, in whatever process the run executes, so it lives outside
 them all, behind the small :class:`SharedAccount` protocol. The operations mirror a run's
 budget: *reserve* a call's worst case before the call (refused, with
-:class:`~bus.BudgetExhausted`, when it does not fit), *settle* it at the actual cost after,
+:class:`~sopbus.bus.BudgetExhausted`, when it does not fit), *settle* it at the actual cost after,
 or *release* it when nothing was spent. Each operation is atomic in the account itself, so
 at every moment ``spent + held <= cap`` whichever process asks.
 
 Money is booked per *holder* (the run id), which is what makes a killed run recoverable:
 :meth:`SharedAccount.rebase` sets a holder's spend to what its ledger says and drops the
-holds it left behind, before the run is resumed (see :mod:`bus.store._resume`).
+holds it left behind, before the run is resumed (see :mod:`sopbus.bus.store._resume`).
 
-:class:`bus.money._file_account.FileAccount` implements the protocol with a JSON file
+:class:`sopbus.bus.money._file_account.FileAccount` implements the protocol with a JSON file
 updated under ``fcntl.flock`` (one machine). An account on a key-value store with
 compare-and-swap (NATS KV, issue 18) implements the same five coroutines.
 """
@@ -60,7 +60,7 @@ class SharedAccount(Protocol):
     """A cap that many holders draw on at once (see the module docstring)."""
 
     async def reserve(self, holder: str, amount: Decimal) -> Hold:
-        """Holds ``amount`` for ``holder``, or raises :class:`~bus.BudgetExhausted` (nothing
+        """Holds ``amount`` for ``holder``, or raises :class:`~sopbus.bus.BudgetExhausted` (nothing
         is held then, and the refusal is counted in :attr:`AccountState.refused`)."""
         ...
 

@@ -1,8 +1,8 @@
-"""The book of a shared account: what every :class:`~bus.money._account.SharedAccount` keeps,
+"""The book of a shared account: what every :class:`~sopbus.bus.money._account.SharedAccount` keeps,
 and the rules that change it, whatever stores it.
 
-:class:`~bus.money._file_account.FileAccount` keeps the book in a JSON file under a lock;
-:class:`bus.nats.NatsAccount` keeps it in one NATS KV key under compare-and-swap. Both read
+:class:`~sopbus.bus.money._file_account.FileAccount` keeps the book in a JSON file under a lock;
+:class:`sopbus.bus.nats.NatsAccount` keeps it in one NATS KV key under compare-and-swap. Both read
 the book, change it with these methods and write it back atomically, so the cap check and
 the refusal's words are the same on one machine and across many.
 """

@@ -7,7 +7,7 @@ No method awaits, so under trio each one runs whole, and the cap holds under any
 of concurrent calls: at every moment ``spent + reserved <= cap``, and a settled cost never
 exceeds its reservation when the reservation is a true upper bound.
 
-When a provider reports usage past that bound (:class:`~bus.ProviderOverrun`) the gateway
+When a provider reports usage past that bound (:class:`~sopbus.bus.ProviderOverrun`) the gateway
 settles what the provider says it billed, which may pass the cap, and :meth:`Budget.close`
 refuses every later reservation: the run ends there.
 """
@@ -66,12 +66,12 @@ class Budget:
         return self._closed
 
     def close(self, reason: str) -> None:
-        """Refuses every later reservation with :class:`~bus.BudgetExhausted` naming ``reason``
+        """Refuses every later reservation with :class:`~sopbus.bus.BudgetExhausted` naming ``reason``
         (a provider's overrun: the cap can no longer be trusted)."""
         self._closed = self._closed or reason
 
     def reserve(self, amount: Decimal) -> Reservation:
-        """Holds ``amount`` for a call, or raises :class:`~bus.BudgetExhausted` when it does
+        """Holds ``amount`` for a call, or raises :class:`~sopbus.bus.BudgetExhausted` when it does
         not fit under the cap or the budget is closed (nothing is held then)."""
         if amount < 0:
             raise ValueError(f"a reservation is 0 or more, got {amount!r}")

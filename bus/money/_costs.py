@@ -1,6 +1,6 @@
 """Reading a run's cost ledger back: totals by role, action and model, repricing, CSV.
 
-Pure functions over :class:`~bus.LedgerLine` lists; ``sopbus costs`` and ``sopbus runs``
+Pure functions over :class:`~sopbus.bus.LedgerLine` lists; ``sopbus costs`` and ``sopbus runs``
 call them and choose the output (a rich table, JSON, CSV).
 """
 
@@ -78,7 +78,7 @@ def reprice(lines: Sequence[LedgerLine], model: str, prices: PriceBook) -> list[
     with ``model`` and the running ``total_usd`` rewritten. Replayed and refused lines stay
     at $0 (they cost nothing either way), and lines counted at their reservation (``lost``,
     ``estimated``) at that amount, so repricing on the run's own model changes nothing.
-    An unknown ``model`` is a :class:`~bus.ConfigError`."""
+    An unknown ``model`` is a :class:`~sopbus.bus.ConfigError`."""
     price = prices.price(model)
     total = Decimal(0)
     out = []
@@ -112,7 +112,7 @@ def render_table(report: dict[str, Any]) -> RenderableType:
 
 
 def ledger_csv(lines: Sequence[LedgerLine]) -> str:
-    """The ledger as CSV with a header row of the :class:`~bus.LedgerLine` field names."""
+    """The ledger as CSV with a header row of the :class:`~sopbus.bus.LedgerLine` field names."""
     fields = LedgerLine.__struct_fields__
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")

@@ -1,4 +1,4 @@
-"""A :class:`~bus.money._account.SharedAccount` in a JSON file, for the processes of one machine.
+"""A :class:`~sopbus.bus.money._account.SharedAccount` in a JSON file, for the processes of one machine.
 
 Every operation is one transaction: take an exclusive ``fcntl.flock`` on a lock file
 beside the account, read the account, change it, write it to a temporary file and

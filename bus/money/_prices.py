@@ -5,9 +5,9 @@ A model is priced by the first of three sources that knows it (:data:`PriceSourc
 1. ``scenario``: the scenario's ``[prices."<model>"]`` tables;
 2. ``sopbus``: ``bus/money/prices.toml``, shipped with the package (the common OpenAI models);
 3. ``genai-prices``: the genai-prices library's offline data (Claude, Gemini, DeepSeek,
-   Llama and Qwen hosts, ...; see :mod:`bus.money._library` for how a name is matched).
+   Llama and Qwen hosts, ...; see :mod:`sopbus.bus.money._library` for how a name is matched).
 
-A model no source knows is a :class:`~bus.ConfigError` naming the model, close names and
+A model no source knows is a :class:`~sopbus.bus.ConfigError` naming the model, close names and
 the fix, never $0: a price of 0 counts only when someone wrote it down.
 """
 
@@ -59,7 +59,7 @@ class PriceBook:
         """The packaged prices with ``overrides`` (``{model: {"input", "output",
         "cached_input"}}``, USD per 1M tokens, from a scenario) laid over them, whole model
         by whole model, and genai-prices behind both."""
-        text = resources.files("bus.money").joinpath("prices.toml").read_text(encoding="utf-8")
+        text = resources.files("sopbus.bus.money").joinpath("prices.toml").read_text(encoding="utf-8")
         table = tomllib.loads(text, parse_float=Decimal)["prices"]
         prices = {model: _parse_price(model, entry, PACKAGED) for model, entry in table.items()}
         sources: dict[str, PriceSource] = dict.fromkeys(prices, "sopbus")
@@ -83,7 +83,7 @@ class PriceBook:
         return True
 
     def price(self, model: str) -> Price:
-        """The price of ``model``; a :class:`~bus.ConfigError` with the fix when there is none."""
+        """The price of ``model``; a :class:`~sopbus.bus.ConfigError` with the fix when there is none."""
         return self.quote(model).price
 
     def quote(self, model: str) -> Quote:

@@ -1,5 +1,5 @@
 """What a model costs (:class:`Price`, with its :class:`Tier` s) and where that price came
-from (:class:`Quote`). Values only; :class:`~bus.PriceBook` finds them.
+from (:class:`Quote`). Values only; :class:`~sopbus.bus.PriceBook` finds them.
 """
 
 from __future__ import annotations

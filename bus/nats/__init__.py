@@ -1,7 +1,7 @@
 """sopbus beyond one machine: the bus, the budget and sweeps on NATS JetStream (issue 18).
 
 Nothing here is loaded unless a command is given ``--bus nats://...``; the in-process bus
-stays the default. All NATS traffic goes through :mod:`bus.nats._link`.
+stays the default. All NATS traffic goes through :mod:`sopbus.bus.nats._link`.
 """
 
 from ._account import NatsAccount

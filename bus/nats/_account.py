@@ -1,4 +1,4 @@
-"""A :class:`~bus.money._account.SharedAccount` on one JetStream KV key: one cap for the
+"""A :class:`~sopbus.bus.money._account.SharedAccount` on one JetStream KV key: one cap for the
 processes of many machines (a run's workers, a sweep's workers).
 
 The whole book is *one* value under *one* key: the cap, the spend per holder, the holds of
@@ -6,12 +6,12 @@ the calls in flight, the refusal count and the holders' leases. Every operation 
 value and its revision, changes it, and writes it back only if the key is still at that
 revision (``kv.update(last=revision)``); when another process wrote first, the write is
 refused by the server and the operation reads again and retries after a short random wait
-(:meth:`bus.nats.Link.swap_key`, the whole loop in one crossing to the link's thread). So a
+(:meth:`sopbus.bus.nats.Link.swap_key`, the whole loop in one crossing to the link's thread). So a
 reservation is checked against the very totals it changes, and ``spent + held <= cap``
 holds at every revision by construction, whoever writes.
 
 The value is msgspec JSON, money as decimal strings, the same book as
-:class:`~bus.money._file_account.FileAccount`'s file plus the leases
+:class:`~sopbus.bus.money._file_account.FileAccount`'s file plus the leases
 (``nats kv get BUCKET budget`` shows it)::
 
     {"cap": "0.50", "spent": {"<holder>": "0.0043"}, "holds": {"<hold id>": ["<holder>", "0.0025"]},
@@ -77,7 +77,7 @@ class NatsAccount:
         """Opens the bucket (created if absent) and the account: created with ``cap`` when
         there is none (atomically: of several processes opening at once, one creates it).
         An existing account keeps its cap; ``None`` joins it whatever its cap is (a
-        worker), a different cap is a :class:`~bus.ConfigError`. No account and no cap is
+        worker), a different cap is a :class:`~sopbus.bus.ConfigError`. No account and no cap is
         one too: the process that starts the run or sweep creates it."""
         if cap is not None:
             checked_cap(cap)

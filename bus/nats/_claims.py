@@ -9,7 +9,7 @@ Two buckets:
   :class:`ScenarioPlan`: the scenario as run and the files it names, so that a worker on
   another machine builds the same team), ``hosts`` (the roles that run on workers, fixed by
   the coordinator when it stops waiting for claims), ``claim.<token(role)>`` (a
-  :class:`Claim`), and ``budget`` (the run's cap, :mod:`bus.nats._account`).
+  :class:`Claim`), and ``budget`` (the run's cap, :mod:`sopbus.bus.nats._account`).
 
 Claims: a worker claims a role with KV ``create``, which is atomic: of two workers only one
 gets it. It keeps the claim with a heartbeat (``update`` with ``last=`` its revision: a
@@ -18,7 +18,7 @@ the lease on; a claim whose lease lapsed may be taken over by another worker wit
 compare-and-swap on the revision it read; a worker that exits cleanly deletes its claims.
 The KV revision at which a worker took a claim is its tenure's fencing token
 (:attr:`Claim.tenure`): the coordinator accepts a role's turn answers and effects from the
-current tenure only (:mod:`bus.nats._remote`), so a holder that was paused past its lease
+current tenure only (:mod:`sopbus.bus.nats._remote`), so a holder that was paused past its lease
 cannot deliver a turn that was given to another.
 Leases are wall-clock times of the claiming worker (``time.time()``): hosts whose clocks
 disagree by more than a lease can take over a live claim, so keep clocks synchronised

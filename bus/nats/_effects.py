@@ -1,14 +1,14 @@
 """A remote turn's effects: what a role's turn on a worker does besides its messages.
 
 The role's gateway on the worker journals and ledgers through :class:`TurnEffects`, and the
-role's :class:`~bus.Turn` writes artifacts and notes through it (it is the turn's
-:class:`~bus.TurnServices`). Each becomes an effect (:mod:`bus.nats._wire`), numbered within
+role's :class:`~sopbus.bus.Turn` writes artifacts and notes through it (it is the turn's
+:class:`~sopbus.bus.TurnServices`). Each becomes an effect (:mod:`sopbus.bus.nats._wire`), numbered within
 its turn, and :class:`EffectSender` publishes them to ``sopbus.<run>.fx.<role>`` in order,
 a batch per crossing. Artifacts are also written into the worker's mirror of the run's
 ``artifacts/`` (a role such as QA reads the files it tests from there).
 
 The gateway tells the journal of an attempt's end before it writes the ledger line
-(:meth:`bus.Gateway._ledger`): the two are joined into one ``called`` effect, so that the
+(:meth:`sopbus.bus.Gateway._ledger`): the two are joined into one ``called`` effect, so that the
 coordinator can renumber the line and journal the answer with it.
 """
 
@@ -99,7 +99,7 @@ class EffectSender:
 
 class TurnEffects:
     """The effects of one role's turns, numbered per turn; the role's gateway journal and
-    ledger sink, and its :class:`~bus.TurnServices` (artifacts into the mirror, notes)."""
+    ledger sink, and its :class:`~sopbus.bus.TurnServices` (artifacts into the mirror, notes)."""
 
     def __init__(self, sender: EffectSender, role: str, mirror: Path, *, tenure: int = 0):
         self.sender, self.role, self.mirror, self.tenure = sender, role, mirror, tenure

@@ -1,6 +1,6 @@
 """One role hosted on a worker: the turns it is asked for, taken once each.
 
-:class:`RoleHost` serves the turn requests of one claimed role (:mod:`bus.nats._wire`): a
+:class:`RoleHost` serves the turn requests of one claimed role (:mod:`sopbus.bus.nats._wire`): a
 request is answered by the turn with its ``(epoch, turn)``, whoever asks and however often;
 a request of a new epoch (a resumed coordinator) or the first one after a takeover starts
 the role afresh, its earlier turns replayed (:meth:`RoleHost._replay`) with the answers the
@@ -21,6 +21,7 @@ import trio
 from loguru import logger
 
 from .._errors import BudgetExhausted, StopRun
+from .._errors import exception_leaves
 from .._member import Member, Turn
 from .._message import Message
 from ..llm._gateway import Gateway
@@ -46,7 +47,7 @@ class _Quiet:
 
 def classify(exc: BaseException) -> tuple[str, str]:
     """What ended a turn, as the answer says it: ``budget``, ``stop`` or ``failed``."""
-    leaves = list(_leaves(exc))
+    leaves = list(exception_leaves(exc))
     if leaves and all(isinstance(e, (BudgetExhausted, StopRun)) for e in leaves):
         budget = next((e for e in leaves if isinstance(e, BudgetExhausted)), None)
         if budget is not None:
@@ -57,14 +58,6 @@ def classify(exc: BaseException) -> tuple[str, str]:
     first = next((e for e in leaves if not isinstance(e, (BudgetExhausted, StopRun))), exc)
     text = "".join(traceback.format_exception(exc))
     return "failed", f"{type(first).__name__}: {first}\n--- on the worker:\n{text}"
-
-
-def _leaves(exc: BaseException) -> Any:
-    if isinstance(exc, BaseExceptionGroup):
-        for inner in exc.exceptions:
-            yield from _leaves(inner)
-    else:
-        yield exc
 
 
 class RoleHost:

@@ -57,7 +57,7 @@ _encode = msgspec.json.encode
 
 class Inbox:
     """The inbox of one role on the run's stream; open it with
-    :meth:`bus.nats._stream.RunStream.open_inbox`. One task reads it at a time."""
+    :meth:`sopbus.bus.nats._stream.RunStream.open_inbox`. One task reads it at a time."""
 
     def __init__(self, link: Link, stream: str, role: str, consumer: str, *, act_prefix: str):
         self.link, self.stream, self.role, self.consumer = link, stream, role, consumer

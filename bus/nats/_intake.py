@@ -1,13 +1,13 @@
 """The coordinator's intake of the workers' effects: what a remote role's turn did, applied
-to the run directory in stream order (see :mod:`bus.nats._remote` for the whole protocol).
+to the run directory in stream order (see :mod:`sopbus.bus.nats._remote` for the whole protocol).
 
-Effects (:mod:`bus.nats._wire`) come from the run's stream by sequence, so a reconnect
+Effects (:mod:`sopbus.bus.nats._wire`) come from the run's stream by sequence, so a reconnect
 loses none and takes none twice. A turn's effects are numbered by their host and taken in
 that order. Each role's effects are accepted from its current *tenure* only: a
-:class:`~bus.nats._wire.Fence` moves the role to a new tenure and ledgers the calls the
+:class:`~sopbus.bus.nats._wire.Fence` moves the role to a new tenure and ledgers the calls the
 old one still had open as ``lost``; what the old tenure sends after the fence is dropped.
 Reservations go through the run's call journal, ledger lines through
-:meth:`bus.Gateway.record_remote`, artifacts and notes through the store (once, when a
+:meth:`sopbus.bus.Gateway.record_remote`, artifacts and notes through the store (once, when a
 turn cut by a takeover writes the same ones again).
 """
 

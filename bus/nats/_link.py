@@ -42,12 +42,14 @@ from typing import Any, TypeVar
 
 import trio
 
+from .._errors import SopbusError
+
 T = TypeVar("T")
 
 Headers = dict[str, str]
 
 
-class NatsUnavailable(Exception):
+class NatsUnavailable(SopbusError):
     """The NATS server at the given URL cannot be reached (or lacks JetStream)."""
 
 

@@ -1,10 +1,10 @@
 """A run's messages on JetStream: the coordinator puts them on the run's stream, and each
 role hosted elsewhere reads its inbox from its own durable consumer.
 
-The coordinator's :class:`~bus.Environment` stays the one router. It logs the records of
+The coordinator's :class:`~sopbus.bus.Environment` stays the one router. It logs the records of
 every publish to a :class:`StreamLog`, which hands them to the run store as before and to
 :meth:`RunStream.put`, which turns each message into what the routing contract needs on the
-stream (subjects in :mod:`bus.nats._subjects`):
+stream (subjects in :mod:`sopbus.bus.nats._subjects`):
 
 * a message with no ``send_to`` -> one copy on ``act.<cause_by>``; the consumers of the
   roles that watch it take it, and the reader drops the sender's own (sender exclusion);
@@ -326,7 +326,7 @@ def _why(stream: str, item: _Item, said: str) -> str:
 
 
 class StreamLog:
-    """An event log (:class:`bus._environment.EventLog`) that hands every record to
+    """An event log (:class:`sopbus.bus._environment.EventLog`) that hands every record to
     ``inner`` (the run store, or ``None``) and the messages to ``stream``: give it to the
     coordinator's Environment and the stream holds the run's messages in log order."""
 

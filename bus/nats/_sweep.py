@@ -1,5 +1,5 @@
 """A sweep's runs on a JetStream work queue: what ``sopbus sweep --bus`` and ``sopbus worker``
-share (issue 18). Payloads are bytes here; what they mean is :mod:`bus.cli.sweep._wire`'s.
+share (issue 18). Payloads are bytes here; what they mean is :mod:`sopbus.sweep._wire`'s.
 
 One stream per sweep, ``SOPBUS_SWEEP_<sweep id>`` on ``sopbus.sweep.<sweep id>.>``, with
 work-queue retention (a message is gone once acked, so the stream holds only the work not
@@ -44,7 +44,7 @@ class SweepNotice(msgspec.Struct, frozen=True, kw_only=True):
 
     #: The sweep's id (``YYYYmmdd-HHMMSS-slug-hex``: safe in stream names and subjects).
     sweep_id: str
-    #: The KV bucket of the sweep's :class:`~bus.nats._account.NatsAccount`.
+    #: The KV bucket of the sweep's :class:`~sopbus.bus.nats._account.NatsAccount`.
     account_bucket: str
     #: ``processes`` (simulator, replay: one process per run) or ``tasks`` (a real provider).
     executor: str

@@ -4,7 +4,7 @@ Three conversations, each on subjects of the run (``sopbus.<run>.``...):
 
 * **turns** (core NATS request/reply on ``sopbus-turn.<run>.<token(role)>``, outside the
   run's stream): the coordinator's
-  :class:`~bus.nats._remote.RemoteMember` sends a :class:`TurnRequest` (the proxy's turn
+  :class:`~sopbus.bus.nats._remote.RemoteMember` sends a :class:`TurnRequest` (the proxy's turn
   number, the round, the wanted ``(message id, stream seq)`` news, the artifacts the host
   has not seen yet); the worker hosting the role answers a :class:`TurnAnswer` (the output
   messages, unstamped, or what ended the turn as data). A request is idempotent by turn
@@ -21,7 +21,7 @@ Three conversations, each on subjects of the run (``sopbus.<run>.``...):
   next round starts. Being on the stream, they also survive a worker's death: a new host
   reads the answers already recorded for the role (:func:`answers_of`) and does not pay
   for them again.
-* **claims and the scenario** (the run's KV bucket): see :mod:`bus.nats._claims`.
+* **claims and the scenario** (the run's KV bucket): see :mod:`sopbus.bus.nats._claims`.
 """
 
 from __future__ import annotations

@@ -1,21 +1,21 @@
 """``sopbus worker``: a process that hosts roles of runs coordinated over NATS.
 
-For a run (:func:`serve_run`) a worker reads the run's :class:`~bus.nats._claims.ScenarioPlan`,
+For a run (:func:`serve_run`) a worker reads the run's :class:`~sopbus.bus.nats._claims.ScenarioPlan`,
 has the caller build the same team from it (the CLI: it knows the SOPs), claims the roles it
 may host (``--roles``, else any), keeps its claims alive with a heartbeat, and for each
 claimed role (:class:`RoleHost`):
 
 1. opens the role's durable inbox on the run's stream (:meth:`RunStream.open_inbox`);
-2. answers the turn requests on ``sopbus.<run>.turn.<role>`` (:mod:`bus.nats._wire`): writes
+2. answers the turn requests on ``sopbus.<run>.turn.<role>`` (:mod:`sopbus.bus.nats._wire`): writes
    the artifacts the request brings into its mirror of ``artifacts/``, reads the wanted news
    from the inbox (it waits for them to arrive), runs the real role's ``step`` with a
-   :class:`~bus.Turn` whose gateway and services are this worker's, and answers with the
+   :class:`~sopbus.bus.Turn` whose gateway and services are this worker's, and answers with the
    output messages, or with what ended the turn (``budget``, ``stop``, ``failed``) as data;
 3. acks the inbox once the answer is sent: a worker killed before that leaves the news
    unacked, and the role's next host is handed them again.
 
-The role's LLM calls are made here, through a :class:`~bus.Gateway` of its own whose budget
-is the run's cap and whose pool is the run's shared account (:class:`~bus.nats.NatsAccount`
+The role's LLM calls are made here, through a :class:`~sopbus.bus.Gateway` of its own whose budget
+is the run's cap and whose pool is the run's shared account (:class:`~sopbus.bus.nats.NatsAccount`
 in the run's bucket, this worker its holder, kept alive by a heartbeat so that the holds of
 a worker that died are released after its lease); every
 reservation, ledger line, recorded answer, artifact and note of a turn is published, in

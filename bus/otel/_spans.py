@@ -3,7 +3,7 @@
 Built from the run's own files (``events.jsonl`` and the ledger ``costs.jsonl``), so a
 trace sent when the run ends (``sopbus run --otel``) and one sent later from the log
 (``sopbus export-otel RUN``) are the same. Nothing here talks to OpenTelemetry; see
-:mod:`bus.otel._export` for that.
+:mod:`sopbus.bus.otel._export` for that.
 
 Times are wall-clock seconds. An LLM call runs from its ledger line's ``t`` less its
 ``latency_ms`` to ``t``. A round runs from ``round_started`` to ``round_ended`` (a round that
@@ -24,7 +24,8 @@ from typing import Any
 
 from .._events import read_events
 from .._jsonl import read_jsonl
-from .._layout import COSTS, EVENTS, SUMMARY
+from .._layout import COSTS, EVENTS
+from .._summary import read_summary
 
 
 @dataclass
@@ -64,26 +65,19 @@ def run_trace(run_dir: Path) -> Span:
 
 def _run_span(started: dict[str, Any], ended: dict[str, Any], run_dir: Path) -> Span:
     settings = started.get("settings", {})
-    summary = _summary(run_dir)
+    summary = read_summary(run_dir)
     attributes = {
         "sopbus.run_id": started["run_id"], "sopbus.scenario": started["scenario"],
         "sopbus.mode": started["mode"], "sopbus.seed": started["seed"],
         "sopbus.end_reason": ended.get("reason", "unknown"),
-        "sopbus.budget_usd": str(summary.get("budget_usd", settings.get("budget_usd", ""))),
-        "sopbus.total_usd": str(summary.get("total_usd", "")),
+        "sopbus.budget_usd": str(summary.budget_usd if summary else settings.get("budget_usd", "")),
+        "sopbus.total_usd": str(summary.total_usd) if summary else "",
         "gen_ai.system": str(settings.get("provider", "")),
         "gen_ai.request.model": str(settings.get("model", "")),
     }
     failed = ended.get("reason") == "error"
     return Span(f"sopbus run {started['scenario']}", started["t"], ended["t"], attributes,
                 error=(ended.get("error") or ended.get("detail") or "error") if failed else None)
-
-
-def _summary(run_dir: Path) -> dict[str, Any]:
-    import msgspec
-
-    path = run_dir / SUMMARY
-    return msgspec.json.decode(path.read_bytes()) if path.exists() else {}
 
 
 def _opened(events: list[dict[str, Any]]) -> list[dict[str, Any]]:

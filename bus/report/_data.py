@@ -1,22 +1,22 @@
 """A run directory read back for the report: summary, roles, messages with their deliveries,
 the cost ledger, artifacts and the roles' own events.
 
-Everything is read through the run store's own readers (:func:`bus.read_events`,
-:func:`bus.decode_event` and the event types, :func:`bus.money.load_ledger`), so a change
+Everything is read through the run store's own readers (:func:`sopbus.bus.read_events`,
+:func:`sopbus.bus.decode_event` and the event types, :func:`sopbus.bus.money.load_ledger`), so a change
 of the file formats reaches the report without a second parser to keep in step.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .. import _events as ev
 from .._errors import ConfigError
-from .._layout import EVENTS, SUMMARY
+from .._layout import EVENTS
 from .._message import Message
+from .._summary import RunSummary, read_summary
 from ..money._costs import load_ledger
 from ..money._ledger import LedgerLine
 
@@ -51,7 +51,7 @@ class RunData:
     """What the report shows of one run directory (see :func:`read_run`)."""
 
     run_dir: Path
-    summary: dict[str, Any]
+    summary: RunSummary | None
     started: ev.RunStarted | None = None
     ended: ev.RunEnded | None = None
     roles: list[ev.RoleJoined] = field(default_factory=list)
@@ -63,7 +63,7 @@ class RunData:
 
     @property
     def mode(self) -> str:
-        return self.started.mode if self.started else str(self.summary.get("mode", "rounds"))
+        return self.started.mode if self.started else (self.summary.mode if self.summary else "rounds")
 
     def lanes(self) -> list[str]:
         """Senders from outside the team (``Boss``) first, then the roles in declared order."""
@@ -73,23 +73,15 @@ class RunData:
 
 
 def read_run(run_dir: Path) -> RunData:
-    """The run in ``run_dir``; a :class:`~bus.ConfigError` when it holds no event log."""
+    """The run in ``run_dir``; a :class:`~sopbus.bus.ConfigError` when it holds no event log."""
     if not (run_dir / EVENTS).is_file():
         raise ConfigError(f"{run_dir} is not a run directory: it has no {EVENTS}; give a run "
                           f"id, a run directory or 'last'")
-    data = RunData(run_dir=run_dir, summary=_summary(run_dir))
+    data = RunData(run_dir=run_dir, summary=read_summary(run_dir))
     for raw in ev.read_events(run_dir / EVENTS):
         _take(data, ev.decode_event(raw))
     data.calls = _calls(load_ledger(run_dir), data.t0)
     return data
-
-
-def _summary(run_dir: Path) -> dict[str, Any]:
-    try:
-        found = json.loads((run_dir / SUMMARY).read_text(encoding="utf-8"))
-    except (OSError, ValueError):  # killed, still running, or being replaced
-        return {}
-    return found if isinstance(found, dict) else {}
 
 
 def _take(data: RunData, event: Any) -> None:

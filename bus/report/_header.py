@@ -12,13 +12,16 @@ from decimal import Decimal
 from html import escape
 from typing import Any
 
+import msgspec
+
 from ..money._budget import usd
 from ._data import RunData
 
 
 def figures(data: RunData, report: dict[str, Any]) -> dict[str, Any]:
     """The header's values: the summary's where it has them, else counted."""
-    s, started = data.summary, data.started
+    s = msgspec.to_builtins(data.summary) if data.summary is not None else {}
+    started = data.started
     settings = started.settings if started else {}
     counted = {
         "run_id": data.run_dir.name, "scenario": started.scenario if started else "",

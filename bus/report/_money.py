@@ -1,5 +1,5 @@
 """Where the money went: cumulative spend against the budget, by role, and cost and tokens
-by role, action and model. Amounts come from the cost ledger (:func:`bus.cost_report`);
+by role, action and model. Amounts come from the cost ledger (:func:`sopbus.bus.cost_report`);
 charts get them as floats (pictures), the tables beside them keep the ledger's decimals.
 """
 

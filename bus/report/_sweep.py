@@ -1,7 +1,7 @@
 """A sweep's page: spend against verdict pass rate per variant, the spend of each variant's
 runs, and a link to every run's own report; one offline HTML file like a run's report.
 
-The CLI hands over plain rows (the sweep's bookkeeping lives in ``bus.cli.sweep``): one row
+The CLI hands over plain rows (the sweep's bookkeeping lives in ``sopbus.sweep``): one row
 per variant (as ``sopbus sweep-show --json`` prints them) and one per run (variant, seed,
 state, spend, verdict and the path of its report relative to the page).
 """

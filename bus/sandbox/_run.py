@@ -35,7 +35,7 @@ async def run_sandboxed(
     ``env`` adds variables to a clean environment; a secret-looking name raises ValueError.
     ``keep``, if given, receives the scratch directory's final contents (plots, reports).
     ``sandbox`` chooses the backend and the scratch root (default: the run's settings, see
-    :func:`bus.sandbox.using`). Files are copied in and out without following links. The
+    :func:`sopbus.bus.sandbox.using`). Files are copied in and out without following links. The
     scratch directory is deleted before returning, also on timeout or cancellation.
     """
     command = [str(arg) for arg in argv]

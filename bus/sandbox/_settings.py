@@ -3,7 +3,7 @@
 A run's settings are a frozen value. The assembly of a run scopes them to the run with
 :func:`using` (a context variable, as :func:`decimal.localcontext` scopes a precision), so
 the roles that run code (QA's pytest, the code executor, the gate's checker) need not pass
-them by hand; a caller may also pass ``sandbox=`` to :func:`bus.run_sandboxed`.
+them by hand; a caller may also pass ``sandbox=`` to :func:`sopbus.bus.run_sandboxed`.
 """
 
 from __future__ import annotations
@@ -67,7 +67,7 @@ def current() -> SandboxSettings:
 
 
 def check_backend(backend: BackendName, *, where: str = "[sandbox].backend") -> str:
-    """The backend that will run code for ``backend``; :class:`~bus.ConfigError` when
+    """The backend that will run code for ``backend``; :class:`~sopbus.bus.ConfigError` when
     ``bwrap`` is asked for and does not work here. Probes bubblewrap (once per process)."""
     found = _bwrap.probe()
     if backend == "bwrap" and found.bwrap is None:

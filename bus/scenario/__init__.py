@@ -14,7 +14,7 @@ from ._load import scenario_to_builtins as scenario_to_builtins
 from ._types import ScenarioInfo as ScenarioInfo
 from ._types import RunSettings as RunSettings
 from ._types import LLMOverrides as LLMOverrides
-from ._types import LLMSettings as LLMSettings
+from ._types import LLMConfig as LLMConfig
 from ._types import PriceSpec as PriceSpec
 from ._types import RoleSpec as RoleSpec
 from ._types import ActionSpec as ActionSpec

@@ -8,7 +8,7 @@ Both report ``<file>: <what> - at `$.path`: <expected>; did you mean ...?``. The
 step reports every problem at once, since fixing one does not hide the next.
 
 Names of actions, roles and SOPs are *not* checked here: the registry that knows them
-lives in ``roles``/``sops``, which check them when they build the team.
+lives in ``sopbus.roles``/``sopbus.sops``, which check them when they build the team.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ instead of a silently ignored key. Field names are the TOML keys (except where a
 clashes with a clearer Python name: ``[scenario]`` is ``Scenario.info`` and the ``[sop]``
 table is ``Scenario.sop_options``). Ranges msgspec can check are on the types
 (``Meta(ge=1)``); the rest (money, files, cross-field rules) is checked by
-:func:`bus.load_scenario` with the same kind of ``$.path`` in the message.
+:func:`sopbus.bus.load_scenario` with the same kind of ``$.path`` in the message.
 
 In ``[[roles]]`` and in ``llm = {...}`` overrides, ``None`` means "not given": a role
 entry may override some fields of a SOP's role of the same name and keep the others.
@@ -83,7 +83,7 @@ class LLMOverrides(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     max_attempts: PositiveInt | None = None
 
 
-class LLMSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+class LLMConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """``[llm]``: the provider and the default model settings of every call.
 
     ``max_tokens_param`` is the request field that carries ``max_tokens`` to an ``openai``
@@ -109,7 +109,7 @@ class LLMSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
     fixtures: tuple[str, ...] = ()
     cassette: str | None = None
 
-    def merged(self, *overrides: LLMOverrides | None) -> LLMSettings:
+    def merged(self, *overrides: LLMOverrides | None) -> LLMConfig:
         """These settings with each override's given (non-``None``) fields laid on top, in
         order: ``scenario.llm.merged(role.llm, action.llm)``."""
         result = self
@@ -141,7 +141,7 @@ class PriceSpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields
 class RoleSpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """One ``[[roles]]`` entry: a new role, or an override of the SOP's role ``name``.
 
-    Every field but ``name`` is ``None`` when the file does not give it; ``roles`` fills
+    Every field but ``name`` is ``None`` when the file does not give it; ``sopbus.roles`` fills
     defaults for new roles and keeps the SOP's values for overridden ones. Names in
     ``watch`` and ``actions`` are checked against the action registry when the team is
     built, not here.
@@ -216,7 +216,7 @@ class ScenarioDoc(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
 
     info: ScenarioInfo = msgspec.field(name="scenario")
     run: RunSettings = RunSettings()
-    llm: LLMSettings = LLMSettings()
+    llm: LLMConfig = LLMConfig()
     prices: dict[str, PriceSpec] = {}
     sandbox: SandboxSpec = SandboxSpec()
     sop_options: dict[str, Any] = msgspec.field(default_factory=dict, name="sop")
@@ -231,7 +231,7 @@ class Scenario(ScenarioDoc, frozen=True, kw_only=True, forbid_unknown_fields=Tru
 
     ``path`` is the file (absolute); ``base_dir`` its directory, against which
     ``llm.fixtures`` and ``llm.cassette`` are resolved. Build one with
-    :func:`bus.load_scenario`; change it with :func:`bus.scenario_with_overrides`.
+    :func:`sopbus.bus.load_scenario`; change it with :func:`sopbus.bus.scenario_with_overrides`.
     """
 
     path: Path
@@ -251,8 +251,8 @@ class Scenario(ScenarioDoc, frozen=True, kw_only=True, forbid_unknown_fields=Tru
 
     def resolve(self, relative: str) -> Path:
         """A path written in the file, resolved against the file's directory; a
-        :class:`~bus.ConfigError` when it leaves that directory and the file does not say
-        ``allow_outside = true`` (see :mod:`bus.scenario._paths`)."""
+        :class:`~sopbus.bus.ConfigError` when it leaves that directory and the file does not say
+        ``allow_outside = true`` (see :mod:`sopbus.bus.scenario._paths`)."""
         path = self.base_dir / relative
         if not self.info.allow_outside and not inside(path, self.base_dir):
             place = place_of(relative, self.llm, self.sop_options)

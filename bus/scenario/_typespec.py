@@ -2,7 +2,7 @@
 
 A scenario declares an action's output as ``output = { approved = "bool", problems =
 "list[str]" }``. This module turns each spec into the Python type it names, so that
-``roles`` can build the pydantic model (``pydantic.create_model``) without parsing strings.
+``sopbus.roles`` can build the pydantic model (``pydantic.create_model``) without parsing strings.
 
 The grammar is small on purpose: it covers what a JSON schema for structured outputs can
 say and nothing else::
@@ -19,6 +19,7 @@ import operator
 import re
 from typing import Any
 
+from .._errors import SopbusError
 from .._suggest import did_you_mean
 
 TYPE_SPECS = "str, int, float, bool, list[T], dict[str, T], optional[T] or T | None"
@@ -35,7 +36,7 @@ _FOREIGN = {"string": "str", "integer": "int", "number": "float", "boolean": "bo
             "array": "list[T]", "object": "dict[str, T]", "null": "None"}
 
 
-class TypeSpecError(ValueError):
+class TypeSpecError(SopbusError, ValueError):
     """A type spec that does not parse. ``problem`` says what is wrong where (``unknown
     type `lst` in `lst[str]```), ``hint`` is ``""`` or ``"; did you mean `list`?"``."""
 

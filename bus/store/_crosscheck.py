@@ -1,4 +1,4 @@
-"""The cross-checks of :func:`bus.store._verify.verify_run`: the files of a run against each
+"""The cross-checks of :func:`sopbus.bus.store._verify.verify_run`: the files of a run against each
 other, once each file's own chain has verified.
 
 A chain alone cannot see a line cut from the end of a file, nor a line rewritten with every

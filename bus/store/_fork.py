@@ -1,7 +1,7 @@
 """``sopbus replay`` and ``sopbus fork``: an earlier run again, from its own recording.
 
 Both run the earlier run's scenario (``runs/<id>/scenario.toml``) from round 1 into a new
-run directory, with a :class:`bus.llm._tape.TapeGateway` in front of the gateway that answers
+run directory, with a :class:`sopbus.bus.llm._tape.TapeGateway` in front of the gateway that answers
 from the earlier run's ``calls.jsonl``. Taped answers are ledgered ``replayed`` at $0 and
 recorded into the new run's own ``calls.jsonl``, so the new run can be replayed, resumed
 or forked in turn.
@@ -14,7 +14,7 @@ or forked in turn.
   but not what the forked run saw up to round N), so the state after round N is the forked
   run's, at no cost and with no provider call. From round N+1 on it runs live with the
   changed settings. ``--set`` takes a dotted key of the scenario file (``llm.model``,
-  ``run.budget_usd``, ``run.max_rounds``, ``roles.0.llm.model``...) and a TOML value (a bare
+  ``run.budget_usd``, ``run.max_rounds``, ``sopbus.roles.0.llm.model``...) and a TOML value (a bare
   word is a string). ``--set inject=TEXT`` (or an inline table such as
   ``{ content = "...", send_to = ["Alex"] }``) publishes a message at round N+1.
 """

@@ -4,7 +4,7 @@ The state of a run (inboxes, role memories, the round, artifacts) is not saved a
 is rebuilt by running the run's scenario (``runs/<id>/scenario.toml``) again, from round 1,
 into the same directory. ``rounds`` mode is deterministic, so the re-execution asks the
 same calls in the same rounds; every call the run already had answered is answered from
-its own ``calls.jsonl`` (:mod:`bus.llm._tape`): no provider call, no new cost. The first call
+its own ``calls.jsonl`` (:mod:`sopbus.bus.llm._tape`): no provider call, no new cost. The first call
 without a recorded answer is where the run really continues, live. The same holds in
 ``events`` mode as far as the roles' turns are deterministic in it.
 
@@ -70,9 +70,9 @@ class InFlight:
 
 @dataclass(frozen=True, kw_only=True)
 class Continuation:
-    """How :func:`bus.cli._assemble.execute` continues (resume) or re-runs (replay, fork) an
+    """How :func:`sopbus._assemble._execute.execute` continues (resume) or re-runs (replay, fork) an
     earlier run: where it writes, which answers it takes from a tape, what it carries over.
-    Built by :func:`plan_resume`, :func:`bus.store._fork.plan_replay` or :func:`bus.store._fork.plan_fork`.
+    Built by :func:`plan_resume`, :func:`sopbus.bus.store._fork.plan_replay` or :func:`sopbus.bus.store._fork.plan_fork`.
     """
 
     run_dir: Path

@@ -3,7 +3,7 @@
 ``runs/<run_id>/`` holds ``scenario.toml`` (the scenario as run), ``events.jsonl`` (every
 message, delivery, LLM call and artifact, in order), ``costs.jsonl`` (the cost ledger),
 ``artifacts/`` (the files the actions wrote), ``summary.json`` (status, end reason and
-totals) and ``calls.jsonl`` (every LLM answer, a replay cassette: see :mod:`bus.llm._tape`).
+totals) and ``calls.jsonl`` (every LLM answer, a replay cassette: see :mod:`sopbus.bus.llm._tape`).
 
 Flush policy of ``events.jsonl``: the records of one publish (its messages) are kept in
 memory until the publish is done, then written as one sealed batch with one ``os.write``
@@ -19,7 +19,7 @@ logged; a kill can cut only the write under way, a torn tail that :func:`drop_to
 removes. The ledger and ``calls.jsonl`` are written line by line.
 
 The messages of one publish are logged at one time, so only the first of them carries
-``t``; :func:`bus.read_events` gives the others the ``t`` of the line before them.
+``t``; :func:`sopbus.bus.read_events` gives the others the ``t`` of the line before them.
 
 A resumed run (``sopbus resume``) opens its directory again with :meth:`RunStore.open`;
 :func:`drop_torn_tail` first cuts off a line a killed writer left half-written. While a
@@ -46,6 +46,8 @@ from .._dirlock import try_lock
 from .._jsonl import JsonlWriter, encode_json
 
 from .._layout import ARTIFACTS, CALLS, COSTS, EVENTS, SCENARIO, SUMMARY
+from .._redact import redact_text
+from .._summary import RunSummary, encode_summary
 
 
 _WAITING = (MessagePublished, MessageUndelivered)  # records that wait for the end of their publish
@@ -79,7 +81,7 @@ def new_run_id(name: str) -> str:
 
 
 class RunStore:
-    """Writes one run's directory. Implements :class:`bus.TurnServices` for the roles and
+    """Writes one run's directory. Implements :class:`sopbus.bus.TurnServices` for the roles and
     is the event sink of the Environment and the call sink of the gateway."""
 
     def __init__(self, run_dir: Path, run_id: str):
@@ -108,7 +110,7 @@ class RunStore:
 
     def lock(self) -> None:
         """Marks the run as executing until :meth:`close` (an advisory lock on its
-        directory, which the kernel drops if the process dies); a :class:`~bus.ConfigError`
+        directory, which the kernel drops if the process dies); a :class:`~sopbus.bus.ConfigError`
         when another process holds it."""
         fd = try_lock(self.run_dir)
         if fd is None:
@@ -127,9 +129,7 @@ class RunStore:
 
     def redact(self, text: str) -> str:
         """``text`` with the secrets given to :meth:`hide` blanked."""
-        for secret in self._secrets:
-            text = text.replace(secret, "***")
-        return text
+        return redact_text(text, self._secrets)
 
     @property
     def artifacts_dir(self) -> Path:
@@ -202,10 +202,10 @@ class RunStore:
     def write_scenario(self, text: str) -> None:
         (self.run_dir / SCENARIO).write_text(self.redact(text))
 
-    def write_summary(self, summary: Mapping[str, Any]) -> None:
+    def write_summary(self, summary: RunSummary) -> None:
         path = self.run_dir / SUMMARY
         tmp = path.with_suffix(".tmp")
-        tmp.write_text(self.redact(msgspec.json.format(encode_json(dict(summary)), indent=2).decode()))
+        tmp.write_text(self.redact(encode_summary(summary).decode()))
         os.replace(tmp, path)
 
     def close(self) -> None:

@@ -4,10 +4,10 @@
 
 - the chains of ``events.jsonl`` (and a resumed run's earlier ``events.<n>.jsonl``),
   ``costs.jsonl``, ``calls.jsonl`` and ``artifacts/receipts.jsonl`` (each line carries the
-  hash of the one before; :mod:`bus._chain`), naming the first edited, dropped, reordered or
+  hash of the one before; :mod:`sopbus.bus._chain`), naming the first edited, dropped, reordered or
   unchained line; a torn last line is reported as torn, not as tampering;
 - the ledger against the event logs, the recorded answers and ``summary.json``, each call
-  paired by its ledger ``seq`` (:mod:`bus.store._crosscheck`; this also catches lines cut
+  paired by its ledger ``seq`` (:mod:`sopbus.bus.store._crosscheck`; this also catches lines cut
   from the end of ``costs.jsonl``, which no chain can see, and edited summary totals);
 - a finished run (one with ``summary.json``) must end with its ``run_ended`` event;
 - every artifact must still have the SHA-256 its last ``artifact_written`` event recorded;

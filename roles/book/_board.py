@@ -25,7 +25,7 @@ from typing import Any
 
 import msgspec
 
-from bus import Message
+from sopbus.bus import Message, SopbusError
 
 from .._action import Action, ActionContext, ActionResult
 
@@ -92,7 +92,7 @@ class Write(msgspec.Struct, frozen=True, kw_only=True):
         return (self.round, self.rank, self.seq)
 
 
-class BoardError(ValueError):
+class BoardError(SopbusError, ValueError):
     """A board write that cannot be read: no heading, or a value of the wrong kind."""
 
 

@@ -20,7 +20,7 @@ from typing import Annotated, Any, TypeVar
 
 import msgspec
 
-from bus import ConfigError, read_user_text, read_user_toml
+from sopbus.bus import ConfigError, read_user_text, read_user_toml
 
 T = TypeVar("T")
 ChapterNo = Annotated[int, msgspec.Meta(ge=1)]
@@ -124,7 +124,7 @@ class BookData(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def load_book(directory: Path) -> BookData:
-    """The book in ``directory`` (see the module docstring); a :class:`bus.ConfigError`
+    """The book in ``directory`` (see the module docstring); a :class:`sopbus.bus.ConfigError`
     names the file of any mistake. Only ``book.toml`` is required."""
     book = _load(directory / "book.toml", _BookFile)
     chapters = tuple(sorted(book.chapter, key=lambda c: c.number))

@@ -5,7 +5,7 @@ How one consultation goes:
 
 1. The model sees the question and the book's manifest (counts and states, no body text).
 2. Each answer is one JSON object: a ``tool_call`` (one read-only tool, see
-   ``roles.book._tools``) or a ``final`` plan. At most ``max_steps`` answers are asked for
+   ``sopbus.roles.book._tools``) or a ``final`` plan. At most ``max_steps`` answers are asked for
    and at most ``max_tool_calls`` tools are run; a tool call past that is refused (and the
    model told to finish), and the last step asks for the final plan.
 3. Every request is at most ``max_request_chars`` characters (messages plus, in
@@ -13,10 +13,10 @@ How one consultation goes:
    exchanges are dropped: the system prompt, the manifest and the latest tool result are
    kept, and the latest result is cut if even that is too long. Each tool result is cut to
    ``max_result_chars`` before it goes into the transcript.
-4. The final plan is validated (``roles.book._plan.validate_plan``). An invalid plan gets
+4. The final plan is validated (``sopbus.roles.book._plan.validate_plan``). An invalid plan gets
    exactly one correction call (beyond ``max_steps``, with the errors and no tools); if the
    corrected plan still fails, or no final plan came, the run fails closed: no plan is
-   written, the role raises :class:`bus.ModelOutputError` (the run ends as failed).
+   written, the role raises :class:`sopbus.bus.ModelOutputError` (the run ends as failed).
 5. A valid plan is written to ``artifacts/plan.json`` and ``plan.md``, marked as proposed
    and not applied, and published as ``ProposePlan``.
 
@@ -34,7 +34,7 @@ from typing import Any, NoReturn
 
 import pydantic
 
-from bus import ChatMessage, ConfigError, LLMRequest, Message, ModelOutputError, Turn
+from sopbus.bus import ChatMessage, ConfigError, LLMRequest, Message, ModelOutputError, Turn
 
 from .._action import Action, UserRequirement
 from ._data import BookData

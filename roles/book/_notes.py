@@ -25,7 +25,7 @@ from typing import TypeVar
 
 import msgspec
 
-from bus import ConfigError, read_user_toml
+from sopbus.bus import ConfigError, read_user_toml
 
 T = TypeVar("T")
 
@@ -55,7 +55,7 @@ class _PoliciesFile(msgspec.Struct, forbid_unknown_fields=True):
 
 
 def load_notes(path: Path) -> tuple[Note, ...]:
-    """The ``[[note]]`` entries of ``path``; a :class:`bus.ConfigError` names the file and
+    """The ``[[note]]`` entries of ``path``; a :class:`sopbus.bus.ConfigError` names the file and
     the entry of any mistake."""
     return _load(path, _NotesFile).note
 

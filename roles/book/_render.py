@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from bus import Message, Turn
+from sopbus.bus import Message, Turn
 
 from ._board import SEPARATOR, SLOTS, Board, BoardView, slot_action, slot_of
 from .._role import Role

@@ -1,4 +1,4 @@
-"""The book doctor's tools: read-only looks into a :class:`~roles.book._data.BookData`.
+"""The book doctor's tools: read-only looks into a :class:`~sopbus.roles.book._data.BookData`.
 
 A tool is a pure function of the (frozen) book and its arguments that returns text; there
 is no tool that writes, and the book it reads cannot be changed. The model names a tool and
@@ -17,6 +17,8 @@ from typing import Any
 import msgspec
 import pydantic
 from pydantic import BaseModel, ConfigDict
+
+from sopbus.bus import SopbusError
 
 from ._data import BookData, Chapter
 
@@ -38,7 +40,7 @@ class ToolArgs(BaseModel):
     limit: int | None = None
 
 
-class ToolError(ValueError):
+class ToolError(SopbusError, ValueError):
     """A tool call that cannot be answered (unknown tool, missing or bad arguments); its
     text goes back to the model as the tool's result."""
 

@@ -2,7 +2,7 @@
 
 Each worker watches the board slots that can wake it and, for every heading a write in its
 news touched, checks its condition on the board (as of the start of the round, plus its
-news; see ``roles.book._board``). When the condition holds it asks its model and writes back::
+news; see ``sopbus.roles.book._board``). When the condition holds it asks its model and writes back::
 
     worker            wakes on a write to   fires when (for that heading)
     MaterialWorker    word_count            word_count == 0
@@ -30,7 +30,7 @@ import msgspec
 import trio
 from pydantic import BaseModel, Field
 
-from bus import ChatMessage, Message, Turn
+from sopbus.bus import ChatMessage, Message, Turn
 
 from ._board import Board, BoardError, BoardView, Heading, child_key, read_write, slot_action, write_message
 from ._notes import Note, Policy, matching_notes, policies_for, policy_text

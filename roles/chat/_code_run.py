@@ -1,6 +1,6 @@
 """The code-and-run pair: a ``Coder`` writes a Python script, an ``Executor`` runs it.
 
-The Executor runs each script in the sandbox QA's test runner uses (:func:`bus.run_sandboxed`:
+The Executor runs each script in the sandbox QA's test runner uses (:func:`sopbus.bus.run_sandboxed`:
 scratch copy, clean environment, limits, no network) with the task's data files beside it,
 keeps the working directory under the run's artifacts (``attempt-<n>/``: the script, its
 outputs such as a PNG), then runs the scenario's acceptance check (a program, also
@@ -20,7 +20,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from bus import Message, SandboxLimits, SandboxResult, SopbusError, Turn, run_sandboxed
+from sopbus.bus import Message, SandboxLimits, SandboxResult, SopbusError, Turn, run_sandboxed
 
 from .._action import Action, ActionContext, ActionResult
 from .._role import Role

@@ -29,7 +29,7 @@ from typing import Any, Final, Literal
 import msgspec
 from pydantic import BaseModel, Field
 
-from bus import ChatMessage, Message, Turn
+from sopbus.bus import ChatMessage, Message, Turn
 
 from .._action import Action, ActionContext, ActionResult
 from .._llm import build_request

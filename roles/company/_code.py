@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from bus import Message, Turn
+from sopbus.bus import Message, Turn
 
 from .._action import Action, ActionContext
 from ._docs import WriteDesign, WriteTasks

@@ -24,7 +24,7 @@ class _Doc(BaseModel):
 class DocumentAction(Action, register=False):
     """An action whose output is a document: the default model call, then the rendered
     Markdown, under its title, written to ``artifact`` under the run's artifacts (the role
-    keeps it: :meth:`roles.Action.keep`)."""
+    keeps it: :meth:`sopbus.roles.Action.keep`)."""
 
     title: ClassVar[str] = ""
 

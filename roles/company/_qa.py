@@ -2,7 +2,7 @@
 the sandbox, and reports failures back to the engineer, for a bounded number of rounds.
 
 One turn of QA on the engineer's ``SummarizeCode``: ``WriteTest`` (one call per module
-without tests, side by side) -> ``RunCode`` (pytest in :func:`bus.run_sandboxed`: a scratch
+without tests, side by side) -> ``RunCode`` (pytest in :func:`sopbus.bus.run_sandboxed`: a scratch
 copy of the workspace, a clean environment without secrets, rlimits, a timeout, no network
 where the OS allows) -> on failure ``DebugError``, a bug report addressed to the engineer
 who sent the code. QA sends at most ``max_test_rounds`` fix requests per run; after that
@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from bus import Message, SandboxLimits, Turn, run_sandboxed
+from sopbus.bus import Message, SandboxLimits, Turn, run_sandboxed
 
 from .._action import Action, ActionContext
 from ._code import BUG_REPORT, SummarizeCode, WriteCode

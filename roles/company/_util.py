@@ -10,7 +10,7 @@ from typing import TypeVar
 
 import trio
 
-from bus import BudgetExhausted, ChatMessage, Message, StopRun
+from sopbus.bus import BudgetExhausted, ChatMessage, Message, StopRun, exception_leaves
 
 from .._action import ActionContext
 from .._prompt import task_text
@@ -28,8 +28,8 @@ async def concurrently(jobs: Sequence[Callable[[], Awaitable[T]]]) -> list[T]:
     """Run ``jobs`` side by side in a nursery; their results in the order given.
 
     The first failure cancels the others and is re-raised on its own (not in an exception
-    group), so the run loop still sees a plain :class:`bus.BudgetExhausted` or
-    :class:`bus.StopRun` and ends the run with the right reason.
+    group), so the run loop still sees a plain :class:`sopbus.bus.BudgetExhausted` or
+    :class:`sopbus.bus.StopRun` and ends the run with the right reason.
     """
     results: list[T | None] = [None] * len(jobs)
 
@@ -45,16 +45,8 @@ async def concurrently(jobs: Sequence[Callable[[], Awaitable[T]]]) -> list[T]:
     return results  # type: ignore[return-value]  # every slot was filled, or we raised
 
 
-def _leaves(group: BaseExceptionGroup[BaseException]) -> Iterable[BaseException]:
-    for exc in group.exceptions:
-        if isinstance(exc, BaseExceptionGroup):
-            yield from _leaves(exc)
-        else:
-            yield exc
-
-
 def _most_telling(group: BaseExceptionGroup[BaseException]) -> BaseException:
-    leaves = list(_leaves(group))
+    leaves = list(exception_leaves(group))
     real = [e for e in leaves if not isinstance(e, trio.Cancelled)]
     if not real:
         return group  # only cancellation: let trio's scopes see it as they raised it

@@ -1,8 +1,8 @@
 """The detector gate's checks: the checking program in the sandbox, then (optionally) a
 model check, each of whose reports must validate before it counts.
 
-The program (:mod:`roles.gated._check`, or the command ``[sop].checker`` names) runs in
-:func:`bus.run_sandboxed` with ``input.json`` beside it and prints the report on stdout. A
+The program (:mod:`sopbus.roles.gated._check`, or the command ``[sop].checker`` names) runs in
+:func:`sopbus.bus.run_sandboxed` with ``input.json`` beside it and prints the report on stdout. A
 timeout, a non-zero exit or a report that does not validate fails the sample closed. The
 report must be about this draft (its SHA-256) and this sample, and ``passed`` must say
 exactly "no errors".
@@ -25,7 +25,7 @@ from typing import Any, Literal
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field
 
-from bus import ChatMessage, SandboxLimits, run_sandboxed
+from sopbus.bus import ChatMessage, SandboxLimits, run_sandboxed
 
 from .._action import ActionContext
 from ._guard import Closed, ask_strict

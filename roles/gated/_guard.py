@@ -21,7 +21,7 @@ import pydantic
 import trio
 from pydantic import BaseModel
 
-from bus import BudgetExhausted, ChatMessage, Completion, LLMRequest, ProviderError, SopbusError
+from sopbus.bus import BudgetExhausted, ChatMessage, Completion, LLMRequest, ProviderError, SopbusError
 
 from .._action import ActionContext
 from .._llm import build_request, unfence

@@ -29,7 +29,7 @@ from typing import Literal
 
 import msgspec
 
-from bus import ConfigError, read_user_text, read_user_toml
+from sopbus.bus import ConfigError, read_user_text, read_user_toml
 
 Kind = Literal["fact", "prose"]
 

@@ -20,7 +20,7 @@ Flow of one sample (a confirmed chapter outline, ``ConfirmOutline``)::
 - ``Publisher`` accepts a passed draft only if the receipt chain verifies and the files are
   unchanged; then it writes ``<sample>/chapter.md``.
 
-Every step fails closed (:mod:`roles.gated._guard`).
+Every step fails closed (:mod:`sopbus.roles.gated._guard`).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from typing import Any, Literal
 import msgspec
 from pydantic import BaseModel, Field, model_validator
 
-from bus import ChatMessage, Message, ReceiptError, Turn, issue_receipt, require_receipt
+from sopbus.bus import ChatMessage, Message, ReceiptError, Turn, issue_receipt, require_receipt
 
 from .._action import Action, ActionContext, ActionResult
 from ._detect import GateOptions, detect
@@ -102,7 +102,7 @@ class ConfirmOutline(Action):
 
 
 class PlanEvidence(Action):
-    """Selects evidence (a program: see :func:`roles.gated._store.plan`) and serves the
+    """Selects evidence (a program: see :func:`sopbus.roles.gated._store.plan`) and serves the
     writer's evidence requests; writes the manifest of each revision."""
 
     def __init__(self, settings: GatedSettings):
@@ -256,7 +256,7 @@ class ChapterWriter(PerMessage):
 
 
 class GateChapter(Action):
-    """The gate: see :func:`roles.gated._detect.detect` for the checks."""
+    """The gate: see :func:`sopbus.roles.gated._detect.detect` for the checks."""
 
     def __init__(self, settings: GatedSettings):
         super().__init__(max_repairs=0)

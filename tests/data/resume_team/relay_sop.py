@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
-from roles import Action, ActionContext, ActionResult, Role
-import sops
-from sops import SopContext, Team
+from sopbus.roles import Action, ActionContext, ActionResult, Role
+from sopbus import sops
+from sopbus.sops import SopContext, Team
 
 
 class _Written(Action, register=False):

@@ -1,0 +1,89 @@
+"""``--bus nats://HOST:PORT`` for ``sopbus run`` and ``sopbus resume``: the team over NATS.
+
+Without ``--bus`` nothing changes (:func:`coordinated` yields a :class:`Remote` that adds
+nothing). With it, the run's coordinator (:mod:`sopbus.bus.nats._remote`) puts the run's messages
+on its stream, stores the scenario for workers, waits up to ``--wait-workers`` seconds for
+``sopbus worker`` processes to claim roles, and runs the claimed roles as proxies; the run
+directory is written here, as always. A server that cannot be reached is a usage error
+(exit 2), said before the run directory is made.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from sopbus.bus._errors import ConfigError
+
+if TYPE_CHECKING:
+    from sopbus.bus.scenario._types import Scenario
+    from sopbus.bus.store._store import RunStore
+    from sopbus.bus._member import Member
+    from sopbus.bus.llm._gateway import Gateway
+    from sopbus.bus.llm._tape import CallLog
+    from sopbus.bus.money._account import AccountShare
+    from sopbus.bus.nats._remote import Coordinator
+    from sopbus.bus.store._resume import Continuation
+
+WAIT_S = 10.0
+
+
+@dataclass(frozen=True)
+class BusOptions:
+    """Where the NATS server is, how long to wait for workers, which roles must be remote."""
+
+    url: str
+    wait_s: float = WAIT_S
+    remote: frozenset[str] = frozenset()
+
+
+async def probe(url: str) -> None:
+    from sopbus.bus.nats import NatsUnavailable, open_link
+
+    try:
+        async with open_link(url, name="sopbus probe"):
+            pass
+    except NatsUnavailable as exc:
+        raise ConfigError(str(exc)) from None
+
+
+class Remote:
+    """What a run over NATS adds to the plain run (nothing without ``--bus``)."""
+
+    def __init__(self, coordinator: Coordinator | None = None, pool: AccountShare | None = None,
+                 continuation: Continuation | None = None):
+        self.coordinator, self.continuation = coordinator, continuation
+        self.pool = pool
+        self.log = coordinator.log if coordinator is not None else None
+
+    async def members(self, roles: list[Any], gateway: Gateway, journal: CallLog) -> list[Member]:
+        """The team as the Environment gets it: hosted roles as proxies (waits for claims)."""
+        if self.coordinator is None:
+            return roles
+        self.coordinator.books_into(gateway, journal)
+        if self.continuation is not None and self.continuation.resume:
+            from sopbus.bus.llm._tape import read_calls
+
+            await self.coordinator.adopt(read_calls(self.continuation.run_dir), self.continuation.lost)
+            await self.coordinator.rebase(gateway.budget.spent)
+        return await self.coordinator.members(roles)
+
+
+@asynccontextmanager
+async def coordinated(bus: BusOptions | None, scenario: Scenario, as_run: str, store: RunStore,
+                      continuation: Continuation | None = None) -> AsyncIterator[Remote]:
+    """The run over NATS for the block: ``as_run`` is the scenario as run (TOML), which the
+    workers build the team from (a resume: ``continuation``)."""
+    if bus is None:
+        yield Remote()
+        return
+    from sopbus.bus.nats._remote import coordinating, plan_of
+
+    files = [*scenario.fixture_paths(), *filter(None, [scenario.cassette_path()])]
+    plan = plan_of(as_run, files, scenario.run.seed)
+    async with coordinating(bus.url, store, plan, cap=scenario.run.budget_usd, wait_s=bus.wait_s,
+                            remote=bus.remote,
+                            epoch=continuation.resume if continuation else 0) as coordinator:
+        yield Remote(coordinator, coordinator.pool, continuation)

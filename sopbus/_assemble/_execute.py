@@ -1,0 +1,230 @@
+"""Where everything is put together: a scenario becomes a team, a provider, a gateway, a
+run store and a run. The engine (``sopbus.bus``) knows neither roles nor SOPs; this is where
+they meet it.
+
+:func:`execute` is the programmatic entry: the Python API, the command line
+(:mod:`sopbus.cli._running` adds the progress display, the summary table and the exit code)
+and a sweep's runs all call it.
+
+Every run keeps its LLM answers in ``calls.jsonl`` and the reservation of each call in its
+event log (:class:`sopbus.bus.llm._tape.CallLog`), so it can be resumed, replayed and forked. Those
+commands pass :func:`execute` a :class:`sopbus.bus.store._resume.Continuation`: which directory to write
+(the same one for a resume), which answers come from a recording, what spend carries over.
+
+Which provider a scenario calls and what its models cost is :mod:`sopbus._assemble._provider`; the
+log lines and ``run.log`` are :mod:`sopbus._assemble._logs`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+import msgspec
+import trio
+from loguru import logger
+
+from sopbus.bus import _events as ev
+from sopbus.bus.money._budget import Budget
+from sopbus.bus._environment import Environment
+from sopbus.bus._errors import ConfigError
+from sopbus.bus.llm._gateway import Gateway
+from sopbus.bus._layout import SANDBOX_SCRATCH, SUMMARY
+from sopbus.bus._redact import redact_url
+from sopbus.bus._protocol import Provider
+from sopbus.bus.money._prices import PriceBook
+from sopbus.bus._run import Runner, RunResult
+from sopbus.bus._summary import RunSummary, decode_summary
+from sopbus.bus.scenario._load import scenario_to_builtins
+from sopbus.bus.scenario._types import Scenario
+from sopbus.bus.sandbox import SandboxSettings, check_backend, sweep_stale
+from sopbus.bus.sandbox import using as sandbox_using
+from sopbus.bus.store._store import RunStore
+from ._logs import FILE_FORMAT, RedactedFile, configure_logging, redacting_stderr
+from ._progress import Progress
+from ._provider import checked_prices, endpoint, innermost, make_provider, opened_for_run, run_secrets, with_people
+
+if TYPE_CHECKING:
+    from sopbus.bus.money._account import AccountShare
+    from sopbus.bus.store._resume import Continuation
+    from ._bus import BusOptions
+
+
+class Outcome(NamedTuple):
+    """A finished run: its result, its directory and the summary written there."""
+
+    result: RunResult
+    run_dir: Path
+    summary: RunSummary
+
+
+async def execute(scenario: Scenario, *, record: Path | None = None, progress: bool = False,
+                  environ: Mapping[str, str] | None = None,
+                  continuation: Continuation | None = None,
+                  human_input: Path | None = None, run_id: str | None = None,
+                  pool: AccountShare | None = None, bus: BusOptions | None = None) -> Outcome:
+    """Builds and runs ``scenario``; every configuration mistake is raised as
+    :class:`~sopbus.bus.ConfigError` before any call is made or any run directory is created
+    (or, with a ``continuation``, changed). ``environ`` holds the keys and endpoints
+    (default ``os.environ``; the CLI and the Python API pass :func:`~sopbus._assemble._environ.run_environ`).
+    ``run_id`` names a new run's directory (a sweep's runs); ``pool`` is a sweep's shared
+    account, drawn on by every call besides the run's own budget. ``bus`` runs the team
+    over NATS, with roles on workers (:mod:`sopbus._assemble._bus`)."""
+    env = os.environ if environ is None else environ
+    checked = preflight(scenario, env, live=continuation is None or continuation.live)
+    team, prices = checked.team, checked.prices
+    if checked.provider is None:
+        from sopbus.bus.store._resume import Unplugged
+
+        provider: Provider = Unplugged()
+    else:
+        provider = with_people(checked.provider, team.roles, human_input,
+                                required=continuation is None)
+    for warning in checked.warnings:
+        logger.warning(warning)
+    if continuation is not None:
+        store = continuation.open_store()
+    else:
+        store = RunStore.create(Path(scenario.run.runs_dir), scenario.name, run_id=run_id)
+        store.lock()
+    store.hide(run_secrets(scenario, env))
+    sink_id = logger.add(RedactedFile(store.run_dir / "run.log", store.redact), level="DEBUG",
+                         enqueue=False, format=FILE_FORMAT,
+                         filter=lambda record: record["extra"].get("run_id") == store.run_id)
+    try:
+        with logger.contextualize(run_id=store.run_id), sandbox_using(_sandbox(scenario, store)), \
+                redacting_stderr(store.redact):
+            result = await _run(scenario, team, prices, provider, store, record, progress,
+                                continuation, pool, bus)
+        if team.finish is not None:
+            team.finish(store.artifacts_dir)
+    finally:
+        logger.remove(sink_id)
+        _remove_if_empty(store.run_dir / SANDBOX_SCRATCH)
+        store.close()
+    summary = decode_summary((store.run_dir / SUMMARY).read_bytes())
+    return Outcome(result, store.run_dir, summary)
+
+
+class Preflight(NamedTuple):
+    """What :func:`preflight` found: the team, the prices, the provider (``None`` when the
+    run is not live) and warnings for the user (a fixture written for another idea)."""
+
+    team: Any
+    prices: PriceBook
+    provider: Provider | None
+    warnings: list[str]
+
+
+def preflight(scenario: Scenario, environ: Mapping[str, str], *, live: bool = True) -> Preflight:
+    """Every check ``sopbus run`` makes before it starts, each a :class:`~sopbus.bus.ConfigError`:
+    the team (names in ``watch``, ``actions`` and ``send_to``), a price for every model it
+    can call, the sandbox backend, the provider's settings (fixture files, a cassette, an
+    API key). ``sopbus validate`` calls this too, so a file it passes is one ``run`` starts."""
+    from sopbus.sops import build_team
+
+    from sopbus.bus.llm._fixtures import idea_warnings
+
+    team = build_team(scenario)
+    prices = checked_prices(scenario, team.roles, endpoint=endpoint(scenario, environ))
+    check_backend(scenario.sandbox.backend, where=f"{scenario.path}: [sandbox].backend")
+    provider = make_provider(scenario, environ) if live else None
+    warnings = (idea_warnings(scenario.idea, scenario.fixture_paths())
+                if scenario.llm.provider == "sim" else [])
+    return Preflight(team, prices, provider, warnings)
+
+
+async def _run(scenario: Scenario, team: Any, prices: PriceBook, provider: Provider,
+               store: RunStore, record: Path | None, progress: bool,
+               continuation: Continuation | None, pool: AccountShare | None = None,
+               bus: BusOptions | None = None) -> RunResult:
+    from sopbus.bus.llm._tape import CallLog
+    from ._bus import coordinated
+
+    as_run = scenario_as_run(scenario)
+    store.write_scenario(as_run)
+    store.log(ev.RunStarted(run_id=store.run_id, scenario=scenario.name, mode=scenario.run.mode,
+                            seed=scenario.run.seed, max_rounds=scenario.run.max_rounds,
+                            settings={"provider": scenario.llm.provider, "model": scenario.llm.model,
+                                      "budget_usd": str(scenario.run.budget_usd), "sop": scenario.sop,
+                                      "scenario_path": str(scenario.path)}))
+    async with opened_for_run(provider, record) as live, \
+            coordinated(bus, scenario, as_run, store, continuation) as remote:
+        journal = CallLog(store, first_call=continuation.first_call if continuation else 0)
+        gateway = Gateway(live, prices, Budget(scenario.run.budget_usd), sink=store.record_call,
+                          max_attempts=scenario.llm.max_attempts, journal=journal,
+                          pool=pool or remote.pool)
+        asker: Any = gateway if continuation is None else continuation.wrap(gateway, store)
+        summary = _summary_fields(scenario, store) | (continuation.summary if continuation else {})
+        # A stop condition that watches spend or tokens (group chat's limits) reads them from
+        # this run's gateway, which exists only now.
+        bind_stats = getattr(team.stop, "bind_stats", None)
+        if callable(bind_stats):
+            bind_stats(gateway.stats if continuation is None else asker.course)
+        # The store takes a publish at once (over NATS: and puts its messages on the stream).
+        env = Environment(store.run_id, log=remote.log or store)
+        env.add_all(await remote.members(team.roles, gateway, journal))
+        runner = Runner(env, mode=scenario.run.mode, max_rounds=scenario.run.max_rounds,
+                        seed=team.seed, injections=team.injections, stop=team.stop,
+                        gateway=asker, store=store, summary=summary, judge=team.verdict)
+        if not progress:
+            return await runner.run()
+        async with Progress(env, gateway, scenario, store.run_dir, runner) as shown:
+            person = getattr(provider, "human", None)
+            if person is not None:
+                person.pause, shown.person = shown.paused, person
+            streaming = innermost(provider)
+            if getattr(streaming, "stream", False) and hasattr(streaming, "live"):
+                streaming.live = shown.live
+            return await runner.run()
+
+
+def scenario_as_run(scenario: Scenario) -> str:
+    """The scenario with the CLI's overrides applied, as a TOML file that loads again from
+    the run directory: files it names are made absolute, unset (``None``) keys left out."""
+    doc = scenario_to_builtins(scenario)
+    doc.pop("path", None)
+    llm = doc["llm"]
+    if llm.get("base_url"):
+        llm["base_url"] = redact_url(llm["base_url"])
+    llm["fixtures"] = [str(p) for p in scenario.fixture_paths()]
+    if scenario.cassette_path() is not None:
+        llm["cassette"] = str(scenario.cassette_path())
+    text: str = msgspec.toml.encode(_without_none(doc)).decode()
+    return f"# The scenario as run ({scenario.path}, with command-line overrides).\n{text}"
+
+
+def _without_none(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _without_none(v) for k, v in value.items() if v is not None}
+    if isinstance(value, (list, tuple)):
+        return [_without_none(v) for v in value]
+    return value
+
+
+def _sandbox(scenario: Scenario, store: RunStore) -> SandboxSettings:
+    """The run's sandbox: its scratch directories under the run directory (stale ones of a
+    killed sopbus removed first); code from a real model (not the simulator) is untrusted."""
+    root = store.run_dir / SANDBOX_SCRATCH
+    for stale in Path(scenario.run.runs_dir).glob(f"*/{SANDBOX_SCRATCH}"):
+        sweep_stale(stale)
+        _remove_if_empty(stale)
+    return SandboxSettings(backend=scenario.sandbox.backend, scratch_root=root,
+                           untrusted=scenario.llm.provider != "sim")
+
+
+def _remove_if_empty(path: Path) -> None:
+    try:
+        path.rmdir()
+    except OSError:
+        pass  # not there, or a live run's scratch directories are in it
+
+
+def _summary_fields(scenario: Scenario, store: RunStore) -> dict[str, Any]:
+    return {"scenario": scenario.name, "scenario_path": str(scenario.path), "sop": scenario.sop,
+            "provider": scenario.llm.provider, "model": scenario.llm.model,
+            "seed": scenario.run.seed, "run_dir": str(store.run_dir)}
+
+

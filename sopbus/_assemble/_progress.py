@@ -1,0 +1,146 @@
+"""Live progress of ``sopbus run``: round, messages, spend against the budget, and who is
+working on what.
+
+On a terminal a rich progress bar redraws in place, with a line under it naming the roles
+taking their turn (``at work: Alice: WritePRD``); elsewhere (CI logs, pipes) a plain line
+is printed whenever the round changes. Either way the display only *reads* the run's
+counters (polling a few times a second), so the engine knows nothing about it, and it draws
+its last frame from the run's final counters, so the bar never shows an earlier round above
+the summary.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from decimal import Decimal
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import trio
+
+from sopbus.bus.llm._live import LiveText
+
+_POLL_S = 0.1
+_WORKING_WIDTH = 100  # characters of "role: action, ..." shown under the bar
+
+
+class Progress:
+    """``async with Progress(env, gateway, scenario, run_dir, runner): ...`` around a run;
+    ``runner`` (optional) says who is at work (:meth:`sopbus.bus.Runner.at_work`)."""
+
+    def __init__(self, env: Any, gateway: Any, scenario: Any, run_dir: Path, runner: Any = None):
+        self._env, self._gateway, self._runner = env, gateway, runner
+        self._name, self._max_rounds = scenario.name, scenario.run.max_rounds
+        self._run_dir = run_dir
+        self._cancel = trio.CancelScope()
+        self._nursery_cm: Any = None
+        self._tty = sys.stdout.isatty()
+        self._bar: Any = None  # the rich display, while it is shown
+        self.person: Any = None  # the run's HumanProvider, when a role is answered by a person
+        self.live = LiveText()  # streamed text of the calls in flight (shown on a terminal)
+
+    async def __aenter__(self) -> Progress:
+        print(f"sopbus: running {self._name} -> {self._run_dir}", flush=True)
+        self._nursery_cm = trio.open_nursery()
+        nursery = await self._nursery_cm.__aenter__()
+        nursery.start_soon(self._live if self._tty else self._lines)
+        return self
+
+    async def __aexit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                        tb: TracebackType | None) -> bool | None:
+        self._cancel.cancel()
+        handled = bool(await self._nursery_cm.__aexit__(kind, exc, tb))
+        if not self._tty:
+            rnd, published, spent, cap = self._state()
+            print(f"ended in round {rnd} | messages {published} | spent {money(spent)} of {money(cap)}",
+                  flush=True)
+        return handled
+
+    @asynccontextmanager
+    async def paused(self) -> AsyncIterator[None]:
+        """The display keeps quiet meanwhile (a person is typing an answer below it)."""
+        bar = self._bar
+        if bar is not None:
+            bar.stop()
+        try:
+            yield
+        finally:
+            if bar is not None:
+                bar.start()
+
+    def _state(self) -> tuple[int, int, Decimal, Decimal]:
+        budget = self._gateway.budget
+        return self._env.round, self._env.published, budget.spent, budget.cap
+
+    def _waiting(self) -> str:
+        who = getattr(self.person, "waiting", None)
+        return f"waiting for a person: {who}" if who else ""
+
+    def working(self) -> str:
+        """``Alice: WritePRD, Bob: WriteDesign``: the roles in their turn, cut to fit."""
+        at_work = self._runner.at_work() if self._runner is not None else []
+        text = ", ".join(f"{role}: {action}" if action else role for role, action in at_work)
+        return text if len(text) <= _WORKING_WIDTH else text[:_WORKING_WIDTH - 3] + "..."
+
+    async def _lines(self) -> None:
+        last, last_wait = -1, ""
+        with self._cancel:
+            while True:
+                rnd, published, spent, cap = self._state()
+                if rnd != last:
+                    last = rnd
+                    working = self.working()
+                    print(f"round {rnd}/{self._max_rounds} | messages {published} | "
+                          f"spent {money(spent)} of {money(cap)}"
+                          + (f" | working: {working}" if working else ""), flush=True)
+                waiting = self._waiting()
+                if waiting and waiting != last_wait:
+                    print(waiting, flush=True)
+                last_wait = waiting
+                await trio.sleep(_POLL_S)
+
+    async def _live(self) -> None:
+        from rich.console import Group
+        from rich.live import Live
+        from rich.progress import BarColumn, Progress as Bar, TextColumn
+        from rich.text import Text
+
+        bar = Bar(TextColumn("[bold]round {task.fields[round]}/{task.fields[max_rounds]}"),
+                  TextColumn("messages {task.fields[messages]}"), BarColumn(),
+                  TextColumn("${task.fields[spent]:.4f} of ${task.fields[cap]:.2f}"),
+                  TextColumn("[yellow]{task.fields[waiting]}"))
+        rnd, published, spent, cap = self._state()
+        task = bar.add_task("spend", total=float(cap), round=rnd, max_rounds=self._max_rounds,
+                            messages=published, spent=spent, cap=cap, waiting="")
+
+        def frame(doing: str) -> Group:
+            streamed = [Text(line, no_wrap=True, overflow="ellipsis", style="dim")
+                        for line in self.live.lines()]
+            return Group(bar, Text(doing, no_wrap=True, overflow="ellipsis", style="dim"), *streamed)
+
+        with Live(frame(""), refresh_per_second=10, transient=False) as live:
+            self._bar = live
+            with self._cancel:
+                while True:
+                    self._update(bar, task)
+                    live.update(frame(f"at work: {self.working() or '-'}"))
+                    await trio.sleep(_POLL_S)
+            # The run is over: the last frame shows its final round, messages and spend.
+            self._update(bar, task)
+            live.update(frame("finished"), refresh=True)
+
+    def _update(self, bar: Any, task: Any) -> None:
+        rnd, published, spent, cap = self._state()
+        bar.update(task, completed=float(spent), round=rnd, messages=published, spent=spent,
+                   waiting=self._waiting())
+
+
+def money(amount: Decimal) -> str:
+    """Dollars to the cent, or to four significant digits below a cent (a sim run costs
+    fractions of a cent, and "$0.00" would hide it)."""
+    if amount == 0 or abs(amount) >= Decimal("0.01"):
+        return f"${amount:.2f}" if abs(amount) >= 1 or amount == 0 else f"${amount:.4f}"
+    return f"${amount:.4g}" if "e" not in f"{amount:.4g}" else f"${amount:.8f}".rstrip("0")

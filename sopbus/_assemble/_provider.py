@@ -1,0 +1,130 @@
+"""Which provider a scenario's run calls, and what it costs: the choice ``sopbus run``,
+``sopbus worker``, ``validate`` and sweeps make the same way.
+
+``[llm].provider`` names it (``sim``, ``replay`` or ``openai``, configured from the scenario
+and the environment), roles declared ``human = true`` are answered by a person in front of
+it, and every model the team can call must be priced before any call is made.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from sopbus.bus._errors import ConfigError
+from sopbus.bus._protocol import Provider
+from sopbus.bus._redact import MASK, redact_url, url_secrets
+from sopbus.bus.llm._opened import opened
+from sopbus.bus.money._prices import PriceBook
+from sopbus.bus.scenario._types import Scenario
+
+
+def innermost(provider: Any) -> Any:
+    """The provider behind the wrappers (a person's router, a cassette recorder)."""
+    while hasattr(provider, "inner"):
+        provider = provider.inner
+    return provider
+
+
+def with_people(provider: Provider, roles: list[Any], human_input: Path | None, *,
+                 required: bool) -> Provider:
+    """The run's provider, with a person answering the roles declared ``human = true``."""
+    humans = [role.name for role in roles if getattr(role, "human", False)]
+    if not humans:
+        return provider
+    from sopbus.bus.llm._human import HumanProvider, HumanRouter, answers_for
+
+    answers = answers_for(human_input, interactive=sys.stdin.isatty(), humans=humans,
+                          required=required)
+    return HumanRouter(provider, HumanProvider(answers))
+
+def checked_prices(scenario: Scenario, roles: list[Any], *, endpoint: str | None = None) -> PriceBook:
+    """The price book, with every model the team can call priced (else a ConfigError that
+    names the model and the fix) before any call is made. ``endpoint`` (see :func:`endpoint`)
+    lets genai-prices price a model at the provider that serves it."""
+    prices = PriceBook.load(scenario.price_table(), endpoint=endpoint)
+    models = {scenario.llm.model} | {m for role in roles for m in role.models() if m}
+    for model in sorted(models):
+        try:
+            prices.price(model)
+        except ConfigError as exc:
+            raise ConfigError(f"{scenario.path}: {exc}") from None
+    return prices
+
+
+def endpoint(scenario: Scenario, environ: Mapping[str, str]) -> str | None:
+    """The URL the ``openai`` provider will call (``[llm].base_url``, else
+    ``OPENAI_BASE_URL``, else OpenAI's), its credentials blanked; ``None`` for the other
+    providers."""
+    if scenario.llm.provider != "openai":
+        return None
+    from sopbus.bus.llm._openai import DEFAULT_BASE_URL, openai_settings_from_env
+
+    # Redacted: prices only need the host, and the quote names the endpoint it came from.
+    return redact_url(scenario.llm.base_url or openai_settings_from_env(environ).base_url or DEFAULT_BASE_URL)
+
+
+def make_provider(scenario: Scenario, environ: Mapping[str, str]) -> Provider:
+    """The provider ``[llm].provider`` names, configured from the scenario and (for
+    ``openai``) the environment: ``OPENAI_API_KEY``, and ``OPENAI_BASE_URL`` when the
+    scenario gives no ``base_url``."""
+    llm = scenario.llm
+    if llm.provider == "sim":
+        from sopbus.bus.llm._fixtures import load_fixtures
+        from sopbus.bus.llm._sim import SimProvider
+
+        return SimProvider(seed=scenario.run.seed, latency_ms=llm.latency_ms,
+                           fixtures=load_fixtures(scenario.fixture_paths()), stream=llm.stream)
+    if llm.provider == "replay":
+        from sopbus.bus.llm._replay import ReplayProvider
+
+        cassette = scenario.cassette_path()
+        if cassette is None:
+            raise ConfigError(f"{scenario.path}: provider 'replay' needs a cassette: set "
+                              f"[llm].cassette to a file recorded with `sopbus run --record FILE`")
+        return ReplayProvider(cassette)
+    from sopbus.bus.llm._openai import OpenAIProvider, openai_settings_from_env
+
+    env = openai_settings_from_env(environ)
+    if not env.api_key:
+        raise ConfigError(f"{scenario.path}: provider 'openai' needs an API key: set "
+                          f"OPENAI_API_KEY in the environment or in a .env file in the working "
+                          f"directory (any value for a local server)")
+    return OpenAIProvider(base_url=_whole_url(scenario, env.base_url), api_key=env.api_key,
+                          timeout_s=llm.timeout_s, stream=llm.stream,
+                          max_tokens_param=llm.max_tokens_param)
+
+
+def _whole_url(scenario: Scenario, from_env: str | None) -> str | None:
+    """The base URL to call. A run keeps its URL with the credentials blanked
+    (``http://***@host/v1``), so a resumed, replayed or forked run takes the whole URL from
+    ``OPENAI_BASE_URL`` when that is the same URL with credentials."""
+    url = scenario.llm.base_url
+    if url is None or MASK not in url:
+        return url or from_env
+    if from_env is not None and redact_url(from_env) == url:
+        return from_env
+    raise ConfigError(f"{scenario.path}: the base URL {url} had credentials, which a run does "
+                      f"not keep; set OPENAI_BASE_URL to the whole URL to run it again")
+
+@asynccontextmanager
+async def opened_for_run(provider: Provider, record: Path | None) -> AsyncIterator[Provider]:
+    """The provider, opened for the run (and wrapped in a recorder with ``--record``)."""
+    if record is not None:
+        from sopbus.bus.llm._replay import RecordingProvider
+
+        provider = RecordingProvider(provider, record)
+    async with opened(provider) as live:
+        yield live
+
+def run_secrets(scenario: Scenario, environ: Mapping[str, str]) -> tuple[str, ...]:
+    """What a run must never write: the credentials in its base URL (the scenario's or
+    ``OPENAI_BASE_URL``) and the API key (see :mod:`sopbus.bus._redact`)."""
+    from sopbus.bus.llm._openai import openai_settings_from_env
+
+    env = openai_settings_from_env(environ)
+    key = env.api_key if env.api_key and len(env.api_key) >= 8 else None
+    return (*url_secrets(scenario.llm.base_url or env.base_url), *([key] if key else []))

@@ -1,0 +1,150 @@
+"""The scenarios that ship with sopbus, found by name, and starting teams written from them.
+
+``sopbus run software_company`` and ``run_scenario("software_company")`` run the shipped
+``software_company.toml`` when no such file is in the working directory (a path always
+wins). :func:`write_team` is ``sopbus new``: a commented scenario, a Python role module and
+simulator fixtures that run as they are, or a copy of a shipped scenario with every file it
+names.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import tomllib
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from .bus._errors import ConfigError
+from .bus._suggest import did_you_mean
+
+SUFFIX = ".toml"
+TEMPLATE = "_templates/team"  # the starting team of `sopbus new`, beside this module
+
+
+@dataclass(frozen=True)
+class Example:
+    """A shipped scenario: its name (``sopbus run NAME``), its file and its description."""
+
+    name: str
+    path: Path
+    description: str
+
+
+def shipped_dir() -> Path:
+    """The folder of the shipped scenarios (the package ``sopbus.scenarios``)."""
+    return Path(str(resources.files("sopbus.scenarios")))
+
+
+def examples() -> list[Example]:
+    """Every shipped scenario, by name."""
+    found = []
+    for path in sorted(shipped_dir().glob(f"*{SUFFIX}")):
+        try:
+            info = tomllib.loads(path.read_text(encoding="utf-8")).get("scenario", {})
+        except (OSError, tomllib.TOMLDecodeError):
+            info = {}
+        found.append(Example(path.stem, path, str(info.get("description", ""))))
+    return found
+
+
+def scenario_path(ref: str | os.PathLike[str]) -> Path:
+    """The scenario file ``ref`` names: a path when one is there, else the shipped scenario
+    of that name (``software_company`` or ``software_company.toml``). A name that is neither
+    is a :class:`~sopbus.bus.ConfigError` with the close names."""
+    path = Path(ref)
+    if path.exists() or not _is_name(str(ref)):
+        return path
+    name = path.name.removesuffix(SUFFIX)
+    shipped = shipped_dir() / f"{name}{SUFFIX}"
+    if shipped.is_file():
+        return shipped
+    names = [e.name for e in examples()]
+    hint = did_you_mean(name, names) or f"; the shipped ones are {', '.join(names)}"
+    raise ConfigError(f"{ref}: no such scenario file here, and no shipped scenario of that "
+                      f"name{hint} (`sopbus examples` lists them)")
+
+
+def _is_name(ref: str) -> bool:
+    return "/" not in ref and os.sep not in ref and bool(ref.removesuffix(SUFFIX))
+
+
+def module_name(directory: Path) -> str:
+    """The Python module name of a new team in ``directory``: the folder's name as an
+    identifier, with ``_team`` after it, so that it cannot be ``bus``, ``roles``, ``sops``
+    or any other module a user or sopbus already imports by a plain word."""
+    stem = re.sub(r"\W+", "_", directory.resolve().name).strip("_").lower() or "my"
+    if stem[0].isdigit():
+        stem = f"t{stem}"
+    return f"{stem}_team"
+
+
+def write_team(directory: Path, source: str | None = None) -> list[Path]:
+    """Writes a starting team into ``directory`` (made if missing, must hold none of the
+    files): the template, or a copy of the shipped scenario ``source`` with the files it
+    names. Returns the files written, the scenario first."""
+    plan = _from_template(directory) if source is None else _from_example(directory, source)
+    clashes = [str(dest) for dest in plan if dest.exists()]
+    if clashes:
+        raise ConfigError(f"{directory}: would overwrite {', '.join(clashes)}; choose an empty "
+                          f"or new folder (sopbus new never replaces a file)")
+    for dest, content in plan.items():
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, Path):
+            shutil.copyfile(content, dest)
+        else:
+            dest.write_text(content, encoding="utf-8")
+    return list(plan)
+
+
+def _from_template(directory: Path) -> dict[Path, str | Path]:
+    module = module_name(directory)
+    root = Path(str(resources.files("sopbus"))) / TEMPLATE
+    fill = {"{module}": module, "{name}": module.removesuffix("_team").replace("_", "-")}
+    plan: dict[Path, str | Path] = {}
+    for source, target in (("scenario.toml", "scenario.toml"), ("team.py.txt", f"{module}.py"),
+                           ("fixtures.toml", "fixtures.toml")):
+        text = (root / source).read_text(encoding="utf-8")
+        for key, value in fill.items():
+            text = text.replace(key, value)
+        plan[directory / target] = text
+    return plan
+
+
+def _from_example(directory: Path, name: str) -> dict[Path, str | Path]:
+    scenario = scenario_path(name)
+    if scenario.parent != shipped_dir():
+        raise ConfigError(f"--from {name}: not a shipped scenario; the shipped ones are "
+                          f"{', '.join(e.name for e in examples())}")
+    base = scenario.parent.resolve()
+    plan: dict[Path, str | Path] = {directory / scenario.name: scenario}
+    doc = tomllib.loads(scenario.read_text(encoding="utf-8"))
+    for named in sorted(_named_files(doc, base)):
+        for file in sorted(named.rglob("*")) if named.is_dir() else [named]:
+            if file.is_file() and "__pycache__" not in file.parts:
+                plan[directory / file.relative_to(base)] = file
+    return plan
+
+
+def _named_files(doc: Any, base: Path) -> set[Path]:
+    """The files and folders beside the scenario that its values name: fixtures, data, a
+    SOP module (``sop = "module:SOP"``)."""
+    found: set[Path] = set()
+    if isinstance(doc, dict):
+        for key, value in doc.items():
+            if key == "sop" and isinstance(value, str) and ":" in value:
+                module = base / f"{value.partition(':')[0]}.py"
+                if module.is_file():
+                    found.add(module)
+            found |= _named_files(value, base)
+    elif isinstance(doc, list):
+        for item in doc:
+            found |= _named_files(item, base)
+    elif isinstance(doc, str) and doc and "\n" not in doc and len(doc) < 200:
+        candidate = (base / doc).resolve()
+        if candidate.exists() and candidate.is_relative_to(base.resolve()) and candidate != base.resolve():
+            found.add(candidate)
+    return found

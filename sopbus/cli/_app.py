@@ -1,0 +1,107 @@
+"""The frame of ``sopbus``: one parser built from the command modules, one command run,
+and the errors a user can fix turned into a message and an exit code.
+
+A :class:`~sopbus.bus.ConfigError` is the user's to fix: it is printed without a traceback and
+the process exits 2. Ctrl-C exits 130. Any other exception is a bug in sopbus and keeps
+its traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+from collections.abc import Sequence
+from types import ModuleType
+
+from sopbus.bus._errors import ConfigError
+from ._exit import ExitCode
+
+PROG = "sopbus"
+_PACKAGE = __name__.rpartition(".")[0]
+# The order `sopbus --help` lists them in: the common path first. Commands not named here
+# follow in alphabetical order.
+_ORDER = ("run", "validate", "roles", "runs", "show", "costs")
+
+_EPILOG = """\
+exit codes:
+  0  completed (idle, stop condition or round limit)
+  1  failed
+  2  usage or configuration error
+  3  budget exhausted
+  4  completed, but the SOP's verdict failed (see "verdict" in summary.json)
+"""
+
+
+def command_modules() -> list[ModuleType]:
+    """The ``_cmd_<name>`` modules of this package, in help order."""
+    # A directory listing rather than pkgutil.iter_modules, which imports inspect (~15 ms).
+    names = [file[len("_cmd_"):-len(".py")] for directory in sys.modules[_PACKAGE].__path__
+             for file in os.listdir(directory) if file.startswith("_cmd_") and file.endswith(".py")]
+    names.sort(key=lambda n: (_ORDER.index(n) if n in _ORDER else len(_ORDER), n))
+    return [importlib.import_module(f"{_PACKAGE}._cmd_{name}") for name in names]
+
+
+class _Version(argparse.Action):
+    """``--version``: the installed distribution's version, looked up only when asked
+    (``importlib.metadata`` is not free, and ``--help`` must not pay for it)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS,
+                 default: str = argparse.SUPPRESS, help: str | None = None) -> None:
+        super().__init__(option_strings, dest=dest, default=default, nargs=0, help=help)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: object, option_string: str | None = None) -> None:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            found = version("sopbus")
+        except PackageNotFoundError:  # run from a checkout that was never installed
+            found = "(not installed: pip install -e .)"
+        print(f"{PROG} {found}")
+        parser.exit()
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``sopbus`` parser, one subcommand per command module. Each subcommand's
+    namespace carries its ``run`` function as ``args.handler``."""
+    parser = argparse.ArgumentParser(
+        prog=PROG, epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Run teams of LLM agents that work by a standard operating procedure.")
+    parser.add_argument("--version", action=_Version, help="print the version of sopbus and exit")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for module in command_modules():
+        sub = commands.add_parser(module.NAME, help=module.HELP, description=module.HELP)
+        module.configure(sub)
+        sub.set_defaults(handler=module.run)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run ``sopbus`` with ``argv`` (default: the process's arguments) and return the exit
+    code (see :class:`~sopbus.cli.ExitCode`)."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as done:  # --help (0) or a usage error argparse already printed (2)
+        return done.code if isinstance(done.code, int) else ExitCode.USAGE
+    try:
+        return int(args.handler(args))
+    except ConfigError as error:
+        print(f"{PROG}: error: {error}", file=sys.stderr)
+        return ExitCode.USAGE
+    except KeyboardInterrupt:
+        print(f"{PROG}: interrupted", file=sys.stderr)
+        return ExitCode.INTERRUPTED
+    except BaseExceptionGroup as group:
+        # Ctrl-C during a run arrives wrapped by trio's nurseries; anything else is a bug.
+        if group.subgroup(KeyboardInterrupt) is None:
+            raise
+        print(f"{PROG}: interrupted", file=sys.stderr)
+        return ExitCode.INTERRUPTED
+    except BrokenPipeError:
+        # The reader went away (`sopbus show RUN --json | head`): stop without a traceback,
+        # and point stdout at /dev/null so the interpreter's final flush does not fail again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return ExitCode.FAILED

@@ -1,0 +1,129 @@
+"""``sopbus costs RUN [--json | --csv] [--reprice MODEL]``: what a run spent, from its ledger.
+
+The table groups the ledger (``costs.jsonl``) by role, by action and by model, with the
+total against the run's budget. ``--json`` prints the same report (money as decimal
+strings); ``--csv`` prints the ledger itself, one row per line. ``--reprice MODEL`` prices
+the same tokens at ``MODEL``'s price (the packaged price book plus the run's own
+``[prices]``), for "what would this have cost on gpt-4o?".
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ._runref import add_run_arg, console, first_event, resolve_run
+
+if TYPE_CHECKING:
+    from decimal import Decimal
+
+    from sopbus.bus import LedgerLine, RunSummary
+
+NAME = "costs"
+HELP = "what a run spent: by role, action and model against its budget (table, JSON or CSV)"
+
+# The keys of `--json`, in order; `--reprice` adds REPRICE_KEYS.
+JSON_KEYS = ("run_id", "total_usd", "budget_usd", "calls", "by_role", "by_action", "by_model")
+REPRICE_KEYS = ("repriced_to", "actual_total_usd")
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    add_run_arg(parser)
+    output = parser.add_mutually_exclusive_group()
+    output.add_argument("--json", action="store_true", help="print the report as JSON")
+    output.add_argument("--csv", action="store_true", help="print the ledger as CSV")
+    parser.add_argument("--reprice", metavar="MODEL",
+                        help="what the same calls would have cost on MODEL")
+
+
+def run(args: argparse.Namespace) -> int:
+    from sopbus.bus import load_ledger
+
+    run_dir = resolve_run(args.run, args.runs_dir)
+    actual = load_ledger(run_dir)
+    lines = actual if args.reprice is None else repriced(actual, args.reprice, run_dir)
+    if args.csv:
+        from sopbus.bus import ledger_csv
+
+        print(ledger_csv(lines), end="")
+        return 0
+    report = report_for(run_dir, lines)
+    if args.reprice is not None:
+        report.update(repriced_to=args.reprice, actual_total_usd=_total(actual))
+    if args.json:
+        from sopbus.bus import report_json
+
+        keys = JSON_KEYS + (REPRICE_KEYS if args.reprice is not None else ())
+        print(report_json({key: report[key] for key in keys}).decode())
+        return 0
+    _print_report(report, run_dir, actual)
+    return 0
+
+
+def report_for(run_dir: Path, lines: list[LedgerLine]) -> dict[str, Any]:
+    """The cost report of ``lines`` against the run's budget: the summary's, else the
+    ledger's, else the one the run started with."""
+    from sopbus.bus import cost_report
+    from sopbus.bus._summary import read_summary
+
+    summary = read_summary(run_dir)
+    return cost_report(lines, budget=_budget(run_dir, summary, lines),
+                       run_id=summary.run_id if summary is not None else run_dir.name)
+
+
+def _budget(run_dir: Path, summary: RunSummary | None, lines: list[LedgerLine]) -> Decimal:
+    from decimal import Decimal
+
+    if summary is not None:
+        return summary.budget_usd
+    if lines:
+        return lines[-1].budget_usd
+    started = (first_event(run_dir) or {}).get("settings", {})
+    return Decimal(str(started.get("budget_usd", "0")))
+
+
+def repriced(lines: list[LedgerLine], model: str, run_dir: Path) -> list[LedgerLine]:
+    """``lines`` priced on ``model``; an unpriced model is a ConfigError naming the fix."""
+    from sopbus.bus import ConfigError, PriceBook, reprice
+
+    try:
+        return reprice(lines, model, PriceBook.load(run_prices(run_dir)))
+    except ConfigError as exc:
+        raise ConfigError(f"--reprice: {exc} (the run's prices are in {run_dir / 'scenario.toml'})") from None
+
+
+def run_prices(run_dir: Path) -> dict[str, Any]:
+    """The ``[prices]`` table of the scenario as run (``scenario.toml`` in the run dir).
+    Read as plain TOML, not loaded as a scenario: files it names may have moved since."""
+    import tomllib
+
+    path = run_dir / "scenario.toml"
+    if not path.is_file():
+        return {}
+    prices = tomllib.loads(path.read_text(encoding="utf-8")).get("prices", {})
+    return prices if isinstance(prices, dict) else {}
+
+
+def _total(lines: list[LedgerLine]) -> Decimal:
+    from decimal import Decimal
+
+    return sum((line.cost_usd for line in lines), Decimal(0))
+
+
+def _print_report(report: dict[str, Any], run_dir: Path, actual: list[LedgerLine]) -> None:
+    from rich.markup import escape
+
+    from sopbus.bus import render_table
+    from sopbus.bus.money._budget import usd
+
+    out = console()
+    out.print(f"[bold]costs of run {escape(report['run_id'])}[/] ({escape(str(run_dir))})",
+                  highlight=False)
+    if "repriced_to" in report:
+        models = ", ".join(sorted({line.model for line in actual})) or "-"
+        out.print(f"repriced on {report['repriced_to']}: the same tokens would have cost "
+                      f"${usd(report['total_usd'])} (actual ${usd(report['actual_total_usd'])} on {models})",
+                      highlight=False, markup=False)
+    out.print(render_table(report))
+

@@ -1,0 +1,83 @@
+"""``sopbus diff RUN1 RUN2``: the first difference of two runs' message sequences.
+
+Messages are compared on their logical fields (:func:`sopbus.bus.logical_view`: no run id, no
+wall clock), with their recipients or the reason they went undelivered. Exit 0 when the
+sequences are equal, 1 when they differ (the first difference is printed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from ._runref import EVENTS, add_runs_dir, resolve_run
+
+NAME = "diff"
+HELP = "print the first difference of two runs' message sequences (exit 1 if they differ)"
+
+_KINDS = ("message_published", "message_undelivered")
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("first", metavar="RUN1", help="a run id, a run directory, or 'last'")
+    parser.add_argument("second", metavar="RUN2", help="a run id, a run directory, or 'last'")
+    add_runs_dir(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    first, second = (resolve_run(ref, args.runs_dir) for ref in (args.first, args.second))
+    a, b = messages(first), messages(second)
+    difference = first_difference(a, b)
+    if difference is None:
+        print(f"same {len(a)} messages")
+        return 0
+    print(f"{first.name} and {second.name} differ: {difference}")
+    return 1
+
+
+def messages(run_dir: Path) -> list[dict[str, Any]]:
+    """The run's message events in order, logical fields only (no ``seq``: other events,
+    such as a resume's, shift it without changing the messages)."""
+    from sopbus.bus import logical_view, read_events
+
+    events = (e for e in read_events(run_dir / EVENTS) if e.get("kind") in _KINDS)
+    return [{k: v for k, v in e.items() if k != "seq"} for e in logical_view(events)]
+
+
+def first_difference(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> str | None:
+    """Where ``a`` and ``b`` first differ, in words; ``None`` when they are equal."""
+    for i, (x, y) in enumerate(zip(a, b, strict=False)):
+        if x != y:
+            fields = _differing(x, y)
+            detail = "; ".join(f"{name}: {_show(x_value)} vs {_show(y_value)}"
+                               for name, x_value, y_value in fields)
+            return f"message {i + 1} ({_where(x)}): {detail}"
+    if len(a) == len(b):
+        return None
+    longer, extra = ("RUN1", a[len(b)]) if len(a) > len(b) else ("RUN2", b[len(a)])
+    return (f"{longer} has {abs(len(a) - len(b))} more message(s) after message {min(len(a), len(b))}; "
+            f"the first: {_where(extra)} {_show(extra['message'].get('content', ''))}")
+
+
+def _differing(x: dict[str, Any], y: dict[str, Any]) -> list[tuple[str, Any, Any]]:
+    flat_x, flat_y = _flatten(x), _flatten(y)
+    return [(name, flat_x.get(name), flat_y.get(name)) for name in sorted(flat_x.keys() | flat_y.keys())
+            if flat_x.get(name) != flat_y.get(name)]
+
+
+def _flatten(event: dict[str, Any]) -> dict[str, Any]:
+    flat = {k: v for k, v in event.items() if k != "message"}
+    flat.update({f"message.{k}": v for k, v in event.get("message", {}).items()})
+    return flat
+
+
+def _where(event: dict[str, Any]) -> str:
+    message = event.get("message", {})
+    return f"{message.get('id')}, round {message.get('round')}, {message.get('sent_from')} {message.get('cause_by')}"
+
+
+def _show(value: Any, limit: int = 160) -> str:
+    text = json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= limit else text[:limit] + "..."

@@ -1,0 +1,33 @@
+"""``sopbus examples [--json]``: the scenarios that ship with sopbus, one line each.
+
+Each runs by its name (``sopbus run software_company``) from any folder, on the embedded
+simulator; ``sopbus new DIR --from NAME`` copies one to change it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+NAME = "examples"
+HELP = "list the shipped scenarios (run one by name: sopbus run NAME)"
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true",
+                        help="print a JSON array of {name, description, path}")
+
+
+def run(args: argparse.Namespace) -> int:
+    from sopbus._examples import examples
+
+    found = examples()
+    if args.json:
+        print(json.dumps([{"name": e.name, "description": e.description, "path": str(e.path)}
+                          for e in found], indent=2))
+        return 0
+    width = max((len(e.name) for e in found), default=0)
+    for example in found:
+        print(f"{example.name:<{width}}  {example.description}")
+    print("\nrun one: sopbus run NAME    copy one to change it: sopbus new DIR --from NAME")
+    return 0

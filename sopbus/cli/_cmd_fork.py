@@ -1,0 +1,69 @@
+"""``sopbus fork RUN --at-round N [--set key=value ...] [--into DIR]``: "what if" from round N.
+
+A new run that starts from the state of RUN after round N: the answers of rounds 1..N come
+from RUN's recording (no provider call, $0), and from round N+1 on it runs live with the
+changed settings: ``--set llm.model=gpt-4o``, ``--set run.budget_usd=5``,
+``--set run.max_rounds=12``, ``--set inject='Use SQLite, not files'`` (a message published
+at round N+1). See :mod:`sopbus.bus.store._fork`.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from typing import TYPE_CHECKING
+
+from ._args import path_arg, whole_number
+from ._runref import add_run_arg, resolve_run
+
+if TYPE_CHECKING:
+    from sopbus.bus import Scenario
+
+NAME = "fork"
+HELP = "start a new run from the state after round N of RUN, with changed settings"
+
+
+round_number = whole_number(0, "a round number")
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    add_run_arg(parser)
+    parser.add_argument("--at-round", metavar="N", type=round_number, required=True,
+                        help="the last round taken from RUN (0: none)")
+    parser.add_argument("--set", dest="settings", metavar="KEY=VALUE", action="append", default=[],
+                        help="change a setting of the scenario from round N+1 on (repeatable)")
+    parser.add_argument("--into", metavar="DIR", type=path_arg,
+                        help="the folder (such as runs) that gets the fork's new run directory "
+                             "(default: the folder RUN is in)")
+    parser.add_argument("--quiet", action="store_true", help="no progress display; only the summary")
+    parser.add_argument("-v", "--verbose", action="store_true",
+                        help="also print the cost line of every LLM call (always in run.log)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from sopbus.bus.store._fork import plan_fork
+
+    scenario, continuation = plan_fork(resolve_run(args.run, args.runs_dir), at_round=args.at_round,
+                                       settings=tuple(args.settings), into=args.into)
+    blame_settings(scenario, tuple(args.settings))
+    from ._running import run_command
+
+    return run_command(scenario, args, continuation)
+
+
+def blame_settings(scenario: Scenario, settings: tuple[str, ...]) -> None:
+    """Builds the forked team once, so that a ``--set`` the SOP refuses (``sop.max_test_round``,
+    a bad option value) is reported as the flag's mistake, not the scenario file's: the
+    file is fine, the flag changed it."""
+    from sopbus.bus import ConfigError
+    from sopbus.sops import build_team
+
+    try:
+        build_team(scenario)
+    except ConfigError as exc:
+        text = str(exc).removeprefix(f"{scenario.path}: ")
+        for setting in settings:
+            key = setting.partition("=")[0].strip()
+            if f"$.{key}`" in text or f"$.{key} " in text or text.endswith(f"$.{key}"):
+                raise ConfigError(f"--set {setting!r}: {text}") from None
+        raise

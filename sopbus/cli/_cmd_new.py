@@ -1,0 +1,36 @@
+"""``sopbus new DIR [--from NAME]``: write a starting team into DIR.
+
+Without ``--from``: a commented scenario file, a Python module with a role, an action and
+an SOP with a verdict (named after the folder, ``<dir>_team.py``, so it cannot shadow a
+module sopbus or the user imports), and simulator fixtures; ``sopbus validate`` accepts it
+and ``sopbus run`` completes it on the simulator with a verdict. With ``--from NAME``: a copy
+of that shipped scenario with every file it names (fixtures, data, its SOP module). Never
+replaces a file.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from ._args import path_arg
+
+NAME = "new"
+HELP = "write a starting team (scenario, Python roles, fixtures) into a folder"
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("directory", metavar="DIR", type=path_arg,
+                        help="the folder to write into (made if missing)")
+    parser.add_argument("--from", dest="source", metavar="NAME",
+                        help="copy this shipped scenario instead of the template (sopbus examples)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from sopbus._examples import write_team
+
+    written = write_team(args.directory, args.source)
+    for path in written:
+        print(f"wrote {path}")
+    scenario = written[0]
+    print(f"\nnext: sopbus validate {scenario}\n      sopbus run {scenario}")
+    return 0

@@ -1,0 +1,156 @@
+"""``sopbus show RUN [--json]``: the message timeline of a run.
+
+One row per message the run published, in order: round, sender, recipients (or
+``undelivered`` when nobody watched its action and nobody was named), the action that
+caused it, and the first line of its content. ``--json`` prints one JSON object per message
+(JSON lines) with the whole content, the ids of its parents and, for an undelivered one,
+the reason.
+
+``--full`` prints each message whole instead (a header line, then its content as written),
+like CrewAI's task output log. ``--role NAME``, ``--action NAME`` and ``--round N`` keep
+only the messages sent by that role, caused by that action, or published in that round
+(each may be given more than once; with ``--json`` too).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from ._args import whole_number
+from ._runref import EVENTS, add_run_arg, console, resolve_run
+
+NAME = "show"
+HELP = "the message timeline of a run: round, from, to, cause_by, first line of content"
+
+UNDELIVERED = "undelivered"
+_COLUMNS = ("round", "id", "from", "to", "cause_by")  # then "content"
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    add_run_arg(parser)
+    output = parser.add_mutually_exclusive_group()
+    output.add_argument("--json", action="store_true", help="print JSON lines, one per message")
+    output.add_argument("--full", action="store_true", help="print every message whole")
+    parser.add_argument("--role", action="append", metavar="NAME",
+                        help="only messages sent by this role (repeatable)")
+    parser.add_argument("--action", action="append", metavar="NAME",
+                        help="only messages caused by this action (repeatable)")
+    parser.add_argument("--round", action="append", metavar="N", type=whole_number(0, "a round number"),
+                        help="only messages of this round (repeatable)")
+
+
+def run(args: argparse.Namespace) -> int:
+    run_dir = resolve_run(args.run, args.runs_dir)
+    everything = list(timeline(run_dir))
+    entries = selected(everything, roles=args.role, actions=args.action, rounds=args.round)
+    if args.json:
+        for entry in entries:
+            print(json.dumps(entry, ensure_ascii=False))
+        return 0
+    if args.full:
+        _print_full(entries, run_dir, len(everything))
+        return 0
+    _print_table(entries, run_dir)
+    return 0
+
+
+def selected(entries: list[dict[str, Any]], *, roles: list[str] | None = None,
+             actions: list[str] | None = None, rounds: list[int] | None = None) -> list[dict[str, Any]]:
+    """The entries that pass every filter given (``None``: no filter). A role or action
+    name that no message of the run has is a :class:`~sopbus.bus.ConfigError` naming the ones
+    it has: a typo would otherwise print nothing, as if the role had been silent."""
+    for flag, names, key in (("--role", roles, "from"), ("--action", actions, "cause_by")):
+        known = list(dict.fromkeys(e[key] for e in entries))
+        for name in names or ():
+            if name not in known:
+                from sopbus.bus import ConfigError, did_you_mean
+
+                raise ConfigError(f"{flag} {name!r}: no message of this run has it (the run's: "
+                                  f"{', '.join(known) or 'none'}){did_you_mean(name, known)}")
+    return [e for e in entries if (not roles or e["from"] in roles)
+            and (not actions or e["cause_by"] in actions) and (rounds is None or e["round"] in rounds)]
+
+
+def timeline(run_dir: Path) -> Iterator[dict[str, Any]]:
+    """The run's messages in publish order: ``id``, ``round``, ``from``, ``to`` (the
+    recipients; empty when undelivered), ``cause_by``, ``content``, ``parents`` and
+    ``undelivered`` (the reason, or ``None``)."""
+    from sopbus.bus import read_events
+
+    for event in read_events(run_dir / EVENTS):
+        kind = event.get("kind")
+        if kind not in ("message_published", "message_undelivered"):
+            continue
+        message = event["message"]
+        yield {"id": message["id"], "round": message["round"], "from": message["sent_from"],
+               "to": event.get("recipients", []), "cause_by": message["cause_by"],
+               "content": message["content"], "parents": message["parents"],
+               "undelivered": event.get("reason") if kind == "message_undelivered" else None}
+
+
+def first_line(text: str) -> str:
+    """The first line with text in it (a message often starts with a Markdown heading)."""
+    for line in text.splitlines():
+        if line.strip():
+            return line.strip()
+    return ""
+
+
+def _print_table(entries: list[dict[str, Any]], run_dir: Path) -> None:
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(title=Text(f"messages of run {run_dir.name}"), title_justify="left",
+                  caption=Text(_ending(run_dir)), caption_justify="left")
+    rows = [[str(e["round"]), e["id"], e["from"],
+             UNDELIVERED if e["undelivered"] is not None else ", ".join(e["to"]), e["cause_by"],
+             first_line(e["content"])] for e in entries]
+    # One line per message: the content is cut to what the other columns leave (rich would
+    # otherwise squeeze every column alike on a narrow terminal and drop the short ones).
+    out = console()
+    widths = [min(max([len(c), *(len(row[i]) for row in rows)]), 24) for i, c in enumerate(_COLUMNS)]
+    for column, width in zip(_COLUMNS, widths, strict=True):
+        table.add_column(column, justify="right" if column == "round" else "left", width=width,
+                         overflow="ellipsis")
+    table.add_column("content", no_wrap=True, overflow="ellipsis",
+                     max_width=max(12, min(90, out.width - sum(widths) - 3 * len(widths) - 4)))
+    for row in rows:
+        style = "yellow" if row[3] == UNDELIVERED else ""
+        table.add_row(*row[:3], Text(row[3], style=style), *map(Text, row[4:]))
+    out.print(table)
+
+
+def _print_full(entries: list[dict[str, Any]], run_dir: Path, total: int) -> None:
+    """Each message whole: a header (round, id, sender, recipients, action), then its
+    content exactly as published (not parsed as markup), then a blank line."""
+    from rich.rule import Rule
+    from rich.text import Text
+
+    out = console()
+    shown = f"{len(entries)} of {total}" if len(entries) != total else str(total)
+    out.print(Text(f"messages of run {run_dir.name} ({shown})", style="bold"))
+    for e in entries:
+        to = UNDELIVERED if e["undelivered"] is not None else ", ".join(e["to"])
+        out.print(Rule(Text(f"round {e['round']} | {e['id']} | {e['from']} -> {to} | {e['cause_by']}"),
+                       align="left"))
+        out.print(Text(e["content"].rstrip("\n") or "(no content)"), soft_wrap=True)
+        out.print()
+    out.print(Text(_ending(run_dir)))
+
+
+def _ending(run_dir: Path) -> str:
+    from sopbus.bus._summary import read_summary
+
+    summary = read_summary(run_dir)
+    if summary is None:
+        return "no summary.json: the run was killed or is still going"
+    from ._summary import output_text, verdict_text
+
+    verdict = verdict_text(summary.verdict) or "no verdict (the SOP states none)"
+    return (f"{summary.status} ({summary.end_reason}) after {summary.rounds} rounds; "
+            f"{summary.messages} messages, {summary.undelivered} undelivered; verdict {verdict}; "
+            f"{output_text(summary)}")

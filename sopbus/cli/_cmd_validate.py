@@ -1,0 +1,131 @@
+"""``sopbus validate SCENARIO [--mermaid]``: check a scenario file without running it.
+
+Two steps. The file: decode it, resolve the files it names, and describe what it declares.
+The team: build it from the SOP and the file's roles exactly as ``sopbus run`` would (every
+name in ``watch``/``actions`` checked against the registry: a typo exits 2 with the
+closest names), print the watch graph (who watches what, who publishes what, and the
+routes between them), and warn about actions nobody watches, roles nobody can reach and
+cycles only the round limit bounds. Nothing is printed until both steps pass.
+
+``--mermaid`` prints only the graph, as a Mermaid flowchart (pipe it into a ``.mmd`` file);
+the warnings then go to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import TYPE_CHECKING
+
+from ._args import path_arg
+
+if TYPE_CHECKING:
+    from sopbus.bus import RoleSpec, Scenario
+    from sopbus.sops import Team
+
+NAME = "validate"
+HELP = "check a scenario file and print what it declares, without running it"
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("scenario", metavar="SCENARIO", type=path_arg,
+                        help="a scenario file (TOML), or the name of a shipped one (sopbus examples)")
+    parser.add_argument("--mermaid", action="store_true",
+                        help="print the watch graph as a Mermaid flowchart (warnings to stderr)")
+
+
+class Report:
+    """What ``validate`` prints: lines describing the scenario, the watch graph, then
+    warnings. (A plain class: ``dataclasses`` imports ``inspect``, which ``--help`` need
+    not pay for.)"""
+
+    def __init__(self, lines: list[str], warnings: list[str], graph: list[str] | None = None):
+        self.lines = lines
+        self.warnings = warnings
+        self.graph = graph or []
+
+
+def run(args: argparse.Namespace) -> int:
+    from sopbus.bus import load_scenario, scenario_warnings
+
+    from sopbus._examples import scenario_path
+
+    scenario = load_scenario(scenario_path(args.scenario))  # a ConfigError exits 2 with its message
+    report = Report(lines=describe(scenario), warnings=scenario_warnings(scenario))
+    team = check_team(scenario, report)
+    if args.mermaid:
+        from ._graph import mermaid
+
+        print(mermaid(team))
+        for warning in report.warnings:
+            print(f"warning: {warning}", file=sys.stderr)
+        return 0
+    print(f"{args.scenario}: ok")
+    for line in report.lines:
+        print(f"  {line}")
+    for line in report.graph:
+        print(line)
+    for warning in report.warnings:
+        print(f"warning: {warning}")
+    return 0
+
+
+def check_team(scenario: Scenario, report: Report) -> Team:
+    """Makes every check ``sopbus run`` makes before it starts (the team, prices, the
+    provider's settings: :func:`sopbus._assemble._execute.preflight`; a mistake raises ConfigError),
+    adds the watch graph to ``report`` and its warnings before the file's own."""
+    from sopbus.sops import team_warnings
+
+    from sopbus._assemble._execute import preflight
+    from sopbus._assemble._environ import run_environ
+    from ._graph import graph_text
+
+    checked = preflight(scenario, run_environ())  # the keys run would see: env over ./.env
+    team: Team = checked.team
+    report.graph = graph_text(team)
+    report.warnings[:0] = [*team_warnings(team), *checked.warnings]
+    return team
+
+
+def describe(scenario: Scenario) -> list[str]:
+    """A few aligned lines saying what ``scenario`` declares."""
+    run, llm = scenario.run, scenario.llm
+    rows = [("scenario", scenario.name + (f": {scenario.info.description}"
+                                          if scenario.info.description else "")),
+            ("sop", _sop(scenario)),
+            ("idea", scenario.idea or "(none; give one with sopbus run --idea)"),
+            ("run", f"{run.mode} mode, at most {run.max_rounds} rounds, budget "
+                    f"${run.budget_usd}, seed {run.seed}, runs in {run.runs_dir}/"),
+            ("llm", f"{llm.provider} {llm.model}, temperature {llm.temperature}, "
+                    f"max_tokens {llm.max_tokens}, output {llm.output_mode}")]
+    rows += [("fixture", str(p)) for p in scenario.fixture_paths()]
+    cassette = scenario.cassette_path()
+    if cassette is not None:
+        rows.append(("cassette", str(cassette)))
+    rows += [("price", f"{model}: ${p.input} in, ${p.output} out per 1M tokens")
+             for model, p in scenario.prices.items()]
+    rows += [("role", _role(role)) for role in scenario.roles]
+    rows += [("action", f"{name} -> {_output(spec.output)}") for name, spec in scenario.actions.items()]
+    rows += [("inject", f"round {i.round}: {i.cause_by} from {i.sent_from}") for i in scenario.inject]
+    return [f"{label:<9} {text}" for label, text in rows]
+
+
+def _sop(scenario: Scenario) -> str:
+    name = scenario.sop or "(none: the team is the file's [[roles]])"
+    options = ", ".join(scenario.sop_options)
+    return f"{name} (options: {options})" if options else name
+
+
+def _role(role: RoleSpec) -> str:
+    parts = [role.name + (f" ({role.profile})" if role.profile else "")]
+    if role.watch is not None:
+        parts.append(f"watches {', '.join(role.watch) or 'nothing'}")
+    if role.actions is not None:
+        parts.append(f"actions {', '.join(role.actions) or 'none'}")
+    return "; ".join(parts)
+
+
+def _output(output: dict[str, str] | None) -> str:
+    if output is None:
+        return "free text"
+    return ", ".join(f"{name}: {spec}" for name, spec in output.items())
