@@ -98,12 +98,17 @@ def _top_level() -> list[str]:
 
 
 def _python_binds() -> list[str]:
-    """The interpreter's prefix and the venv, read-only at their own paths, with the
-    directories above them created searchable (bubblewrap makes them 0700 otherwise)."""
+    """The interpreter's prefix, the venv and the package directories on its path, read-only
+    at their own paths, with the directories above them created searchable (bubblewrap
+    makes them 0700 otherwise)."""
     # The venv as written (PATH names its bin) and as resolved, the base interpreter's prefix.
     wanted = {os.path.realpath(p) for p in (sys.base_prefix, sys.prefix)}
     wanted.add(os.path.abspath(sys.prefix))
     wanted.add(os.path.dirname(os.path.dirname(os.path.realpath(sys.executable))))
+    # Package directories a .pth file of the venv adds (a shared environment's, a system
+    # dist-packages): the interpreter inside looks for pytest there too.
+    wanted |= {os.path.realpath(p) for p in sys.path
+               if os.path.basename(p.rstrip("/")) in ("site-packages", "dist-packages") and os.path.isdir(p)}
     roots = sorted(p for p in wanted if not p.startswith("/usr/") and p != "/usr")
     roots = [p for p in roots if not any(p.startswith(q + "/") for q in roots)]
     args: list[str] = []

@@ -21,6 +21,7 @@ from . import _bwrap
 from ._types import BACKENDS, BackendName
 
 UNISOLATED_WARNING = "model-written code runs without isolation; install bubblewrap"
+FALLBACK_NOTE = "sandbox: auto chose the local backend"
 
 
 class SandboxSettings(msgspec.Struct, frozen=True, kw_only=True):
@@ -79,12 +80,17 @@ def check_backend(backend: BackendName, *, where: str = "[sandbox].backend") -> 
 
 
 def resolve(settings: SandboxSettings) -> str:
-    """The backend to use now; warns (once per run) when untrusted code falls back to local."""
+    """The backend to use now. When ``auto`` falls back to local it says so once per run: a
+    warning for code a real model wrote, a note for the simulator's own scripts."""
     chosen = check_backend(settings.backend, where="sandbox backend")
-    if chosen == "local" and settings.backend == "auto" and settings.untrusted:
+    if chosen == "local" and settings.backend == "auto":
         scope = _current.get()
         if scope is None or not scope.warned:
-            logger.warning("{} ({})", UNISOLATED_WARNING, _bwrap.probe().reason)
+            if settings.untrusted:
+                logger.warning("{} ({})", UNISOLATED_WARNING, _bwrap.probe().reason)
+            else:
+                logger.info("{} ({}); the local backend runs code without isolation",
+                            FALLBACK_NOTE, _bwrap.probe().reason)
             if scope is not None:
                 scope.warned = True
     return chosen
