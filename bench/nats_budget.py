@@ -35,7 +35,7 @@ from sopbus.bus.money._account import SharedAccount
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
-from nats_help import NatsServer, server_binary  # noqa: E402 (the tests' server helper)
+from support.nats_server import NatsServer, server_binary  # noqa: E402 (the tests' server helper)
 
 CELLS = [(1, 1), (1, 4), (1, 16), (2, 1), (2, 4), (2, 16)]  # (processes, tasks per process)
 CAP = Decimal(10**9)

@@ -26,7 +26,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
-from nats_help import NatsServer, server_binary  # noqa: E402
+from support.nats_server import NatsServer, server_binary  # noqa: E402
 
 SCENARIO = ROOT / "scenarios" / "software_company.toml"
 FIXTURES = ROOT / "scenarios" / "fixtures" / "software_company.toml"

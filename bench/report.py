@@ -28,7 +28,7 @@ TARGET_MB, TARGET_S = 10.0, 2.0
 
 def measure(messages: int, roles: int, workdir: Path, chrome: Any) -> dict[str, Any]:
     from sopbus.bus.report import write_report
-    from synthetic_run import write_run
+    from support.synthetic_run import write_run
 
     start = time.perf_counter()
     run_dir = write_run(workdir / str(messages), messages=messages, roles=roles, per_round=50,
@@ -52,7 +52,7 @@ def main() -> int:
     parser.add_argument("--roles", type=int, default=8)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    from chromium import SKIP_REASON, browser, chromium
+    from support.chromium import SKIP_REASON, browser, chromium
 
     if chromium() is None:
         print(f"bench/report.py needs chromium: {SKIP_REASON}", file=sys.stderr)

@@ -1,0 +1,322 @@
+"""sopbus resume: a run killed (a real SIGKILL) or stopped by a limit continues where it was,
+paying no completed call twice, and ends as the uninterrupted run does.
+
+The team is tests/data/resume_team/relay_sop.py: four rounds, two concurrent calls in round
+2, an artifact per turn. The simulator's latency keeps calls in flight long enough to kill
+the process in the middle of one.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+from sopbus.bus import ConfigError, LedgerLine, load_scenario, read_jsonl, scenario_with_overrides
+from sopbus.bus.store._resume import plan_resume
+from sopbus.bus.store._store import drop_torn_tail
+from sopbus.bus.llm._tape import CallRecord
+from sopbus.cli import main
+from sopbus._assemble import execute
+from sopbus.cli._cmd_diff import messages
+from support.paths import DATA, ROOT
+from support.cli import start
+
+TEAM_DIR = DATA / "resume_team"
+
+SCENARIO = """
+[scenario]
+name = "relay"
+sop = "relay_sop:SOP"
+idea = "a short guide to brewing green tea"
+[run]
+max_rounds = {max_rounds}
+budget_usd = {budget}
+runs_dir = "{runs}"
+[llm]
+latency_ms = {latency}
+max_tokens = 300
+"""
+
+
+@pytest.fixture(autouse=True)
+def team_on_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.syspath_prepend(str(TEAM_DIR))
+
+
+def scenario_file(tmp_path: Path, name: str, *, latency: int = 0, max_rounds: int = 10,
+                  budget: str = "1.0") -> Path:
+    path = tmp_path / f"{name}.toml"
+    path.write_text(SCENARIO.format(runs=tmp_path / name, latency=latency, max_rounds=max_rounds,
+                                    budget=budget))
+    return path
+
+
+def ledger(run_dir: Path) -> list[LedgerLine]:
+    return list(read_jsonl(run_dir / "costs.jsonl", LedgerLine))
+
+
+def events(run_dir: Path, name: str = "events.jsonl") -> list[dict[str, Any]]:
+    return list(read_jsonl(run_dir / name, dict))
+
+
+def artifacts(run_dir: Path) -> dict[str, bytes]:
+    root = run_dir / "artifacts"
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def spent(run_dir: Path) -> Decimal:
+    return sum((line.cost_usd for line in ledger(run_dir)), Decimal(0))
+
+
+def show_json(run_dir: Path, capsys: pytest.CaptureFixture[str]) -> str:
+    capsys.readouterr()
+    assert main(["show", str(run_dir), "--json"]) == 0
+    return capsys.readouterr().out
+
+
+@pytest.fixture
+def baseline(tmp_path: Path) -> Path:
+    """The uninterrupted run everything is compared with."""
+    outcome = trio.run(execute, load_scenario(scenario_file(tmp_path, "baseline")))
+    assert outcome.result.end_reason == "idle" and outcome.result.rounds == 5
+    return outcome.run_dir
+
+
+# -- killed for real ------------------------------------------------------------------------
+
+
+def sopbus(*argv: str) -> subprocess.Popen[bytes]:
+    return start(*argv, "--quiet", env={"PYTHONPATH": str(TEAM_DIR)}, stdout=subprocess.DEVNULL)
+
+def reservations(run_dir: Path) -> list[dict[str, Any]]:
+    path = run_dir / "events.jsonl"
+    return [e for e in read_jsonl(path, dict) if e.get("kind") == "llm_reserved"] if path.is_file() else []
+
+
+def answered(run_dir: Path) -> int:
+    path = run_dir / "calls.jsonl"
+    return len(list(read_jsonl(path, CallRecord))) if path.is_file() else 0
+
+
+# Kill points: each a condition on the run directory, checked while the run goes on.
+KILL_POINTS: dict[str, Callable[[Path], bool]] = {
+    "first call in flight": lambda d: len(reservations(d)) >= 1,
+    "both drafts in flight": lambda d: sum(r["round"] == 2 for r in reservations(d)) == 2,
+    "after the drafts": lambda d: answered(d) >= 3,
+    "last call in flight": lambda d: any(r["round"] == 4 for r in reservations(d)),
+}
+# How many calls each point leaves in flight (the latency is far longer than the poll).
+IN_FLIGHT = {"first call in flight": 1, "both drafts in flight": 2, "after the drafts": None,
+             "last call in flight": 1}
+
+
+def run_and_kill(scenario: Path, runs: Path, when: Callable[[Path], bool]) -> Path:
+    """Starts ``sopbus run`` and SIGKILLs it as soon as ``when`` holds for its directory."""
+    proc = sopbus("run", str(scenario))
+    try:
+        run_dir = wait_for(lambda: next(iter(runs.iterdir()), None) if runs.is_dir() else None, proc)
+        wait_for(lambda: when(run_dir) or None, proc)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.communicate()
+    assert proc.returncode == -signal.SIGKILL
+    return run_dir
+
+
+def finished(proc: subprocess.Popen[bytes]) -> None:
+    _, err = proc.communicate()
+    assert proc.returncode == 0, err.decode()
+
+
+def wait_for(probe: Callable[[], Any], proc: subprocess.Popen[bytes]) -> Any:
+    """Polls ``probe`` until it returns something; the run must not end first."""
+    deadline = time.monotonic() + 120  # a guard against a hung test, not a timing assertion
+    while time.monotonic() < deadline:
+        found = probe()
+        if found is not None:
+            return found
+        assert proc.poll() is None, "the run ended before the kill point"
+        time.sleep(0.005)
+    raise AssertionError("the kill point never came")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("point", list(KILL_POINTS))
+def test_a_killed_run_resumes_to_the_uninterrupted_result(
+        point: str, baseline: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run_dir = run_and_kill(scenario_file(tmp_path, "killed", latency=400), tmp_path / "killed",
+                           KILL_POINTS[point])
+    before = ledger(run_dir)
+    in_flight = [r for r in reservations(run_dir)
+                 if r["data"]["call"] not in {c.call for c in read_jsonl(run_dir / "calls.jsonl", CallRecord)}
+                 ] if (run_dir / "calls.jsonl").is_file() else reservations(run_dir)
+    assert not (run_dir / "summary.json").exists()
+    assert IN_FLIGHT[point] in (None, len(in_flight))
+
+    finished(sopbus("resume", str(run_dir)))
+
+    assert messages(run_dir) == messages(baseline)
+    assert show_json(run_dir, capsys) == show_json(baseline, capsys)
+    assert artifacts(run_dir) == artifacts(baseline)
+    lines = ledger(run_dir)
+    assert lines[:len(before)] == before  # the earlier lines stand
+    lost = [line for line in lines if line.outcome == "lost"]
+    assert [(line.round, line.role, line.cost_usd) for line in lost] == [
+        (r["round"], r["role"], Decimal(r["data"]["amount"])) for r in in_flight]
+    assert all(line.resume == 1 for line in lines[len(before):])
+    # Every call is paid once; what was in flight is paid once more, at its reservation.
+    assert sorted((l.round, l.role) for l in lines if l.outcome == "ok") == sorted(
+        (l.round, l.role) for l in ledger(baseline))
+    assert spent(run_dir) == spent(baseline) + sum((line.cost_usd for line in lost), Decimal(0))
+    assert [l.seq for l in lines] == list(range(1, len(lines) + 1))
+    kinds = [e["kind"] for e in events(run_dir)]
+    assert kinds[:2] == ["run_started", "resumed"] and kinds[-1] == "run_ended"
+    assert (run_dir / "events.1.jsonl").is_file()
+
+
+@pytest.mark.slow
+def test_a_run_killed_twice_and_torn_resumes_to_the_same_result(
+        baseline: Path, tmp_path: Path) -> None:
+    scenario = scenario_file(tmp_path, "twice", latency=400)
+    run_dir = run_and_kill(scenario, tmp_path / "twice", KILL_POINTS["first call in flight"])
+    # The resume is killed in its turn, in round 3 (rounds 1 and 2 replayed from the tape).
+    proc = sopbus("resume", str(run_dir))
+    try:
+        wait_for(lambda: any(r["round"] == 3 for r in reservations(run_dir)) or None, proc)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.communicate()
+    for name in ("events.jsonl", "costs.jsonl", "calls.jsonl"):  # as if killed mid-write
+        with open(run_dir / name, "ab") as f:
+            f.write(b'{"kind": "half a li')
+
+    finished(sopbus("resume", str(run_dir)))
+
+    assert messages(run_dir) == messages(baseline)
+    assert artifacts(run_dir) == artifacts(baseline)
+    lines = ledger(run_dir)
+    lost = [line for line in lines if line.outcome == "lost"]
+    assert {line.resume for line in lost} == {1, 2} and {line.round for line in lost} == {1, 3}
+    assert spent(run_dir) == spent(baseline) + sum((line.cost_usd for line in lost), Decimal(0))
+    assert (run_dir / "events.2.jsonl").is_file()
+    assert [e["data"]["resume"] for e in events(run_dir) if e["kind"] == "resumed"] == [2]
+
+
+# -- stopped by a limit ------------------------------------------------------------------------
+
+
+async def test_a_run_stopped_by_its_round_limit_resumes_with_a_higher_one(
+        baseline: Path, tmp_path: Path) -> None:
+    first = await execute(load_scenario(scenario_file(tmp_path, "limited", max_rounds=2)))
+    assert first.result.end_reason == "max_rounds"
+    paid = ledger(first.run_dir)
+
+    scenario, continuation = plan_resume(first.run_dir, max_rounds=10)
+    outcome = await execute(scenario, continuation=continuation)
+
+    assert outcome.result.end_reason == "idle" and outcome.run_dir == first.run_dir
+    assert messages(first.run_dir) == messages(baseline)
+    assert artifacts(first.run_dir) == artifacts(baseline)
+    lines = ledger(first.run_dir)
+    assert lines[:len(paid)] == paid and {l.resume for l in lines[len(paid):]} == {1}
+    assert [l.round for l in lines[len(paid):]] == [3, 4]  # rounds 1-2 were not paid again
+    assert spent(first.run_dir) == spent(baseline)
+    assert outcome.summary.llm_calls == 5 and outcome.summary.taped_calls == 3
+    assert Decimal(outcome.summary.total_usd) == spent(baseline)
+    assert outcome.summary.resumes == 1 and outcome.summary.max_rounds == 10
+
+
+async def test_a_run_stopped_by_its_budget_resumes_with_a_higher_one(
+        baseline: Path, tmp_path: Path) -> None:
+    cap = sum((l.cost_usd for l in ledger(baseline)[:3]), Decimal(0)) + Decimal("0.0002")
+    first = await execute(load_scenario(scenario_file(tmp_path, "poor", budget=str(cap))))
+    assert first.result.end_reason == "budget_exhausted"
+    assert [l.outcome for l in ledger(first.run_dir)].count("refused") >= 1
+
+    with pytest.raises(ConfigError, match="already spent"):
+        plan_resume(first.run_dir, budget_usd=Decimal("0.00001"))
+    scenario, continuation = plan_resume(first.run_dir, budget_usd=Decimal(1))
+    outcome = await execute(scenario, continuation=continuation)
+
+    assert outcome.result.end_reason == "idle"
+    assert messages(first.run_dir) == messages(baseline)
+    assert artifacts(first.run_dir) == artifacts(baseline)
+    assert spent(first.run_dir) == spent(baseline)
+    assert ledger(first.run_dir)[-1].budget_usd == 1
+
+
+async def test_a_ledger_line_lost_between_answer_and_ledger_is_restored(
+        baseline: Path, tmp_path: Path) -> None:
+    first = await execute(load_scenario(scenario_file(tmp_path, "cut", max_rounds=2)))
+    costs = first.run_dir / "costs.jsonl"
+    whole = costs.read_bytes()
+    costs.write_bytes(whole[:whole.rstrip(b"\n").rfind(b"\n") + 1])  # the last line never made it
+    assert len(ledger(first.run_dir)) == 2
+
+    scenario, continuation = plan_resume(first.run_dir, max_rounds=10)
+    await execute(scenario, continuation=continuation)
+
+    lines = ledger(first.run_dir)
+    assert [l.seq for l in lines] == [1, 2, 3, 4, 5] and [l.resume for l in lines] == [0, 0, 0, 1, 1]
+    assert spent(first.run_dir) == spent(baseline)
+    assert messages(first.run_dir) == messages(baseline)
+
+
+def test_a_torn_tail_is_cut_before_appending(tmp_path: Path) -> None:
+    path = tmp_path / "x.jsonl"
+    path.write_bytes(b'{"a": 1}\n{"b": 2}\n{"c": 3')
+    assert drop_torn_tail(path) == len(b'{"c": 3')
+    assert path.read_bytes() == b'{"a": 1}\n{"b": 2}\n'
+    assert drop_torn_tail(path) == 0 and drop_torn_tail(tmp_path / "missing.jsonl") == 0
+    path.write_bytes(b"no newline at all")
+    assert drop_torn_tail(path) == 17 and path.read_bytes() == b""
+
+
+async def test_a_run_that_is_still_executing_is_not_resumed(tmp_path: Path) -> None:
+    from sopbus.bus import RunStore
+
+    first = await execute(load_scenario(scenario_file(tmp_path, "busy", max_rounds=1)))
+    holder = RunStore.open(first.run_dir)
+    holder.lock()
+    try:
+        scenario, continuation = plan_resume(first.run_dir, max_rounds=3)
+        with pytest.raises(ConfigError, match="still executing"):
+            await execute(scenario, continuation=continuation)
+        assert not (first.run_dir / "events.1.jsonl").exists()  # nothing was changed
+    finally:
+        holder.close()
+
+
+def test_resume_names_what_is_not_a_run(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="not a run directory"):
+        plan_resume(tmp_path)
+    (tmp_path / "events.jsonl").write_text("")
+    with pytest.raises(ConfigError, match="scenario.toml"):
+        plan_resume(tmp_path)
+
+
+async def test_every_run_records_its_answers_and_reservations(tmp_path: Path) -> None:
+    sc = scenario_with_overrides(load_scenario(scenario_file(tmp_path, "plain")), max_rounds=2)
+    outcome = await execute(sc)
+    calls = list(read_jsonl(outcome.run_dir / "calls.jsonl", CallRecord))
+    reserved = [e for e in events(outcome.run_dir) if e["kind"] == "llm_reserved"]
+    assert sorted((c.round, c.role, c.action) for c in calls) == [
+        (1, "Planner", "RelayPlan"), (2, "Ann", "RelayDraft"), (2, "Ben", "RelayDraft")]
+    assert sorted(c.call for c in calls) == sorted(e["data"]["call"] for e in reserved) == [1, 2, 3]
+    assert [c.ledger.seq for c in calls if c.ledger] == [1, 2, 3]
+    for record, line in zip(calls, ledger(outcome.run_dir), strict=True):
+        assert record.ledger == line
+    # The run's calls.jsonl is a cassette the replay provider reads.
+    from sopbus.bus import ReplayProvider
+
+    ReplayProvider(outcome.run_dir / "calls.jsonl")

@@ -1,0 +1,80 @@
+"""The sweep's page (`sopbus sweep-show ID --report`): spend against pass rate per variant,
+the spend of each run, and links to every run's report; checked against `sweep-show --json`
+and opened in headless chromium (no request, no error, every link's report exists)."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlparse
+
+import pytest
+
+from support.chromium import SKIP_REASON, Browser, browser, chromium
+from support.report_page import marks, section
+from support.paths import ROOT
+from support.cli import sopbus
+
+pytestmark = pytest.mark.slow
+
+
+def _sopbus(*args: Any) -> subprocess.CompletedProcess[str]:
+    return sopbus(*args, timeout=600)
+
+@pytest.fixture(scope="module")
+def swept(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
+    tmp = tmp_path_factory.mktemp("sweep")
+    done = _sopbus("sweep", "scenarios/software_company.toml", "--seeds", 2,
+                   "--set", "llm.model=gpt-4o-mini,gpt-4o", "--jobs", 2,
+                   "--runs-dir", tmp / "runs", "--sweeps-dir", tmp / "sweeps")
+    assert done.returncode == 0, done.stderr
+    shown = _sopbus("sweep-show", "last", "--sweeps-dir", tmp / "sweeps", "--json")
+    page = _sopbus("sweep-show", "last", "--sweeps-dir", tmp / "sweeps", "--report")
+    assert page.returncode == 0, page.stderr
+    return Path(page.stdout.strip()), json.loads(shown.stdout)
+
+
+def test_the_page_shows_each_variant_as_sweep_show_counts_it(swept: tuple[Path, dict[str, Any]]) -> None:
+    path, shown = swept
+    html = path.read_text()
+    assert marks(section(html, "tradeoff"), "layer_0", "path") == len(shown["variants"])
+    rows = section(html, "variants").split("<tr>")[2:]  # after the heading row
+    assert len(rows) == len(shown["variants"])
+    for row, variant in zip(rows, shown["variants"]):
+        for col in ("pass_rate", "spend_mean_usd", "spend_max_usd", "runs", "ended"):
+            cell = re.search(rf'<td data-col="{col}">([^<]*)</td>', row)
+            assert cell is not None and float(cell.group(1)) == pytest.approx(float(variant[col]), rel=1e-3)
+
+
+def test_every_run_links_to_its_own_report(swept: tuple[Path, dict[str, Any]]) -> None:
+    path, _ = swept
+    runs = section(path.read_text(), "runs")
+    links = [part.split('"')[0] for part in runs.split('class="run-report" href="')[1:]]
+    assert len(links) == 4
+    for link in links:
+        target = (path.parent / link).resolve()
+        assert target.name == "report.html" and target.is_file()
+        assert "sopbus report" in target.read_text()[:2000]
+
+
+@pytest.fixture(scope="module")
+def chrome() -> Iterator[Browser]:
+    if chromium() is None:
+        pytest.skip(SKIP_REASON)
+    with browser() as b:
+        yield b
+
+
+def test_the_page_opens_offline_in_a_browser(swept: tuple[Path, dict[str, Any]], chrome: Browser) -> None:
+    path, shown = swept
+    loaded = chrome.load(path)
+    assert loaded.requests == [] and loaded.errors == []
+    assert f'data-figure="runs">{len(shown["variants"]) * 2}<' in loaded.dom
+    hrefs = chrome.evaluate("[...document.querySelectorAll('a.run-report')].map(a => a.href)")
+    assert len(hrefs) == 4
+    assert all(Path(unquote(urlparse(h).path)).is_file() for h in hrefs)
