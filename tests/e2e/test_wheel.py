@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import site
 import subprocess
 import sys
@@ -50,8 +51,13 @@ class Installed:
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Installed]:
     tmp = tmp_path_factory.mktemp("wheel")
+    # Built from a copy: setuptools writes build/ and *.egg-info beside the sources, and a
+    # stale build/ in the checkout would leak old modules into later wheels.
+    source = tmp / "source"
+    shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(
+        ".git", ".venv", "build", "dist", "*.egg-info", "runs", "sweeps", "__pycache__", ".*_cache"))
     built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
-                            "-q", "-w", str(tmp / "dist"), str(ROOT)],
+                            "-q", "-w", str(tmp / "dist"), str(source)],
                            capture_output=True, text=True, timeout=600)
     assert built.returncode == 0, built.stdout + built.stderr
     (wheel,) = (tmp / "dist").glob("sopbus-*.whl")
