@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import site
 import subprocess
 import sys
 import zipfile
@@ -73,7 +72,9 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Installed]:
     # The dependencies: this environment's site-packages as a plain path entry, after the
     # venv's own (a plain entry's .pth files are not run, so the checkout's editable
     # install is not seen).
-    (purelib / "zz_deps.pth").write_text("\n".join(site.getsitepackages()) + "\n")
+    # Every package folder on this interpreter's path: its site-packages and any a .pth adds.
+    folders = [p for p in sys.path if Path(p).name in ("site-packages", "dist-packages")]
+    (purelib / "zz_deps.pth").write_text("\n".join(folders) + "\n")
     user = tmp / "user"
     user.mkdir()
     for name in ("bus", "roles", "sops"):

@@ -9,8 +9,10 @@ driver speaks to it over a websocket on 127.0.0.1 (websocket-client).
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import struct
+import signal
 import subprocess
 import tempfile
 import time
@@ -142,8 +144,12 @@ def browser() -> Iterator[Browser]:
     if binary is None:
         raise RuntimeError(SKIP_REASON)
     with tempfile.TemporaryDirectory(prefix="sopbus-chromium-") as profile:
+        # A session of its own: chromium's helpers (zygote, renderers, crashpad) are its
+        # process group, and all of them are gone before the profile is removed (a helper
+        # still writing into it made the removal fail now and then).
         proc = subprocess.Popen([binary, *FLAGS, f"--user-data-dir={profile}", "about:blank"],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                start_new_session=True)
         try:
             port = _port(Path(profile), proc)
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=10) as r:
@@ -165,6 +171,32 @@ def browser() -> Iterator[Browser]:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+            _end_group(proc.pid)
+
+
+def _end_group(pgid: int) -> None:
+    """Kills what is left of chromium's process group and waits until none of it runs."""
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + 10  # a guard against a hung test, not a timing assertion
+    while time.monotonic() < deadline and _group_alive(pgid):
+        time.sleep(0.01)
+
+
+def _group_alive(pgid: int) -> bool:
+    """Whether a process of group ``pgid`` is still running (zombies do not count)."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            return True
+    return False
 
 
 def _port(profile: Path, proc: subprocess.Popen[bytes]) -> int:
