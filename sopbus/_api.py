@@ -163,7 +163,7 @@ class _Job:
         try:
             # An Event, not thread.join(): after a join() interrupted by Ctrl-C, joining
             # again returned at once on CPython 3.11 and the process exited mid-run, before
-            # the run had written its summary (tests/test_api.py caught it).
+            # the run had written its summary (tests/api/test_api.py caught it).
             finished.wait()
         except KeyboardInterrupt:
             self.cancel()

@@ -1,7 +1,7 @@
 """Verdicts shared by SOPs: small judges a SOP hands its :class:`~sopbus.sops._team.Team`.
 
 A judge looks at a finished run (:class:`sopbus.bus.RunRecord`) and says whether it did what the
-SOP is for (see DESIGN.md, "Verdicts").
+SOP is for (see docs/sops.md, "Verdicts").
 """
 
 from __future__ import annotations

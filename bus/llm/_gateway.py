@@ -1,38 +1,10 @@
 """The LLM gateway: the one door through which every call of a run goes.
 
-For each attempt of a call, in this order: look up the model's price (an unknown model fails
-here, before anything is sent; the ledger line names the price's source); reserve the worst
-case (an upper bound of the prompt tokens plus ``max_tokens`` of completion) in the
-:class:`~sopbus.bus.Budget`, or write a ``refused`` line and raise :class:`~sopbus.bus.BudgetExhausted`; call the provider; settle the actual usage; write one
-:class:`~sopbus.bus.LedgerLine` to the sink and the MetaGPT-style cost line to the log.
-
-A retryable :class:`~sopbus.bus.ProviderError` (429, 5xx, timeouts) is retried after an exponential
-backoff that honours the server's ``retry-after``, up to ``max_attempts`` attempts in all.
-Each attempt is reserved and ledgered. A failed attempt returned no usage: it costs $0 when
-the provider cannot have billed it (an HTTP error status, no connection), and its
-reservation, marked ``estimated``, when it may have (``ProviderError.maybe_billed``: a stream
-cut mid-way, a timeout, a 200 answer that was no chat completion), as ``sopbus resume``
-counts a call that was in flight when a run died. Its ledger line and ``llm_released`` event
-say why it failed (``status``, ``error``); the log gets a warning, not a cost line.
-
-Usage that cannot be true (:mod:`sopbus.bus.llm._overrun`: negative, above ``max_tokens``, or
-pricing above the reservation) is ledgered ``overrun`` at what the provider says it billed, even past
-the cap; the budget is closed and :class:`~sopbus.bus.ProviderOverrun` ends the run.
-
-A :class:`CallJournal` (optional) hears of each attempt twice: when its reservation is made,
-before anything is sent, and when it ends, before its ledger line is written. The run's
-journal (:class:`sopbus.bus.llm._tape.CallLog`) keeps the answers as a cassette and the reservations as
-events, so that ``sopbus resume`` knows which calls were answered and which were in flight
-when a run was killed. :meth:`Gateway.carry`, :meth:`Gateway.record_lost` and
-:meth:`Gateway.record_replay` are the resume's and the replay's ways into the same ledger.
-
-A run of a sweep also draws on the sweep's shared account (``pool``, an
-:class:`~sopbus.bus.money._account.AccountShare`): each attempt reserves there first, then in the
-run's budget; a refusal of either is a refusal (a hold already made is given back), and
-the attempt's cost, whatever the outcome (answered, failed and maybe billed, overrun), is
-settled in both. So the run's cap and the sweep's hold at once. What a resume carries over
-is booked in the run's budget only: the sweep rebases the run's share of its account to
-the same ledger before it resumes the run.
+For each attempt of a call: look up the price, reserve the worst case in the
+:class:`~sopbus.bus.Budget` (or ledger ``refused`` and raise
+:class:`~sopbus.bus.BudgetExhausted`), call the provider, settle the usage, write one
+:class:`~sopbus.bus.LedgerLine`. Retries, the cost of failed attempts, overruns, the call
+journal and a sweep's shared ``pool`` are described in docs/design/money.md.
 """
 
 from __future__ import annotations

@@ -37,7 +37,7 @@ CHAT_TOKENS_PER_MESSAGE = 3
 CHAT_REPLY_PRIMING = 3
 # Margins of the reservation bound: a message's role and separators (known encodings), a
 # foreign chat template's special tokens (unknown tokenizers), and the sentence that asks for
-# the schema. tests/test_budget.py checks the provider's schema sentence fits SCHEMA_OVERHEAD.
+# the schema. tests/money/test_budget.py checks the provider's schema sentence fits SCHEMA_OVERHEAD.
 BOUND_TOKENS_PER_MESSAGE = 8
 BOUND_TOKENS_PER_MESSAGE_UNKNOWN = 16
 SCHEMA_OVERHEAD = 64

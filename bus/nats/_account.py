@@ -1,45 +1,11 @@
 """A :class:`~sopbus.bus.money._account.SharedAccount` on one JetStream KV key: one cap for the
 processes of many machines (a run's workers, a sweep's workers).
 
-The whole book is *one* value under *one* key: the cap, the spend per holder, the holds of
-the calls in flight, the refusal count and the holders' leases. Every operation reads the
-value and its revision, changes it, and writes it back only if the key is still at that
-revision (``kv.update(last=revision)``); when another process wrote first, the write is
-refused by the server and the operation reads again and retries after a short random wait
-(:meth:`sopbus.bus.nats.Link.swap_key`, the whole loop in one crossing to the link's thread). So a
-reservation is checked against the very totals it changes, and ``spent + held <= cap``
-holds at every revision by construction, whoever writes.
-
-The value is msgspec JSON, money as decimal strings, the same book as
-:class:`~sopbus.bus.money._file_account.FileAccount`'s file plus the leases
-(``nats kv get BUCKET budget`` shows it)::
-
-    {"cap": "0.50", "spent": {"<holder>": "0.0043"}, "holds": {"<hold id>": ["<holder>", "0.0025"]},
-     "refused": 0, "leases": {"<holder>": 1764553200.25}}
-
-**Leases.** A process that holds money heartbeats (:meth:`NatsAccount.heartbeat`): its
-holder is alive until ``now + lease_s``. :meth:`NatsAccount.release_lapsed` (the
-coordinator calls it now and then) releases, spending nothing, the holds of every holder
-whose lease lapsed: a process killed with calls in flight gives its money back. A holder
-that never heartbeats has no lease, so its holds stay until they are settled, released or
-rebased (that is what a holder in the coordinator's own process, or one that reconciles by
-:meth:`~NatsAccount.rebase` on resume, wants).
-
-The times are the *writer's wall clock* (``time.time()``), compared inside the same
-compare-and-swap that releases: a heartbeat and a release that race are ordered by the
-server, so a release never acts on a lease that was renewed before it. The server's clock
-was the alternative (it stamps every KV write), but a value cannot carry the stamp of its
-own write, and a lease on a key of its own would split the check from the release. The
-price is clock skew: the machines' clocks must agree to well within a lease (NTP keeps
-them to milliseconds). A heartbeater whose clock is ``d`` seconds behind the releaser's
-lapses ``d`` seconds early (ahead: late). Choose ``lease_s`` well above the worst skew plus
-the heartbeat interval plus the longest pause of a live process: a holder declared dead
-while it was alive finds its holds gone when it settles (a ``RuntimeError``), and what it
-spent meanwhile was not held in the book.
-
-**Cancellation.** As with FileAccount, an operation that was sent is not abandoned: it runs
-shielded to its end (nats-py's own request timeouts, seconds, bound it when the server is
-gone), so a reservation that was made is always returned to the caller, which releases it.
+The whole book (cap, spend per holder, holds, refusals, leases) is one value changed by
+compare-and-swap (:meth:`sopbus.bus.nats.Link.swap_key`), so ``spent + held <= cap`` holds
+at every revision; holders heartbeat leases on their own wall clock, and lapsed holders'
+holds are released. The format, the leases and their clock-skew trade-off are described
+in docs/design/nats.md ("The budget on one KV key").
 """
 
 from __future__ import annotations

@@ -1,56 +1,11 @@
 """The coordinator's side of a run on NATS: roles hosted by workers, as members of the run.
 
-``sopbus run SCENARIO --bus URL`` runs the usual :class:`~sopbus.bus.Environment` and
-:class:`~sopbus.bus.Runner` in the coordinator process, which stays the single router and the
-single writer of the run directory. :class:`Coordinator` (an async context manager around
-the run) adds what NATS needs:
-
-1. the run's stream (every published message goes on it, through
-   :class:`~sopbus.bus.nats._stream.StreamLog`) and the run's KV bucket, where it stores the
-   scenario as run with the files it names (:class:`~sopbus.bus.nats._claims.ScenarioPlan`) and
-   keeps the run's cap as a :class:`~sopbus.bus.nats.NatsAccount` that every process's gateway
-   draws on (the coordinator as holder ``coordinator``, each worker as itself; a resume
-   rebases it to the ledger);
-2. it announces the run as ``waiting`` in ``SOPBUS_RUNS`` and waits up to ``wait_s`` for
-   workers to claim roles: until every role named in ``remote`` is claimed, or (no
-   ``remote`` given) until claims stopped changing for a second after the first one;
-   then it writes ``hosts`` (the claimed roles; later claims of other roles are refused by
-   the workers themselves) and announces ``running``;
-3. each hosted role joins the Environment as a :class:`RemoteMember` (same name, aliases,
-   watch), the others as themselves;
-4. a reader (:mod:`sopbus.bus.nats._intake`) applies the effects the workers publish
-   (:mod:`sopbus.bus.nats._wire`) to the run directory: reservations through the run's call journal (renumbered into the run's call
-   ids), ledger lines through :meth:`sopbus.bus.Gateway.record_remote` (renumbered into the run's
-   ledger, their cost spent in the run's budget and summary), artifacts and notes through
-   the store. So ``show``, ``costs``, ``verify`` and ``report`` read the run as usual.
-
-A worker lost while it hosted a role (its claim taken over by another) leaves its calls in
-flight: they are ledgered ``lost`` at their reservation, as a resume counts them, and the
-account releases its holds once its lease lapsed. Lost may mean paused, not dead (a long
-pause, a stopped process): so before the coordinator asks a role's new holder it fences the
-old one off. Every claim carries a fencing token (:attr:`~sopbus.bus.nats._claims.Claim.tenure`,
-the KV revision at which it was taken); requests, answers and effects carry it too; the
-coordinator puts a :class:`~sopbus.bus.nats._wire.Fence` for the new tenure on the role's effects
-and, from there on in stream order, applies the new tenure's effects only (the old one's
-open calls are counted ``lost`` at the fence, whatever it delivers after it is dropped and
-logged), takes answers only from the tenure it asked, and a worker answers only requests
-made for its own tenure. A turn cut by a takeover is taken again from its start by the new
-holder: the artifacts and notes it writes again, the same, are not written twice. Limits: a request carries the files the
-host lacks, within NATS's message size (1 MB by default); a SOP module a scenario names
-must be importable on the worker (the same code deployed there).
-
-A :class:`RemoteMember`'s turn: the coordinator waits until the stream holds everything
-published so far (:meth:`RunStream.settle`), then asks the role's host with a
-:class:`~sopbus.bus.nats._wire.TurnRequest` carrying the news as ``(id, stream seq)``, the files
-of ``artifacts/`` the host has not seen, and (for a host new to the role) the role's
-earlier turns. The request is repeated every few seconds while no answer comes (a request
-is answered once per turn, whoever asks); if the role has no live claim for
-``takeover_s``, the turn fails the run with an error that says so. The answer's messages
-are returned to the Runner, which stamps and publishes them as any role's; an answer that
-says ``budget`` or ``stop`` raises :class:`~sopbus.bus.BudgetExhausted` or :class:`~sopbus.bus.StopRun`
-as a local role would, and ``failed`` raises :class:`RemoteTurnFailed` with the worker's
-traceback. Before the proxy returns, every effect of the turn has been applied, so the
-round's log is whole before the next round begins.
+``sopbus run SCENARIO --bus URL`` keeps the usual :class:`~sopbus.bus.Environment` and
+:class:`~sopbus.bus.Runner` in this process, the one router and the one writer of the run
+directory. :class:`Coordinator` adds the run's stream and bucket, the wait for workers'
+claims, a :class:`RemoteMember` for each hosted role, and the intake of the workers'
+effects; claims are fenced by tenure. The protocol is described in docs/design/nats.md
+("A run on NATS", "A remote role's turn", "Claims and fencing").
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 A *route* is one way a message travels: from the role (or the seed's sender, ``Boss``)
 that publishes an action to a role that watches it, or that the publisher names in
 ``send_to``. An action that reaches nobody gets a route to ``None``: its messages will be
-recorded as undelivered. The routes follow the contract in DESIGN.md ("Routing"): a role
+recorded as undelivered. The routes follow the contract in docs/design/routing.md: a role
 never receives its own message, and a named recipient takes the place of the watchers.
 
 Imported by ``sopbus validate`` after the team is built (it needs ``sopbus.sops``).

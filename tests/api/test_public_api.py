@@ -86,7 +86,7 @@ def test_import_sopbus_loads_nothing_heavy() -> None:
 
 
 def test_there_is_one_helper_of_each_kind() -> None:
-    """One ``closest``, one exception-group walker, one redaction (STYLE.md: one helper per
+    """One ``closest``, one exception-group walker, one redaction (docs/design/style.md: one helper per
     job): the copies that were are gone."""
     import sopbus.roles._registry as registry
     import sopbus.bus._run as run

@@ -1,4 +1,4 @@
-"""Routing against a ten-line reference function of DESIGN.md's contract."""
+"""Routing against a ten-line reference function of the contract in docs/design/routing.md."""
 
 from __future__ import annotations
 
@@ -7,22 +7,9 @@ from hypothesis import strategies as st
 
 from sopbus.bus import Environment, Message
 from support.fakes import Echo
+from support.routing import reference
 
 ACTIONS = [f"A{i}" for i in range(8)]
-
-
-def reference(team: list[Echo], m: Message) -> list[str]:
-    """The contract, literally: not the sender, and named in send_to or watching cause_by."""
-    out = []
-    for r in team:
-        if r.name == m.sent_from:
-            continue
-        if m.send_to:
-            if r.name in m.send_to or any(a in m.send_to for a in r.aliases):
-                out.append(r.name)
-        elif m.cause_by in r.watch:
-            out.append(r.name)
-    return out
 
 
 @st.composite

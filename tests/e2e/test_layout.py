@@ -1,4 +1,4 @@
-"""The tree shows the architecture, and the import rules hold (DESIGN.md, "Layout").
+"""The tree shows the architecture, and the import rules hold (docs/design/index.md, "The layers").
 
 The layer rules are import-linter contracts in ``pyproject.toml``; this runs them, so an
 import that runs back up a layer fails CI. A second check finds import circles between any
@@ -142,7 +142,7 @@ def test_role_families_are_packages() -> None:
 
 
 def test_only_the_link_talks_to_nats(edges: list[tuple[str, str]]) -> None:
-    """One door to NATS (STYLE.md, principle 15): ``bus/nats/_link.py`` is the only module
+    """One door to NATS (docs/design/style.md, one door to each outside system): ``bus/nats/_link.py`` is the only module
     that imports the client (its exceptions included); the rest sees the Link's trio API."""
     importers = {m for m, imported in edges if imported == "nats"}
     assert importers == {"sopbus.bus.nats._link"}

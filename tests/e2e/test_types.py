@@ -1,4 +1,4 @@
-"""The type checker over the code and the tests (STYLE.md: type everything).
+"""The type checker over the code and the tests (docs/design/style.md: type everything).
 
 mypy reads folders, so it runs on the packages laid out as they install
 (``sopbus/bus``, ``sopbus/roles``, ...; see ``installed_tree``), with the tests beside them.

@@ -22,11 +22,12 @@ import trio
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sopbus.bus import (Budget, BudgetExhausted, ChatMessage, Completion, Gateway, LedgerLine, LLMRequest,
-                 PriceBook, ProviderError, Usage)
+from sopbus.bus import (Budget, BudgetExhausted, Completion, Gateway, LedgerLine, LLMRequest,
+                 ProviderError)
 from sopbus.bus.money._account import AccountShare, Hold
 from sopbus.bus.money._file_account import FileAccount
 from support.paths import ROOT
+from support.accounts import Answering, Hanging, PRICES, request
 
 
 RESERVER = textwrap.dedent("""
@@ -146,27 +147,6 @@ def test_a_rebase_sets_a_holders_spend_and_drops_its_holds(tmp_path: Path) -> No
     assert account.read().by_holder == {"killed": Decimal("0.4"), "alive": Decimal("0.05")}
 
 
-class Answering:
-    """A provider that answers at once with 10 prompt and 5 completion tokens."""
-
-    name = "answering"
-
-    async def complete(self, request: LLMRequest) -> Completion:
-        await trio.sleep(0)
-        return Completion(text="ok", usage=Usage(10, 5), model=request.model, provider=self.name)
-
-
-class Hanging:
-    name = "hanging"
-
-    async def complete(self, request: LLMRequest) -> Completion:
-        await trio.sleep_forever()
-        raise AssertionError("unreachable")
-
-
-PRICES = PriceBook.load({"m": {"input": 1000, "output": 2000}})  # $0.001 / $0.002 a token
-
-
 def shared_gateway(tmp_path: Path, provider: object, *, sweep: str, run: str
                    ) -> tuple[Gateway, FileAccount, list[LedgerLine]]:
     account = FileAccount.create(tmp_path / "budget.json", Decimal(sweep))
@@ -174,11 +154,6 @@ def shared_gateway(tmp_path: Path, provider: object, *, sweep: str, run: str
     gateway = Gateway(provider, PRICES, Budget(Decimal(run)), sink=lines.append,  # type: ignore[arg-type]
                       pool=AccountShare(account, "run-1"))
     return gateway, account, lines
-
-
-def request(max_tokens: int = 10) -> LLMRequest:
-    return LLMRequest(messages=(ChatMessage("user", "hi"),), model="m", max_tokens=max_tokens,
-                      role="Alice", action="WritePRD")
 
 
 async def test_a_call_settles_in_the_run_and_in_the_sweep(tmp_path: Path) -> None:

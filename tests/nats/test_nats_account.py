@@ -1,6 +1,6 @@
 """The shared account on NATS KV (bus/nats/_account.py) against a real nats-server.
 
-The behaviour FileAccount has (tests/test_shared_account.py) is checked on both accounts
+The behaviour FileAccount has (tests/money/test_shared_account.py) is checked on both accounts
 through the async protocol, so the two stay interchangeable. Then what only NATS has: an
 account created once by whoever comes first, reservers in several processes on one key
 (with a control run that writes blindly, no compare-and-swap, to show that the checks catch
@@ -35,8 +35,8 @@ from sopbus.bus.money._file_account import FileAccount
 from sopbus.bus.nats import Link, open_link
 from sopbus.bus.nats._account import NatsAccount
 from support.nats_server import NatsServer, server_env
-from test_shared_account import PRICES, Answering, Hanging
-from test_shared_account import request as llm_request
+from support.accounts import PRICES, Answering, Hanging
+from support.accounts import request as llm_request
 from support.paths import ROOT
 
 

@@ -3,7 +3,7 @@
 The conformance property publishes random messages to random teams through a real
 Environment whose log is a StreamLog, and checks that every role's durable consumer yields
 exactly what the in-process reference function of the routing contract (the very one
-tests/test_routing.py checks the Environment against) says the role receives.
+tests/bus/test_routing.py checks the Environment against) says the role receives.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from sopbus.bus.nats._link import Link
 from sopbus.bus.nats._stream import RunStream, StreamError, StreamLog
 from sopbus.bus.nats._subjects import consumer_name, token, untoken
 from support.fakes import Echo
-from test_routing import reference
+from support.routing import reference
 
 _runs = itertools.count()
 

@@ -29,8 +29,8 @@ from sopbus.bus.money._file_account import FileAccount
 from sopbus.bus.store._verify import verify_run
 from support.nats_server import NatsServer  # noqa: F401 (fixture)
 from support.openai_server import Answer, OpenAIServer
-from test_resume import wait_for
-from test_sweep import COMPANY, greet_sweep, in_flight, ledger, record, sopbus, spent, summary, sweep_dir
+from support.killed_runs import wait_for
+from support.sweeps import COMPANY, greet_sweep, in_flight, ledger, record, sopbus, spent, summary, sweep_dir
 from support.cli import ARGV
 
 MATRIX = ["--seeds", "1", "--set", "sop.review=true,false"]

@@ -21,7 +21,7 @@ from sopbus.bus import load_scenario, read_jsonl
 from sopbus.bus.llm._tape import CallRecord
 from sopbus._assemble import execute
 from sopbus.cli._cmd_diff import messages
-from test_resume import artifacts, finished, ledger, reservations, run_and_kill, sopbus, spent
+from support.killed_runs import artifacts, finished, ledger, reservations, run_and_kill, sopbus, spent
 from support.paths import ROOT
 
 MAIN = ROOT / "scenarios" / "software_company.toml"

@@ -8,74 +8,27 @@ the process in the middle of one.
 
 from __future__ import annotations
 
-import os
 import signal
-import subprocess
-import sys
-import time
 from collections.abc import Callable
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
 
 import pytest
 import trio
 
-from sopbus.bus import ConfigError, LedgerLine, load_scenario, read_jsonl, scenario_with_overrides
+from sopbus.bus import ConfigError, load_scenario, read_jsonl, scenario_with_overrides
 from sopbus.bus.store._resume import plan_resume
 from sopbus.bus.store._store import drop_torn_tail
 from sopbus.bus.llm._tape import CallRecord
 from sopbus.cli import main
 from sopbus._assemble import execute
 from sopbus.cli._cmd_diff import messages
-from support.paths import DATA, ROOT
-from support.cli import start
-
-TEAM_DIR = DATA / "resume_team"
-
-SCENARIO = """
-[scenario]
-name = "relay"
-sop = "relay_sop:SOP"
-idea = "a short guide to brewing green tea"
-[run]
-max_rounds = {max_rounds}
-budget_usd = {budget}
-runs_dir = "{runs}"
-[llm]
-latency_ms = {latency}
-max_tokens = 300
-"""
+from support.killed_runs import TEAM_DIR, answered, artifacts, events, finished, ledger, reservations, run_and_kill, scenario_file, sopbus, spent, wait_for
 
 
 @pytest.fixture(autouse=True)
 def team_on_path(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.syspath_prepend(str(TEAM_DIR))
-
-
-def scenario_file(tmp_path: Path, name: str, *, latency: int = 0, max_rounds: int = 10,
-                  budget: str = "1.0") -> Path:
-    path = tmp_path / f"{name}.toml"
-    path.write_text(SCENARIO.format(runs=tmp_path / name, latency=latency, max_rounds=max_rounds,
-                                    budget=budget))
-    return path
-
-
-def ledger(run_dir: Path) -> list[LedgerLine]:
-    return list(read_jsonl(run_dir / "costs.jsonl", LedgerLine))
-
-
-def events(run_dir: Path, name: str = "events.jsonl") -> list[dict[str, Any]]:
-    return list(read_jsonl(run_dir / name, dict))
-
-
-def artifacts(run_dir: Path) -> dict[str, bytes]:
-    root = run_dir / "artifacts"
-    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
-
-
-def spent(run_dir: Path) -> Decimal:
-    return sum((line.cost_usd for line in ledger(run_dir)), Decimal(0))
 
 
 def show_json(run_dir: Path, capsys: pytest.CaptureFixture[str]) -> str:
@@ -95,19 +48,6 @@ def baseline(tmp_path: Path) -> Path:
 # -- killed for real ------------------------------------------------------------------------
 
 
-def sopbus(*argv: str) -> subprocess.Popen[bytes]:
-    return start(*argv, "--quiet", env={"PYTHONPATH": str(TEAM_DIR)}, stdout=subprocess.DEVNULL)
-
-def reservations(run_dir: Path) -> list[dict[str, Any]]:
-    path = run_dir / "events.jsonl"
-    return [e for e in read_jsonl(path, dict) if e.get("kind") == "llm_reserved"] if path.is_file() else []
-
-
-def answered(run_dir: Path) -> int:
-    path = run_dir / "calls.jsonl"
-    return len(list(read_jsonl(path, CallRecord))) if path.is_file() else 0
-
-
 # Kill points: each a condition on the run directory, checked while the run goes on.
 KILL_POINTS: dict[str, Callable[[Path], bool]] = {
     "first call in flight": lambda d: len(reservations(d)) >= 1,
@@ -118,36 +58,6 @@ KILL_POINTS: dict[str, Callable[[Path], bool]] = {
 # How many calls each point leaves in flight (the latency is far longer than the poll).
 IN_FLIGHT = {"first call in flight": 1, "both drafts in flight": 2, "after the drafts": None,
              "last call in flight": 1}
-
-
-def run_and_kill(scenario: Path, runs: Path, when: Callable[[Path], bool]) -> Path:
-    """Starts ``sopbus run`` and SIGKILLs it as soon as ``when`` holds for its directory."""
-    proc = sopbus("run", str(scenario))
-    try:
-        run_dir = wait_for(lambda: next(iter(runs.iterdir()), None) if runs.is_dir() else None, proc)
-        wait_for(lambda: when(run_dir) or None, proc)
-    finally:
-        proc.send_signal(signal.SIGKILL)
-        proc.communicate()
-    assert proc.returncode == -signal.SIGKILL
-    return run_dir
-
-
-def finished(proc: subprocess.Popen[bytes]) -> None:
-    _, err = proc.communicate()
-    assert proc.returncode == 0, err.decode()
-
-
-def wait_for(probe: Callable[[], Any], proc: subprocess.Popen[bytes]) -> Any:
-    """Polls ``probe`` until it returns something; the run must not end first."""
-    deadline = time.monotonic() + 120  # a guard against a hung test, not a timing assertion
-    while time.monotonic() < deadline:
-        found = probe()
-        if found is not None:
-            return found
-        assert proc.poll() is None, "the run ended before the kill point"
-        time.sleep(0.005)
-    raise AssertionError("the kill point never came")
 
 
 @pytest.mark.slow

@@ -10,7 +10,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -18,47 +17,17 @@ from typing import Any
 import pytest
 
 from sopbus.bus.store._verify import verify_run
-from sopbus.bus import LedgerLine, read_jsonl
 from sopbus.cli._cmd_diff import messages
 from sopbus.bus.money._file_account import FileAccount
 from support.openai_server import Answer, OpenAIServer
-from test_resume import reservations, wait_for
-from support.paths import ROOT
-from support.cli import ARGV, sopbus as cli
+from support.killed_runs import wait_for
+from support.cli import ARGV
+from support.sweeps import COMPANY, greet_sweep, in_flight, ledger, record, sopbus, spent, summary, sweep_dir
 
-COMPANY = ROOT / "scenarios" / "software_company.toml"
-
-
-def sopbus(tmp_path: Path, *argv: str, env: dict[str, str] | None = None
-           ) -> subprocess.CompletedProcess[str]:
-    return cli(*argv, cwd=tmp_path, env=env, timeout=600)
 
 def start(tmp_path: Path, *argv: str) -> subprocess.Popen[bytes]:
     return subprocess.Popen([*ARGV, *argv], cwd=tmp_path,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-
-
-def sweep_dir(sweeps: Path) -> Path:
-    (found,) = [p for p in sweeps.iterdir() if (p / "sweep.json").is_file()]
-    return found
-
-
-def record(sdir: Path) -> dict[str, Any]:
-    data: dict[str, Any] = json.loads((sdir / "sweep.json").read_text())
-    return data
-
-
-def ledger(run_dir: Path) -> list[LedgerLine]:
-    return list(read_jsonl(run_dir / "costs.jsonl", LedgerLine)) if (run_dir / "costs.jsonl").is_file() else []
-
-
-def spent(run_dir: Path) -> Decimal:
-    return sum((line.cost_usd for line in ledger(run_dir)), Decimal(0))
-
-
-def summary(run_dir: Path) -> dict[str, Any]:
-    data: dict[str, Any] = json.loads((run_dir / "summary.json").read_text())
-    return data
 
 
 def account_matches_ledgers(sdir: Path, runs: Path) -> Decimal:
@@ -145,12 +114,6 @@ def test_the_sweeps_budget_holds_over_all_runs_and_the_runs_it_cannot_pay_are_sk
     for entry in entries:  # every run a sweep made verifies intact (issue 13, item 5)
         if (runs / entry["run_id"]).is_dir():
             assert verify_run(runs / entry["run_id"]).intact, verify_run(runs / entry["run_id"]).problems
-
-
-def in_flight(run_dir: Path) -> bool:
-    answered = {c["call"] for c in read_jsonl(run_dir / "calls.jsonl", dict)} \
-        if (run_dir / "calls.jsonl").is_file() else set()
-    return any(r["data"]["call"] not in answered for r in reservations(run_dir))
 
 
 def kill_point(runs: Path) -> bool | None:
@@ -363,29 +326,3 @@ def test_a_worker_killed_mid_run_is_reported_and_its_run_resumed(tmp_path: Path)
     account_matches_ledgers(sdir, runs)
 
 
-def greet_sweep(folder: Path, base_url: str, sweep: str) -> Path:
-    """A one-role, one-call scenario on the OpenAI-compatible server at ``base_url``, swept
-    over two temperatures with the ``[sweep]`` settings ``sweep`` and a $0.50 budget."""
-    scenario = folder / "greet.toml"
-    scenario.write_text(f"""
-[scenario]
-name = "greet"
-idea = "say hello"
-[[roles]]
-name = "Ann"
-profile = "Greeter"
-watch = ["UserRequirement"]
-actions = ["Greet"]
-[actions.Greet]
-instruction = "Say hello."
-[llm]
-provider = "openai"
-base_url = "{base_url}"
-max_tokens = 50
-[sweep]
-{sweep}
-budget_usd = 0.5
-[sweep.set]
-llm.temperature = [0.0, 1.0]
-""")
-    return scenario
