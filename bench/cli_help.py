@@ -25,8 +25,14 @@ TARGET_S = 0.3
 def run_help(*python_flags: str) -> tuple[float, str]:
     env = dict(os.environ)
     start = time.perf_counter()
-    done = subprocess.run([sys.executable, *python_flags, "-m", "sopbus", "--help"], cwd=ROOT,
-                          env=env, capture_output=True, text=True, check=True)
+    done = subprocess.run(
+        [sys.executable, *python_flags, "-m", "sopbus", "--help"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return time.perf_counter() - start, done.stderr
 
 
@@ -48,8 +54,10 @@ def main() -> None:
     times = [run_help()[0] for _ in range(runs)]
     median = statistics.median(times)
     verdict = "ok" if median < TARGET_S else "TOO SLOW"
-    print(f"sopbus --help: median {median * 1000:.0f} ms over {runs} runs "
-          f"(min {min(times) * 1000:.0f} ms); target {TARGET_S * 1000:.0f} ms: {verdict}")
+    print(
+        f"sopbus --help: median {median * 1000:.0f} ms over {runs} runs "
+        f"(min {min(times) * 1000:.0f} ms); target {TARGET_S * 1000:.0f} ms: {verdict}"
+    )
     costs = import_costs(run_help("-X", "importtime")[1])
     heavy = sorted({m.split(".")[0] for _, m in costs} & HEAVY)
     print(f"heavy packages imported: {', '.join(heavy) or 'none'}")

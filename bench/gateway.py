@@ -30,18 +30,39 @@ from loguru import logger
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout, uninstalled
 
-from sopbus.bus import (Budget, ChatMessage, Completion, Gateway, JsonlWriter, LLMRequest,  # noqa: E402
-                 PriceBook, SimProvider, Usage)
+from sopbus.bus import (
+    Budget,
+    ChatMessage,
+    Completion,
+    Gateway,
+    JsonlWriter,
+    LLMRequest,
+    PriceBook,
+    SimProvider,
+    Usage,
+)
 
 SYSTEM = "You are an architect in a software company. You write concise, testable designs."
 
 
 def requests(n: int, fresh: bool) -> list[LLMRequest]:
-    return [LLMRequest(messages=(ChatMessage("system", SYSTEM),
-                                 ChatMessage("user", f"Design module {i if fresh else 0} of a todo app "
-                                                     "with users, lists, items and reminders.")),
-                       model="gpt-4o-mini", max_tokens=256, role="Architect", action="WriteDesign")
-            for i in range(n)]
+    return [
+        LLMRequest(
+            messages=(
+                ChatMessage("system", SYSTEM),
+                ChatMessage(
+                    "user",
+                    f"Design module {i if fresh else 0} of a todo app "
+                    "with users, lists, items and reminders.",
+                ),
+            ),
+            model="gpt-4o-mini",
+            max_tokens=256,
+            role="Architect",
+            action="WriteDesign",
+        )
+        for i in range(n)
+    ]
 
 
 async def measure(calls: int, fresh: bool, run_dir: Path) -> dict[str, float]:
@@ -53,7 +74,9 @@ async def measure(calls: int, fresh: bool, run_dir: Path) -> dict[str, float]:
     bare_sim = SimProvider(seed=1)
     bare_times, gated_times = [], []
     with JsonlWriter(run_dir / "costs.jsonl") as writer:
-        gw = Gateway(SimProvider(seed=1), PriceBook.load(), Budget(Decimal(10**6)), sink=writer.write)
+        gw = Gateway(
+            SimProvider(seed=1), PriceBook.load(), Budget(Decimal(10**6)), sink=writer.write
+        )
         for bare_request, gated_request in zip(bare_batch, gated_batch):
             start = time.perf_counter()
             await bare_sim.complete(bare_request)
@@ -63,8 +86,12 @@ async def measure(calls: int, fresh: bool, run_dir: Path) -> dict[str, float]:
             gated_times.append(time.perf_counter() - middle)
     bare_us, gated_us = statistics.median(bare_times) * 1e6, statistics.median(gated_times) * 1e6
     mean_overhead = (sum(gated_times) - sum(bare_times)) / calls * 1e6
-    return {"bare_us_per_call": bare_us, "gateway_us_per_call": gated_us,
-            "overhead_us_per_call": gated_us - bare_us, "overhead_mean_us_per_call": mean_overhead}
+    return {
+        "bare_us_per_call": bare_us,
+        "gateway_us_per_call": gated_us,
+        "overhead_us_per_call": gated_us - bare_us,
+        "overhead_mean_us_per_call": mean_overhead,
+    }
 
 
 class _Noop:
@@ -83,7 +110,9 @@ async def gateway_alone(calls: int, run_dir: Path) -> float:
     request = requests(1, False)[0]
     times = []
     with JsonlWriter(run_dir / "costs.jsonl") as writer:
-        gw = Gateway(_Noop(request.model), PriceBook.load(), Budget(Decimal(10**6)), sink=writer.write)
+        gw = Gateway(
+            _Noop(request.model), PriceBook.load(), Budget(Decimal(10**6)), sink=writer.write
+        )
         for _ in range(calls):
             start = time.perf_counter()
             await gw.complete(request, round=1)
@@ -100,10 +129,13 @@ async def main(calls: int, repeat: int) -> dict[str, object]:
     with tempfile.TemporaryDirectory() as tmp:
         await measure(200, False, Path(tmp) / "warmup")
         for workload, fresh in (("repeated", False), ("fresh", True)):
-            runs = [await measure(calls, fresh, Path(tmp) / f"{workload}{i}") for i in range(repeat)]
+            runs = [
+                await measure(calls, fresh, Path(tmp) / f"{workload}{i}") for i in range(repeat)
+            ]
             results[workload] = min(runs, key=lambda r: r["overhead_us_per_call"])
         results["noop_provider_us_per_call"] = min(
-            [await gateway_alone(calls, Path(tmp) / f"noop{i}") for i in range(repeat)])
+            [await gateway_alone(calls, Path(tmp) / f"noop{i}") for i in range(repeat)]
+        )
     return results
 
 
@@ -120,8 +152,12 @@ if __name__ == "__main__":
         for workload in ("repeated", "fresh"):
             f = figures[workload]
             assert isinstance(f, dict)
-            print(f"{workload:>8}: bare sim {f['bare_us_per_call']:7.1f} µs/call, through the gateway "
-                  f"{f['gateway_us_per_call']:7.1f} µs/call, overhead {f['overhead_us_per_call']:6.1f} µs/call "
-                  f"(mean {f['overhead_mean_us_per_call']:.1f}; target < 50)")
-        print(f"    noop: the gateway around a provider that answers at once "
-              f"{figures['noop_provider_us_per_call']:6.1f} µs/call")
+            print(
+                f"{workload:>8}: bare sim {f['bare_us_per_call']:7.1f} µs/call, through the gateway "
+                f"{f['gateway_us_per_call']:7.1f} µs/call, overhead {f['overhead_us_per_call']:6.1f} µs/call "
+                f"(mean {f['overhead_mean_us_per_call']:.1f}; target < 50)"
+            )
+        print(
+            f"    noop: the gateway around a provider that answers at once "
+            f"{figures['noop_provider_us_per_call']:6.1f} µs/call"
+        )

@@ -43,7 +43,10 @@ CAP = Decimal(10**9)
 
 # -- a reserver process ---------------------------------------------------------------------
 
-async def reserve_for(account: SharedAccount, holder: str, tasks: int, seconds: float) -> list[float]:
+
+async def reserve_for(
+    account: SharedAccount, holder: str, tasks: int, seconds: float
+) -> list[float]:
     """Reserve+settle pairs in ``tasks`` tasks for ``seconds``; the time of each pair."""
     times: list[float] = []
     amount = Decimal("0.0123")
@@ -65,10 +68,12 @@ async def reserve_for(account: SharedAccount, holder: str, tasks: int, seconds: 
 async def worker(kind: str, where: str, holder: str, tasks: int, seconds: float) -> None:
     if kind == "file":
         from sopbus.bus.money._file_account import FileAccount
+
         await ready_then_run(FileAccount(Path(where)), holder, tasks, seconds)
         return
     from sopbus.bus.nats import open_link
     from sopbus.bus.nats._account import NatsAccount
+
     url, bucket = where.split("|")
     async with open_link(url) as link:
         account = NatsAccount(link, bucket)
@@ -80,15 +85,25 @@ async def ready_then_run(account: SharedAccount, holder: str, tasks: int, second
     print("ready", flush=True)
     await trio.to_thread.run_sync(sys.stdin.readline)
     times = await reserve_for(account, holder, tasks, seconds)
-    print(json.dumps({"pairs": len(times), "median_ms": statistics.median(times) * 1000}), flush=True)
+    print(
+        json.dumps({"pairs": len(times), "median_ms": statistics.median(times) * 1000}), flush=True
+    )
 
 
 # -- the driver -------------------------------------------------------------------------------
 
+
 def cell(kind: str, where: str, processes: int, tasks: int, seconds: float) -> dict[str, float]:
-    procs = [subprocess.Popen([sys.executable, __file__, "--worker", kind, where, f"p{p}", str(tasks),
-                               str(seconds)], cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                              text=True) for p in range(processes)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, __file__, "--worker", kind, where, f"p{p}", str(tasks), str(seconds)],
+            cwd=ROOT,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for p in range(processes)
+    ]
     reports = []
     try:
         for proc in procs:
@@ -108,8 +123,10 @@ def cell(kind: str, where: str, processes: int, tasks: int, seconds: float) -> d
         for proc in procs:
             proc.kill()
     pairs = sum(r["pairs"] for r in reports)
-    return {"pairs_per_s": round(pairs / seconds, 1),
-            "median_ms": round(statistics.median(r["median_ms"] for r in reports), 3)}
+    return {
+        "pairs_per_s": round(pairs / seconds, 1),
+        "median_ms": round(statistics.median(r["median_ms"] for r in reports), 3),
+    }
 
 
 def new_accounts(tmp: Path, url: str, n: int) -> tuple[str, str]:
@@ -142,25 +159,40 @@ def main(seconds: float) -> dict[str, object]:
                 file_where, nats_where = new_accounts(tmp, server.url, n)
                 file = cell("file", file_where, processes, tasks, seconds)
                 nats = cell("nats", nats_where, processes, tasks, seconds)
-                rows.append({"processes": processes, "tasks": tasks, "reservers": processes * tasks,
-                             "file": file, "nats": nats,
-                             "nats_over_file": round(nats["pairs_per_s"] / file["pairs_per_s"], 3)})
+                rows.append(
+                    {
+                        "processes": processes,
+                        "tasks": tasks,
+                        "reservers": processes * tasks,
+                        "file": file,
+                        "nats": nats,
+                        "nats_over_file": round(nats["pairs_per_s"] / file["pairs_per_s"], 3),
+                    }
+                )
         finally:
             server.stop()
-    return {"seconds": seconds, "cores": os.cpu_count(), "load_average_1m": round(os.getloadavg()[0], 2),
-            "rows": rows}
+    return {
+        "seconds": seconds,
+        "cores": os.cpu_count(),
+        "load_average_1m": round(os.getloadavg()[0], 2),
+        "rows": rows,
+    }
 
 
 def table(result: dict[str, object]) -> str:
-    lines = [f"reserve+settle pairs a second, {result['seconds']} s a cell, {result['cores']} cores, "
-             f"load {result['load_average_1m']}",
-             f"{'procs':>5} {'tasks':>5} {'reservers':>9} {'file/s':>9} {'file ms':>8} "
-             f"{'nats/s':>9} {'nats ms':>8} {'nats/file':>9}"]
+    lines = [
+        f"reserve+settle pairs a second, {result['seconds']} s a cell, {result['cores']} cores, "
+        f"load {result['load_average_1m']}",
+        f"{'procs':>5} {'tasks':>5} {'reservers':>9} {'file/s':>9} {'file ms':>8} "
+        f"{'nats/s':>9} {'nats ms':>8} {'nats/file':>9}",
+    ]
     for row in result["rows"]:  # type: ignore[attr-defined]
         f, n = row["file"], row["nats"]
-        lines.append(f"{row['processes']:>5} {row['tasks']:>5} {row['reservers']:>9} "
-                     f"{f['pairs_per_s']:>9} {f['median_ms']:>8} {n['pairs_per_s']:>9} "
-                     f"{n['median_ms']:>8} {row['nats_over_file']:>9}")
+        lines.append(
+            f"{row['processes']:>5} {row['tasks']:>5} {row['reservers']:>9} "
+            f"{f['pairs_per_s']:>9} {f['median_ms']:>8} {n['pairs_per_s']:>9} "
+            f"{n['median_ms']:>8} {row['nats_over_file']:>9}"
+        )
     return "\n".join(lines)
 
 

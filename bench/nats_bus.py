@@ -60,9 +60,10 @@ import trio
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout, uninstalled
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _nats_server import nats_server  # noqa: E402
-from sopbus.bus import Environment, Message, Turn  # noqa: E402
-from sopbus.bus.nats import Inbox, Link, RunStream, StreamLog, open_link  # noqa: E402
+from _nats_server import nats_server
+
+from sopbus.bus import Environment, Message, Turn
+from sopbus.bus.nats import Inbox, Link, RunStream, StreamLog, open_link
 
 _runs = itertools.count()
 
@@ -70,7 +71,7 @@ _runs = itertools.count()
 class Watcher:
     """A role for the Environment's address book; the bench reads its inbox itself."""
 
-    __slots__ = ("name", "aliases", "watch")
+    __slots__ = ("aliases", "name", "watch")
 
     def __init__(self, i: int, actions: int):
         self.name, self.aliases, self.watch = f"r{i}", (), frozenset((f"A{i % actions}",))
@@ -85,10 +86,13 @@ def team(roles: int) -> list[Watcher]:
 
 def workload(roles: int, messages: int, batch: int) -> list[list[Message]]:
     actions, body = max(1, roles // 2), "x" * 100
-    out = [Message(cause_by="Note", sent_from="Boss", send_to=(f"r{j % roles}",), content=body)
-           if j % 10 == 9 else Message(cause_by=f"A{j % actions}", sent_from="Boss", content=body)
-           for j in range(messages)]
-    return [out[i:i + batch] for i in range(0, messages, batch)]
+    out = [
+        Message(cause_by="Note", sent_from="Boss", send_to=(f"r{j % roles}",), content=body)
+        if j % 10 == 9
+        else Message(cause_by=f"A{j % actions}", sent_from="Boss", content=body)
+        for j in range(messages)
+    ]
+    return [out[i : i + batch] for i in range(0, messages, batch)]
 
 
 def expected(env: Environment, batches: list[list[Message]]) -> dict[str, int]:
@@ -121,15 +125,22 @@ async def in_process(roles: int, body: Callable[[Environment, Reader], Awaitable
     return await body(env, read)
 
 
-async def over_nats(url: str, roles: int, body: Callable[[Environment, Reader], Awaitable[float]]) -> float:
-    async with open_link(url, name="coordinator") as coordinator, open_link(url, name="roles") as side:
+async def over_nats(
+    url: str, roles: int, body: Callable[[Environment, Reader], Awaitable[float]]
+) -> float:
+    async with (
+        open_link(url, name="coordinator") as coordinator,
+        open_link(url, name="roles") as side,
+    ):
         stream = RunStream(coordinator, run_id())
         await stream.create()
         env = Environment(stream.run_id, log=StreamLog(None, stream))
         members = team(roles)
         env.add_all(members)
         reading = RunStream(side, stream.run_id)
-        inboxes: dict[str, Inbox] = {m.name: await reading.open_inbox(m.name, m.watch) for m in members}
+        inboxes: dict[str, Inbox] = {
+            m.name: await reading.open_inbox(m.name, m.watch) for m in members
+        }
 
         async def read(name: str) -> list[Message]:
             inbox = inboxes[name]
@@ -152,7 +163,10 @@ async def _drop(link: Link, stream: RunStream) -> None:
 
 # -- throughput -------------------------------------------------------------------------------
 
-def throughput_body(batches: list[list[Message]], counts: dict[str, int]) -> Callable[[Environment, Reader], Awaitable[float]]:
+
+def throughput_body(
+    batches: list[list[Message]], counts: dict[str, int]
+) -> Callable[[Environment, Reader], Awaitable[float]]:
     async def body(env: Environment, read: Reader) -> float:
         async def reader(name: str) -> None:
             got = 0
@@ -167,6 +181,7 @@ def throughput_body(batches: list[list[Message]], counts: dict[str, int]) -> Cal
                 env.publish_all(batch)
                 await trio.sleep(0)
         return time.perf_counter() - t0
+
     return body
 
 
@@ -181,8 +196,13 @@ def throughput(url: str, roles: int, messages: int, batch: int, repeat: int) -> 
     for _ in range(repeat):  # alternating, so a busy machine slows both alike
         best["in_process"] = min(best["in_process"], trio.run(in_process, roles, body))
         best["nats"] = min(best["nats"], trio.run(over_nats, url, roles, body))
-    row: dict[str, Any] = {"bench": "throughput", "roles": roles, "messages": messages,
-                           "deliveries": deliveries, "batch": batch}
+    row: dict[str, Any] = {
+        "bench": "throughput",
+        "roles": roles,
+        "messages": messages,
+        "deliveries": deliveries,
+        "batch": batch,
+    }
     for bus, seconds in best.items():
         row[f"{bus}_msgs_per_s"] = round(messages / seconds)
         row[f"{bus}_deliveries_per_s"] = round(deliveries / seconds)
@@ -192,13 +212,19 @@ def throughput(url: str, roles: int, messages: int, batch: int, repeat: int) -> 
 
 # -- latency ----------------------------------------------------------------------------------
 
-def latency_body(rate: float, seconds: float, roles: int, lat: list[float]) -> Callable[[Environment, Reader], Awaitable[float]]:
+
+def latency_body(
+    rate: float, seconds: float, roles: int, lat: list[float]
+) -> Callable[[Environment, Reader], Awaitable[float]]:
     actions = max(1, roles // 2)
     total = int(rate * seconds)
 
     async def body(env: Environment, read: Reader) -> float:
         ends = {m.name: 0 for m in env.members}
-        want = {m.name: sum(1 for j in range(total) if f"A{j % actions}" in m.watch) for m in env.members}
+        want = {
+            m.name: sum(1 for j in range(total) if f"A{j % actions}" in m.watch)
+            for m in env.members
+        }
 
         async def reader(name: str) -> None:
             while ends[name] < want[name]:
@@ -214,9 +240,15 @@ def latency_body(rate: float, seconds: float, roles: int, lat: list[float]) -> C
             start = trio.current_time()
             for j in range(total):
                 await trio.sleep_until(start + j / rate)
-                env.publish(Message(cause_by=f"A{j % actions}", sent_from="Boss",
-                                    content=repr(time.perf_counter())))
+                env.publish(
+                    Message(
+                        cause_by=f"A{j % actions}",
+                        sent_from="Boss",
+                        content=repr(time.perf_counter()),
+                    )
+                )
         return time.perf_counter() - t0
+
     return body
 
 
@@ -230,21 +262,38 @@ def latency(url: str, roles: int, rate: float, seconds: float) -> list[dict[str,
         else:
             took = trio.run(in_process, roles, body)
         q = statistics.quantiles(lat, n=100)
-        rows.append({"bench": "latency", "bus": bus, "roles": roles, "rate": rate,
-                     "achieved_rate": round(int(rate * seconds) / took, 1), "deliveries": len(lat),
-                     "p50_ms": round(q[49] * 1000, 3), "p99_ms": round(q[98] * 1000, 3),
-                     "max_ms": round(max(lat) * 1000, 3)})
+        rows.append(
+            {
+                "bench": "latency",
+                "bus": bus,
+                "roles": roles,
+                "rate": rate,
+                "achieved_rate": round(int(rate * seconds) / took, 1),
+                "deliveries": len(lat),
+                "p50_ms": round(q[49] * 1000, 3),
+                "p99_ms": round(q[98] * 1000, 3),
+                "max_ms": round(max(lat) * 1000, 3),
+            }
+        )
     return rows
 
 
 def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--roles", type=int, action="append", help="team size (repeatable; default 10 and 100)")
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument(
+        "--roles", type=int, action="append", help="team size (repeatable; default 10 and 100)"
+    )
     p.add_argument("--messages", type=int, default=20_000)
     p.add_argument("--batch", type=int, default=100, help="messages per publish_all")
-    p.add_argument("--repeat", type=int, default=2, help="runs of each throughput case; the best counts")
+    p.add_argument(
+        "--repeat", type=int, default=2, help="runs of each throughput case; the best counts"
+    )
     p.add_argument("--rate", type=float, default=300.0, help="messages/s of the latency workload")
-    p.add_argument("--seconds", type=float, default=10.0, help="length of the latency workload (0: skip)")
+    p.add_argument(
+        "--seconds", type=float, default=10.0, help="length of the latency workload (0: skip)"
+    )
     p.add_argument("--json", action="store_true")
     a = p.parse_args(argv)
     # a bench killed by `timeout` (SIGTERM) still stops its nats-server (the `with` below)

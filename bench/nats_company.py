@@ -35,8 +35,10 @@ ENGINEER, QA = "Alex", "Edward"
 
 
 def slow_company(folder: Path, latency_ms: int) -> Path:
-    text = SCENARIO.read_text().replace('fixtures = ["fixtures/software_company.toml"]',
-                                        f'fixtures = ["{FIXTURES}"]\nlatency_ms = {latency_ms}')
+    text = SCENARIO.read_text().replace(
+        'fixtures = ["fixtures/software_company.toml"]',
+        f'fixtures = ["{FIXTURES}"]\nlatency_ms = {latency_ms}',
+    )
     path = folder / "company.toml"
     path.write_text(text.replace("[scenario]\n", "[scenario]\nallow_outside = true\n", 1))
     return path
@@ -50,9 +52,14 @@ def one_run(scenario: Path, runs: Path, *bus: str) -> tuple[float, float]:
     """(the run's duration_s, the command's wall time) of one run."""
     before = set(runs.iterdir()) if runs.is_dir() else set()
     start = time.perf_counter()
-    subprocess.run(sopbus("run", str(scenario), "--quiet", "--sandbox", "local", "--runs-dir",
-                          str(runs), *bus), check=True, capture_output=True,
-                   cwd=runs.parent)
+    subprocess.run(
+        sopbus(
+            "run", str(scenario), "--quiet", "--sandbox", "local", "--runs-dir", str(runs), *bus
+        ),
+        check=True,
+        capture_output=True,
+        cwd=runs.parent,
+    )
     wall = time.perf_counter() - start
     (run_dir,) = set(runs.iterdir()) - before
     summary = json.loads((run_dir / "summary.json").read_text())
@@ -73,10 +80,24 @@ def main() -> None:
         server = NatsServer(binary, folder / "nats")
         server.start()
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-        workers = [subprocess.Popen(sopbus("worker", "--bus", server.url, "--roles", role,
-                                           "--workdir", str(folder / f"w-{role}")),
-                                    cwd=folder, env=env, stdout=subprocess.DEVNULL,
-                                    stderr=subprocess.DEVNULL) for role in (ENGINEER, QA)]
+        workers = [
+            subprocess.Popen(
+                sopbus(
+                    "worker",
+                    "--bus",
+                    server.url,
+                    "--roles",
+                    role,
+                    "--workdir",
+                    str(folder / f"w-{role}"),
+                ),
+                cwd=folder,
+                env=env,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+            for role in (ENGINEER, QA)
+        ]
         try:
             scenario = slow_company(folder, args.latency_ms)
             bus = ("--bus", server.url, "--remote", f"{ENGINEER},{QA}", "--wait-workers", "30")
@@ -93,8 +114,12 @@ def main() -> None:
     wall_local, wall_nats = (statistics.median(w for _, w in rows) for rows in (local, remote))
     print(f"software company, sim latency {args.latency_ms} ms, median of {args.runs} runs each")
     print(f"{'':>22} {'in process':>12} {'over NATS':>12} {'ratio':>8}")
-    print(f"{'run (duration_s)':>22} {run_local:>11.2f}s {run_nats:>11.2f}s {run_nats / run_local:>7.2f}x")
-    print(f"{'command (wall)':>22} {wall_local:>11.2f}s {wall_nats:>11.2f}s {wall_nats / wall_local:>7.2f}x")
+    print(
+        f"{'run (duration_s)':>22} {run_local:>11.2f}s {run_nats:>11.2f}s {run_nats / run_local:>7.2f}x"
+    )
+    print(
+        f"{'command (wall)':>22} {wall_local:>11.2f}s {wall_nats:>11.2f}s {wall_nats / wall_local:>7.2f}x"
+    )
     ratio = run_nats / run_local
     print(f"target: run within {TARGET}x -> {'ok' if ratio <= TARGET else 'MISSED'} ({ratio:.2f}x)")
 

@@ -46,8 +46,8 @@ import trio
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout, uninstalled
 
-from sopbus.bus import Environment, Message, RunStore, Turn, run_team  # noqa: E402
-from sopbus.bus.store import verify_run  # noqa: E402
+from sopbus.bus import Environment, Message, RunStore, Turn, run_team
+from sopbus.bus.store import verify_run
 
 # (roles, tokens): the ring workloads of the issue's table.
 CASES = ((100, 1), (1000, 1), (100, 100), (1000, 1000))
@@ -56,7 +56,7 @@ CASES = ((100, 1), (1000, 1), (100, 100), (1000, 1000))
 class Relay:
     """Passes every token it receives on to the next role of the ring."""
 
-    __slots__ = ("name", "aliases", "watch", "steps", "_next")
+    __slots__ = ("_next", "aliases", "name", "steps", "watch")
 
     def __init__(self, i: int, roles: int):
         self.name = f"r{i}"
@@ -75,8 +75,9 @@ def seeds(roles: int, tokens: int) -> list[Message]:
     return [Message(cause_by=f"A{j * roles // tokens}", sent_from="Boss") for j in range(tokens)]
 
 
-def ring_once(roles: int, tokens: int, turns: int, mode: str, log_dir: Path | None,
-              verify: bool = True) -> dict[str, Any]:
+def ring_once(
+    roles: int, tokens: int, turns: int, mode: str, log_dir: Path | None, verify: bool = True
+) -> dict[str, Any]:
     """One run of the ring: elapsed seconds, turns, steps and (with a log) its size; with
     ``verify``, the run directory must pass :func:`sopbus.bus.store.verify_run`."""
     store = RunStore.create(log_dir, "ring") if log_dir is not None else None
@@ -91,13 +92,26 @@ def ring_once(roles: int, tokens: int, turns: int, mode: str, log_dir: Path | No
         return "enough turns" if relayed >= turns else None
 
     t0, c0 = time.perf_counter(), time.process_time()
-    result = trio.run(lambda: run_team(env, mode=mode, max_rounds=turns + 1, seed=seeds(roles, tokens),
-                                       stop=enough, store=store))
+    result = trio.run(
+        lambda: run_team(
+            env,
+            mode=mode,
+            max_rounds=turns + 1,
+            seed=seeds(roles, tokens),
+            stop=enough,
+            store=store,
+        )
+    )
     if store is not None:
         store.close()  # in the time: the last records are written here
     elapsed, cpu = time.perf_counter() - t0, time.process_time() - c0
-    figures: dict[str, Any] = {"elapsed_s": elapsed, "cpu_s": cpu, "turns": env.published - tokens,
-                               "steps": sum(r.steps for r in ring), "end_reason": result.end_reason}
+    figures: dict[str, Any] = {
+        "elapsed_s": elapsed,
+        "cpu_s": cpu,
+        "turns": env.published - tokens,
+        "steps": sum(r.steps for r in ring),
+        "end_reason": result.end_reason,
+    }
     if store is not None:
         events = store.run_dir / "events.jsonl"
         figures["log_bytes"] = events.stat().st_size
@@ -107,8 +121,9 @@ def ring_once(roles: int, tokens: int, turns: int, mode: str, log_dir: Path | No
     return figures
 
 
-def measure(roles: int, tokens: int, turns: int, mode: str, logs: Sequence[bool],
-            repeat: int) -> list[dict[str, Any]]:
+def measure(
+    roles: int, tokens: int, turns: int, mode: str, logs: Sequence[bool], repeat: int
+) -> list[dict[str, Any]]:
     """One row per entry of ``logs``: the median of ``repeat`` runs (and the best), by wall
     clock and by CPU time. Logged and unlogged runs alternate, so that a busy machine slows
     both alike and ``logged_ratio`` compares runs made under the same load."""
@@ -122,17 +137,27 @@ def measure(roles: int, tokens: int, turns: int, mode: str, logs: Sequence[bool]
         wall = statistics.median(r["elapsed_s"] for r in done)
         cpu = statistics.median(r["cpu_s"] for r in done)
         first = done[0]
-        row = {"roles": roles, "tokens": tokens, "mode": mode, "log": log, "turns": first["turns"],
-               "steps": first["steps"], "turns_per_s": round(first["turns"] / wall),
-               "best_turns_per_s": round(first["turns"] / min(r["elapsed_s"] for r in done)),
-               "cpu_turns_per_s": round(first["turns"] / cpu), "end_reason": first["end_reason"]}
+        row = {
+            "roles": roles,
+            "tokens": tokens,
+            "mode": mode,
+            "log": log,
+            "turns": first["turns"],
+            "steps": first["steps"],
+            "turns_per_s": round(first["turns"] / wall),
+            "best_turns_per_s": round(first["turns"] / min(r["elapsed_s"] for r in done)),
+            "cpu_turns_per_s": round(first["turns"] / cpu),
+            "end_reason": first["end_reason"],
+        }
         if log:
             row["log_bytes"] = first["log_bytes"]
             row["log_bytes_per_turn"] = round(first["log_bytes"] / max(1, first["turns"]), 1)
             if False in runs:
                 plain = rows[0]
                 row["logged_ratio"] = round(row["turns_per_s"] / plain["turns_per_s"], 2)
-                row["logged_ratio_cpu"] = round(row["cpu_turns_per_s"] / plain["cpu_turns_per_s"], 2)
+                row["logged_ratio_cpu"] = round(
+                    row["cpu_turns_per_s"] / plain["cpu_turns_per_s"], 2
+                )
         rows.append(row)
     return rows
 
@@ -153,32 +178,63 @@ def memory_child(roles: int, turns: int, mode: str) -> None:
     """Runs the ring with the log on and prints its figures with the peak RSS (in the child;
     not verified here, since reading the log back would be counted in the peak)."""
     with TemporaryDirectory() as tmp:
-        once = ring_once(roles, 1000 if roles >= 1000 else roles, turns, mode, Path(tmp), verify=False)
+        once = ring_once(
+            roles, 1000 if roles >= 1000 else roles, turns, mode, Path(tmp), verify=False
+        )
     once["peak_rss_mib"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
     print(json.dumps(once))
 
 
 def memory(roles: int, turns: int, mode: str) -> dict[str, Any]:
-    out = subprocess.run([sys.executable, __file__, "--memory-child", "--memory-roles", str(roles),
-                          "--memory-turns", str(turns), "--mode", mode],
-                         check=True, capture_output=True, text=True).stdout
+    out = subprocess.run(
+        [
+            sys.executable,
+            __file__,
+            "--memory-child",
+            "--memory-roles",
+            str(roles),
+            "--memory-turns",
+            str(turns),
+            "--mode",
+            mode,
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
     child = json.loads(out)
-    return {"roles": roles, "mode": mode, "log": True, "turns": child["turns"],
-            "turns_per_s": round(child["turns"] / child["elapsed_s"]),
-            "log_bytes_per_turn": round(child["log_bytes"] / max(1, child["turns"]), 1),
-            "peak_rss_mib": child["peak_rss_mib"]}
+    return {
+        "roles": roles,
+        "mode": mode,
+        "log": True,
+        "turns": child["turns"],
+        "turns_per_s": round(child["turns"] / child["elapsed_s"]),
+        "log_bytes_per_turn": round(child["log_bytes"] / max(1, child["turns"]), 1),
+        "peak_rss_mib": child["peak_rss_mib"],
+    }
 
 
 def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--roles", type=int, help="one ring of this size (default: the issue's cases)")
     p.add_argument("--tokens", type=int, default=1)
     p.add_argument("--turns", type=int, default=20_000)
     p.add_argument("--mode", choices=["rounds", "events", "both"], default="both")
     p.add_argument("--log", choices=["off", "on", "both"], default="both")
-    p.add_argument("--repeat", type=int, default=3, help="runs of each case; medians (and the best) are reported")
-    p.add_argument("--profile", action="store_true", help="run each case once under cProfile instead")
-    p.add_argument("--memory", action="store_true", help="also measure peak RSS of a long logged run")
+    p.add_argument(
+        "--repeat",
+        type=int,
+        default=3,
+        help="runs of each case; medians (and the best) are reported",
+    )
+    p.add_argument(
+        "--profile", action="store_true", help="run each case once under cProfile instead"
+    )
+    p.add_argument(
+        "--memory", action="store_true", help="also measure peak RSS of a long logged run"
+    )
     p.add_argument("--memory-roles", type=int, default=1000)
     p.add_argument("--memory-turns", type=int, default=1_000_000)
     p.add_argument("--memory-child", action="store_true", help=argparse.SUPPRESS)

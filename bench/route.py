@@ -25,21 +25,21 @@ import sys
 import time
 import tracemalloc
 from collections.abc import Sequence
-from typing import Any
 from pathlib import Path
 from tempfile import TemporaryDirectory
+from typing import Any
 
 import trio
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from sopbus.bus import Environment, Message, RunStore, Turn, new_run_id, run_team  # noqa: E402
+from sopbus.bus import Environment, Message, RunStore, Turn, new_run_id, run_team
 
 
 class Idle:
     """A role that reads its inbox and publishes nothing."""
 
-    __slots__ = ("name", "aliases", "watch", "read")
+    __slots__ = ("aliases", "name", "read", "watch")
 
     def __init__(self, name: str, action: str):
         self.name = name
@@ -83,8 +83,9 @@ def scan_baseline(team: list[Idle], messages: list[Message]) -> float:
     return len(messages) / (time.perf_counter() - start)
 
 
-def route_once(a: argparse.Namespace, messages: list[Message],
-               log: bool) -> tuple[float, float, Environment, Any]:
+def route_once(
+    a: argparse.Namespace, messages: list[Message], log: bool
+) -> tuple[float, float, Environment, Any]:
     """One run of the workload: wall and CPU seconds, the environment and the result. With
     ``log``, a real ``events.jsonl`` through a run store (closed, so flushed, in the time)."""
     team = build(a.roles, a.actions)
@@ -93,7 +94,9 @@ def route_once(a: argparse.Namespace, messages: list[Message],
         env = Environment(RUN_ID, log=store)
         env.add_all(team)
         t0, c0 = time.perf_counter(), time.process_time()
-        result = trio.run(lambda: run_team(env, mode=a.mode, max_rounds=2, seed=messages, store=store))
+        result = trio.run(
+            lambda: run_team(env, mode=a.mode, max_rounds=2, seed=messages, store=store)
+        )
         if store:
             store.close()
         elapsed, used = time.perf_counter() - t0, time.process_time() - c0
@@ -103,14 +106,21 @@ def route_once(a: argparse.Namespace, messages: list[Message],
 
 
 def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--roles", type=int, default=1000)
     p.add_argument("--actions", type=int, default=1000)
     p.add_argument("--messages", type=int, default=200_000)
     p.add_argument("--mode", choices=["rounds", "events"], default="rounds")
-    p.add_argument("--log", action="store_true",
-                   help="write events.jsonl through a run store, and report the ratio to unlogged runs")
-    p.add_argument("--repeat", type=int, default=9, help="runs of the workload; the best is reported")
+    p.add_argument(
+        "--log",
+        action="store_true",
+        help="write events.jsonl through a run store, and report the ratio to unlogged runs",
+    )
+    p.add_argument(
+        "--repeat", type=int, default=9, help="runs of the workload; the best is reported"
+    )
     p.add_argument("--json", action="store_true")
     a = p.parse_args(argv)
 
@@ -129,7 +139,7 @@ def main(argv: list[str] | None = None) -> None:
     # With --log, unlogged and logged runs alternate, so that a busy machine slows both alike
     # and the ratio of the two is measured in one run.
     for _ in range(a.repeat):
-        for log in ((False, True) if a.log else (False,)):
+        for log in (False, True) if a.log else (False,):
             elapsed, used, env, result = route_once(a, messages, log)
             best[log] = min(best.get(log, float("inf")), elapsed)
             cpu[log] = min(cpu.get(log, float("inf")), used)
@@ -141,10 +151,16 @@ def main(argv: list[str] | None = None) -> None:
     scan_slice = messages[: max(1, min(len(messages), 2_000_000 // max(1, a.roles)))]
     scan = scan_baseline(build(a.roles, a.actions), scan_slice)
     figures = {
-        "mode": a.mode, "roles": a.roles, "actions": a.actions, "messages": a.messages,
-        "log": a.log, "end_reason": result.end_reason,
-        "deliveries": env.deliveries, "elapsed_s": round(elapsed, 4),
-        "msgs_per_s": round(a.messages / elapsed), "deliveries_per_s": round(env.deliveries / elapsed),
+        "mode": a.mode,
+        "roles": a.roles,
+        "actions": a.actions,
+        "messages": a.messages,
+        "log": a.log,
+        "end_reason": result.end_reason,
+        "deliveries": env.deliveries,
+        "elapsed_s": round(elapsed, 4),
+        "msgs_per_s": round(a.messages / elapsed),
+        "deliveries_per_s": round(env.deliveries / elapsed),
         "build_s": round(build_s, 4),
         "bytes_per_idle_role": round(bytes_per_role(min(a.roles, 10_000), a.actions)),
         "scan_baseline_msgs_per_s": round(scan),

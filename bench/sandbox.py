@@ -69,11 +69,19 @@ async def measure(runs: int) -> dict[str, dict[str, float]]:
                 totals[backend].append(total)
                 procs[backend].append(proc)
                 cpus[backend].append(cpu)
-    out = {b: {"call_ms": statistics.median(totals[b]) * 1e3,
-               "process_ms": statistics.median(procs[b]) * 1e3,
-               "cpu_ms": statistics.median(cpus[b]) * 1e3} for b in backends}
-    out["bare"] = {"call_ms": statistics.median(floor) * 1e3, "process_ms": 0.0,
-                   "cpu_ms": statistics.median(cpus["bare"]) * 1e3}
+    out = {
+        b: {
+            "call_ms": statistics.median(totals[b]) * 1e3,
+            "process_ms": statistics.median(procs[b]) * 1e3,
+            "cpu_ms": statistics.median(cpus[b]) * 1e3,
+        }
+        for b in backends
+    }
+    out["bare"] = {
+        "call_ms": statistics.median(floor) * 1e3,
+        "process_ms": 0.0,
+        "cpu_ms": statistics.median(cpus["bare"]) * 1e3,
+    }
     return out
 
 
@@ -88,17 +96,21 @@ def main() -> None:
         return
     print(f"one sandboxed run of `true`, median of {args.runs}:")
     for name, f in figures.items():
-        print(f"  {name:<6} whole call {f['call_ms']:7.1f} ms   process {f['process_ms']:7.1f} ms"
-              f"   cpu {f['cpu_ms']:6.1f} ms")
+        print(
+            f"  {name:<6} whole call {f['call_ms']:7.1f} ms   process {f['process_ms']:7.1f} ms"
+            f"   cpu {f['cpu_ms']:6.1f} ms"
+        )
     if "bwrap" not in figures:
         print("bwrap: not available here (install bubblewrap (apt-get install bubblewrap))")
         sys.exit(1)
     bwrap, local = figures["bwrap"]["call_ms"], figures["local"]["call_ms"]
     verdict = "ok" if bwrap < TARGET_S * 1e3 else "TOO SLOW"
-    print(f"bwrap / local: {bwrap / local:.2f}x wall, "
-          f"{figures['bwrap']['cpu_ms'] / figures['local']['cpu_ms']:.2f}x cpu; bwrap adds "
-          f"{bwrap - local:+.1f} ms; target bwrap < {TARGET_S * 1e3:.0f} ms wall: {verdict} "
-          f"(load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cpus)")
+    print(
+        f"bwrap / local: {bwrap / local:.2f}x wall, "
+        f"{figures['bwrap']['cpu_ms'] / figures['local']['cpu_ms']:.2f}x cpu; bwrap adds "
+        f"{bwrap - local:+.1f} ms; target bwrap < {TARGET_S * 1e3:.0f} ms wall: {verdict} "
+        f"(load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cpus)"
+    )
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from ._lazy import lazy_exports
 
 if TYPE_CHECKING:
+    from ._environment import Environment as Environment
     from ._errors import BudgetExhausted as BudgetExhausted
     from ._errors import ConfigError as ConfigError
     from ._errors import ModelOutputError as ModelOutputError
@@ -24,38 +25,42 @@ if TYPE_CHECKING:
     from ._errors import SopbusError as SopbusError
     from ._errors import StopRun as StopRun
     from ._errors import exception_leaves as exception_leaves
+    from ._events import decode_event as decode_event
+    from ._events import logical_view as logical_view
+    from ._events import read_events as read_events
     from ._jsonl import JsonlWriter as JsonlWriter
     from ._jsonl import read_jsonl as read_jsonl
-    from ._userfiles import read_user_text as read_user_text
-    from ._userfiles import read_user_toml as read_user_toml
+    from ._member import Member as Member
+    from ._member import Turn as Turn
+    from ._message import Message as Message
     from ._protocol import ChatMessage as ChatMessage
     from ._protocol import Completion as Completion
     from ._protocol import LLMRequest as LLMRequest
     from ._protocol import Provider as Provider
     from ._protocol import Usage as Usage
-    from ._member import Member as Member
-    from ._member import Turn as Turn
-    from ._message import Message as Message
-    from .sandbox._settings import SandboxSettings as SandboxSettings
-    from .sandbox._types import SandboxLimits as SandboxLimits
-    from .sandbox._types import SandboxResult as SandboxResult
-    from .sandbox._run import run_sandboxed as run_sandboxed
-    from ._environment import Environment as Environment
-    from ._events import logical_view as logical_view
-    from ._events import decode_event as decode_event
-    from ._events import read_events as read_events
     from ._run import Injection as Injection
-    from ._run import RunResult as RunResult
     from ._run import Runner as Runner
+    from ._run import RunResult as RunResult
     from ._run import StopCondition as StopCondition
     from ._run import run_team as run_team
+    from ._suggest import closest as closest
+    from ._suggest import did_you_mean as did_you_mean
+    from ._summary import RunSummary as RunSummary
+    from ._summary import read_summary as read_summary
+    from ._userfiles import read_user_text as read_user_text
+    from ._userfiles import read_user_toml as read_user_toml
     from ._verdict import Judge as Judge
     from ._verdict import RunRecord as RunRecord
     from ._verdict import Verdict as Verdict
-    from ._summary import RunSummary as RunSummary
-    from ._summary import read_summary as read_summary
-    from .store._store import RunStore as RunStore
-    from .store._store import new_run_id as new_run_id
+    from .llm._fixtures import load_fixtures as load_fixtures
+    from .llm._gateway import Gateway as Gateway
+    from .llm._human import HUMAN_MODEL as HUMAN_MODEL
+    from .llm._openai import OpenAIProvider as OpenAIProvider
+    from .llm._openai import openai_settings_from_env as openai_settings_from_env
+    from .llm._replay import RecordingProvider as RecordingProvider
+    from .llm._replay import ReplayProvider as ReplayProvider
+    from .llm._replay import request_key as request_key
+    from .llm._sim import SimProvider as SimProvider
     from .money._budget import Budget as Budget
     from .money._costs import cost_report as cost_report
     from .money._costs import ledger_csv as ledger_csv
@@ -63,37 +68,32 @@ if TYPE_CHECKING:
     from .money._costs import render_table as render_table
     from .money._costs import report_json as report_json
     from .money._costs import reprice as reprice
-    from .llm._gateway import Gateway as Gateway
     from .money._ledger import LedgerLine as LedgerLine
     from .money._ledger import without_wall_clock as without_wall_clock
-    from .llm._openai import OpenAIProvider as OpenAIProvider
-    from .llm._openai import openai_settings_from_env as openai_settings_from_env
-    from .money._quote import Price as Price
     from .money._prices import PriceBook as PriceBook
-    from .llm._replay import RecordingProvider as RecordingProvider
-    from .llm._replay import ReplayProvider as ReplayProvider
-    from .llm._replay import request_key as request_key
-    from .llm._human import HUMAN_MODEL as HUMAN_MODEL
-    from .llm._sim import SimProvider as SimProvider
-    from .llm._fixtures import load_fixtures as load_fixtures
+    from .money._quote import Price as Price
+    from .sandbox._run import run_sandboxed as run_sandboxed
+    from .sandbox._settings import SandboxSettings as SandboxSettings
+    from .sandbox._types import SandboxLimits as SandboxLimits
+    from .sandbox._types import SandboxResult as SandboxResult
     from .scenario._load import load_scenario as load_scenario
     from .scenario._load import scenario_to_builtins as scenario_to_builtins
     from .scenario._load import scenario_warnings as scenario_warnings
     from .scenario._load import scenario_with_overrides as scenario_with_overrides
     from .scenario._types import InjectSpec as InjectSpec
-    from .scenario._types import LLMOverrides as LLMOverrides
     from .scenario._types import LLMConfig as LLMConfig
+    from .scenario._types import LLMOverrides as LLMOverrides
     from .scenario._types import RoleSpec as RoleSpec
     from .scenario._types import Scenario as Scenario
     from .scenario._types import ScenarioDoc as ScenarioDoc
+    from .scenario._typespec import TypeSpecError as TypeSpecError
+    from .scenario._typespec import parse_type_spec as parse_type_spec
+    from .store._store import RunStore as RunStore
+    from .store._store import new_run_id as new_run_id
     from .store._verify import ReceiptError as ReceiptError
     from .store._verify import issue_receipt as issue_receipt
     from .store._verify import require_receipt as require_receipt
     from .store._verify import verify_run as verify_run
-    from ._suggest import closest as closest
-    from ._suggest import did_you_mean as did_you_mean
-    from .scenario._typespec import TypeSpecError as TypeSpecError
-    from .scenario._typespec import parse_type_spec as parse_type_spec
 
 _WHERE: dict[str, str] = {
     "BudgetExhausted": "._errors",

@@ -18,7 +18,7 @@ recorded as undelivered.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
 import msgspec
@@ -94,9 +94,11 @@ class Environment:
         addresses = (name, *member.aliases)
         taken = [a for a in addresses if a in self._by_address]
         if taken:
-            raise ConfigError(f"cannot add role {name!r}: the name or alias {taken[0]!r} is "
-                              f"already used by role {self._by_address[taken[0]]!r}; "
-                              f"give each role a unique name and aliases")
+            raise ConfigError(
+                f"cannot add role {name!r}: the name or alias {taken[0]!r} is "
+                f"already used by role {self._by_address[taken[0]]!r}; "
+                f"give each role a unique name and aliases"
+            )
         self._members[name] = member
         self._inboxes[name] = []
         self._rank[name] = self._joined
@@ -106,8 +108,14 @@ class Environment:
         for action in member.watch:
             self._by_action[action] = (*self._by_action.get(action, ()), name)
         if self._log is not None:
-            self._log(RoleJoined(round=self.round, name=name, aliases=tuple(member.aliases),
-                                 watch=tuple(sorted(member.watch))))
+            self._log(
+                RoleJoined(
+                    round=self.round,
+                    name=name,
+                    aliases=tuple(member.aliases),
+                    watch=tuple(sorted(member.watch)),
+                )
+            )
         if self.on_join is not None:
             self.on_join(member)
 
@@ -192,8 +200,13 @@ class Environment:
         """Stamps ``message`` and delivers it; returns the stamped message."""
         return self.publish_all((message,), round=round)[0]
 
-    def publish_all(self, messages: Iterable[Message], *, round: int | None = None,
-                    parents: tuple[str, ...] = ()) -> list[Message]:
+    def publish_all(
+        self,
+        messages: Iterable[Message],
+        *,
+        round: int | None = None,
+        parents: tuple[str, ...] = (),
+    ) -> list[Message]:
         """Stamps and delivers ``messages`` in order; returns them stamped. ``parents``, if
         given, are stamped on each message that names none (the run loop passes the ids of
         what the publishing turn read).
@@ -235,8 +248,11 @@ class Environment:
                 dropped += 1
             if records is not None:
                 if len(message.parents) < 2:
-                    records.append(MessagePublished(message, recipients) if recipients
-                                   else _undelivered(message, ""))
+                    records.append(
+                        MessagePublished(message, recipients)
+                        if recipients
+                        else _undelivered(message, "")
+                    )
                 elif message.parents == shared:
                     records.append(_record(_replace(message, parents=()), recipients, shared_id))
                 else:
@@ -247,7 +263,10 @@ class Environment:
                     records = []
             out.append(message)
         self.published, self.deliveries, self.undelivered = (
-            n, self.deliveries + delivered, self.undelivered + dropped)
+            n,
+            self.deliveries + delivered,
+            self.undelivered + dropped,
+        )
         if records:
             hand(records)
         return out

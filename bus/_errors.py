@@ -51,8 +51,15 @@ class ProviderError(SopbusError):
     its reservation, marked estimated, instead of $0.
     """
 
-    def __init__(self, message: str, *, retryable: bool = False, retry_after: float | None = None,
-                 status: int | None = None, maybe_billed: bool = False):
+    def __init__(
+        self,
+        message: str,
+        *,
+        retryable: bool = False,
+        retry_after: float | None = None,
+        status: int | None = None,
+        maybe_billed: bool = False,
+    ):
         super().__init__(message)
         self.retryable = retryable
         self.retry_after = retry_after

@@ -141,12 +141,21 @@ class Note(msgspec.Struct, kw_only=True):
     data: dict[str, Any] = {}
 
 
-Event = (RunStarted | RoleJoined | RoleLeft | RoundStarted | RoundEnded | MessagePublished
-         | MessageUndelivered | LLMCalled | ArtifactWritten | TurnFailed | RunEnded)
-
-KNOWN_KINDS = frozenset(
-    cls.__struct_config__.tag for cls in Event.__args__  # type: ignore[attr-defined]
+Event = (
+    RunStarted
+    | RoleJoined
+    | RoleLeft
+    | RoundStarted
+    | RoundEnded
+    | MessagePublished
+    | MessageUndelivered
+    | LLMCalled
+    | ArtifactWritten
+    | TurnFailed
+    | RunEnded
 )
+
+KNOWN_KINDS = frozenset(cls.__struct_config__.tag for cls in Event.__args__)
 _decode_known = msgspec.json.Decoder(Event).decode
 
 
@@ -172,7 +181,9 @@ def read_events(path: Path) -> Iterator[dict[str, Any]]:
     return whole_messages(read_jsonl(path, dict), run_id=Path(path).parent.name)
 
 
-def whole_messages(records: Iterable[dict[str, Any]], *, run_id: str = "") -> Iterator[dict[str, Any]]:
+def whole_messages(
+    records: Iterable[dict[str, Any]], *, run_id: str = ""
+) -> Iterator[dict[str, Any]]:
     """``records`` with every message written out in full (see :func:`read_events`);
     ``run_id`` is the run's id until a ``run_started`` names it."""
     shared_id, shared = "", []  # type: tuple[str, list[str]]
@@ -189,13 +200,21 @@ def whole_messages(records: Iterable[dict[str, Any]], *, run_id: str = "") -> It
             t = rec["t"]
         else:
             rec["t"] = t
-        message = {"cause_by": None, "sent_from": None, **_MESSAGE_DEFAULTS, **_MESSAGE_STAMPS,
-                   "run_id": run_id, **rec["message"]}
+        message = {
+            "cause_by": None,
+            "sent_from": None,
+            **_MESSAGE_DEFAULTS,
+            **_MESSAGE_STAMPS,
+            "run_id": run_id,
+            **rec["message"],
+        }
         named = rec.pop("parents_as", "")
         if named:
             if named != shared_id:
-                raise ValueError(f"message {message.get('id')} has the parents of {named}, which is not "
-                                 f"the last message logged with its parents written out ({shared_id or 'none'})")
+                raise ValueError(
+                    f"message {message.get('id')} has the parents of {named}, which is not "
+                    f"the last message logged with its parents written out ({shared_id or 'none'})"
+                )
             message["parents"] = list(shared)
         elif len(message["parents"]) > 1:
             shared_id, shared = message.get("id", ""), message["parents"]

@@ -129,7 +129,7 @@ def _resume(fd: int) -> tuple[bytes, list[bytes]]:
         tail = os.pread(fd, end - start, start) + tail
         first = tail.find(b"\n") + 1 if start else 0
         if start == 0 or first:
-            found = open_tail(tail[first:tail.rfind(b"\n") + 1])
+            found = open_tail(tail[first : tail.rfind(b"\n") + 1])
     cut = tail.rfind(b"\n")
     if cut + 1 < len(tail):
         os.ftruncate(fd, size - (len(tail) - cut - 1))

@@ -12,8 +12,9 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 
-def lazy_exports(namespace: dict[str, Any], where: Mapping[str, str]
-                 ) -> tuple[Callable[[str], Any], Callable[[], list[str]], list[str]]:
+def lazy_exports(
+    namespace: dict[str, Any], where: Mapping[str, str]
+) -> tuple[Callable[[str], Any], Callable[[], list[str]], list[str]]:
     """``__getattr__``, ``__dir__`` and ``__all__`` for the package whose globals are
     ``namespace``; ``where`` maps each public name to its module, relative to the package."""
     package = namespace["__name__"]

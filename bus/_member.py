@@ -10,8 +10,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from ._protocol import Completion, LLMRequest
 from ._message import Message
+from ._protocol import Completion, LLMRequest
 
 
 @runtime_checkable
@@ -39,7 +39,9 @@ class Member(Protocol):
 class LLMGateway(Protocol):
     """The run's single door to the models (see :class:`sopbus.bus.Gateway`)."""
 
-    async def complete(self, request: LLMRequest, *, round: int, attempt: int = 1) -> Completion: ...
+    async def complete(
+        self, request: LLMRequest, *, round: int, attempt: int = 1
+    ) -> Completion: ...
 
 
 class TurnServices(Protocol):
@@ -63,10 +65,17 @@ class Turn:
     of its latest model call): what the live view shows as "role: action".
     """
 
-    __slots__ = ("run_id", "round", "role", "doing", "_gateway", "_services")
+    __slots__ = ("_gateway", "_services", "doing", "role", "round", "run_id")
 
-    def __init__(self, *, run_id: str, round: int, role: str,
-                 gateway: LLMGateway | None = None, services: TurnServices | None = None):
+    def __init__(
+        self,
+        *,
+        run_id: str,
+        round: int,
+        role: str,
+        gateway: LLMGateway | None = None,
+        services: TurnServices | None = None,
+    ):
         self.run_id = run_id
         self.round = round
         self.role = role
@@ -83,6 +92,7 @@ class Turn:
             raise RuntimeError(f"role {self.role!r} asked a model, but this run has no LLM gateway")
         if not request.role:
             import msgspec
+
             request = msgspec.structs.replace(request, role=self.role)
         self.doing = request.action or self.doing
         return await self._gateway.complete(request, round=self.round, attempt=attempt)

@@ -13,9 +13,11 @@ import re
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 MASK = "***"
-_KEYLIKE = re.compile(r"(?i)(^|[-_.])(api[-_]?key|key|token|access[-_]?token|secret|password|"
-                      r"passwd|pwd|auth|authorization|sig|signature|credential|credentials|"
-                      r"session|code)$")
+_KEYLIKE = re.compile(
+    r"(?i)(^|[-_.])(api[-_]?key|key|token|access[-_]?token|secret|password|"
+    r"passwd|pwd|auth|authorization|sig|signature|credential|credentials|"
+    r"session|code)$"
+)
 
 
 def is_keylike(name: str) -> bool:
@@ -36,9 +38,16 @@ def redact_url(url: str) -> str:
     netloc = parts.netloc
     if "@" in netloc:
         netloc = f"{MASK}@{netloc.rsplit('@', 1)[1]}"
-    query = "&".join(f"{k}={MASK}" if is_keylike(k) else piece
-                     for piece in parts.query.split("&") if piece
-                     for k in [piece.split("=", 1)[0]]) if parts.query else ""
+    query = (
+        "&".join(
+            f"{k}={MASK}" if is_keylike(k) else piece
+            for piece in parts.query.split("&")
+            if piece
+            for k in [piece.split("=", 1)[0]]
+        )
+        if parts.query
+        else ""
+    )
     return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
 
 

@@ -20,15 +20,14 @@ from __future__ import annotations
 
 import time
 import traceback
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import msgspec
 import trio
 
 from ._environment import Environment
-from ._errors import BudgetExhausted, StopRun
-from ._errors import exception_leaves
+from ._errors import BudgetExhausted, StopRun, exception_leaves
 from ._events import RoundEnded, RunEnded, TurnFailed
 from ._member import LLMGateway, Member, Turn
 from ._message import Message
@@ -47,8 +46,14 @@ StopCondition = Callable[[Sequence[Message], int], "str | None"]
 _PAUSE_S = 0.005
 
 END_REASONS = ("idle", "max_rounds", "stop_condition", "budget_exhausted", "error", "cancelled")
-STATUS = {"idle": "completed", "max_rounds": "completed", "stop_condition": "completed",
-          "budget_exhausted": "budget_exhausted", "error": "failed", "cancelled": "cancelled"}
+STATUS = {
+    "idle": "completed",
+    "max_rounds": "completed",
+    "stop_condition": "completed",
+    "budget_exhausted": "budget_exhausted",
+    "error": "failed",
+    "cancelled": "cancelled",
+}
 
 
 class Injection(msgspec.Struct, frozen=True):
@@ -84,11 +89,20 @@ class _End(Exception):
 class Runner:
     """Runs one team to its end. Build it, then ``await runner.run()``."""
 
-    def __init__(self, env: Environment, *, mode: str = "rounds", max_rounds: int = 10,
-                 seed: Sequence[Message] = (), injections: Sequence[Injection] = (),
-                 stop: StopCondition | None = None, gateway: LLMGateway | None = None,
-                 store: RunStore | None = None, summary: Mapping[str, Any] | None = None,
-                 judge: Judge | None = None):
+    def __init__(
+        self,
+        env: Environment,
+        *,
+        mode: str = "rounds",
+        max_rounds: int = 10,
+        seed: Sequence[Message] = (),
+        injections: Sequence[Injection] = (),
+        stop: StopCondition | None = None,
+        gateway: LLMGateway | None = None,
+        store: RunStore | None = None,
+        summary: Mapping[str, Any] | None = None,
+        judge: Judge | None = None,
+    ):
         if mode not in ("rounds", "events"):
             raise ValueError(f"mode must be 'rounds' or 'events', not {mode!r}")
         self.env, self.mode, self.max_rounds = env, mode, max_rounds
@@ -143,7 +157,9 @@ class Runner:
                     await trio.lowlevel.checkpoint()
                 published = self._publish_all(out, rnd, answering=news)
             else:
-                published = await self._round_turns([(env.member(n), env.take(n)) for n in turns], rnd)
+                published = await self._round_turns(
+                    [(env.member(n), env.take(n)) for n in turns], rnd
+                )
             # Written at once with the round's messages, before the next round's turns start
             # (see bus/store/_store.py).
             self._log(RoundEnded(round=rnd, published=len(published), turns=turns))
@@ -162,20 +178,31 @@ class Runner:
         self._next_pause = now + _PAUSE_S
         return True
 
-    async def _round_turns(self, turns: list[tuple[Member, list[Message]]], rnd: int) -> list[Message]:
+    async def _round_turns(
+        self, turns: list[tuple[Member, list[Message]]], rnd: int
+    ) -> list[Message]:
         """Runs a round's turns concurrently in a nursery, then publishes their outputs in
         the order of ``turns`` (the team's declared order), each message that names no
         parents answering what its turn read; returns what they published."""
         outputs: list[Sequence[Message]] = [()] * len(turns)
         async with trio.open_nursery() as nursery:
             for i, (member, news) in enumerate(turns):
-                nursery.start_soon(self._turn_into, outputs, i, member, news, rnd, nursery.cancel_scope)
+                nursery.start_soon(
+                    self._turn_into, outputs, i, member, news, rnd, nursery.cancel_scope
+                )
         # One publish for the round (one log_all, one pass of the router's setup), however
         # many turns it had.
         return self._publish_all([m for out in outputs for m in out], rnd)
 
-    async def _turn_into(self, outputs: list[Sequence[Message]], i: int, member: Member,
-                         news: list[Message], rnd: int, scope: trio.CancelScope) -> None:
+    async def _turn_into(
+        self,
+        outputs: list[Sequence[Message]],
+        i: int,
+        member: Member,
+        news: list[Message],
+        rnd: int,
+        scope: trio.CancelScope,
+    ) -> None:
         out = await self._turn(member, news, rnd, scope)
         if out:
             parents = tuple([m.id for m in news])
@@ -188,8 +215,10 @@ class Runner:
         self._limited = False
         self._done = trio.Event()
         async with trio.open_nursery() as nursery:
+
             def spawn(member: Member) -> None:
                 nursery.start_soon(self._role_loop, member, nursery.cancel_scope)
+
             for member in self.env.members:
                 spawn(member)
             self.env.on_join = spawn
@@ -201,7 +230,9 @@ class Runner:
         if self._ending is not None:
             return self._ending
         if self._limited:
-            return _End("max_rounds", f"messages deeper than round {self.max_rounds} were not acted on")
+            return _End(
+                "max_rounds", f"messages deeper than round {self.max_rounds} were not acted on"
+            )
         return _End("idle")
 
     async def _role_loop(self, member: Member, scope: trio.CancelScope) -> None:
@@ -249,10 +280,16 @@ class Runner:
 
     # -- shared -------------------------------------------------------------------------
 
-    async def _turn(self, member: Member, news: list[Message], rnd: int,
-                    scope: trio.CancelScope | None) -> Sequence[Message]:
-        turn = Turn(run_id=self.env.run_id, round=rnd, role=member.name,
-                    gateway=self._gateway, services=self._store)
+    async def _turn(
+        self, member: Member, news: list[Message], rnd: int, scope: trio.CancelScope | None
+    ) -> Sequence[Message]:
+        turn = Turn(
+            run_id=self.env.run_id,
+            round=rnd,
+            role=member.name,
+            gateway=self._gateway,
+            services=self._store,
+        )
         self._at_work[member.name] = turn
         try:
             out = await member.step(news, turn)
@@ -267,7 +304,10 @@ class Runner:
             if self._error is None:
                 # str, not repr: the message of a ModelOutputError is multi-line prose for people
                 cause = _first_error(exc)
-                self._error = (f"role {member.name!r} failed in round {rnd}: {type(cause).__name__}: {cause}", tb)
+                self._error = (
+                    f"role {member.name!r} failed in round {rnd}: {type(cause).__name__}: {cause}",
+                    tb,
+                )
             if scope is not None:
                 scope.cancel()  # the other turns are cancelled; the run ends with 'error'
             return ()
@@ -275,8 +315,14 @@ class Runner:
             self._at_work.pop(member.name, None)
         return out
 
-    def _publish_all(self, messages: Sequence[Message], rnd: int, *, answering: Sequence[Message] = (),
-                     flush: bool = False) -> list[Message]:
+    def _publish_all(
+        self,
+        messages: Sequence[Message],
+        rnd: int,
+        *,
+        answering: Sequence[Message] = (),
+        flush: bool = False,
+    ) -> list[Message]:
         """Publishes one batch; a message that names no parents gets the ids of ``answering``
         (what the turn that made it read). ``flush`` writes the batch's log records at once
         (else the next event that is not a message writes them, as ``round_ended`` does in
@@ -318,13 +364,27 @@ class Runner:
             # cap stopped holding there, and that is why the run ended.
             end = _End("budget_exhausted", closed)
         error, tb = self._error or (None, None)
-        self._log(RunEnded(round=self._round, reason=end.reason, detail=end.detail, error=error, traceback=tb))
-        record = RunRecord(end_reason=end.reason, detail=end.detail, messages=tuple(self._messages),
-                           artifacts_dir=self._store.artifacts_dir if self._store else None)
-        result = RunResult(run_id=self.env.run_id, end_reason=end.reason, detail=end.detail,
-                           rounds=self._round, published=self.env.published,
-                           undelivered=self.env.undelivered, error=error,
-                           verdict=judge_run(self._judge, record))
+        self._log(
+            RunEnded(
+                round=self._round, reason=end.reason, detail=end.detail, error=error, traceback=tb
+            )
+        )
+        record = RunRecord(
+            end_reason=end.reason,
+            detail=end.detail,
+            messages=tuple(self._messages),
+            artifacts_dir=self._store.artifacts_dir if self._store else None,
+        )
+        result = RunResult(
+            run_id=self.env.run_id,
+            end_reason=end.reason,
+            detail=end.detail,
+            rounds=self._round,
+            published=self.env.published,
+            undelivered=self.env.undelivered,
+            error=error,
+            verdict=judge_run(self._judge, record),
+        )
         if self._store is not None:
             self._store.write_summary(self._summary(result, started))
         return result
@@ -334,12 +394,22 @@ class Runner:
         totals = stats() if callable(stats) else {}
         ended = time.time()
         return RunSummary(
-            run_id=result.run_id, status=result.status, end_reason=result.end_reason,
-            detail=result.detail, error=result.error, mode=self.mode,
-            rounds=result.rounds, max_rounds=self.max_rounds,
-            messages=result.published, undelivered=result.undelivered,
-            verdict=result.verdict, **{**self._summary_extra, **totals},
-            started_at=started, ended_at=ended, duration_s=round(ended - started, 6))
+            run_id=result.run_id,
+            status=result.status,
+            end_reason=result.end_reason,
+            detail=result.detail,
+            error=result.error,
+            mode=self.mode,
+            rounds=result.rounds,
+            max_rounds=self.max_rounds,
+            messages=result.published,
+            undelivered=result.undelivered,
+            verdict=result.verdict,
+            **{**self._summary_extra, **totals},
+            started_at=started,
+            ended_at=ended,
+            duration_s=round(ended - started, 6),
+        )
 
 
 def _ending_of(exc: Exception) -> _End | None:

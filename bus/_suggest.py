@@ -1,4 +1,4 @@
-""""Did you mean ...?": the closest valid names to a mistyped one.
+""" "Did you mean ...?": the closest valid names to a mistyped one.
 
 Every "unknown name" error in sopbus (a scenario key, an action in ``watch``, a SOP, a
 model) ends with the same kind of hint, so they all come from here.

@@ -29,8 +29,9 @@ def read_user_text(path: Path, what: str) -> str:
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as error:
-        raise ConfigError(f"{path}: the {what} is not UTF-8 text: {_where_bad(data, error)}; "
-                          f"save it as UTF-8") from None
+        raise ConfigError(
+            f"{path}: the {what} is not UTF-8 text: {_where_bad(data, error)}; save it as UTF-8"
+        ) from None
 
 
 def read_user_toml(path: Path, what: str) -> dict[str, Any]:
@@ -45,9 +46,11 @@ def parse_user_toml(text: str, path: Path | str, what: str) -> dict[str, Any]:
     except tomllib.TOMLDecodeError as error:
         raise ConfigError(f"{path}: the {what} is not valid TOML: {error}") from None
     except RecursionError:
-        raise ConfigError(f"{path}: the {what} nests arrays or tables deeper than "
-                          f"{nesting_depth(text)} levels, more than the TOML parser can follow; "
-                          f"flatten it") from None
+        raise ConfigError(
+            f"{path}: the {what} nests arrays or tables deeper than "
+            f"{nesting_depth(text)} levels, more than the TOML parser can follow; "
+            f"flatten it"
+        ) from None
 
 
 def nesting_depth(text: str) -> int:
@@ -64,7 +67,7 @@ def nesting_depth(text: str) -> int:
 
 
 def _where_bad(data: bytes, error: UnicodeDecodeError) -> str:
-    before = data[:error.start]
+    before = data[: error.start]
     line = before.count(b"\n") + 1
     column = error.start - (before.rfind(b"\n") + 1) + 1
     return f"byte 0x{data[error.start]:02x} at line {line}, column {column} (offset {error.start})"

@@ -13,7 +13,6 @@ from __future__ import annotations
 import traceback
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import msgspec
 from loguru import logger
@@ -74,9 +73,13 @@ def judge_run(judge: Judge | None, record: RunRecord) -> Verdict | None:
         verdict = judge(record)
     except Exception as exc:
         logger.error("the verdict could not be reached:\n{}", traceback.format_exc())
-        return Verdict(passed=False, reason=f"the verdict could not be reached: "
-                                            f"{type(exc).__name__}: {exc}")
+        return Verdict(
+            passed=False, reason=f"the verdict could not be reached: {type(exc).__name__}: {exc}"
+        )
     if verdict is not None and not isinstance(verdict, Verdict):
-        return Verdict(passed=False, reason=f"the SOP's verdict returned {type(verdict).__name__}, "
-                                            f"not a Verdict(passed=..., reason=...) or None")
+        return Verdict(
+            passed=False,
+            reason=f"the SOP's verdict returned {type(verdict).__name__}, "
+            f"not a Verdict(passed=..., reason=...) or None",
+        )
     return verdict

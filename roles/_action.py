@@ -95,8 +95,9 @@ class Action:
     history_limit: int = 10
     """How many earlier messages from memory (of watched or own actions) the prompt shows."""
 
-    def __init_subclass__(cls, *, registry: Registry | None = None, register: bool = True,
-                          **kwargs: Any) -> None:
+    def __init_subclass__(
+        cls, *, registry: Registry | None = None, register: bool = True, **kwargs: Any
+    ) -> None:
         super().__init_subclass__(**kwargs)
         if "name" not in cls.__dict__:
             cls.name = cls.__name__
@@ -104,8 +105,13 @@ class Action:
         if register:
             (registry or default_registry).add_action(cls)
 
-    def __init__(self, *, llm: LLMSettings | None = None, max_repairs: int | None = None,
-                 artifact: str | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        llm: LLMSettings | None = None,
+        max_repairs: int | None = None,
+        artifact: str | None = None,
+    ) -> None:
         if artifact is not None:
             self.artifact = check_artifact(artifact, f"{type(self).__qualname__}(artifact=...)")
         if llm is not None:
@@ -127,9 +133,15 @@ class Action:
         ``$role``, ``$profile``, ``$goal`` and ``$action`` in the instruction are filled in.
         """
         role = ctx.role
-        values = {"role": role.name, "profile": role.profile, "goal": role.goal, "action": self.name}
-        task = task_text(action=self.name, instruction=fill(self.instruction, values),
-                         context=self.context(ctx))
+        values = {
+            "role": role.name,
+            "profile": role.profile,
+            "goal": role.goal,
+            "action": self.name,
+        }
+        task = task_text(
+            action=self.name, instruction=fill(self.instruction, values), context=self.context(ctx)
+        )
         return (ChatMessage("system", role.system_text()), ChatMessage("user", task))
 
     def context(self, ctx: ActionContext) -> tuple[Message, ...]:
@@ -139,17 +151,27 @@ class Action:
         return ctx.role.recall(ctx.news, ctx.earlier, limit=self.history_limit)
 
     @overload
-    async def ask(self, ctx: ActionContext, messages: tuple[ChatMessage, ...], *,
-                  output: type[M]) -> M: ...
+    async def ask(
+        self, ctx: ActionContext, messages: tuple[ChatMessage, ...], *, output: type[M]
+    ) -> M: ...
     @overload
-    async def ask(self, ctx: ActionContext, messages: tuple[ChatMessage, ...], *,
-                  output: None) -> str: ...
-    async def ask(self, ctx: ActionContext, messages: tuple[ChatMessage, ...], *,
-                  output: type[M] | None) -> M | str:
+    async def ask(
+        self, ctx: ActionContext, messages: tuple[ChatMessage, ...], *, output: None
+    ) -> str: ...
+    async def ask(
+        self, ctx: ActionContext, messages: tuple[ChatMessage, ...], *, output: type[M] | None
+    ) -> M | str:
         """One validated model call (with repairs) in this action's name. Safe to call
         several times concurrently from an overridden :meth:`run`."""
-        return await ask_model(ctx.turn, messages, output=output, llm=ctx.llm,
-                               action=self.name, role=ctx.role.name, max_repairs=self.max_repairs)
+        return await ask_model(
+            ctx.turn,
+            messages,
+            output=output,
+            llm=ctx.llm,
+            action=self.name,
+            role=ctx.role.name,
+            max_repairs=self.max_repairs,
+        )
 
     def result(self, output: BaseModel | str) -> ActionResult:
         """The result for an output: text as it is; a model rendered by :meth:`render`
@@ -168,8 +190,14 @@ class Action:
             return
         path = self.artifact.format(role=ctx.role.name, round=ctx.turn.round, action=self.name)
         if path.endswith(".json"):
-            data = json.dumps(result.payload if result.payload is not None else result.content,
-                              indent=2, ensure_ascii=False) + "\n"
+            data = (
+                json.dumps(
+                    result.payload if result.payload is not None else result.content,
+                    indent=2,
+                    ensure_ascii=False,
+                )
+                + "\n"
+            )
         else:
             data = result.content if result.content.endswith("\n") else result.content + "\n"
         ctx.turn.write_artifact(path, data)
@@ -185,21 +213,29 @@ def check_artifact(template: object, where: str) -> str:
     """``template`` if it is a usable artifact path (relative, no ``..``, placeholders
     only from :data:`ARTIFACT_FIELDS`); else a :class:`~sopbus.bus.ConfigError` at ``where``."""
     if not isinstance(template, str) or not template.strip():
-        raise ConfigError(f"expected a file path at {where}, such as \"replies/{{round}}_{{role}}.md\"; "
-                          f"got {template!r}")
+        raise ConfigError(
+            f'expected a file path at {where}, such as "replies/{{round}}_{{role}}.md"; '
+            f"got {template!r}"
+        )
     try:
         fields = [name for _, name, _, _ in string.Formatter().parse(template) if name is not None]
     except ValueError as exc:
-        raise ConfigError(f"bad artifact path {template!r} at {where}: {exc} (write {{{{ and }}}} "
-                          f"for a literal brace)") from None
+        raise ConfigError(
+            f"bad artifact path {template!r} at {where}: {exc} (write {{{{ and }}}} "
+            f"for a literal brace)"
+        ) from None
     unknown = [f for f in fields if f.split(":")[0] not in ARTIFACT_FIELDS]
     if unknown:
-        raise ConfigError(f"unknown placeholder {{{unknown[0]}}} in {template!r} at {where}: use "
-                          f"{', '.join(f'{{{f}}}' for f in ARTIFACT_FIELDS)}")
+        raise ConfigError(
+            f"unknown placeholder {{{unknown[0]}}} in {template!r} at {where}: use "
+            f"{', '.join(f'{{{f}}}' for f in ARTIFACT_FIELDS)}"
+        )
     sample = template.format(role="r", round=1, action="a")
     if sample.startswith(("/", "\\")) or ".." in sample.replace("\\", "/").split("/"):
-        raise ConfigError(f"artifact path {template!r} at {where} leaves the run's artifacts/ "
-                          f"directory; write a relative path without '..'")
+        raise ConfigError(
+            f"artifact path {template!r} at {where} leaves the run's artifacts/ "
+            f"directory; write a relative path without '..'"
+        )
     return template
 
 
@@ -208,8 +244,9 @@ def _check_declaration(cls: type[Action]) -> None:
         raise TypeError(f"{cls.__qualname__}.name must be a non-empty string, got {cls.name!r}")
     out = cls.Output
     if out is not None and not (isinstance(out, type) and issubclass(out, BaseModel)):
-        raise TypeError(f"{cls.__qualname__}.Output must be a pydantic BaseModel subclass or "
-                        f"None, got {out!r}")
+        raise TypeError(
+            f"{cls.__qualname__}.Output must be a pydantic BaseModel subclass or None, got {out!r}"
+        )
     if not isinstance(cls.llm, LLMSettings):
         raise TypeError(f"{cls.__qualname__}.llm must be an LLMSettings, got {cls.llm!r}")
     if cls.artifact is not None:
@@ -218,7 +255,9 @@ def _check_declaration(cls: type[Action]) -> None:
         except ConfigError as exc:
             raise TypeError(str(exc)) from None
     if not isinstance(cls.max_repairs, int) or cls.max_repairs < 0:
-        raise TypeError(f"{cls.__qualname__}.max_repairs must be an int >= 0, got {cls.max_repairs!r}")
+        raise TypeError(
+            f"{cls.__qualname__}.max_repairs must be an int >= 0, got {cls.max_repairs!r}"
+        )
 
 
 class UserRequirement(Action):

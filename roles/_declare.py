@@ -23,10 +23,17 @@ from ._registry import Registry
 from ._role import ActionRef, LLMLike, Role, settings
 
 
-def declare_action(name: str, *, instruction: str = "",
-                   output: Mapping[str, Any] | None = None,
-                   llm: LLMLike = None, max_repairs: int = 2, artifact: str | None = None,
-                   registry: Registry, where: str | None = None) -> type[Action]:
+def declare_action(
+    name: str,
+    *,
+    instruction: str = "",
+    output: Mapping[str, Any] | None = None,
+    llm: LLMLike = None,
+    max_repairs: int = 2,
+    artifact: str | None = None,
+    registry: Registry,
+    where: str | None = None,
+) -> type[Action]:
     """An Action subclass named ``name``, registered into ``registry``.
 
     ``output`` maps field names to Python types (``{"approved": bool, "problems":
@@ -40,13 +47,21 @@ def declare_action(name: str, *, instruction: str = "",
         raise ConfigError(f"expected a string at {at}.instruction, got {instruction!r}")
     if isinstance(max_repairs, bool) or not isinstance(max_repairs, int) or max_repairs < 0:
         raise ConfigError(f"expected a whole number >= 0 at {at}.max_repairs, got {max_repairs!r}")
-    body = {"name": name, "instruction": instruction, "max_repairs": max_repairs,
-            "Output": output_model(name, output, f"{at}.output") if output is not None else None,
-            "llm": settings(llm, f"{at}.llm"), "_declared_at": at, "__module__": __name__,
-            "artifact": None if artifact is None else check_artifact(artifact, f"{at}.artifact"),
-            "__doc__": f"Action {name!r}, declared at {at}."}
-    cls = cast(type[Action], types.new_class(name, (Action,), {"register": False},
-                                             lambda ns: ns.update(body)))
+    body = {
+        "name": name,
+        "instruction": instruction,
+        "max_repairs": max_repairs,
+        "Output": output_model(name, output, f"{at}.output") if output is not None else None,
+        "llm": settings(llm, f"{at}.llm"),
+        "_declared_at": at,
+        "__module__": __name__,
+        "artifact": None if artifact is None else check_artifact(artifact, f"{at}.artifact"),
+        "__doc__": f"Action {name!r}, declared at {at}.",
+    }
+    cls = cast(
+        type[Action],
+        types.new_class(name, (Action,), {"register": False}, lambda ns: ns.update(body)),
+    )
     registry.add_action(cls)
     return cls
 
@@ -58,33 +73,61 @@ def output_model(action: str, fields: Mapping[str, Any], where: str) -> type[Bas
     of a Python declaration, so both give the same JSON schema.
     """
     if not isinstance(fields, Mapping) or not fields:
-        raise ConfigError(f"expected a table of field names and types at {where}, "
-                          f"e.g. {{ approved = \"bool\", problems = \"list[str]\" }}; got {fields!r}")
+        raise ConfigError(
+            f"expected a table of field names and types at {where}, "
+            f'e.g. {{ approved = "bool", problems = "list[str]" }}; got {fields!r}'
+        )
     for field in fields:
-        if not isinstance(field, str) or not field.isidentifier() or keyword.iskeyword(field) \
-                or field.startswith("_"):
-            raise ConfigError(f"bad output field name {field!r} at {where}: use letters, digits "
-                              f"and underscores, not starting with a digit or underscore")
+        if (
+            not isinstance(field, str)
+            or not field.isidentifier()
+            or keyword.iskeyword(field)
+            or field.startswith("_")
+        ):
+            raise ConfigError(
+                f"bad output field name {field!r} at {where}: use letters, digits "
+                f"and underscores, not starting with a digit or underscore"
+            )
     config = ConfigDict(extra="forbid", protected_namespaces=())
     definitions: dict[str, Any] = {k: (t, ...) for k, t in fields.items()}
     try:
         model: type[BaseModel] = pydantic.create_model(
-            "Output", __config__=config, __module__=__name__, __qualname__=f"{action}.Output",
-            **definitions)
+            "Output",
+            __config__=config,
+            __module__=__name__,
+            __qualname__=f"{action}.Output",
+            **definitions,
+        )
         model.model_json_schema()  # an unsupported type fails here, not at the first call
-    except (pydantic.PydanticSchemaGenerationError, pydantic.PydanticUserError,
-            TypeError, ValueError) as exc:
-        raise ConfigError(f"cannot build the output of action {action!r} at {where}: "
-                          f"{str(exc).splitlines()[0]}") from None
+    except (
+        pydantic.PydanticSchemaGenerationError,
+        pydantic.PydanticUserError,
+        TypeError,
+        ValueError,
+    ) as exc:
+        raise ConfigError(
+            f"cannot build the output of action {action!r} at {where}: {str(exc).splitlines()[0]}"
+        ) from None
     return model
 
 
-def declare_role(name: str, *, profile: str = "", goal: str = "", constraints: str = "",
-                 aliases: Iterable[str] = (), watch: Iterable[ActionRef] = (),
-                 actions: Iterable[ActionRef] = (), send_to: Iterable[str] = (),
-                 react_mode: str = "by_order", max_react_steps: int | None = None,
-                 llm: LLMLike = None, human: bool = False,
-                 registry: Registry, where: str | None = None) -> Role:
+def declare_role(
+    name: str,
+    *,
+    profile: str = "",
+    goal: str = "",
+    constraints: str = "",
+    aliases: Iterable[str] = (),
+    watch: Iterable[ActionRef] = (),
+    actions: Iterable[ActionRef] = (),
+    send_to: Iterable[str] = (),
+    react_mode: str = "by_order",
+    max_react_steps: int | None = None,
+    llm: LLMLike = None,
+    human: bool = False,
+    registry: Registry,
+    where: str | None = None,
+) -> Role:
     """A role named ``name``: an instance of a new Role subclass, registered into
     ``registry`` once it has been checked; the same object a Python subclass builds.
 
@@ -94,23 +137,35 @@ def declare_role(name: str, *, profile: str = "", goal: str = "", constraints: s
     at = where or f"$.roles[{name!r}]"
     _check_name(name, at)
     body: dict[str, Any] = {
-        "name": name, "profile": profile, "goal": goal, "constraints": constraints,
-        "aliases": aliases, "watch": watch, "actions": actions, "send_to": send_to,
-        "react_mode": react_mode, "llm": settings(llm, f"{at}.llm"), "human": human,
+        "name": name,
+        "profile": profile,
+        "goal": goal,
+        "constraints": constraints,
+        "aliases": aliases,
+        "watch": watch,
+        "actions": actions,
+        "send_to": send_to,
+        "react_mode": react_mode,
+        "llm": settings(llm, f"{at}.llm"),
+        "human": human,
         "_declared_at": at,
-        "__module__": __name__, "__doc__": f"Role {name!r}, declared at {at}."}
+        "__module__": __name__,
+        "__doc__": f"Role {name!r}, declared at {at}.",
+    }
     if max_react_steps is not None:
         body["max_react_steps"] = max_react_steps
-    cls = cast(type[Role], types.new_class(name, (Role,), {"register": False},
-                                           lambda ns: ns.update(body)))
+    cls = cast(
+        type[Role], types.new_class(name, (Role,), {"register": False}, lambda ns: ns.update(body))
+    )
     role = cls(registry=registry, where=at)
     _freeze_class_fields(cls, role)
     registry.add_role(cls)
     return role
 
 
-def role_with_overrides(base: Role, *, registry: Registry | None = None, where: str | None = None,
-                        **fields: Any) -> Role:
+def role_with_overrides(
+    base: Role, *, registry: Registry | None = None, where: str | None = None, **fields: Any
+) -> Role:
     """A new role like ``base`` (same class, fresh memory) with ``fields`` replaced.
 
     For a scenario's ``[[roles]]`` entry that names an existing role: only the fields it
@@ -123,8 +178,9 @@ def role_with_overrides(base: Role, *, registry: Registry | None = None, where: 
         if key not in current:
             near = closest(key, current, cutoff=0.7)
             hint = f" (did you mean {near[0]!r}?)" if near else ""
-            raise ConfigError(f"unknown role field {key!r} at {at}{hint}. Role fields: "
-                              f"{', '.join(current)}")
+            raise ConfigError(
+                f"unknown role field {key!r} at {at}{hint}. Role fields: {', '.join(current)}"
+            )
     given = {k: v for k, v in fields.items() if v is not None}
     for key in ("llm", "llm_defaults"):
         if key in given:

@@ -54,21 +54,37 @@ def layered(*layers: LLMSettings) -> LLMSettings:
     return merged
 
 
-def build_request(messages: Sequence[ChatMessage], *, output: type[BaseModel] | None,
-                  llm: LLMSettings, action: str, role: str) -> LLMRequest:
+def build_request(
+    messages: Sequence[ChatMessage],
+    *,
+    output: type[BaseModel] | None,
+    llm: LLMSettings,
+    action: str,
+    role: str,
+) -> LLMRequest:
     """The request for one call. With ``output_mode="prompt"`` the schema is written into
     the last user turn here, so providers only ever pass ``schema`` on to an API."""
     if llm.model is None:
-        raise ConfigError(f"no model for action {action!r} of role {role!r}: set [llm].model "
-                          f"in the scenario, or llm = {{ model = \"...\" }} on the role or action")
+        raise ConfigError(
+            f"no model for action {action!r} of role {role!r}: set [llm].model "
+            f'in the scenario, or llm = {{ model = "..." }} on the role or action'
+        )
     schema = output.model_json_schema() if output is not None else None
     if schema is not None and llm.output_mode == "prompt":
         messages = _append_to_last(messages, schema_text(schema))
-    options = llm.model_dump(include={"temperature", "max_tokens", "output_mode", "stream",
-                                      "timeout_s", "max_attempts"}, exclude_none=True)
-    return LLMRequest(messages=tuple(messages), model=llm.model, schema=schema,
-                      schema_name=schema_name(action) if schema is not None else None,
-                      role=role, action=action, **options)
+    options = llm.model_dump(
+        include={"temperature", "max_tokens", "output_mode", "stream", "timeout_s", "max_attempts"},
+        exclude_none=True,
+    )
+    return LLMRequest(
+        messages=tuple(messages),
+        model=llm.model,
+        schema=schema,
+        schema_name=schema_name(action) if schema is not None else None,
+        role=role,
+        action=action,
+        **options,
+    )
 
 
 def schema_name(action: str) -> str:
@@ -78,13 +94,37 @@ def schema_name(action: str) -> str:
 
 
 @overload
-async def ask_model(turn: Turn, messages: Sequence[ChatMessage], *, output: type[M],
-                    llm: LLMSettings, action: str, role: str, max_repairs: int) -> M: ...
+async def ask_model(
+    turn: Turn,
+    messages: Sequence[ChatMessage],
+    *,
+    output: type[M],
+    llm: LLMSettings,
+    action: str,
+    role: str,
+    max_repairs: int,
+) -> M: ...
 @overload
-async def ask_model(turn: Turn, messages: Sequence[ChatMessage], *, output: None,
-                    llm: LLMSettings, action: str, role: str, max_repairs: int) -> str: ...
-async def ask_model(turn: Turn, messages: Sequence[ChatMessage], *, output: type[M] | None,
-                    llm: LLMSettings, action: str, role: str, max_repairs: int) -> M | str:
+async def ask_model(
+    turn: Turn,
+    messages: Sequence[ChatMessage],
+    *,
+    output: None,
+    llm: LLMSettings,
+    action: str,
+    role: str,
+    max_repairs: int,
+) -> str: ...
+async def ask_model(
+    turn: Turn,
+    messages: Sequence[ChatMessage],
+    *,
+    output: type[M] | None,
+    llm: LLMSettings,
+    action: str,
+    role: str,
+    max_repairs: int,
+) -> M | str:
     """Ask the model and validate its answer against ``output`` (free text when ``None``).
 
     An answer that is not valid JSON or does not fit the schema is sent back with the
@@ -103,13 +143,17 @@ async def ask_model(turn: Turn, messages: Sequence[ChatMessage], *, output: type
             return output.model_validate_json(unfence(answer))
         except pydantic.ValidationError as exc:
             error = describe_validation_error(exc)
-        feedback = (ChatMessage("assistant", quoted(answer)), ChatMessage("user", repair_text(error)))
+        feedback = (
+            ChatMessage("assistant", quoted(answer)),
+            ChatMessage("user", repair_text(error)),
+        )
         request = msgspec.structs.replace(request, messages=first + feedback)
     raise ModelOutputError(
         f"action {action!r} of role {role!r}: the model's answer did not fit the output schema "
         f"after {max_repairs + 1} attempts (max_repairs={max_repairs}); last validation error:\n"
         f"{error}\nRaise max_repairs, simplify the output fields, or use a model that "
-        f"supports structured outputs (output_mode = \"json_schema\").")
+        f'supports structured outputs (output_mode = "json_schema").'
+    )
 
 
 REPAIR_QUOTE_CHARS = 8000
@@ -133,7 +177,7 @@ def unfence(text: str) -> str:
         return text
     body = stripped[3:-3]
     newline = body.find("\n")
-    return body[newline + 1:] if newline != -1 else body
+    return body[newline + 1 :] if newline != -1 else body
 
 
 def _append_to_last(messages: Sequence[ChatMessage], text: str) -> tuple[ChatMessage, ...]:

@@ -15,7 +15,7 @@ class Memory:
     as published. ``by_cause`` is an index lookup, not a scan.
     """
 
-    __slots__ = ("_messages", "_by_cause", "_ids")
+    __slots__ = ("_by_cause", "_ids", "_messages")
 
     def __init__(self) -> None:
         self._messages: list[Message] = []

@@ -46,14 +46,18 @@ def task_text(*, action: str, instruction: str, context: Iterable[Message]) -> s
 
 def schema_text(schema: Mapping[str, Any]) -> str:
     """The output schema written into the prompt, for ``output_mode="prompt"``."""
-    return ("Answer with one JSON object, and nothing else, that fits this JSON schema:\n"
-            + json.dumps(schema, ensure_ascii=False, separators=(",", ":")))
+    return (
+        "Answer with one JSON object, and nothing else, that fits this JSON schema:\n"
+        + json.dumps(schema, ensure_ascii=False, separators=(",", ":"))
+    )
 
 
 def repair_text(error: str) -> str:
     """What the model is told after an answer that does not fit the output schema."""
-    return (f"Your answer does not fit the required output:\n{error}\n"
-            "Answer again with only the corrected JSON object.")
+    return (
+        f"Your answer does not fit the required output:\n{error}\n"
+        "Answer again with only the corrected JSON object."
+    )
 
 
 def describe_validation_error(error: pydantic.ValidationError, limit: int = 8) -> str:
@@ -83,7 +87,9 @@ def render_output(output: BaseModel) -> str:
     fields = type(output).model_fields
     for key, value in output.model_dump(mode="json").items():
         info = fields.get(key)
-        title = info.title if info is not None and info.title else key.replace("_", " ").capitalize()
+        title = (
+            info.title if info is not None and info.title else key.replace("_", " ").capitalize()
+        )
         sections.append(f"## {title}\n{render_value(value)}")
     return "\n\n".join(sections)
 

@@ -49,18 +49,24 @@ class Plan(BaseModel):
     steps: list[str]
 
 
-async def choose_next(role: RoleView, news: tuple[Message, ...], earlier: tuple[Message, ...],
-                      taken: Sequence[str], turn: Turn) -> Action | None:
+async def choose_next(
+    role: RoleView,
+    news: tuple[Message, ...],
+    earlier: tuple[Message, ...],
+    taken: Sequence[str],
+    turn: Turn,
+) -> Action | None:
     """The action the model picks next, or ``None`` when it answers ``"done"``."""
     names = tuple(a.name for a in role.actions)
     if not names:
         return None
     so_far = ", ".join(taken) or "none yet"
-    instruction = (f"Choose the next action to take on the messages above.\n{_menu(role)}\n"
-                   f"Actions already taken in this turn: {so_far}.\n"
-                   f"Answer \"{DONE}\" when nothing is left to do.")
-    picked = (await _ask(role, news, earlier, turn, instruction, THINK,
-                         _choice_model(names))).next
+    instruction = (
+        f"Choose the next action to take on the messages above.\n{_menu(role)}\n"
+        f"Actions already taken in this turn: {so_far}.\n"
+        f'Answer "{DONE}" when nothing is left to do.'
+    )
+    picked = (await _ask(role, news, earlier, turn, instruction, THINK, _choice_model(names))).next
     turn.emit("react_choice", action=picked, taken=list(taken))
     return None if picked == DONE else role.action_named(picked)
 
@@ -70,22 +76,41 @@ async def make_plan(role: RoleView, news: tuple[Message, ...], turn: Turn) -> tu
     names = tuple(a.name for a in role.actions)
     if not names:
         return ()
-    instruction = (f"Plan your work on the messages above: the actions to take now, in "
-                   f"order, at most {role.max_react_steps}. An action may appear more than "
-                   f"once.\n{_menu(role)}")
-    plan = await _ask(role, news, (), turn, instruction, PLAN,
-                      _plan_model(names, role.max_react_steps))
+    instruction = (
+        f"Plan your work on the messages above: the actions to take now, in "
+        f"order, at most {role.max_react_steps}. An action may appear more than "
+        f"once.\n{_menu(role)}"
+    )
+    plan = await _ask(
+        role, news, (), turn, instruction, PLAN, _plan_model(names, role.max_react_steps)
+    )
     turn.emit("plan_made", steps=list(plan.steps))
     return tuple(role.action_named(step) for step in plan.steps)
 
 
-async def _ask(role: RoleView, news: tuple[Message, ...], earlier: tuple[Message, ...],
-               turn: Turn, instruction: str, label: str, output: type[T]) -> T:
+async def _ask(
+    role: RoleView,
+    news: tuple[Message, ...],
+    earlier: tuple[Message, ...],
+    turn: Turn,
+    instruction: str,
+    label: str,
+    output: type[T],
+) -> T:
     context = role.recall(news, earlier, limit=HISTORY)
-    messages = (ChatMessage("system", role.system_text()),
-                ChatMessage("user", task_text(action=label, instruction=instruction, context=context)))
-    return await ask_model(turn, messages, output=output, llm=role.context(None, news, turn).llm,
-                           action=label, role=role.name, max_repairs=REPAIRS)
+    messages = (
+        ChatMessage("system", role.system_text()),
+        ChatMessage("user", task_text(action=label, instruction=instruction, context=context)),
+    )
+    return await ask_model(
+        turn,
+        messages,
+        output=output,
+        llm=role.context(None, news, turn).llm,
+        action=label,
+        role=role.name,
+        max_repairs=REPAIRS,
+    )
 
 
 def _menu(role: RoleView) -> str:
@@ -109,8 +134,11 @@ def _one_of(names: tuple[str, ...]) -> Any:
 
 @functools.lru_cache(maxsize=256)
 def _choice_model(names: tuple[str, ...]) -> type[NextAction]:
-    return create_model("NextAction", __base__=NextAction,
-                        next=(_one_of((*names, DONE)), Field(description="the next action, or done")))
+    return create_model(
+        "NextAction",
+        __base__=NextAction,
+        next=(_one_of((*names, DONE)), Field(description="the next action, or done")),
+    )
 
 
 @functools.lru_cache(maxsize=256)

@@ -81,8 +81,9 @@ def _add(table: dict[str, _C], kind: str, name: str, cls: _C) -> _C:
     if old is not None and old is not cls and not _same_definition(old, cls):
         raise ConfigError(
             f"{kind} {name!r} is defined twice: by {_origin(old)} and by {_origin(cls)}; "
-            f"give one of them another name (name = \"...\"), or declare it into its own "
-            f"registry (registry=roles.registry.copy())")
+            f'give one of them another name (name = "..."), or declare it into its own '
+            f"registry (registry=roles.registry.copy())"
+        )
     table[name] = cls
     return cls
 
@@ -107,8 +108,10 @@ def unknown_name(kind: str, name: object, known: Iterable[str], where: str | Non
     close = closest(str(name), known, cutoff=0.7)
     hint = f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else ""
     listing = ", ".join(known[:20]) + (", ..." if len(known) > 20 else "")
-    return (f"unknown {kind} {name!r}{at}{hint}. Known {kind}s: {listing or '(none)'}. "
-            f"Fix the spelling, or declare the {kind} before naming it.")
+    return (
+        f"unknown {kind} {name!r}{at}{hint}. Known {kind}s: {listing or '(none)'}. "
+        f"Fix the spelling, or declare the {kind} before naming it."
+    )
 
 
 registry = Registry()

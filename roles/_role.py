@@ -76,21 +76,34 @@ class Role:
     human: bool = False
     """The run's defaults (scenario ``[llm]``): the weakest layer under action and role settings."""
 
-    def __init_subclass__(cls, *, registry: Registry | None = None, register: bool = True,
-                          **kwargs: Any) -> None:
+    def __init_subclass__(
+        cls, *, registry: Registry | None = None, register: bool = True, **kwargs: Any
+    ) -> None:
         super().__init_subclass__(**kwargs)
         if "name" not in cls.__dict__:
             cls.name = cls.__name__
         if register:
             (registry or default_registry).add_role(cls)
 
-    def __init__(self, *, name: str | None = None, profile: str | None = None,
-                 goal: str | None = None, constraints: str | None = None,
-                 aliases: Iterable[str] | None = None, watch: Iterable[ActionRef] | None = None,
-                 actions: Iterable[ActionRef] | None = None, react_mode: str | None = None,
-                 max_react_steps: int | None = None, send_to: Iterable[str] | None = None,
-                 llm: LLMLike = None, llm_defaults: LLMLike = None, human: bool | None = None,
-                 registry: Registry | None = None, where: str | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        name: str | None = None,
+        profile: str | None = None,
+        goal: str | None = None,
+        constraints: str | None = None,
+        aliases: Iterable[str] | None = None,
+        watch: Iterable[ActionRef] | None = None,
+        actions: Iterable[ActionRef] | None = None,
+        react_mode: str | None = None,
+        max_react_steps: int | None = None,
+        send_to: Iterable[str] | None = None,
+        llm: LLMLike = None,
+        llm_defaults: LLMLike = None,
+        human: bool | None = None,
+        registry: Registry | None = None,
+        where: str | None = None,
+    ) -> None:
         cls = type(self)
         at = where or cls.__qualname__.rpartition("<locals>.")[2]
 
@@ -109,11 +122,14 @@ class Role:
         self.watch_order = self._resolve_watch(given(watch, "watch"), f"{at}.watch")
         self.watch = frozenset(self.watch_order)
         self.react_mode = _react_mode(given(react_mode, "react_mode"), f"{at}.react_mode")
-        self.max_react_steps = _positive(given(max_react_steps, "max_react_steps"),
-                                         f"{at}.max_react_steps")
+        self.max_react_steps = _positive(
+            given(max_react_steps, "max_react_steps"), f"{at}.max_react_steps"
+        )
         if self.react_mode == "react" and any(a.name == DONE for a in self._actions):
-            raise ConfigError(f"{at}.actions: an action named {DONE!r} cannot be told apart "
-                              f"from the end of a react step; rename it")
+            raise ConfigError(
+                f"{at}.actions: an action named {DONE!r} cannot be told apart "
+                f"from the end of a react step; rename it"
+            )
         self.llm = settings(llm, f"{at}.llm").over(cls.llm)
         self.llm_defaults = settings(llm_defaults, f"{at}.llm_defaults").over(cls.llm_defaults)
         self.human = bool(given(human, "human"))
@@ -139,14 +155,24 @@ class Role:
 
     def system_text(self) -> str:
         """The role as system prompt: name, profile, goal, constraints."""
-        return system_text(name=self.name, profile=self.profile, goal=self.goal,
-                           constraints=self.constraints)
+        return system_text(
+            name=self.name, profile=self.profile, goal=self.goal, constraints=self.constraints
+        )
 
-    def context(self, action: Action | None, news: tuple[Message, ...], turn: Turn,
-                earlier: tuple[Message, ...] = ()) -> ActionContext:
+    def context(
+        self,
+        action: Action | None,
+        news: tuple[Message, ...],
+        turn: Turn,
+        earlier: tuple[Message, ...] = (),
+    ) -> ActionContext:
         """The context an action runs in; its LLM settings are the run's defaults, then the
         action's, then this role's (``action=None``: the role's own calls, e.g. planning)."""
-        layers = (self.llm_defaults, action.llm, self._own_llm) if action else (self.llm_defaults, self._own_llm)
+        layers = (
+            (self.llm_defaults, action.llm, self._own_llm)
+            if action
+            else (self.llm_defaults, self._own_llm)
+        )
         if action is not None:
             turn.doing_now(action.name)
         return ActionContext(role=self, turn=turn, news=news, earlier=earlier, llm=layered(*layers))
@@ -156,8 +182,9 @@ class Role:
         """The role's settings; a person's role asks model ``human`` whatever else is set."""
         return _HUMAN.over(self.llm) if self.human else self.llm
 
-    def recall(self, news: tuple[Message, ...], earlier: tuple[Message, ...],
-               limit: int) -> tuple[Message, ...]:
+    def recall(
+        self, news: tuple[Message, ...], earlier: tuple[Message, ...], limit: int
+    ) -> tuple[Message, ...]:
         """Context for a prompt: the last ``limit`` remembered messages of watched or own
         actions (not counting ``news`` and ``earlier``), then ``news``, then ``earlier``."""
         shown = {id(m) for m in (*news, *earlier)}
@@ -169,7 +196,10 @@ class Role:
         """Every model this role's calls can use (its own and each action's), so that a
         run can check their prices before it makes any call."""
         own = layered(self.llm_defaults, self._own_llm).model
-        return {own, *(layered(self.llm_defaults, a.llm, self._own_llm).model for a in self._actions)}
+        return {
+            own,
+            *(layered(self.llm_defaults, a.llm, self._own_llm).model for a in self._actions),
+        }
 
     def action_named(self, name: str) -> Action:
         for action in self._actions:
@@ -179,16 +209,27 @@ class Role:
 
     def fields(self) -> dict[str, Any]:
         """The resolved declaration, as keyword arguments that rebuild this role."""
-        return dict(name=self.name, profile=self.profile, goal=self.goal,
-                    constraints=self.constraints, aliases=self.aliases, watch=self.watch_order,
-                    actions=self.actions, react_mode=self.react_mode,
-                    max_react_steps=self.max_react_steps, send_to=self.send_to, llm=self.llm,
-                    llm_defaults=self.llm_defaults, human=self.human)
+        return {
+            "name": self.name,
+            "profile": self.profile,
+            "goal": self.goal,
+            "constraints": self.constraints,
+            "aliases": self.aliases,
+            "watch": self.watch_order,
+            "actions": self.actions,
+            "react_mode": self.react_mode,
+            "max_react_steps": self.max_react_steps,
+            "send_to": self.send_to,
+            "llm": self.llm,
+            "llm_defaults": self.llm_defaults,
+            "human": self.human,
+        }
 
     # -- reacting --------------------------------------------------------------------------
 
-    async def _run_in_order(self, plan: Sequence[Action], news: tuple[Message, ...],
-                            turn: Turn) -> list[Message]:
+    async def _run_in_order(
+        self, plan: Sequence[Action], news: tuple[Message, ...], turn: Turn
+    ) -> list[Message]:
         published: list[Message] = []
         for action in plan:
             message = await self._act(action, news, tuple(published), turn)
@@ -209,17 +250,22 @@ class Role:
                 published.append(message)
         return published
 
-    async def _act(self, action: Action, news: tuple[Message, ...], earlier: tuple[Message, ...],
-                   turn: Turn) -> Message | None:
+    async def _act(
+        self, action: Action, news: tuple[Message, ...], earlier: tuple[Message, ...], turn: Turn
+    ) -> Message | None:
         ctx = self.context(action, news, turn, earlier)
         result = await action.run(ctx)
         action.keep(result, ctx)
         if not result.publish:
             return None
-        message = Message(cause_by=action.name, sent_from=self.name,
-                          send_to=result.send_to or self.send_to, content=result.content,
-                          payload=result.payload,
-                          parents=tuple(dict.fromkeys(m.id for m in news if m.id)))
+        message = Message(
+            cause_by=action.name,
+            sent_from=self.name,
+            send_to=result.send_to or self.send_to,
+            content=result.content,
+            payload=result.payload,
+            parents=tuple(dict.fromkeys(m.id for m in news if m.id)),
+        )
         self.memory.add(message)
         return message
 
@@ -230,25 +276,32 @@ class Role:
         for i, ref in enumerate(_sequence(refs, where)):
             action = _action_instance(ref, self.registry, f"{where}[{i}]")
             if any(a.name == action.name for a in resolved):
-                raise ConfigError(f"action {action.name!r} is listed twice at {where}[{i}]; "
-                                  f"list each action once")
+                raise ConfigError(
+                    f"action {action.name!r} is listed twice at {where}[{i}]; list each action once"
+                )
             resolved.append(action)
         return tuple(resolved)
 
     def _resolve_watch(self, refs: object, where: str) -> tuple[str, ...]:
-        names = [_action_name(ref, self.registry, f"{where}[{i}]")
-                 for i, ref in enumerate(_sequence(refs, where))]
+        names = [
+            _action_name(ref, self.registry, f"{where}[{i}]")
+            for i, ref in enumerate(_sequence(refs, where))
+        ]
         return tuple(dict.fromkeys(names))
 
     def __repr__(self) -> str:
-        return (f"<{type(self).__name__} {self.name!r}: watch={sorted(self.watch)} "
-                f"actions={[a.name for a in self.actions]} react_mode={self.react_mode}>")
+        return (
+            f"<{type(self).__name__} {self.name!r}: watch={sorted(self.watch)} "
+            f"actions={[a.name for a in self.actions]} react_mode={self.react_mode}>"
+        )
 
 
 def _sequence(value: object, where: str) -> tuple[object, ...]:
     if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
-        raise ConfigError(f"expected a list of action names at {where}, got {value!r}; "
-                          f"write [{value!r}] for a single one")
+        raise ConfigError(
+            f"expected a list of action names at {where}, got {value!r}; "
+            f"write [{value!r}] for a single one"
+        )
     return tuple(value)
 
 
@@ -288,8 +341,9 @@ def _react_mode(value: object, where: str) -> ReactMode:
     for mode in modes:
         if value == mode:
             return mode
-    raise ConfigError(f"unknown react_mode {value!r} at {where}; expected one of "
-                      f"{', '.join(modes)}")
+    raise ConfigError(
+        f"unknown react_mode {value!r} at {where}; expected one of {', '.join(modes)}"
+    )
 
 
 def _positive(value: object, where: str) -> int:
@@ -309,8 +363,9 @@ def settings(value: LLMLike, where: str) -> LLMSettings:
     if isinstance(value, msgspec.Struct):
         # The scenario loader's structs, already checked; they also carry run-wide fields
         # (provider, timeouts) that are not per-call settings.
-        value = {k: getattr(value, k) for k in LLMSettings.model_fields
-                 if k in value.__struct_fields__}
+        value = {
+            k: getattr(value, k) for k in LLMSettings.model_fields if k in value.__struct_fields__
+        }
     try:
         # A None means "not given" (as in the loader's structs), so it is not an override.
         return LLMSettings.model_validate({k: v for k, v in dict(value).items() if v is not None})
@@ -323,6 +378,9 @@ def _settings_error(exc: Exception, where: str) -> str:
         return f"expected a table of LLM settings at {where}: {exc}"
     problems = "; ".join(
         f"{where}.{'.'.join(str(p) for p in e['loc'])}: {e['msg']} (got {e.get('input')!r})"
-        for e in exc.errors(include_url=False))
-    return (f"{problems}. LLM settings are model (str), temperature (0 to 2), "
-            f"max_tokens (> 0) and output_mode (\"json_schema\" or \"prompt\")")
+        for e in exc.errors(include_url=False)
+    )
+    return (
+        f"{problems}. LLM settings are model (str), temperature (0 to 2), "
+        f'max_tokens (> 0) and output_mode ("json_schema" or "prompt")'
+    )

@@ -7,7 +7,9 @@ add built-in roles.
 
 from __future__ import annotations
 
-from . import book  # noqa: F401  (blackboard book writer, bounded book doctor)
-from . import chat  # noqa: F401  (CAMEL role-play, group chat, code-and-run)
-from . import company  # noqa: F401  (PM, architect, project manager, engineer, QA)
-from . import gated  # noqa: F401  (gated writer: planner, writer, detector gate, publisher)
+from . import (
+    book,  # noqa: F401  (blackboard book writer, bounded book doctor)
+    chat,  # noqa: F401  (CAMEL role-play, group chat, code-and-run)
+    company,  # noqa: F401  (PM, architect, project manager, engineer, QA)
+    gated,  # noqa: F401  (gated writer: planner, writer, detector gate, publisher)
+)

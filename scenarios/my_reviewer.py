@@ -15,8 +15,10 @@ from sopbus.sops.software_company import SOP as COMPANY
 
 
 class ReviewCode(Action):
-    instruction = ("Review the code in the messages above. List concrete problems "
-                   "(file, line, what to change); approve only code you would ship.")
+    instruction = (
+        "Review the code in the messages above. List concrete problems "
+        "(file, line, what to change); approve only code you would ship."
+    )
 
     class Output(BaseModel):
         approved: bool
@@ -37,6 +39,8 @@ def build(ctx: SopContext) -> Team:
     return team
 
 
-SOP = sopbus.SOP(name="software_company_python_reviewer",
-                 description="the software company plus a code reviewer declared in Python",
-                 build=build)
+SOP = sopbus.SOP(
+    name="software_company_python_reviewer",
+    description="the software company plus a code reviewer declared in Python",
+    build=build,
+)

@@ -35,14 +35,16 @@ from ._examples import scenario_path
 from ._outcome import RunOutcome
 
 OVERRIDES: tuple[str, ...] = tuple(
-    name for name in inspect.signature(scenario_with_overrides).parameters if name != "scenario")
+    name for name in inspect.signature(scenario_with_overrides).parameters if name != "scenario"
+)
 """The keyword overrides the run functions take, as ``sopbus run``'s flags name them:
 ``idea``, ``provider``, ``model``, ``base_url``, ``budget_usd``, ``max_rounds``, ``seed``,
 ``mode`` and ``runs_dir``."""
 
 
-def run_scenario(path: str | os.PathLike[str], /, *, environ: Mapping[str, str] | None = None,
-                 **overrides: Any) -> RunOutcome:
+def run_scenario(
+    path: str | os.PathLike[str], /, *, environ: Mapping[str, str] | None = None, **overrides: Any
+) -> RunOutcome:
     """Runs the scenario file at ``path`` (or the shipped scenario of that name,
     ``"software_company"``) to its end and returns its :class:`RunOutcome`.
 
@@ -58,28 +60,32 @@ def run_scenario(path: str | os.PathLike[str], /, *, environ: Mapping[str, str] 
     """
     job = _Job.prepare(path, environ, overrides)
     if trio.lowlevel.in_trio_run():
-        raise RuntimeError("run_scenario() blocks, and this thread is running trio: use "
-                           "`await sopbus.run_scenario_async(...)` in a trio program")
+        raise RuntimeError(
+            "run_scenario() blocks, and this thread is running trio: use "
+            "`await sopbus.run_scenario_async(...)` in a trio program"
+        )
     if _asyncio_running():
         return job.in_worker_thread()
     return _finished(trio.run(job.run))
 
 
-async def run_scenario_async(path: str | os.PathLike[str], /, *,
-                             environ: Mapping[str, str] | None = None,
-                             **overrides: Any) -> RunOutcome:
+async def run_scenario_async(
+    path: str | os.PathLike[str], /, *, environ: Mapping[str, str] | None = None, **overrides: Any
+) -> RunOutcome:
     """:func:`run_scenario` for trio programs: ``await sopbus.run_scenario_async(path)``.
     Cancelling the caller cancels the run (it ends ``cancelled``, with its summary written)."""
     if not trio.lowlevel.in_trio_task():
-        raise RuntimeError("run_scenario_async() runs under trio; under asyncio use "
-                           "`await sopbus.run_scenario_asyncio(...)`, elsewhere run_scenario()")
+        raise RuntimeError(
+            "run_scenario_async() runs under trio; under asyncio use "
+            "`await sopbus.run_scenario_asyncio(...)`, elsewhere run_scenario()"
+        )
     job = _Job.prepare(path, environ, overrides)
     return _finished(await job.run())
 
 
-async def run_scenario_asyncio(path: str | os.PathLike[str], /, *,
-                               environ: Mapping[str, str] | None = None,
-                               **overrides: Any) -> RunOutcome:
+async def run_scenario_asyncio(
+    path: str | os.PathLike[str], /, *, environ: Mapping[str, str] | None = None, **overrides: Any
+) -> RunOutcome:
     """:func:`run_scenario` for asyncio programs and notebooks:
     ``result = await sopbus.run_scenario_asyncio(path)``. The run is a trio guest on the
     running asyncio loop; cancelling the awaiting task cancels the run and waits for it to
@@ -93,8 +99,12 @@ async def run_scenario_asyncio(path: str | os.PathLike[str], /, *,
             done.set_result(result)
 
     # asyncio owns the signal wakeup fd in its thread; trio must leave it alone.
-    trio.lowlevel.start_guest_run(job.run, run_sync_soon_threadsafe=loop.call_soon_threadsafe,
-                                  done_callback=finished, host_uses_signal_set_wakeup_fd=True)
+    trio.lowlevel.start_guest_run(
+        job.run,
+        run_sync_soon_threadsafe=loop.call_soon_threadsafe,
+        done_callback=finished,
+        host_uses_signal_set_wakeup_fd=True,
+    )
     try:
         result = await asyncio.shield(done)
     except asyncio.CancelledError:
@@ -117,8 +127,12 @@ class _Job:
         self._cancelled = False
 
     @classmethod
-    def prepare(cls, path: str | os.PathLike[str], environ: Mapping[str, str] | None,
-                overrides: Mapping[str, Any]) -> _Job:
+    def prepare(
+        cls,
+        path: str | os.PathLike[str],
+        environ: Mapping[str, str] | None,
+        overrides: Mapping[str, Any],
+    ) -> _Job:
         _check_names(overrides)
         scenario = scenario_with_overrides(load_scenario(scenario_path(path)), **overrides)
         from sopbus._assemble import run_environ
@@ -201,5 +215,7 @@ def _check_names(overrides: Mapping[str, Any]) -> None:
         if name not in OVERRIDES:
             close = difflib.get_close_matches(name, OVERRIDES, n=1)
             hint = f"; did you mean {close[0]!r}?" if close else ""
-            raise ConfigError(f"run_scenario() got an unknown override {name!r}: expected one "
-                              f"of {', '.join(OVERRIDES)}{hint}")
+            raise ConfigError(
+                f"run_scenario() got an unknown override {name!r}: expected one "
+                f"of {', '.join(OVERRIDES)}{hint}"
+            )

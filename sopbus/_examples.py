@@ -64,8 +64,10 @@ def scenario_path(ref: str | os.PathLike[str]) -> Path:
         return shipped
     names = [e.name for e in examples()]
     hint = did_you_mean(name, names) or f"; the shipped ones are {', '.join(names)}"
-    raise ConfigError(f"{ref}: no such scenario file here, and no shipped scenario of that "
-                      f"name{hint} (`sopbus examples` lists them)")
+    raise ConfigError(
+        f"{ref}: no such scenario file here, and no shipped scenario of that "
+        f"name{hint} (`sopbus examples` lists them)"
+    )
 
 
 def _is_name(ref: str) -> bool:
@@ -89,8 +91,10 @@ def write_team(directory: Path, source: str | None = None) -> list[Path]:
     plan = _from_template(directory) if source is None else _from_example(directory, source)
     clashes = [str(dest) for dest in plan if dest.exists()]
     if clashes:
-        raise ConfigError(f"{directory}: would overwrite {', '.join(clashes)}; choose an empty "
-                          f"or new folder (sopbus new never replaces a file)")
+        raise ConfigError(
+            f"{directory}: would overwrite {', '.join(clashes)}; choose an empty "
+            f"or new folder (sopbus new never replaces a file)"
+        )
     for dest, content in plan.items():
         dest.parent.mkdir(parents=True, exist_ok=True)
         if isinstance(content, Path):
@@ -105,8 +109,11 @@ def _from_template(directory: Path) -> dict[Path, str | Path]:
     root = Path(str(resources.files("sopbus"))) / TEMPLATE
     fill = {"{module}": module, "{name}": module.removesuffix("_team").replace("_", "-")}
     plan: dict[Path, str | Path] = {}
-    for source, target in (("scenario.toml", "scenario.toml"), ("team.py.txt", f"{module}.py"),
-                           ("fixtures.toml", "fixtures.toml")):
+    for source, target in (
+        ("scenario.toml", "scenario.toml"),
+        ("team.py.txt", f"{module}.py"),
+        ("fixtures.toml", "fixtures.toml"),
+    ):
         text = (root / source).read_text(encoding="utf-8")
         for key, value in fill.items():
             text = text.replace(key, value)
@@ -117,8 +124,10 @@ def _from_template(directory: Path) -> dict[Path, str | Path]:
 def _from_example(directory: Path, name: str) -> dict[Path, str | Path]:
     scenario = scenario_path(name)
     if scenario.parent != shipped_dir():
-        raise ConfigError(f"--from {name}: not a shipped scenario; the shipped ones are "
-                          f"{', '.join(e.name for e in examples())}")
+        raise ConfigError(
+            f"--from {name}: not a shipped scenario; the shipped ones are "
+            f"{', '.join(e.name for e in examples())}"
+        )
     base = scenario.parent.resolve()
     plan: dict[Path, str | Path] = {directory / scenario.name: scenario}
     doc = tomllib.loads(scenario.read_text(encoding="utf-8"))
@@ -145,6 +154,10 @@ def _named_files(doc: Any, base: Path) -> set[Path]:
             found |= _named_files(item, base)
     elif isinstance(doc, str) and doc and "\n" not in doc and len(doc) < 200:
         candidate = (base / doc).resolve()
-        if candidate.exists() and candidate.is_relative_to(base.resolve()) and candidate != base.resolve():
+        if (
+            candidate.exists()
+            and candidate.is_relative_to(base.resolve())
+            and candidate != base.resolve()
+        ):
             found.add(candidate)
     return found

@@ -54,17 +54,29 @@ class RunOutcome:
         try:
             summary = decode_summary((run_dir / _SUMMARY).read_bytes())
         except FileNotFoundError:
-            raise ConfigError(f"{run_dir} has no {_SUMMARY}: the run was killed or is still "
-                              f"running (`sopbus resume {run_dir}` finishes it)") from None
+            raise ConfigError(
+                f"{run_dir} has no {_SUMMARY}: the run was killed or is still "
+                f"running (`sopbus resume {run_dir}` finishes it)"
+            ) from None
         except msgspec.DecodeError as error:
-            raise ConfigError(f"{run_dir / _SUMMARY}: not a run summary ({error}); "
-                              f"`sopbus verify {run_dir}` checks the run") from None
-        return cls(run_id=summary.run_id, run_dir=run_dir, status=summary.status,
-                   end_reason=summary.end_reason, verdict=summary.verdict,
-                   total_usd=summary.total_usd, budget_usd=summary.budget_usd,
-                   llm_calls=summary.llm_calls, prompt_tokens=summary.prompt_tokens,
-                   completion_tokens=summary.completion_tokens, rounds=summary.rounds,
-                   summary=summary)
+            raise ConfigError(
+                f"{run_dir / _SUMMARY}: not a run summary ({error}); "
+                f"`sopbus verify {run_dir}` checks the run"
+            ) from None
+        return cls(
+            run_id=summary.run_id,
+            run_dir=run_dir,
+            status=summary.status,
+            end_reason=summary.end_reason,
+            verdict=summary.verdict,
+            total_usd=summary.total_usd,
+            budget_usd=summary.budget_usd,
+            llm_calls=summary.llm_calls,
+            prompt_tokens=summary.prompt_tokens,
+            completion_tokens=summary.completion_tokens,
+            rounds=summary.rounds,
+            summary=summary,
+        )
 
     @property
     def ok(self) -> bool:
@@ -89,8 +101,9 @@ class RunOutcome:
         naming the artifacts there are when it is not one of them."""
         found = self.artifacts()
         if name not in found:
-            raise KeyError(f"run {self.run_id} has no artifact {name!r}; it has: "
-                           f"{', '.join(found) or 'none'}")
+            raise KeyError(
+                f"run {self.run_id} has no artifact {name!r}; it has: {', '.join(found) or 'none'}"
+            )
         return found[name].read_text(encoding="utf-8")
 
     def messages(self) -> list[Message]:
@@ -98,8 +111,11 @@ class RunOutcome:
         from sopbus.bus import read_events
 
         kinds = ("message_published", "message_undelivered")
-        return [msgspec.convert(event["message"], Message)
-                for event in read_events(self.run_dir / _EVENTS) if event.get("kind") in kinds]
+        return [
+            msgspec.convert(event["message"], Message)
+            for event in read_events(self.run_dir / _EVENTS)
+            if event.get("kind") in kinds
+        ]
 
     def ledger(self) -> list[LedgerLine]:
         """The cost ledger: one line per LLM call attempt (see ``costs.jsonl``)."""

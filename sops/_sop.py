@@ -102,23 +102,31 @@ def get_sop(ref: str, *, where: str = "$.scenario.sop", path: Path | None = None
     if ":" not in ref and ref not in builtin_sops():
         near = closest(ref, builtin_sops())
         hint = f"; did you mean {near[0]!r}?" if near else ""
-        raise ConfigError(f"{file}unknown SOP {ref!r} at {where}: built-in SOPs are "
-                          f"{', '.join(builtin_sops())}, or name your own as 'module:attribute'{hint}")
+        raise ConfigError(
+            f"{file}unknown SOP {ref!r} at {where}: built-in SOPs are "
+            f"{', '.join(builtin_sops())}, or name your own as 'module:attribute'{hint}"
+        )
     try:
         module = _import_beside(module_name, path.parent if path else None)
     except ImportError as exc:
-        raise ConfigError(f"{file}cannot import the SOP module {module_name!r} named at {where}: "
-                          f"{exc}; check the name and that the module is on PYTHONPATH") from None
+        raise ConfigError(
+            f"{file}cannot import the SOP module {module_name!r} named at {where}: "
+            f"{exc}; check the name and that the module is on PYTHONPATH"
+        ) from None
     except Exception as exc:  # the user's module ran and failed: say where, not how we got there
-        raise ConfigError(f"{file}the SOP module {module_name!r} named at {where} failed while "
-                          f"it was imported: {_raised_at(exc)}; fix the module") from None
+        raise ConfigError(
+            f"{file}the SOP module {module_name!r} named at {where} failed while "
+            f"it was imported: {_raised_at(exc)}; fix the module"
+        ) from None
     if not hasattr(module, attr):
         raise ConfigError(f"{file}{_missing(module, attr, ref, where)}")
     sop = getattr(module, attr)
     if not isinstance(sop, SOP):
-        raise ConfigError(f"{file}{ref!r} at {where} is not an SOP: {module_name}.{attr} in "
-                          f"{_module_file(module)} is a {type(sop).__name__}; point it at a "
-                          f"sops.SOP(name=..., description=..., build=...) value")
+        raise ConfigError(
+            f"{file}{ref!r} at {where} is not an SOP: {module_name}.{attr} in "
+            f"{_module_file(module)} is a {type(sop).__name__}; point it at a "
+            f"sops.SOP(name=..., description=..., build=...) value"
+        )
     return sop
 
 
@@ -127,7 +135,9 @@ def _raised_at(exc: Exception) -> str:
     passed that is not the import machinery (for a SyntaxError, its own file and line)."""
     if isinstance(exc, SyntaxError):
         return f"SyntaxError: {exc.msg} (at {exc.filename}, line {exc.lineno})"
-    frames = [f for f in traceback.extract_tb(exc.__traceback__) if not f.filename.startswith("<frozen")]
+    frames = [
+        f for f in traceback.extract_tb(exc.__traceback__) if not f.filename.startswith("<frozen")
+    ]
     own = [f for f in frames if Path(f.filename).resolve() != Path(__file__).resolve()]
     where = f" (at {own[-1].filename}, line {own[-1].lineno})" if own else ""
     return f"{type(exc).__name__}: {exc}{where}"
@@ -137,11 +147,16 @@ def _missing(module: Any, attr: str, ref: str, where: str) -> str:
     """Why ``module`` has no SOP at ``attr``: what is missing, in which file, and what the
     module does hold."""
     found = [name for name, value in vars(module).items() if isinstance(value, SOP)]
-    has = (f"; it has {', '.join(f'{module.__name__}:{n}' for n in found)}, name one of those"
-           if found else "")
-    return (f"{ref!r} at {where}: module {module.__name__} ({_module_file(module)}) has no "
-            f"attribute {attr!r}; define `{attr} = sops.SOP(name=..., description=..., "
-            f"build=...)` in it{has}")
+    has = (
+        f"; it has {', '.join(f'{module.__name__}:{n}' for n in found)}, name one of those"
+        if found
+        else ""
+    )
+    return (
+        f"{ref!r} at {where}: module {module.__name__} ({_module_file(module)}) has no "
+        f"attribute {attr!r}; define `{attr} = sops.SOP(name=..., description=..., "
+        f"build=...)` in it{has}"
+    )
 
 
 def _module_file(module: Any) -> str:
@@ -169,8 +184,10 @@ def options_as(options: Mapping[str, Any], kind: type[S], path: Path | None = No
         if key not in fields:
             near = closest(key, fields)
             hint = f"; did you mean `{near[0]}`?" if near else ""
-            raise ConfigError(f"{file}unknown key `{key}` - at `$.sop.{key}`: this SOP takes "
-                              f"{', '.join(fields) or 'no options'}{hint}")
+            raise ConfigError(
+                f"{file}unknown key `{key}` - at `$.sop.{key}`: this SOP takes "
+                f"{', '.join(fields) or 'no options'}{hint}"
+            )
     try:
         return msgspec.convert(dict(options), kind)
     except msgspec.ValidationError as exc:

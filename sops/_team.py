@@ -13,15 +13,33 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from sopbus.bus import ConfigError, Injection, Message, RoleSpec, Scenario, did_you_mean
-from sopbus.roles import LLMSettings, Registry, Role, declare_action, declare_role, registry, role_with_overrides
+from sopbus.roles import (
+    LLMSettings,
+    Registry,
+    declare_action,
+    declare_role,
+    registry,
+    role_with_overrides,
+)
 
 from ._sop import SopContext, Team, get_sop
 
 IDEA_ACTION = "UserRequirement"
 IDEA_SENDER = "Boss"
 
-_ROLE_FIELDS = ("profile", "goal", "constraints", "aliases", "watch", "actions", "send_to",
-                "react_mode", "max_react_steps", "llm", "human")
+_ROLE_FIELDS = (
+    "profile",
+    "goal",
+    "constraints",
+    "aliases",
+    "watch",
+    "actions",
+    "send_to",
+    "react_mode",
+    "max_react_steps",
+    "llm",
+    "human",
+)
 
 
 def build_team(scenario: Scenario) -> Team:
@@ -32,13 +50,21 @@ def build_team(scenario: Scenario) -> Team:
     reg = registry.copy()
     for name, action in scenario.actions.items():
         if name in reg.actions:  # a file's action never silently replaces a built-in one
-            raise ConfigError(f"{scenario.path}: [actions.{name}] - at `$.actions.{name}`: an action "
-                              f"named {name} already exists ({_origin(reg.actions[name])}); "
-                              f"rename the table, e.g. [actions.My{name}], and the names that refer to it")
+            raise ConfigError(
+                f"{scenario.path}: [actions.{name}] - at `$.actions.{name}`: an action "
+                f"named {name} already exists ({_origin(reg.actions[name])}); "
+                f"rename the table, e.g. [actions.My{name}], and the names that refer to it"
+            )
         try:
-            declare_action(name, instruction=action.instruction, output=action.output_types(),
-                           llm=action.llm, max_repairs=action.max_repairs, artifact=action.artifact,
-                           registry=reg)
+            declare_action(
+                name,
+                instruction=action.instruction,
+                output=action.output_types(),
+                llm=action.llm,
+                max_repairs=action.max_repairs,
+                artifact=action.artifact,
+                registry=reg,
+            )
         except ConfigError as exc:
             raise ConfigError(f"{scenario.path}: {exc}") from None
     defaults = llm_defaults(scenario)
@@ -48,15 +74,28 @@ def build_team(scenario: Scenario) -> Team:
     for i, spec in enumerate(scenario.roles):
         _apply_role(team, spec, f"$.roles[{i}]", reg, defaults, scenario)
     if not team.roles:
-        raise ConfigError(f"{scenario.path}: the team is empty: name an SOP at $.scenario.sop "
-                          f"or declare roles in [[roles]]")
+        raise ConfigError(
+            f"{scenario.path}: the team is empty: name an SOP at $.scenario.sop "
+            f"or declare roles in [[roles]]"
+        )
     _check_addresses(team, scenario)
     if not team.seed and scenario.idea:
-        team.seed.append(Message(cause_by=IDEA_ACTION, sent_from=IDEA_SENDER, content=scenario.idea))
+        team.seed.append(
+            Message(cause_by=IDEA_ACTION, sent_from=IDEA_SENDER, content=scenario.idea)
+        )
     team.injections.extend(
-        Injection(round=i.round, message=Message(cause_by=i.cause_by, sent_from=i.sent_from,
-                                                  send_to=i.send_to, content=i.content, payload=i.payload))
-        for i in scenario.inject)
+        Injection(
+            round=i.round,
+            message=Message(
+                cause_by=i.cause_by,
+                sent_from=i.sent_from,
+                send_to=i.send_to,
+                content=i.content,
+                payload=i.payload,
+            ),
+        )
+        for i in scenario.inject
+    )
     return team
 
 
@@ -66,32 +105,49 @@ def _check_addresses(team: Team, scenario: Scenario) -> None:
     undelivered, and the run would look idle instead of wrong."""
     known = [a for r in team.roles for a in (r.name, *r.aliases)]
     declared = {spec.name: i for i, spec in enumerate(scenario.roles)}
-    places = [(f"$.roles[{declared[r.name]}].send_to" if r.name in declared
-               else f"send_to of role {r.name!r} (built by SOP {scenario.sop})", r.send_to)
-              for r in team.roles]
+    places = [
+        (
+            f"$.roles[{declared[r.name]}].send_to"
+            if r.name in declared
+            else f"send_to of role {r.name!r} (built by SOP {scenario.sop})",
+            r.send_to,
+        )
+        for r in team.roles
+    ]
     places += [(f"$.inject[{k}].send_to", item.send_to) for k, item in enumerate(scenario.inject)]
     for where, names in places:
         for j, name in enumerate(names):
             if name not in known:
                 at = f"{where}[{j}]" if where.startswith("$") else where
-                raise ConfigError(f"{scenario.path}: send_to names {name!r}, which is no role of "
-                                  f"the team - at `{at}`: the roles are "
-                                  f"{', '.join(known)}{did_you_mean(name, known)}")
+                raise ConfigError(
+                    f"{scenario.path}: send_to names {name!r}, which is no role of "
+                    f"the team - at `{at}`: the roles are "
+                    f"{', '.join(known)}{did_you_mean(name, known)}"
+                )
 
 
 def _origin(action: type) -> str:
     declared = getattr(action, "_declared_at", None)
-    return f"declared at {declared}" if declared else f"built in: {action.__module__}.{action.__qualname__}"
+    return (
+        f"declared at {declared}"
+        if declared
+        else f"built in: {action.__module__}.{action.__qualname__}"
+    )
 
 
 def llm_defaults(scenario: Scenario) -> LLMSettings:
     llm = scenario.llm
-    return LLMSettings(model=llm.model, temperature=llm.temperature, max_tokens=llm.max_tokens,
-                       output_mode=llm.output_mode)
+    return LLMSettings(
+        model=llm.model,
+        temperature=llm.temperature,
+        max_tokens=llm.max_tokens,
+        output_mode=llm.output_mode,
+    )
 
 
-def _apply_role(team: Team, spec: RoleSpec, where: str, reg: Registry, defaults: LLMSettings,
-                scenario: Scenario) -> None:
+def _apply_role(
+    team: Team, spec: RoleSpec, where: str, reg: Registry, defaults: LLMSettings, scenario: Scenario
+) -> None:
     given = {f: getattr(spec, f) for f in _ROLE_FIELDS if getattr(spec, f) is not None}
     try:
         for j, role in enumerate(team.roles):
@@ -99,7 +155,9 @@ def _apply_role(team: Team, spec: RoleSpec, where: str, reg: Registry, defaults:
                 team.roles[j] = role_with_overrides(role, registry=reg, where=where, **given)
                 return
         role = declare_role(spec.name, **given, registry=reg, where=where)
-        team.roles.append(role_with_overrides(role, registry=reg, where=where, llm_defaults=defaults))
+        team.roles.append(
+            role_with_overrides(role, registry=reg, where=where, llm_defaults=defaults)
+        )
     except ConfigError as exc:
         raise ConfigError(f"{scenario.path}: {exc}") from None
 
@@ -131,7 +189,11 @@ class WatchGraph:
 
 
 def watch_graph(team: Team) -> WatchGraph:
-    g = WatchGraph(seeds=sorted({m.cause_by for m in team.seed} | {i.message.cause_by for i in team.injections}))
+    g = WatchGraph(
+        seeds=sorted(
+            {m.cause_by for m in team.seed} | {i.message.cause_by for i in team.injections}
+        )
+    )
     names = {a: r.name for r in team.roles for a in (r.name, *r.aliases)}
     for r in team.roles:
         g.watches[r.name] = list(r.watch_order)
@@ -148,17 +210,23 @@ def team_warnings(team: Team) -> list[str]:
     for role, actions in g.publishes.items():
         for action in actions:
             if action not in watched and not g.addresses.get(role):
-                warnings.append(f"action {action} (published by {role}) is watched by nobody; "
-                                f"its messages will be recorded as undelivered")
+                warnings.append(
+                    f"action {action} (published by {role}) is watched by nobody; "
+                    f"its messages will be recorded as undelivered"
+                )
     reached = _reachable(g)
     for role in g.watches:
         if role not in reached:
-            warnings.append(f"role {role} can never be reached: nothing it watches "
-                            f"({', '.join(g.watches[role]) or 'nothing'}) is published or seeded, "
-                            f"and nobody addresses it")
+            warnings.append(
+                f"role {role} can never be reached: nothing it watches "
+                f"({', '.join(g.watches[role]) or 'nothing'}) is published or seeded, "
+                f"and nobody addresses it"
+            )
     for cycle in _cycles(g):
-        warnings.append(f"cycle {' -> '.join(cycle)} is bounded only by [run].max_rounds and the "
-                        f"budget (roles may bound it themselves, e.g. a test-round limit)")
+        warnings.append(
+            f"cycle {' -> '.join(cycle)} is bounded only by [run].max_rounds and the "
+            f"budget (roles may bound it themselves, e.g. a test-round limit)"
+        )
     return warnings
 
 

@@ -74,9 +74,11 @@ class _NeedsStats:
     def _totals(self) -> Mapping[str, Any] | None:
         if self.stats is None:
             if not self._warned:
-                logger.warning("{} cannot fire: the run did not bind the gateway's stats "
-                               "(call bind_stats(gateway.stats) on the team's stop condition)",
-                               type(self).__name__)
+                logger.warning(
+                    "{} cannot fire: the run did not bind the gateway's stats "
+                    "(call bind_stats(gateway.stats) on the team's stop condition)",
+                    type(self).__name__,
+                )
                 self._warned = True
             return None
         return self.stats()
@@ -127,7 +129,11 @@ class Timeout:
 
     def __call__(self, published: Sequence[Message], round: int) -> str | None:
         elapsed = self.clock() - self.started
-        return f"{elapsed:.1f} s passed, timeout {self.seconds:g} s" if elapsed >= self.seconds else None
+        return (
+            f"{elapsed:.1f} s passed, timeout {self.seconds:g} s"
+            if elapsed >= self.seconds
+            else None
+        )
 
 
 class _Composite:

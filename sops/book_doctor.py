@@ -22,8 +22,14 @@ import msgspec
 
 from sopbus.bus import ConfigError, RunRecord, Verdict
 from sopbus.roles.book._data import load_book
-from sopbus.roles.book._doctor import (CHAR_RANGE, STEP_RANGE, TOOL_RANGE, BookDoctor, DoctorBounds,
-                                ProposePlan)
+from sopbus.roles.book._doctor import (
+    CHAR_RANGE,
+    STEP_RANGE,
+    TOOL_RANGE,
+    BookDoctor,
+    DoctorBounds,
+    ProposePlan,
+)
 
 from . import _sop
 from ._sop import SopContext, Team
@@ -41,17 +47,25 @@ class DoctorOptions(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
 def build(ctx: SopContext) -> Team:
     o = ctx.options_as(DoctorOptions)
     if not ctx.scenario.idea:
-        raise ConfigError(f"{ctx.scenario.path}: the book doctor answers the question in "
-                          f"[scenario].idea; write one (or pass --idea \"...\")")
+        raise ConfigError(
+            f"{ctx.scenario.path}: the book doctor answers the question in "
+            f'[scenario].idea; write one (or pass --idea "...")'
+        )
     try:
-        bounds = DoctorBounds(max_steps=o.max_steps, max_tool_calls=o.max_tool_calls,
-                              max_request_chars=o.max_request_chars,
-                              max_result_chars=o.max_result_chars, max_new_chapters=o.max_new_chapters)
+        bounds = DoctorBounds(
+            max_steps=o.max_steps,
+            max_tool_calls=o.max_tool_calls,
+            max_request_chars=o.max_request_chars,
+            max_result_chars=o.max_result_chars,
+            max_new_chapters=o.max_new_chapters,
+        )
     except ConfigError as exc:
         raise ConfigError(f"{ctx.scenario.path}: [sop]: {exc}") from None
     book = load_book(ctx.resolve(o.book))
-    return Team(roles=[BookDoctor(book=book, bounds=bounds, llm_defaults=ctx.llm_defaults)],
-                verdict=valid_plan)
+    return Team(
+        roles=[BookDoctor(book=book, bounds=bounds, llm_defaults=ctx.llm_defaults)],
+        verdict=valid_plan,
+    )
 
 
 def valid_plan(record: RunRecord) -> Verdict:
@@ -59,14 +73,21 @@ def valid_plan(record: RunRecord) -> Verdict:
     plan = record.last(ProposePlan.name)
     if plan is not None:
         payload = plan.payload if isinstance(plan.payload, dict) else {}
-        return Verdict(passed=True, reason=f"a validated plan was proposed (plan.md): "
-                                           f"{len(payload.get('suggestions', []))} suggestion(s), "
-                                           f"{len(payload.get('adjustment_list', []))} adjustment(s), "
-                                           f"{len(payload.get('new_chapters', []))} new chapter(s)")
+        return Verdict(
+            passed=True,
+            reason=f"a validated plan was proposed (plan.md): "
+            f"{len(payload.get('suggestions', []))} suggestion(s), "
+            f"{len(payload.get('adjustment_list', []))} adjustment(s), "
+            f"{len(payload.get('new_chapters', []))} new chapter(s)",
+        )
     why = record.detail or record.end_reason
     return Verdict(passed=False, reason=f"no valid plan was proposed: {why}")
 
 
-SOP = _sop.SOP(name="book_doctor", description="a bounded book doctor: answers a question about a "
-          "long book with read-only tools within step, tool and size bounds, and proposes a "
-          "validated plan (never applied)", build=build)
+SOP = _sop.SOP(
+    name="book_doctor",
+    description="a bounded book doctor: answers a question about a "
+    "long book with read-only tools within step, tool and size bounds, and proposes a "
+    "validated plan (never applied)",
+    build=build,
+)

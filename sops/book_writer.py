@@ -83,8 +83,10 @@ def load_outline(path: str, ctx: SopContext) -> Outline:
         raise ConfigError(f"{file}: {exc}") from None
     titles = [h.title.strip() for h in outline.heading]
     if not titles or len(set(titles)) != len(titles) or not all(titles):
-        raise ConfigError(f"{file}: the outline needs at least one [[heading]], each with a "
-                          f"distinct, non-empty title; got {titles}")
+        raise ConfigError(
+            f"{file}: the outline needs at least one [[heading]], each with a "
+            f"distinct, non-empty title; got {titles}"
+        )
     return outline
 
 
@@ -108,18 +110,27 @@ def build(ctx: SopContext) -> Team:
     settings = WriterSettings(
         notes=load_notes(ctx.resolve(o.notes)) if o.notes else (),
         policies=load_policies(ctx.resolve(o.policies)) if o.policies else (),
-        notes_per_heading=o.notes_per_heading, split_chars=o.split_chars,
-        max_revisions=o.max_revisions, max_split_depth=o.max_split_depth)
+        notes_per_heading=o.notes_per_heading,
+        split_chars=o.split_chars,
+        max_revisions=o.max_revisions,
+        max_split_depth=o.max_split_depth,
+    )
     board = Board(title=outline.title, brief=ctx.scenario.idea or "")
     keeper = BoardKeeper(board=board, llm_defaults=ctx.llm_defaults)
-    workers = [cls(board=board, settings=settings, rank=i, llm_defaults=ctx.llm_defaults)
-               for i, cls in enumerate(WORKERS, start=1)]
+    workers = [
+        cls(board=board, settings=settings, rank=i, llm_defaults=ctx.llm_defaults)
+        for i, cls in enumerate(WORKERS, start=1)
+    ]
     board.writers.add(OUTLINE_SENDER)
     seed = outline_writes(outline, sender=OUTLINE_SENDER)
     board.seed(seed)
     titles = [h.title.strip() for h in outline.heading]
-    return Team(roles=[keeper, *workers], seed=seed, finish=keeper.finish,
-                verdict=lambda record: book_written(board, titles, record))
+    return Team(
+        roles=[keeper, *workers],
+        seed=seed,
+        finish=keeper.finish,
+        verdict=lambda record: book_written(board, titles, record),
+    )
 
 
 def book_written(board: Board, titles: list[str], record: RunRecord) -> Verdict:
@@ -127,10 +138,14 @@ def book_written(board: Board, titles: list[str], record: RunRecord) -> Verdict:
     view = board.view()
     empty = [t for t in titles if not _written(view, t, set())]
     if not empty:
-        return Verdict(passed=True, reason=f"all {len(titles)} headings of the outline were "
-                                           f"written (book.md)")
-    return Verdict(passed=False, reason=f"{len(empty)} of {len(titles)} headings have no text: "
-                                        f"{', '.join(empty)} (the run ended: {record.end_reason})")
+        return Verdict(
+            passed=True, reason=f"all {len(titles)} headings of the outline were written (book.md)"
+        )
+    return Verdict(
+        passed=False,
+        reason=f"{len(empty)} of {len(titles)} headings have no text: "
+        f"{', '.join(empty)} (the run ended: {record.end_reason})",
+    )
 
 
 def _written(view: BoardView, heading: str, seen: set[str]) -> bool:
@@ -143,5 +158,9 @@ def _written(view: BoardView, heading: str, seen: set[str]) -> bool:
     return bool(children) and all(_written(view, c, seen) for c in children)
 
 
-SOP = _sop.SOP(name="book_writer", description="a blackboard book writer: six workers react to "
-          "board writes until no trigger fires; the book goes to artifacts/book.md", build=build)
+SOP = _sop.SOP(
+    name="book_writer",
+    description="a blackboard book writer: six workers react to "
+    "board writes until no trigger fires; the book goes to artifacts/book.md",
+    build=build,
+)

@@ -31,8 +31,17 @@ from collections.abc import Sequence
 import msgspec
 
 from sopbus.bus import ConfigError, Message
-from sopbus.roles.chat._camel import (INSTRUCT, SOLVE, TASK_DONE, AIAssistant, AIUser, GiveInstruction,
-                          GiveSolution, SpecifyTask, TaskSpecifier)
+from sopbus.roles.chat._camel import (
+    INSTRUCT,
+    SOLVE,
+    TASK_DONE,
+    AIAssistant,
+    AIUser,
+    GiveInstruction,
+    GiveSolution,
+    SpecifyTask,
+    TaskSpecifier,
+)
 
 from . import _sop
 from ._judges import said_token
@@ -60,27 +69,40 @@ class CamelStop:
     def __call__(self, published: Sequence[Message], round: int) -> str | None:
         for message in published:
             if message.cause_by == INSTRUCT and TASK_DONE in message.content:
-                return (f"the AI user said {TASK_DONE} after {self.turns} exchange(s): "
-                        f"task done")
+                return f"the AI user said {TASK_DONE} after {self.turns} exchange(s): task done"
             if message.cause_by == SOLVE:
                 self.turns += 1
                 if self.turns >= self.turn_limit:
-                    return (f"turn limit reached: {self.turns} exchanges "
-                            f"([sop].turn_limit = {self.turn_limit})")
+                    return (
+                        f"turn limit reached: {self.turns} exchanges "
+                        f"([sop].turn_limit = {self.turn_limit})"
+                    )
         return None
 
 
 def build(ctx: SopContext) -> Team:
     o = ctx.options_as(CamelOptions)
     _check(o, ctx)
-    personas = dict(user_role=o.user_role, assistant_role=o.assistant_role)
-    specifier = TaskSpecifier(actions=[SpecifyTask(word_limit=o.word_limit, specify=o.specify_task)],
-                              llm_defaults=ctx.llm_defaults, **personas)
-    user = AIUser(profile=o.user_role, actions=[GiveInstruction(max_repairs=o.max_role_repairs)],
-                  history=o.history, llm_defaults=ctx.llm_defaults, **personas)
-    assistant = AIAssistant(profile=o.assistant_role,
-                            actions=[GiveSolution(max_repairs=o.max_role_repairs)],
-                            history=o.history, llm_defaults=ctx.llm_defaults, **personas)
+    personas = {"user_role": o.user_role, "assistant_role": o.assistant_role}
+    specifier = TaskSpecifier(
+        actions=[SpecifyTask(word_limit=o.word_limit, specify=o.specify_task)],
+        llm_defaults=ctx.llm_defaults,
+        **personas,
+    )
+    user = AIUser(
+        profile=o.user_role,
+        actions=[GiveInstruction(max_repairs=o.max_role_repairs)],
+        history=o.history,
+        llm_defaults=ctx.llm_defaults,
+        **personas,
+    )
+    assistant = AIAssistant(
+        profile=o.assistant_role,
+        actions=[GiveSolution(max_repairs=o.max_role_repairs)],
+        history=o.history,
+        llm_defaults=ctx.llm_defaults,
+        **personas,
+    )
     return Team(roles=[specifier, user, assistant], stop=CamelStop(o.turn_limit), verdict=task_done)
 
 
@@ -94,13 +116,19 @@ def _check(o: CamelOptions, ctx: SopContext) -> None:
         if getattr(o, key) < 1:
             raise ConfigError(f"{where}$.sop.{key} must be 1 or more, got {getattr(o, key)}")
     if o.max_role_repairs < 0:
-        raise ConfigError(f"{where}$.sop.max_role_repairs must be 0 or more, got {o.max_role_repairs}")
+        raise ConfigError(
+            f"{where}$.sop.max_role_repairs must be 0 or more, got {o.max_role_repairs}"
+        )
     if o.user_role.strip().lower() == o.assistant_role.strip().lower():
-        raise ConfigError(f"{where}$.sop.user_role and $.sop.assistant_role are both "
-                          f"{o.user_role!r}; a role-play needs two different personas")
+        raise ConfigError(
+            f"{where}$.sop.user_role and $.sop.assistant_role are both "
+            f"{o.user_role!r}; a role-play needs two different personas"
+        )
 
 
-SOP = _sop.SOP(name="camel_roleplay",
-          description="CAMEL role-play: a task specifier, an AI user who instructs one step at "
-                      "a time and an AI assistant who solves, kept in their parts by a role guard",
-          build=build)
+SOP = _sop.SOP(
+    name="camel_roleplay",
+    description="CAMEL role-play: a task specifier, an AI user who instructs one step at "
+    "a time and an AI assistant who solves, kept in their parts by a role guard",
+    build=build,
+)

@@ -55,10 +55,14 @@ def build(ctx: SopContext) -> Team:
     check = _read(ctx, o.check, "$.sop.check").decode("utf-8") if o.check else None
     try:
         limits = SandboxLimits(timeout_s=o.timeout_s, memory_mb=o.memory_mb)
-        coder = Coder(max_attempts=o.max_attempts, llm_defaults=ctx.llm_defaults,
-                      actions=[WriteScript(files_note=files_note(data))])
-        runner = RunScript(script_name=_script_name(o.script_name), data=data, check=check,
-                           limits=limits)
+        coder = Coder(
+            max_attempts=o.max_attempts,
+            llm_defaults=ctx.llm_defaults,
+            actions=[WriteScript(files_note=files_note(data))],
+        )
+        runner = RunScript(
+            script_name=_script_name(o.script_name), data=data, check=check, limits=limits
+        )
     except ValueError as exc:
         raise ConfigError(f"{file}{exc} - in [sop]") from None
     executor = Executor(actions=[runner], llm_defaults=ctx.llm_defaults)
@@ -70,14 +74,21 @@ def checker_passed(record: RunRecord) -> Verdict:
     runs = [m.payload for m in record.of(RUN) if isinstance(m.payload, dict)]
     good = [p for p in runs if p.get("accepted")]
     if good:
-        return Verdict(passed=True, reason=f"the script passed the acceptance check on attempt "
-                                           f"{good[0].get('attempt')}")
+        return Verdict(
+            passed=True,
+            reason=f"the script passed the acceptance check on attempt {good[0].get('attempt')}",
+        )
     if not runs:
-        return Verdict(passed=False, reason=f"no script was run (the run ended: {record.end_reason})")
+        return Verdict(
+            passed=False, reason=f"no script was run (the run ended: {record.end_reason})"
+        )
     last = runs[-1]
-    return Verdict(passed=False, reason=f"no script passed the check: {len(runs)} attempt(s), "
-                                        f"the last exited {last.get('exit_code')}"
-                                        f" (check exit {last.get('check_exit_code')})")
+    return Verdict(
+        passed=False,
+        reason=f"no script passed the check: {len(runs)} attempt(s), "
+        f"the last exited {last.get('exit_code')}"
+        f" (check exit {last.get('check_exit_code')})",
+    )
 
 
 def files_note(data: dict[str, bytes]) -> str:
@@ -96,8 +107,10 @@ def _read(ctx: SopContext, rel: str, where: str) -> bytes:
     try:
         return path.read_bytes()
     except OSError as exc:
-        raise ConfigError(f"{ctx.scenario.path}: cannot read {path} named at `{where}`: "
-                          f"{exc.strerror}; paths are relative to the scenario file") from None
+        raise ConfigError(
+            f"{ctx.scenario.path}: cannot read {path} named at `{where}`: "
+            f"{exc.strerror}; paths are relative to the scenario file"
+        ) from None
 
 
 def _script_name(name: str) -> str:
@@ -107,7 +120,9 @@ def _script_name(name: str) -> str:
     return name
 
 
-SOP = _sop.SOP(name="code_and_run",
-               description="Code-and-run pair: a coder writes a Python script, an executor runs it "
-                           "in the sandbox, checks the result and sends failures back",
-               build=build)
+SOP = _sop.SOP(
+    name="code_and_run",
+    description="Code-and-run pair: a coder writes a Python script, an executor runs it "
+    "in the sandbox, checks the result and sends failures back",
+    build=build,
+)

@@ -26,10 +26,21 @@ from collections.abc import Callable, Sequence
 import msgspec
 
 from sopbus.bus import ConfigError, Message, RunRecord, StopCondition, Verdict
-from sopbus.roles.gated._writer import (CHECK, DELIVER, OUTLINE, ChapterGate, ChapterPublisher, ChapterWriter,
-                          EvidencePlanner, GatedSettings, GateChapter, PlanEvidence, WriteChapter)
 from sopbus.roles.gated._detect import GateOptions
 from sopbus.roles.gated._store import load_outline, load_store
+from sopbus.roles.gated._writer import (
+    CHECK,
+    DELIVER,
+    OUTLINE,
+    ChapterGate,
+    ChapterPublisher,
+    ChapterWriter,
+    EvidencePlanner,
+    GateChapter,
+    GatedSettings,
+    PlanEvidence,
+    WriteChapter,
+)
 
 from . import _sop
 from ._sop import SopContext, Team
@@ -56,35 +67,67 @@ def build(ctx: SopContext) -> Team:
     store = load_store(ctx.resolve(o.store))
     outlines = [load_outline(ctx.resolve(rel)) for rel in o.outlines]
     if not outlines or len({x.id for x in outlines}) != len(outlines):
-        raise ConfigError(f"{ctx.scenario.path}: [sop].outlines must name at least one outline, "
-                          f"each with its own id")
+        raise ConfigError(
+            f"{ctx.scenario.path}: [sop].outlines must name at least one outline, "
+            f"each with its own id"
+        )
     settings = GatedSettings(
-        store=store, budget_chars=o.budget_chars, fact_share=o.fact_share,
-        max_requests=o.max_requests, max_repairs=o.max_repairs, stage_timeout_s=o.stage_timeout_s,
-        gate=GateOptions(checker=tuple(o.checker) if o.checker else None,
-                         checker_timeout_s=o.checker_timeout_s, model_check=o.model_check))
+        store=store,
+        budget_chars=o.budget_chars,
+        fact_share=o.fact_share,
+        max_requests=o.max_requests,
+        max_repairs=o.max_repairs,
+        stage_timeout_s=o.stage_timeout_s,
+        gate=GateOptions(
+            checker=tuple(o.checker) if o.checker else None,
+            checker_timeout_s=o.checker_timeout_s,
+            model_check=o.model_check,
+        ),
+    )
     d = ctx.llm_defaults
-    team = [EvidencePlanner(name="Planner", actions=[PlanEvidence(settings)], llm_defaults=d),
-            ChapterWriter(name="Writer", actions=[WriteChapter(settings)], llm_defaults=d),
-            ChapterGate(name="Gate", actions=[GateChapter(settings)], llm_defaults=d),
-            ChapterPublisher(name="Publisher", llm_defaults=d)]
-    seed = [Message(cause_by=OUTLINE, sent_from=EDITOR, content=x.render(),
-                    payload={"outline": msgspec.to_builtins(x)}) for x in outlines]
+    team = [
+        EvidencePlanner(name="Planner", actions=[PlanEvidence(settings)], llm_defaults=d),
+        ChapterWriter(name="Writer", actions=[WriteChapter(settings)], llm_defaults=d),
+        ChapterGate(name="Gate", actions=[GateChapter(settings)], llm_defaults=d),
+        ChapterPublisher(name="Publisher", llm_defaults=d),
+    ]
+    seed = [
+        Message(
+            cause_by=OUTLINE,
+            sent_from=EDITOR,
+            content=x.render(),
+            payload={"outline": msgspec.to_builtins(x)},
+        )
+        for x in outlines
+    ]
     samples = {x.id for x in outlines}
-    return Team(roles=list(team), seed=seed, stop=all_resolved(samples), verdict=gate_passed(samples))
+    return Team(
+        roles=list(team), seed=seed, stop=all_resolved(samples), verdict=gate_passed(samples)
+    )
 
 
 def gate_passed(samples: set[str]) -> Callable[[RunRecord], Verdict]:
     """The gated writer's verdict: every sample passed the gate and was delivered."""
+
     def judge(record: RunRecord) -> Verdict:
-        delivered = {m.payload["sample"] for m in record.of(DELIVER)
-                     if isinstance(m.payload, dict) and m.payload.get("status") == "delivered"}
+        delivered = {
+            m.payload["sample"]
+            for m in record.of(DELIVER)
+            if isinstance(m.payload, dict) and m.payload.get("status") == "delivered"
+        }
         missing = sorted(samples - delivered)
         if not missing:
-            return Verdict(passed=True, reason=f"every sample passed the gate and was delivered "
-                                               f"with a receipt ({', '.join(sorted(samples))})")
-        return Verdict(passed=False, reason=f"not delivered through the gate: {', '.join(missing)} "
-                                            f"(the run ended: {record.end_reason})")
+            return Verdict(
+                passed=True,
+                reason=f"every sample passed the gate and was delivered "
+                f"with a receipt ({', '.join(sorted(samples))})",
+            )
+        return Verdict(
+            passed=False,
+            reason=f"not delivered through the gate: {', '.join(missing)} "
+            f"(the run ended: {record.end_reason})",
+        )
+
     return judge
 
 
@@ -98,8 +141,9 @@ def all_resolved(samples: set[str]) -> StopCondition:
             if m.cause_by == DELIVER and p.get("status") == "delivered":
                 outcome[p["sample"]] = f"{p['sample']} delivered with receipt {p['receipt']}"
             elif m.cause_by == CHECK and p.get("verdict") == "needs_user":
-                outcome[p["sample"]] = (f"{p['sample']} went to the user without a receipt: "
-                                        f"{', '.join(p['errors'])}")
+                outcome[p["sample"]] = (
+                    f"{p['sample']} went to the user without a receipt: {', '.join(p['errors'])}"
+                )
         if samples <= outcome.keys():
             return "; ".join(outcome[s] for s in sorted(samples))
         return None
@@ -108,18 +152,29 @@ def all_resolved(samples: set[str]) -> StopCondition:
 
 
 def _check_limits(o: GatedOptions, ctx: SopContext) -> None:
-    problems = [f"{name} must be > 0, got {value}" for name, value in
-                (("budget_chars", o.budget_chars), ("stage_timeout_s", o.stage_timeout_s),
-                 ("checker_timeout_s", o.checker_timeout_s)) if not value > 0]
-    problems += [f"{name} must be 0 or more, got {value}" for name, value in
-                 (("max_requests", o.max_requests), ("max_repairs", o.max_repairs)) if value < 0]
+    problems = [
+        f"{name} must be > 0, got {value}"
+        for name, value in (
+            ("budget_chars", o.budget_chars),
+            ("stage_timeout_s", o.stage_timeout_s),
+            ("checker_timeout_s", o.checker_timeout_s),
+        )
+        if not value > 0
+    ]
+    problems += [
+        f"{name} must be 0 or more, got {value}"
+        for name, value in (("max_requests", o.max_requests), ("max_repairs", o.max_repairs))
+        if value < 0
+    ]
     if not 0 <= o.fact_share <= 1:
         problems.append(f"fact_share must be between 0 and 1, got {o.fact_share}")
     if problems:
         raise ConfigError(f"{ctx.scenario.path}: [sop]: {'; '.join(problems)}")
 
 
-SOP = _sop.SOP(name="gated_writer",
-               description="Gated writer: evidence within a budget, a writer without tools, a "
-                           "detector gate with bounded repairs, fail-closed receipts",
-               build=build)
+SOP = _sop.SOP(
+    name="gated_writer",
+    description="Gated writer: evidence within a budget, a writer without tools, a "
+    "detector gate with bounded repairs, fail-closed receipts",
+    build=build,
+)

@@ -40,14 +40,29 @@ from typing import Literal
 import msgspec
 
 from sopbus.bus import ConfigError, RunRecord, Verdict
-from sopbus.roles.chat._group_chat import (ROUND_ROBIN, SPEAK, ChatManager, ChatParticipant, NextSpeaker,
-                               Participant, Speak)
+from sopbus.roles.chat._group_chat import (
+    ROUND_ROBIN,
+    SPEAK,
+    ChatManager,
+    ChatParticipant,
+    NextSpeaker,
+    Participant,
+    Speak,
+)
 
 from . import _sop
 from ._judges import said_token
 from ._sop import SopContext, Team
-from ._termination import (AllOf, AnyOf, Condition, MaxMessages, SpendLimit, TextMention,
-                           Timeout, TokenLimit)
+from ._termination import (
+    AllOf,
+    AnyOf,
+    Condition,
+    MaxMessages,
+    SpendLimit,
+    TextMention,
+    Timeout,
+    TokenLimit,
+)
 
 
 class ParticipantSpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -92,8 +107,10 @@ def termination(spec: TerminationSpec, where: str = "$.sop.termination") -> AnyO
     except ValueError as exc:
         raise ConfigError(f"{exc} - at `{where}`") from None
     if not parts:
-        raise ConfigError(f"`{where}` names no condition: give at least one of max_messages, "
-                          f"text, max_tokens, max_usd, timeout_s")
+        raise ConfigError(
+            f"`{where}` names no condition: give at least one of max_messages, "
+            f"text, max_tokens, max_usd, timeout_s"
+        )
     return AnyOf(parts) if spec.mode == "any" else AllOf(parts)
 
 
@@ -101,14 +118,27 @@ def build(ctx: SopContext) -> Team:
     o = ctx.options_as(GroupChatOptions)
     _check(o, f"{ctx.scenario.path}: ")
     group = [Participant(p.name, p.description) for p in o.participants]
-    manager = ChatManager(group=group, strategy=o.strategy, allow_repeat=o.allow_repeat,
-                          fallback=o.fallback, first_speaker=o.first_speaker, history=o.history,
-                          actions=[NextSpeaker(max_attempts=o.max_attempts)],
-                          llm_defaults=ctx.llm_defaults)
-    speakers = [ChatParticipant(name=p.name, profile=p.description, group=group, history=o.history,
-                                actions=[Speak(handoff=o.strategy == "handoff")],
-                                llm_defaults=ctx.llm_defaults)
-                for p in group]
+    manager = ChatManager(
+        group=group,
+        strategy=o.strategy,
+        allow_repeat=o.allow_repeat,
+        fallback=o.fallback,
+        first_speaker=o.first_speaker,
+        history=o.history,
+        actions=[NextSpeaker(max_attempts=o.max_attempts)],
+        llm_defaults=ctx.llm_defaults,
+    )
+    speakers = [
+        ChatParticipant(
+            name=p.name,
+            profile=p.description,
+            group=group,
+            history=o.history,
+            actions=[Speak(handoff=o.strategy == "handoff")],
+            llm_defaults=ctx.llm_defaults,
+        )
+        for p in group
+    ]
     stop = None
     if o.termination is not None:
         try:
@@ -116,8 +146,7 @@ def build(ctx: SopContext) -> Team:
         except ConfigError as exc:
             raise ConfigError(f"{ctx.scenario.path}: {exc}") from None
     done = o.termination.text if o.termination is not None else None
-    return Team(roles=[manager, *speakers], stop=stop,
-                verdict=said_done(done) if done else None)
+    return Team(roles=[manager, *speakers], stop=stop, verdict=said_done(done) if done else None)
 
 
 def said_done(text: str) -> Callable[[RunRecord], Verdict]:
@@ -128,26 +157,36 @@ def said_done(text: str) -> Callable[[RunRecord], Verdict]:
 def _check(o: GroupChatOptions, file: str) -> None:
     names = [p.name for p in o.participants]
     if len(names) < 2:
-        raise ConfigError(f"{file}a group chat needs at least two [[sop.participants]], got "
-                          f"{len(names)} - at `$.sop.participants`")
+        raise ConfigError(
+            f"{file}a group chat needs at least two [[sop.participants]], got "
+            f"{len(names)} - at `$.sop.participants`"
+        )
     lowered = [n.strip().lower() for n in names]
     for i, name in enumerate(names):
         if not name.strip() or lowered.index(lowered[i]) != i or name == ChatManager.name:
-            raise ConfigError(f"{file}participant name {name!r} is empty, repeated (names are "
-                              f"matched in any case) or {ChatManager.name!r} - at "
-                              f"`$.sop.participants[{i}].name`")
+            raise ConfigError(
+                f"{file}participant name {name!r} is empty, repeated (names are "
+                f"matched in any case) or {ChatManager.name!r} - at "
+                f"`$.sop.participants[{i}].name`"
+            )
     if o.fallback != ROUND_ROBIN and o.fallback not in names:
-        raise ConfigError(f"{file}fallback {o.fallback!r} is neither \"round_robin\" nor a "
-                          f"participant ({', '.join(names)}) - at `$.sop.fallback`")
+        raise ConfigError(
+            f'{file}fallback {o.fallback!r} is neither "round_robin" nor a '
+            f"participant ({', '.join(names)}) - at `$.sop.fallback`"
+        )
     if o.first_speaker is not None and o.first_speaker not in names:
-        raise ConfigError(f"{file}first_speaker {o.first_speaker!r} is not a participant "
-                          f"({', '.join(names)}) - at `$.sop.first_speaker`")
+        raise ConfigError(
+            f"{file}first_speaker {o.first_speaker!r} is not a participant "
+            f"({', '.join(names)}) - at `$.sop.first_speaker`"
+        )
     for key in ("max_attempts", "history"):
         if getattr(o, key) < 1:
             raise ConfigError(f"{file}`$.sop.{key}` must be 1 or more, got {getattr(o, key)}")
 
 
-SOP = _sop.SOP(name="group_chat",
-               description="Group chat: a manager gives the floor by round robin, by a model's "
-                           "choice (with retries and a fallback) or by the speaker's handoff",
-               build=build)
+SOP = _sop.SOP(
+    name="group_chat",
+    description="Group chat: a manager gives the floor by round robin, by a model's "
+    "choice (with retries and a fallback) or by the speaker's handoff",
+    build=build,
+)

@@ -51,36 +51,67 @@ PRODUCT_MANAGER, ARCHITECT, PROJECT_MANAGER, ENGINEER, QA = "Alice", "Bob", "Eve
 def build(ctx: SopContext) -> Team:
     opts = ctx.options_as(SoftwareCompanyOptions)
     defaults, reg = ctx.llm_defaults, ctx.registry
-    engineer = Engineer(name=ENGINEER, aliases=("Engineer",), review=opts.review,
-                        max_review_rounds=opts.max_review_rounds, max_files=opts.max_files,
-                        llm_defaults=defaults, registry=reg)
-    qa = QaEngineer(name=QA, aliases=("QaEngineer", "QA"), max_test_rounds=opts.max_test_rounds,
-                    test_timeout_s=opts.test_timeout_s, test_memory_mb=opts.test_memory_mb,
-                    send_to=(engineer.name,), llm_defaults=defaults, registry=reg)
-    return Team(roles=[
-        ProductManager(name=PRODUCT_MANAGER, aliases=("ProductManager",), llm_defaults=defaults,
-                       registry=reg),
-        Architect(name=ARCHITECT, aliases=("Architect",), llm_defaults=defaults, registry=reg),
-        ProjectManager(name=PROJECT_MANAGER, aliases=("ProjectManager",), llm_defaults=defaults,
-                       registry=reg),
-        engineer,
-        qa,
-    ], verdict=qa_passed)
+    engineer = Engineer(
+        name=ENGINEER,
+        aliases=("Engineer",),
+        review=opts.review,
+        max_review_rounds=opts.max_review_rounds,
+        max_files=opts.max_files,
+        llm_defaults=defaults,
+        registry=reg,
+    )
+    qa = QaEngineer(
+        name=QA,
+        aliases=("QaEngineer", "QA"),
+        max_test_rounds=opts.max_test_rounds,
+        test_timeout_s=opts.test_timeout_s,
+        test_memory_mb=opts.test_memory_mb,
+        send_to=(engineer.name,),
+        llm_defaults=defaults,
+        registry=reg,
+    )
+    return Team(
+        roles=[
+            ProductManager(
+                name=PRODUCT_MANAGER,
+                aliases=("ProductManager",),
+                llm_defaults=defaults,
+                registry=reg,
+            ),
+            Architect(name=ARCHITECT, aliases=("Architect",), llm_defaults=defaults, registry=reg),
+            ProjectManager(
+                name=PROJECT_MANAGER,
+                aliases=("ProjectManager",),
+                llm_defaults=defaults,
+                registry=reg,
+            ),
+            engineer,
+            qa,
+        ],
+        verdict=qa_passed,
+    )
 
 
 def qa_passed(record: RunRecord) -> Verdict:
     """The software company's verdict: QA's last test run passed."""
     runs = [m.payload for m in record.of("RunCode") if isinstance(m.payload, dict)]
     if not runs:
-        return Verdict(passed=False, reason=f"QA never ran the tests (the run ended: "
-                                            f"{record.end_reason}{_detail(record)})")
+        return Verdict(
+            passed=False,
+            reason=f"QA never ran the tests (the run ended: {record.end_reason}{_detail(record)})",
+        )
     last = runs[-1]
     totals = last.get("totals", "")
     if last.get("passed"):
-        return Verdict(passed=True, reason=f"QA's tests passed in test round "
-                                           f"{last.get('test_round')} ({totals})")
-    return Verdict(passed=False, reason=f"QA's tests failed in test round {last.get('test_round')} "
-                                        f"({totals}); see docs/test_report.md")
+        return Verdict(
+            passed=True,
+            reason=f"QA's tests passed in test round {last.get('test_round')} ({totals})",
+        )
+    return Verdict(
+        passed=False,
+        reason=f"QA's tests failed in test round {last.get('test_round')} "
+        f"({totals}); see docs/test_report.md",
+    )
 
 
 def _detail(record: RunRecord) -> str:
@@ -90,6 +121,6 @@ def _detail(record: RunRecord) -> str:
 SOP = _sop.SOP(
     name="software_company",
     description="product manager -> architect -> project manager -> engineer -> QA, "
-                "with tests run for real and bounded fix rounds",
+    "with tests run for real and bounded fix rounds",
     build=build,
 )

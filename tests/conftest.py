@@ -42,10 +42,12 @@ def cli() -> Callable[..., Any]:
 def team_file(tmp_path: Path) -> Callable[..., Path]:
     """``team_file(("Dora", "Draft"), ("Pete", "Polish"), llm={...})``: a pipeline team's
     scenario file in the test's folder (see ``support.teams.pipeline``)."""
+
     def write(*steps: Step, file: str = "team.toml", **tables: Any) -> Path:
         path = tmp_path / file
         path.write_text(pipeline(*steps, **tables), encoding="utf-8")
         return path
+
     return write
 
 

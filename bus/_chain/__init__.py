@@ -9,11 +9,51 @@ it does not are described in docs/design/store.md ("The hash chain").
 readers use); :mod:`._verify` finds the first break in a file (``sopbus verify``).
 """
 
-from ._seal import (CHAIN_FIELDS, CHECK_HEX, CHECKS_FIELD, GENESIS, HASH_FIELD, HASH_HEX, HINT_HEX, PREV_FIELD, Seal,
-                    batch_hash, check_values, checks, line_hash, open_tail, parse_seal, records_of, seal_batch,
-                    split_line, unseal)
+from ._seal import (
+    CHAIN_FIELDS,
+    CHECK_HEX,
+    CHECKS_FIELD,
+    GENESIS,
+    HASH_FIELD,
+    HASH_HEX,
+    HINT_HEX,
+    PREV_FIELD,
+    Seal,
+    batch_hash,
+    check_values,
+    checks,
+    line_hash,
+    open_tail,
+    parse_seal,
+    records_of,
+    seal_batch,
+    split_line,
+    unseal,
+)
 from ._verify import ChainBreak, ChainReport, Problem, verify_file
 
-__all__ = ["CHAIN_FIELDS", "CHECKS_FIELD", "CHECK_HEX", "GENESIS", "HASH_FIELD", "HASH_HEX", "HINT_HEX", "PREV_FIELD",
-           "ChainBreak", "ChainReport", "Problem", "Seal", "batch_hash", "check_values", "checks", "line_hash",
-           "open_tail", "parse_seal", "records_of", "seal_batch", "split_line", "unseal", "verify_file"]
+__all__ = [
+    "CHAIN_FIELDS",
+    "CHECKS_FIELD",
+    "CHECK_HEX",
+    "GENESIS",
+    "HASH_FIELD",
+    "HASH_HEX",
+    "HINT_HEX",
+    "PREV_FIELD",
+    "ChainBreak",
+    "ChainReport",
+    "Problem",
+    "Seal",
+    "batch_hash",
+    "check_values",
+    "checks",
+    "line_hash",
+    "open_tail",
+    "parse_seal",
+    "records_of",
+    "seal_batch",
+    "split_line",
+    "unseal",
+    "verify_file",
+]

@@ -29,20 +29,22 @@ _H_KEY = b'","_h":"'
 _TAIL = len(_H_KEY) + HASH_HEX + 2  # ","_h":"<hex>"}
 _HEX = re.compile(rb"[0-9a-f]*")
 _UPPER = 1 if sys.byteorder == "little" else 0  # where the upper half of a 32-bit value is
-_FEW = 16  # up to this many checks are formatted one by one; more go through arrays (faster in bulk)
+_FEW = (
+    16  # up to this many checks are formatted one by one; more go through arrays (faster in bulk)
+)
 
 
 def line_hash(data: bytes | bytearray) -> bytes:
     """The ``_h`` of a line in the one-line format of files written before batches
     (``data``: its bytes up to ``_prev``'s value); hex, ASCII."""
-    return hexlify(_sha256(data).digest()[:HASH_HEX // 2])
+    return hexlify(_sha256(data).digest()[: HASH_HEX // 2])
 
 
 def batch_hash(prev: bytes, data: bytes | bytearray | memoryview) -> bytes:
     """The ``_h`` of a batch whose bytes up to ``","_h":"`` are ``data``, after ``prev``."""
     h = _sha256(prev)
     h.update(data)
-    return hexlify(h.digest()[:HASH_HEX // 2])
+    return hexlify(h.digest()[: HASH_HEX // 2])
 
 
 def checks(lines: Iterable[bytes | bytearray], own: int) -> bytes:
@@ -71,7 +73,7 @@ def own_check(earlier: bytes, own: int) -> bytes:
 
 def check_values(field: bytes) -> list[bytes]:
     """``_c`` cut into the checks of the lines it covers."""
-    return [field[i:i + CHECK_HEX] for i in range(0, len(field), CHECK_HEX)]
+    return [field[i : i + CHECK_HEX] for i in range(0, len(field), CHECK_HEX)]
 
 
 def seal_batch(data: bytes, prev: bytes, carried: Sequence[bytes] = ()) -> tuple[bytes, bytes]:
@@ -84,8 +86,10 @@ def seal_batch(data: bytes, prev: bytes, carried: Sequence[bytes] = ()) -> tuple
     end = len(data) - 2
     last = data.rfind(b"\n", 0, end) + 1
     if end < 1 or data[end:] != b"}\n" or data[last] != 0x7B:  # "{" ... "}"
-        raise TypeError(f"a chained JSON line must hold a JSON object, got {data[last:last + 40]!r}; "
-                        f"write a dict or a msgspec Struct")
+        raise TypeError(
+            f"a chained JSON line must hold a JSON object, got {data[last : last + 40]!r}; "
+            f"write a dict or a msgspec Struct"
+        )
     head = memoryview(data)[:end]
     seal = bytearray(_PREV_KEY if end - last > 1 else _PREV_KEY_FIRST)
     seal += prev[:HINT_HEX]
@@ -102,7 +106,7 @@ def seal_batch(data: bytes, prev: bytes, carried: Sequence[bytes] = ()) -> tuple
         h.update(b"\n")
     h.update(head)
     h.update(seal)
-    digest = hexlify(h.digest()[:HASH_HEX // 2])
+    digest = hexlify(h.digest()[: HASH_HEX // 2])
     seal += _H_KEY
     seal += digest
     seal += b'"}\n'
@@ -136,7 +140,7 @@ def parse_seal(line: bytes) -> Seal | None:
     sealed, tail = line[:-_TAIL], line[-_TAIL:]
     if not tail.startswith(_H_KEY):
         return None
-    digest = tail[len(_H_KEY):-2]
+    digest = tail[len(_H_KEY) : -2]
     for width in (HINT_HEX, HASH_HEX):
         body = _before_prev(sealed, width)
         if body is not None and is_hex(sealed[-width:]):
@@ -146,8 +150,14 @@ def parse_seal(line: bytes) -> Seal | None:
     if cut >= 0:
         body = _before_prev(sealed[:cut], HINT_HEX)
         if body is not None:
-            return Seal(body, sealed[cut - HINT_HEX:cut], sealed[cut + len(_CHECKS_KEY):], digest,
-                        sealed, sealed[:cut])
+            return Seal(
+                body,
+                sealed[cut - HINT_HEX : cut],
+                sealed[cut + len(_CHECKS_KEY) :],
+                digest,
+                sealed,
+                sealed[:cut],
+            )
     return None
 
 
@@ -157,7 +167,7 @@ def _before_prev(head: bytes, width: int) -> bytes | None:
     if key_at <= 0:
         return None
     if head.endswith(_PREV_KEY, 0, key_at):
-        return head[:key_at - len(_PREV_KEY)]
+        return head[: key_at - len(_PREV_KEY)]
     if head[:key_at] == b"{" + _PREV_KEY_FIRST:
         return b"{"
     return None
@@ -199,7 +209,7 @@ def open_tail(data: bytes) -> tuple[bytes, list[bytes]] | None:
     for back, line in enumerate(reversed(lines)):
         seal = parse_seal(line)
         if seal is not None and is_hex(seal.hash, HASH_HEX):
-            return seal.hash, lines[len(lines) - back:]
+            return seal.hash, lines[len(lines) - back :]
     return None
 
 

@@ -8,8 +8,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from ._seal import (CHECK_HEX, GENESIS, HASH_HEX, Seal, batch_hash, check_values, damaged, hex_checks, is_hex,
-                    line_hash, own_check, parse_seal)
+from ._seal import (
+    CHECK_HEX,
+    GENESIS,
+    HASH_HEX,
+    Seal,
+    batch_hash,
+    check_values,
+    damaged,
+    hex_checks,
+    is_hex,
+    line_hash,
+    own_check,
+    parse_seal,
+)
 
 Problem = Literal["edited", "dropped", "reordered", "unchained", "torn"]
 
@@ -65,17 +77,34 @@ def _walk(path: Path, lines: list[bytes]) -> tuple[bytes, ChainBreak | None, int
         prev, start = seal.hash, number
     for number in range(start + 1, len(lines) + 1):
         if damaged(lines[number - 1]):
-            return prev, ChainBreak(path, number, "unchained", "the line's chain fields at its end are damaged"), 0
+            return (
+                prev,
+                ChainBreak(
+                    path, number, "unchained", "the line's chain fields at its end are damaged"
+                ),
+                0,
+            )
     if start == 0 and lines:
-        return prev, ChainBreak(path, 1, "unchained", "no line of the file is sealed (no _h field)"), 0
+        return (
+            prev,
+            ChainBreak(path, 1, "unchained", "no line of the file is sealed (no _h field)"),
+            0,
+        )
     return prev, None, len(lines) - start
 
 
-def _check_batch(path: Path, lines: list[bytes], start: int, end: int, seal: Seal,
-                 prev: bytes) -> ChainBreak | None:
+def _check_batch(
+    path: Path, lines: list[bytes], start: int, end: int, seal: Seal, prev: bytes
+) -> ChainBreak | None:
     """The first break in the batch ``lines[start:end + 1]`` (sealed by ``seal``), if any."""
-    if not (is_hex(seal.hash, HASH_HEX) and is_hex(seal.prev) and (seal.checks is None or is_hex(seal.checks))):
-        return ChainBreak(path, end + 1, "unchained", "the line's chain fields at its end are damaged")
+    if not (
+        is_hex(seal.hash, HASH_HEX)
+        and is_hex(seal.prev)
+        and (seal.checks is None or is_hex(seal.checks))
+    ):
+        return ChainBreak(
+            path, end + 1, "unchained", "the line's chain fields at its end are damaged"
+        )
     earlier = lines[start:end]
     if seal.legacy:
         return _check_legacy(path, lines, start, end, seal, prev)
@@ -85,17 +114,20 @@ def _check_batch(path: Path, lines: list[bytes], start: int, end: int, seal: Sea
     broken = _against_checks(path, lines, start, end, seal)
     if broken is not None:
         return broken
-    hint = prev[:len(seal.prev)]
+    hint = prev[: len(seal.prev)]
     if seal.prev != hint:
         # Either the batch follows another one, or only its _prev was edited.
-        restored = seal.own[:-len(hint)] + hint + seal.sealed[len(seal.own):]
+        restored = seal.own[: -len(hint)] + hint + seal.sealed[len(seal.own) :]
         if batch_hash(prev, before + restored) != seal.hash:
             return _misplaced(path, start + 1, lines, seal, prev)
-    return ChainBreak(path, end + 1, "edited", "the line does not match the hash (_h) that seals it")
+    return ChainBreak(
+        path, end + 1, "edited", "the line does not match the hash (_h) that seals it"
+    )
 
 
-def _check_legacy(path: Path, lines: list[bytes], start: int, end: int, seal: Seal,
-                  prev: bytes) -> ChainBreak | None:
+def _check_legacy(
+    path: Path, lines: list[bytes], start: int, end: int, seal: Seal, prev: bytes
+) -> ChainBreak | None:
     """A line in the one-line format: it seals itself alone."""
     if start < end:
         return _orphans(path, lines, start, end - start)
@@ -106,7 +138,9 @@ def _check_legacy(path: Path, lines: list[bytes], start: int, end: int, seal: Se
     return None
 
 
-def _against_checks(path: Path, lines: list[bytes], start: int, end: int, seal: Seal) -> ChainBreak | None:
+def _against_checks(
+    path: Path, lines: list[bytes], start: int, end: int, seal: Seal
+) -> ChainBreak | None:
     """Names the first line of a broken batch that the checks of its seal (``_c``) disown."""
     wanted: list[bytes] = []
     if seal.checks is not None:
@@ -123,8 +157,12 @@ def _against_checks(path: Path, lines: list[bytes], start: int, end: int, seal: 
     for j, check in enumerate(have):
         if j >= len(wanted) or check != wanted[j]:
             return _disowned(path, start, j, have, wanted)
-    return ChainBreak(path, start + len(have) + 1, "dropped",
-                      "the line written before this one in its batch is missing")
+    return ChainBreak(
+        path,
+        start + len(have) + 1,
+        "dropped",
+        "the line written before this one in its batch is missing",
+    )
 
 
 def _disowned(path: Path, start: int, j: int, have: list[bytes], wanted: list[bytes]) -> ChainBreak:
@@ -132,12 +170,21 @@ def _disowned(path: Path, start: int, j: int, have: list[bytes], wanted: list[by
     missing, it swapped places with another line, or it was edited."""
     number, check = start + j + 1, have[j]
     if len(have) < len(wanted) and check == wanted[j + 1]:
-        return ChainBreak(path, number, "dropped", "the line written before this one in its batch is missing")
+        return ChainBreak(
+            path, number, "dropped", "the line written before this one in its batch is missing"
+        )
     for k, other in enumerate(wanted):
         # a move, not an edit that happens to copy another line: that line is out of place too
         if k != j and other == check and k < len(have) and have[k] != other:
-            return ChainBreak(path, number, "reordered", f"the line was written as line {start + k + 1} of its batch")
-    return ChainBreak(path, number, "edited", "the line does not match the check (_c) its batch's seal lists")
+            return ChainBreak(
+                path,
+                number,
+                "reordered",
+                f"the line was written as line {start + k + 1} of its batch",
+            )
+    return ChainBreak(
+        path, number, "edited", "the line does not match the check (_c) its batch's seal lists"
+    )
 
 
 def _orphans(path: Path, lines: list[bytes], start: int, count: int) -> ChainBreak:
@@ -145,8 +192,12 @@ def _orphans(path: Path, lines: list[bytes], start: int, count: int) -> ChainBre
     last = start + count  # the line number of the last orphan
     if damaged(lines[last - 1]):
         return ChainBreak(path, last, "unchained", "the line's chain fields at its end are damaged")
-    return ChainBreak(path, last + 1, "dropped",
-                      f"the line that sealed lines {start + 1} to {last} is missing (after line {last})")
+    return ChainBreak(
+        path,
+        last + 1,
+        "dropped",
+        f"the line that sealed lines {start + 1} to {last} is missing (after line {last})",
+    )
 
 
 def _misplaced(path: Path, number: int, lines: list[bytes], seal: Seal, prev: bytes) -> ChainBreak:
@@ -154,10 +205,18 @@ def _misplaced(path: Path, number: int, lines: list[bytes], seal: Seal, prev: by
     for other, line in enumerate(lines, 1):
         found = parse_seal(line)
         if found is not None and found.hash.startswith(seal.prev) and found.hash != prev:
-            return ChainBreak(path, number, "reordered",
-                              f"the line follows {where}, but it was written after line {other}")
-    return ChainBreak(path, number, "dropped",
-                      f"the line that was written before this one is missing (after {where})")
+            return ChainBreak(
+                path,
+                number,
+                "reordered",
+                f"the line follows {where}, but it was written after line {other}",
+            )
+    return ChainBreak(
+        path,
+        number,
+        "dropped",
+        f"the line that was written before this one is missing (after {where})",
+    )
 
 
 def verify_file(path: Path) -> ChainReport:
@@ -171,7 +230,11 @@ def verify_file(path: Path) -> ChainReport:
         first = len(complete) - unsealed + 1
         parts = [f"{unsealed} complete line(s) without their seal"] if unsealed else []
         parts += [f"a last line cut off after {len(last)} bytes"] if last else []
-        torn = ChainBreak(path, first, "torn",
-                          f"the writer was stopped mid-write: {' and '.join(parts)}; the "
-                          f"{first - 1} lines before are intact")
+        torn = ChainBreak(
+            path,
+            first,
+            "torn",
+            f"the writer was stopped mid-write: {' and '.join(parts)}; the "
+            f"{first - 1} lines before are intact",
+        )
     return ChainReport(path=path, lines=len(complete), head=head, broken=broken, torn=torn)

@@ -17,45 +17,45 @@ if TYPE_CHECKING:
     from ._fixtures import Fixture as Fixture
     from ._fixtures import load_fixtures as load_fixtures
     from ._gateway import CallJournal as CallJournal
+    from ._gateway import Gateway as Gateway
+    from ._gateway import round_ms as round_ms
     from ._human import HUMAN_MODEL as HUMAN_MODEL
     from ._human import HumanProvider as HumanProvider
     from ._human import HumanRouter as HumanRouter
     from ._human import answers_for as answers_for
-    from ._gateway import Gateway as Gateway
-    from ._gateway import round_ms as round_ms
     from ._openai import DEFAULT_BASE_URL as DEFAULT_BASE_URL
     from ._openai import SCHEMA_INSTRUCTION as SCHEMA_INSTRUCTION
+    from ._openai import OpenAIProvider as OpenAIProvider
     from ._openai import OpenAISettings as OpenAISettings
     from ._openai import openai_settings_from_env as openai_settings_from_env
-    from ._openai import OpenAIProvider as OpenAIProvider
     from ._openai import request_params as request_params
-    from ._openai import with_schema_instruction as with_schema_instruction
     from ._openai import response_format as response_format
     from ._openai import strict_schema as strict_schema
+    from ._openai import with_schema_instruction as with_schema_instruction
     from ._replay import CassetteLine as CassetteLine
-    from ._replay import request_key as request_key
-    from ._replay import ReplayProvider as ReplayProvider
     from ._replay import RecordingProvider as RecordingProvider
+    from ._replay import ReplayProvider as ReplayProvider
+    from ._replay import request_key as request_key
     from ._sim import SimProvider as SimProvider
-    from ._tape import RESERVED as RESERVED
-    from ._tape import RELEASED as RELEASED
     from ._tape import EVERY_ROUND as EVERY_ROUND
-    from ._tape import CallRecord as CallRecord
+    from ._tape import RELEASED as RELEASED
+    from ._tape import RESERVED as RESERVED
     from ._tape import CallLog as CallLog
-    from ._tape import read_calls as read_calls
+    from ._tape import CallRecord as CallRecord
     from ._tape import Tape as Tape
     from ._tape import TapeGateway as TapeGateway
-    from ._tokens import FALLBACK_ENCODING as FALLBACK_ENCODING
-    from ._tokens import CHAT_TOKENS_PER_MESSAGE as CHAT_TOKENS_PER_MESSAGE
-    from ._tokens import CHAT_REPLY_PRIMING as CHAT_REPLY_PRIMING
+    from ._tape import read_calls as read_calls
     from ._tokens import BOUND_TOKENS_PER_MESSAGE as BOUND_TOKENS_PER_MESSAGE
     from ._tokens import BOUND_TOKENS_PER_MESSAGE_UNKNOWN as BOUND_TOKENS_PER_MESSAGE_UNKNOWN
+    from ._tokens import CHAT_REPLY_PRIMING as CHAT_REPLY_PRIMING
+    from ._tokens import CHAT_TOKENS_PER_MESSAGE as CHAT_TOKENS_PER_MESSAGE
+    from ._tokens import FALLBACK_ENCODING as FALLBACK_ENCODING
     from ._tokens import SCHEMA_OVERHEAD as SCHEMA_OVERHEAD
-    from ._tokens import encoding_name as encoding_name
-    from ._tokens import count_text as count_text
-    from ._tokens import schema_text as schema_text
     from ._tokens import count_prompt as count_prompt
+    from ._tokens import count_text as count_text
+    from ._tokens import encoding_name as encoding_name
     from ._tokens import prompt_upper_bound as prompt_upper_bound
+    from ._tokens import schema_text as schema_text
     from ._tokens import truncate_to_tokens as truncate_to_tokens
 
 _WHERE: dict[str, str] = {

@@ -30,8 +30,8 @@ from typing import Any
 import msgspec
 
 from .._errors import ConfigError
-from .._userfiles import read_user_toml
 from .._protocol import LLMRequest
+from .._userfiles import read_user_toml
 
 _json = msgspec.json.Encoder()
 
@@ -46,8 +46,11 @@ class Fixture(msgspec.Struct, frozen=True, kw_only=True):
     source: str = ""
 
     def fits(self, request: LLMRequest, prompt: str) -> bool:
-        return (self.action == request.action and (self.role is None or self.role == request.role)
-                and (self.match is None or self.match in prompt))
+        return (
+            self.action == request.action
+            and (self.role is None or self.role == request.role)
+            and (self.match is None or self.match in prompt)
+        )
 
 
 def idea_warnings(idea: str | None, paths: Iterable[str | Path]) -> list[str]:
@@ -58,10 +61,12 @@ def idea_warnings(idea: str | None, paths: Iterable[str | Path]) -> list[str]:
     for path in paths:
         written_for = _read(Path(path)).get("idea")
         if isinstance(written_for, str) and _words(written_for) != _words(idea or ""):
-            out.append(f"the simulator answers from the fixture file {path}, written for the idea "
-                       f"{_short(written_for)!r}; this run's idea is {_short(idea or '')!r}, so "
-                       f"its canned answers are about the fixtures' idea, not this one (use "
-                       f"--provider openai to have a model work on it, or write fixtures for it)")
+            out.append(
+                f"the simulator answers from the fixture file {path}, written for the idea "
+                f"{_short(written_for)!r}; this run's idea is {_short(idea or '')!r}, so "
+                f"its canned answers are about the fixtures' idea, not this one (use "
+                f"--provider openai to have a model work on it, or write fixtures for it)"
+            )
     return out
 
 
@@ -71,7 +76,7 @@ def _words(text: str) -> list[str]:
 
 def _short(text: str, limit: int = 60) -> str:
     text = " ".join(text.split())
-    return text if len(text) <= limit else text[:limit - 3] + "..."
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def load_fixtures(paths: Iterable[str | Path]) -> tuple[Fixture, ...]:
@@ -88,13 +93,17 @@ def _load_file(path: Path) -> list[Fixture]:
     data = _read(path)
     unknown = sorted(set(data) - {"simulated", "idea", "fixture"})
     if unknown:
-        raise ConfigError(f"fixture file {path} has unknown top-level key(s) {', '.join(unknown)}; "
-                          f"expected simulated, idea and [[fixture]] entries")
+        raise ConfigError(
+            f"fixture file {path} has unknown top-level key(s) {', '.join(unknown)}; "
+            f"expected simulated, idea and [[fixture]] entries"
+        )
     if "idea" in data and not isinstance(data["idea"], str):
         raise ConfigError(f"fixture file {path}: idea must be a string, got {data['idea']!r}")
     if data.get("simulated") is not True:
-        raise ConfigError(f"fixture file {path} does not say `simulated = true` at the top; "
-                          "fixtures are simulated output and must be marked as such")
+        raise ConfigError(
+            f"fixture file {path} does not say `simulated = true` at the top; "
+            "fixtures are simulated output and must be marked as such"
+        )
     entries = data.get("fixture", [])
     if not isinstance(entries, list) or not entries:
         raise ConfigError(f"fixture file {path} has no [[fixture]] entries")
@@ -106,14 +115,21 @@ def _fixture(entry: Any, place: str) -> Fixture:
         raise ConfigError(f"{place} must be a table")
     unknown = sorted(set(entry) - {"action", "role", "match", "responses"})
     if unknown:
-        raise ConfigError(f"{place} has unknown key(s) {', '.join(unknown)}; "
-                          "expected action, role, match, responses")
+        raise ConfigError(
+            f"{place} has unknown key(s) {', '.join(unknown)}; "
+            "expected action, role, match, responses"
+        )
     responses = entry.get("responses")
     if not isinstance(entry.get("action"), str) or not isinstance(responses, list) or not responses:
-        raise ConfigError(f"{place} needs action = \"<Action>\" and a non-empty responses = [...]")
+        raise ConfigError(f'{place} needs action = "<Action>" and a non-empty responses = [...]')
     texts = tuple(r if isinstance(r, str) else _json.encode(r).decode() for r in responses)
     for key in ("role", "match"):
         if key in entry and not isinstance(entry[key], str):
             raise ConfigError(f"{place}.{key} must be a string, got {entry[key]!r}")
-    return Fixture(action=entry["action"], responses=texts, match=entry.get("match"),
-                   role=entry.get("role"), source=place)
+    return Fixture(
+        action=entry["action"],
+        responses=texts,
+        match=entry.get("match"),
+        role=entry.get("role"),
+        source=place,
+    )

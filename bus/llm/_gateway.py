@@ -18,11 +18,11 @@ import msgspec
 import trio
 from loguru import logger
 
+from .._errors import BudgetExhausted, ProviderError, ProviderOverrun
+from .._protocol import Completion, LLMRequest, Provider, Usage
 from ..money._account import AccountShare, Hold
 from ..money._budget import Budget, Reservation, usd
-from .._errors import BudgetExhausted, ProviderError, ProviderOverrun
 from ..money._ledger import LedgerLine, Outcome
-from .._protocol import Completion, LLMRequest, Provider, Usage
 from ..money._prices import Price, PriceBook
 from ._overrun import impossible_usage, overrun_cost, overrun_record
 from ._tokens import prompt_upper_bound
@@ -37,11 +37,13 @@ class CallJournal(Protocol):
         """The attempt's reservation is held and it is about to be sent; returns its call id."""
         ...
 
-    def closed(self, call: int, request: LLMRequest, completion: Completion | None,
-               line: LedgerLine) -> None:
+    def closed(
+        self, call: int, request: LLMRequest, completion: Completion | None, line: LedgerLine
+    ) -> None:
         """The attempt ``call`` ended with ``completion`` (``None``: it failed or was
         cancelled, and its reservation was released); ``line`` is about to be ledgered."""
         ...
+
 
 _NO_USAGE = Usage(prompt_tokens=0, completion_tokens=0)
 _ZERO = Decimal(0)
@@ -58,11 +60,21 @@ class Gateway:
     waits between attempts (``trio.sleep``; tests pass a recorder).
     """
 
-    def __init__(self, provider: Provider, prices: PriceBook, budget: Budget, *,
-                 sink: LedgerSink | None = None, max_attempts: int = 3, backoff_s: float = 0.5,
-                 max_backoff_s: float = 60.0, clock: Callable[[], float] = time.time,
-                 sleep: Callable[[float], Awaitable[None]] = trio.sleep,
-                 journal: CallJournal | None = None, pool: AccountShare | None = None):
+    def __init__(
+        self,
+        provider: Provider,
+        prices: PriceBook,
+        budget: Budget,
+        *,
+        sink: LedgerSink | None = None,
+        max_attempts: int = 3,
+        backoff_s: float = 0.5,
+        max_backoff_s: float = 60.0,
+        clock: Callable[[], float] = time.time,
+        sleep: Callable[[float], Awaitable[None]] = trio.sleep,
+        journal: CallJournal | None = None,
+        pool: AccountShare | None = None,
+    ):
         if max_attempts < 1:
             raise ValueError(f"max_attempts is at least 1, got {max_attempts}")
         self.provider = provider
@@ -139,9 +151,14 @@ class Gateway:
             if why is not None:
                 raise await self._overran(sent, price, completion.usage, bound, why)
             if completion.usage.prompt_tokens > bound:
-                logger.warning("{} {} used {} prompt tokens, above the bound of {}; its cost "
-                               "stayed within the reservation", request.role, request.action,
-                               completion.usage.prompt_tokens, bound)
+                logger.warning(
+                    "{} {} used {} prompt tokens, above the bound of {}; its cost "
+                    "stayed within the reservation",
+                    request.role,
+                    request.action,
+                    completion.usage.prompt_tokens,
+                    bound,
+                )
         await self._answered(sent, cost, completion)
         return completion
 
@@ -162,8 +179,17 @@ class Gateway:
         self.budget.settle(sent.reservation, cost)
         await self._unhold(sent.hold, cost)
         outcome: Outcome = "replayed" if completion.replayed else "ok"
-        self._ledger(sent.request, sent.round, sent.attempt, outcome, completion.usage, cost,
-                     sent.latency_ms(), call=sent.call, completion=completion)
+        self._ledger(
+            sent.request,
+            sent.round,
+            sent.attempt,
+            outcome,
+            completion.usage,
+            cost,
+            sent.latency_ms(),
+            call=sent.call,
+            completion=completion,
+        )
 
     async def _failed(self, sent: _Sent, exc: BaseException) -> None:
         billed = isinstance(exc, ProviderError) and exc.maybe_billed
@@ -171,35 +197,81 @@ class Gateway:
         self.budget.settle(sent.reservation, cost)  # settling at $0 releases it
         await self._unhold(sent.hold, cost)
         status = exc.status if isinstance(exc, ProviderError) else None
-        self._ledger(sent.request, sent.round, sent.attempt, "error", _NO_USAGE, cost,
-                     sent.latency_ms(), call=sent.call, estimated=billed, status=status,
-                     error=_first_line(exc))
+        self._ledger(
+            sent.request,
+            sent.round,
+            sent.attempt,
+            "error",
+            _NO_USAGE,
+            cost,
+            sent.latency_ms(),
+            call=sent.call,
+            estimated=billed,
+            status=status,
+            error=_first_line(exc),
+        )
 
-    async def _overran(self, sent: _Sent, price: Price, usage: Usage, bound: int,
-                       why: str) -> ProviderOverrun:
+    async def _overran(
+        self, sent: _Sent, price: Price, usage: Usage, bound: int, why: str
+    ) -> ProviderOverrun:
         request, reserved = sent.request, sent.reservation.amount
         cost, estimated = overrun_cost(price, usage, reserved)
         self.budget.settle(sent.reservation, cost)
         await self._unhold(sent.hold, cost)  # past the sweep's cap too, as it was billed
-        overrun = overrun_record(request, usage, round=sent.round, provider=self.provider.name,
-                                 why=why, prompt_bound=bound, reserved=reserved, cost=cost,
-                                 estimated=estimated, spent=self.budget.spent, cap=self.budget.cap)
+        overrun = overrun_record(
+            request,
+            usage,
+            round=sent.round,
+            provider=self.provider.name,
+            why=why,
+            prompt_bound=bound,
+            reserved=reserved,
+            cost=cost,
+            estimated=estimated,
+            spent=self.budget.spent,
+            cap=self.budget.cap,
+        )
         self._overrun = self._overrun or overrun
         counted = "its reservation, estimated" if estimated else "what that usage bills"
-        message = (f"the {self.provider.name} provider reported usage that cannot be true for "
-                   f"{request.role}'s {request.action} call: {why}; ledgered at ${cost} "
-                   f"({counted}); no further call is made, since the cap cannot hold against "
-                   f"a provider whose usage is not true")
+        message = (
+            f"the {self.provider.name} provider reported usage that cannot be true for "
+            f"{request.role}'s {request.action} call: {why}; ledgered at ${cost} "
+            f"({counted}); no further call is made, since the cap cannot hold against "
+            f"a provider whose usage is not true"
+        )
         self.budget.close(message)
-        self._ledger(request, sent.round, sent.attempt, "overrun", usage, cost, sent.latency_ms(),
-                     call=sent.call, estimated=estimated, error=why)
+        self._ledger(
+            request,
+            sent.round,
+            sent.attempt,
+            "overrun",
+            usage,
+            cost,
+            sent.latency_ms(),
+            call=sent.call,
+            estimated=estimated,
+            error=why,
+        )
         return ProviderOverrun(message, overrun=overrun)
 
-    def _ledger(self, request: LLMRequest, round: int, attempt: int, outcome: Outcome,
-                usage: Usage, cost: Decimal, latency_ms: float, *, call: int = 0,
-                completion: Completion | None = None, provider: str | None = None,
-                estimated: bool = False, status: int | None = None,
-                error: str | None = None, reserved: Decimal | None = None) -> LedgerLine:
+    def _ledger(
+        self,
+        request: LLMRequest,
+        round: int,
+        attempt: int,
+        outcome: Outcome,
+        usage: Usage,
+        cost: Decimal,
+        latency_ms: float,
+        *,
+        call: int = 0,
+        completion: Completion | None = None,
+        provider: str | None = None,
+        estimated: bool = False,
+        status: int | None = None,
+        error: str | None = None,
+        reserved: Decimal | None = None,
+    ) -> LedgerLine:
         self._seq += 1
         if outcome != "refused":
             self._calls += 1
@@ -209,17 +281,34 @@ class Gateway:
         # The price's source, except for a replayed answer: it costs $0 whatever the price.
         source = "" if outcome == "replayed" else self.prices.quote(request.model).source
         line = LedgerLine(
-            seq=self._seq, round=round, role=request.role, action=request.action,
-            provider=provider or self._provider_name(request), model=request.model,
-            prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens,
-            cached_tokens=usage.cached_tokens, cost_usd=cost, total_usd=budget.spent,
-            budget_usd=budget.cap, attempt=attempt, outcome=outcome, price_source=source,
-            resume=self._resume, estimated=estimated, status=status, error=error,
-            reserved_usd=reserved, latency_ms=latency_ms, t=self._clock())
+            seq=self._seq,
+            round=round,
+            role=request.role,
+            action=request.action,
+            provider=provider or self._provider_name(request),
+            model=request.model,
+            prompt_tokens=usage.prompt_tokens,
+            completion_tokens=usage.completion_tokens,
+            cached_tokens=usage.cached_tokens,
+            cost_usd=cost,
+            total_usd=budget.spent,
+            budget_usd=budget.cap,
+            attempt=attempt,
+            outcome=outcome,
+            price_source=source,
+            resume=self._resume,
+            estimated=estimated,
+            status=status,
+            error=error,
+            reserved_usd=reserved,
+            latency_ms=latency_ms,
+            t=self._clock(),
+        )
         return self._book(line, request, call, completion)
 
-    def _book(self, line: LedgerLine, request: LLMRequest, call: int,
-              completion: Completion | None) -> LedgerLine:
+    def _book(
+        self, line: LedgerLine, request: LLMRequest, call: int, completion: Completion | None
+    ) -> LedgerLine:
         """Writes a finished ledger line: journal, sink, log. The journal first: a run
         killed between the two writes keeps the answer, and `sopbus resume` restores the
         ledger line from it (see bus.store._resume)."""
@@ -251,24 +340,42 @@ class Gateway:
             self._completion_tokens += line.completion_tokens
         self._resume = resume
 
-    def record_lost(self, request: LLMRequest, *, round: int, attempt: int, amount: Decimal) -> LedgerLine:
+    def record_lost(
+        self, request: LLMRequest, *, round: int, attempt: int, amount: Decimal
+    ) -> LedgerLine:
         """Ledgers a call that was in flight when an earlier execution died, as ``lost`` at its
         reserved ``amount``: the provider may have billed it, so the reservation counts as
         spent (it fit under the cap when it was made, and the resume checks the cap again)."""
         self.budget.settle(self.budget.reserve(amount), amount)
         return self._ledger(request, round, attempt, "lost", _NO_USAGE, amount, 0.0)
 
-    def record_replay(self, request: LLMRequest, completion: Completion, *, round: int,
-                      attempt: int) -> Completion:
+    def record_replay(
+        self, request: LLMRequest, completion: Completion, *, round: int, attempt: int
+    ) -> Completion:
         """``completion`` (recorded by an earlier run) as the answer to ``request``, without a
         provider call or a reservation: ledgered ``replayed`` at $0 and told to the journal."""
         completion = msgspec.structs.replace(completion, replayed=True)
-        self._ledger(request, round, attempt, "replayed", completion.usage, _ZERO, 0.0,
-                     completion=completion, provider="replay")
+        self._ledger(
+            request,
+            round,
+            attempt,
+            "replayed",
+            completion.usage,
+            _ZERO,
+            0.0,
+            completion=completion,
+            provider="replay",
+        )
         return completion
 
-    def record_remote(self, line: LedgerLine, request: LLMRequest, *, call: int = 0,
-                      completion: Completion | None = None) -> LedgerLine:
+    def record_remote(
+        self,
+        line: LedgerLine,
+        request: LLMRequest,
+        *,
+        call: int = 0,
+        completion: Completion | None = None,
+    ) -> LedgerLine:
         """An attempt another process made for this run (a worker on NATS, :mod:`sopbus.bus.nats`),
         taken into this ledger: renumbered (``seq``, ``total_usd``, ``resume``), its cost spent
         here and counted in :meth:`stats`, then journaled (``call``, the journal's id for it)
@@ -280,8 +387,13 @@ class Gateway:
             self._calls += 1
         self._prompt_tokens += line.prompt_tokens
         self._completion_tokens += line.completion_tokens
-        line = msgspec.structs.replace(line, seq=self._seq, total_usd=self.budget.spent,
-                                       budget_usd=self.budget.cap, resume=self._resume)
+        line = msgspec.structs.replace(
+            line,
+            seq=self._seq,
+            total_usd=self.budget.spent,
+            budget_usd=self.budget.cap,
+            resume=self._resume,
+        )
         return self._book(line, request, call, completion)
 
     def stats(self) -> dict[str, Any]:
@@ -289,18 +401,31 @@ class Gateway:
         ``llm_calls`` (attempts sent to the provider; refusals are not calls),
         ``prompt_tokens``, ``completion_tokens``, and ``overrun``: the first call whose
         usage could not be true (:func:`sopbus.bus.llm._overrun.overrun_record`), or ``None``."""
-        return {"total_usd": self.budget.spent, "budget_usd": self.budget.cap,
-                "llm_calls": self._calls, "prompt_tokens": self._prompt_tokens,
-                "completion_tokens": self._completion_tokens, "overrun": self._overrun}
+        return {
+            "total_usd": self.budget.spent,
+            "budget_usd": self.budget.cap,
+            "llm_calls": self._calls,
+            "prompt_tokens": self._prompt_tokens,
+            "completion_tokens": self._completion_tokens,
+            "overrun": self._overrun,
+        }
 
 
 class _Sent:
     """An attempt on its way: what was asked, its call id and reservation, when it left."""
 
-    __slots__ = ("request", "round", "attempt", "call", "reservation", "hold", "start")
+    __slots__ = ("attempt", "call", "hold", "request", "reservation", "round", "start")
 
-    def __init__(self, request: LLMRequest, round: int, attempt: int, call: int,
-                 reservation: Reservation, hold: Hold | None, start: float):
+    def __init__(
+        self,
+        request: LLMRequest,
+        round: int,
+        attempt: int,
+        call: int,
+        reservation: Reservation,
+        hold: Hold | None,
+        start: float,
+    ):
         self.request, self.round, self.attempt = request, round, attempt
         self.call, self.reservation, self.hold, self.start = call, reservation, hold, start
 
@@ -308,19 +433,22 @@ class _Sent:
         return round_ms(trio.current_time() - self.start)
 
 
-def refusal(request: LLMRequest, price: Price, prompt_bound: int, worst: Decimal,
-            budget: Budget) -> str:
+def refusal(
+    request: LLMRequest, price: Price, prompt_bound: int, worst: Decimal, budget: Budget
+) -> str:
     """Why a call was refused: its worst case, where that comes from, what is left, and the
     two ways out (a bigger budget, or a smaller ``max_tokens``, which is most of a worst
     case when the prompt is short)."""
     completion = request.max_tokens * price.output / Decimal(1_000_000)
-    return (f"{request.role} {request.action} on {request.model} was not sent: its worst case is "
-            f"${usd(worst)} (a prompt of up to {prompt_bound} tokens plus max_tokens = "
-            f"{request.max_tokens} of completion, ${usd(completion)} of it), and ${usd(budget.left)} "
-            f"is left of ${usd(budget.cap)} (${usd(budget.spent)} spent, ${usd(budget.reserved)} held "
-            f"by calls in flight); raise [run].budget_usd or --budget, or lower max_tokens "
-            f"([llm].max_tokens, or llm = {{ max_tokens = ... }} on the action or role): a call "
-            f"usually costs far less than its worst case")
+    return (
+        f"{request.role} {request.action} on {request.model} was not sent: its worst case is "
+        f"${usd(worst)} (a prompt of up to {prompt_bound} tokens plus max_tokens = "
+        f"{request.max_tokens} of completion, ${usd(completion)} of it), and ${usd(budget.left)} "
+        f"is left of ${usd(budget.cap)} (${usd(budget.spent)} spent, ${usd(budget.reserved)} held "
+        f"by calls in flight); raise [run].budget_usd or --budget, or lower max_tokens "
+        f"([llm].max_tokens, or llm = {{ max_tokens = ... }} on the action or role): a call "
+        f"usually costs far less than its worst case"
+    )
 
 
 def round_ms(seconds: float) -> float:
@@ -333,7 +461,7 @@ def _first_line(exc: BaseException) -> str:
         return "cancelled"
     text = str(exc).strip().splitlines()
     line = text[0] if text else type(exc).__name__
-    return line if len(line) <= _ERROR_CHARS else line[:_ERROR_CHARS - 3] + "..."
+    return line if len(line) <= _ERROR_CHARS else line[: _ERROR_CHARS - 3] + "..."
 
 
 def _log_line(line: LedgerLine) -> None:
@@ -344,13 +472,32 @@ def _log_line(line: LedgerLine) -> None:
         # with -v (they would wrap under the live view).
         logger.bind(cost=True).info(
             "Total running cost: ${:.3f} | Max budget: ${:.3f} | Current cost: ${:.3f}, "
-            "prompt_tokens: {}, completion_tokens: {}", line.total_usd, line.budget_usd,
-            line.cost_usd, line.prompt_tokens, line.completion_tokens)
+            "prompt_tokens: {}, completion_tokens: {}",
+            line.total_usd,
+            line.budget_usd,
+            line.cost_usd,
+            line.prompt_tokens,
+            line.completion_tokens,
+        )
     elif line.outcome != "refused":
-        counted = (f"counted at its reservation ${line.cost_usd} (estimated: the provider may "
-                   f"have billed it)" if line.estimated else f"counted at ${line.cost_usd}")
+        counted = (
+            f"counted at its reservation ${line.cost_usd} (estimated: the provider may "
+            f"have billed it)"
+            if line.estimated
+            else f"counted at ${line.cost_usd}"
+        )
         status = f"HTTP {line.status}: " if line.status is not None else ""
         what = "Provider overrun" if line.outcome == "overrun" else "LLM call failed"
-        logger.warning("{}: {} {} on {}, attempt {}: {}{}; {}; ${:.3f} of ${:.3f} spent", what,
-                       line.role, line.action, line.model, line.attempt, status, line.error,
-                       counted, line.total_usd, line.budget_usd)
+        logger.warning(
+            "{}: {} {} on {}, attempt {}: {}{}; {}; ${:.3f} of ${:.3f} spent",
+            what,
+            line.role,
+            line.action,
+            line.model,
+            line.attempt,
+            status,
+            line.error,
+            counted,
+            line.total_usd,
+            line.budget_usd,
+        )

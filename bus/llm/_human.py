@@ -106,9 +106,13 @@ class HumanProvider:
 
     async def _ask(self, question: Question) -> str:
         if self.pause is None or not getattr(self._answers, "interactive", False):
-            return await trio.to_thread.run_sync(self._answers.ask, question, abandon_on_cancel=True)
+            return await trio.to_thread.run_sync(
+                self._answers.ask, question, abandon_on_cancel=True
+            )
         async with self.pause():
-            return await trio.to_thread.run_sync(self._answers.ask, question, abandon_on_cancel=True)
+            return await trio.to_thread.run_sync(
+                self._answers.ask, question, abandon_on_cancel=True
+            )
 
 
 class HumanRouter:
@@ -155,15 +159,22 @@ class LineAnswers:
             try:
                 self._file = self.path.open(encoding="utf-8")  # a FIFO blocks here for a writer
             except OSError as exc:
-                raise ProviderError(f"--human-input {self.path}: cannot read it ({exc.strerror}); "
-                                    f"give a file or a named pipe of answers, one a line") from None
+                raise ProviderError(
+                    f"--human-input {self.path}: cannot read it ({exc.strerror}); "
+                    f"give a file or a named pipe of answers, one a line"
+                ) from None
         raw = self._file.readline()
         self._line += 1
         if not raw:
             raise ProviderError(
                 f"--human-input {self.path}: no answer at line {self._line} for role "
                 f"{question.role!r}, action {question.action!r}; add a line"
-                + (" (a JSON object with " + ", ".join(question.fields) + ")" if question.fields else ""))
+                + (
+                    " (a JSON object with " + ", ".join(question.fields) + ")"
+                    if question.fields
+                    else ""
+                )
+            )
         return raw.rstrip("\n")
 
     def close(self) -> None:
@@ -191,8 +202,9 @@ class TerminalAnswers:
         return json.dumps(answer, ensure_ascii=False)
 
 
-def answers_for(human_input: Path | None, *, interactive: bool, humans: list[str],
-                required: bool = True) -> Answers:
+def answers_for(
+    human_input: Path | None, *, interactive: bool, humans: list[str], required: bool = True
+) -> Answers:
     """The source of a run's human answers: ``--human-input`` when given, else the terminal.
     With neither, a :class:`ConfigError` before the run starts (``required``), or (a resumed
     run, whose recording may hold every answer) an error only if a person must be asked."""
@@ -200,10 +212,12 @@ def answers_for(human_input: Path | None, *, interactive: bool, humans: list[str
         return LineAnswers(human_input)
     if interactive:
         return TerminalAnswers()
-    why = (f"role(s) {', '.join(map(repr, humans))} are answered by a person (human = true), "
-           f"but standard input is not a terminal: give --human-input FILE (a file or named "
-           f"pipe, one answer a line: a JSON object for an action with output fields, text "
-           f"otherwise)")
+    why = (
+        f"role(s) {', '.join(map(repr, humans))} are answered by a person (human = true), "
+        f"but standard input is not a terminal: give --human-input FILE (a file or named "
+        f"pipe, one answer a line: a JSON object for an action with output fields, text "
+        f"otherwise)"
+    )
     if required:
         raise ConfigError(why)
     return NoOne(why)
@@ -218,7 +232,9 @@ class NoOne:
         self.why = why
 
     def ask(self, question: Question) -> str:
-        raise ProviderError(f"{question.role}: {question.action} needs a person's answer: {self.why}")
+        raise ProviderError(
+            f"{question.role}: {question.action} needs a person's answer: {self.why}"
+        )
 
 
 def _fields(schema: dict[str, Any] | None) -> dict[str, str]:

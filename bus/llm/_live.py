@@ -39,7 +39,7 @@ class LiveText:
         entry = self._calls.get(call)
         if entry is None:
             return
-        head, newline, tail = piece.rpartition("\n")
+        _head, newline, tail = piece.rpartition("\n")
         entry.line = tail if newline else entry.line + piece
 
     def close(self, call: int) -> None:

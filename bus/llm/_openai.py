@@ -38,23 +38,56 @@ import openai
 import trio
 from loguru import logger
 
-from .._redact import redact_url
 from .._errors import ConfigError, ProviderError
 from .._protocol import ChatMessage, Completion, LLMRequest, Usage
+from .._redact import redact_url
 from ._live import LiveText
 from ._tokens import count_text, prompt_upper_bound, schema_text
-from ._wire import (Lines, StreamReader, body_limit, first_line, head, read_answer, read_body,
-                    retryable_status)
+from ._wire import (
+    Lines,
+    StreamReader,
+    body_limit,
+    first_line,
+    head,
+    read_answer,
+    read_body,
+    retryable_status,
+)
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
-SCHEMA_INSTRUCTION = ("Answer with one JSON value and nothing else (no prose, no code fence). "
-                      "It must validate against this JSON schema:\n")
-_STRICT_KEYWORDS = frozenset({
-    "type", "properties", "required", "additionalProperties", "items", "enum", "const", "anyOf",
-    "$ref", "$defs", "definitions", "description", "title", "pattern", "format", "minimum",
-    "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "minItems", "maxItems"})
-_STRICT_FORMATS = frozenset({"date-time", "time", "date", "duration", "email", "hostname",
-                             "ipv4", "ipv6", "uuid"})
+SCHEMA_INSTRUCTION = (
+    "Answer with one JSON value and nothing else (no prose, no code fence). "
+    "It must validate against this JSON schema:\n"
+)
+_STRICT_KEYWORDS = frozenset(
+    {
+        "type",
+        "properties",
+        "required",
+        "additionalProperties",
+        "items",
+        "enum",
+        "const",
+        "anyOf",
+        "$ref",
+        "$defs",
+        "definitions",
+        "description",
+        "title",
+        "pattern",
+        "format",
+        "minimum",
+        "maximum",
+        "exclusiveMinimum",
+        "exclusiveMaximum",
+        "multipleOf",
+        "minItems",
+        "maxItems",
+    }
+)
+_STRICT_FORMATS = frozenset(
+    {"date-time", "time", "date", "duration", "email", "hostname", "ipv4", "ipv6", "uuid"}
+)
 
 
 class OpenAISettings(msgspec.Struct, frozen=True):
@@ -64,13 +97,17 @@ class OpenAISettings(msgspec.Struct, frozen=True):
     api_key: str | None
 
     def __repr__(self) -> str:
-        return f"OpenAISettings(base_url={self.base_url!r}, api_key={'***' if self.api_key else None})"
+        return (
+            f"OpenAISettings(base_url={self.base_url!r}, api_key={'***' if self.api_key else None})"
+        )
 
 
 def openai_settings_from_env(environ: Mapping[str, str]) -> OpenAISettings:
     """``OPENAI_BASE_URL`` and ``OPENAI_API_KEY`` from ``environ`` (the CLI passes ``os.environ``)."""
-    return OpenAISettings(base_url=environ.get("OPENAI_BASE_URL") or None,
-                          api_key=environ.get("OPENAI_API_KEY") or None)
+    return OpenAISettings(
+        base_url=environ.get("OPENAI_BASE_URL") or None,
+        api_key=environ.get("OPENAI_API_KEY") or None,
+    )
 
 
 class OpenAIProvider:
@@ -84,9 +121,15 @@ class OpenAIProvider:
 
     name = "openai"
 
-    def __init__(self, *, base_url: str | None = None, api_key: str | None = None,
-                 timeout_s: float = 60.0, stream: bool = False,
-                 max_tokens_param: Literal["max_completion_tokens", "max_tokens"] = "max_completion_tokens"):
+    def __init__(
+        self,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        timeout_s: float = 60.0,
+        stream: bool = False,
+        max_tokens_param: Literal["max_completion_tokens", "max_tokens"] = "max_completion_tokens",
+    ):
         # Errors, logs and repr name the server by base_url, so it holds no credentials;
         # only the client gets the URL as given (user info, a key in the query).
         self._url = base_url or DEFAULT_BASE_URL
@@ -103,10 +146,13 @@ class OpenAIProvider:
 
     async def __aenter__(self) -> OpenAIProvider:
         if not self._api_key:
-            raise ConfigError(f"no API key for the openai provider at {self.base_url}; set "
-                              "OPENAI_API_KEY (any non-empty value for a server without keys)")
-        client = openai.AsyncOpenAI(api_key=self._api_key, base_url=self._url,
-                                    timeout=self.timeout_s, max_retries=0)
+            raise ConfigError(
+                f"no API key for the openai provider at {self.base_url}; set "
+                "OPENAI_API_KEY (any non-empty value for a server without keys)"
+            )
+        client = openai.AsyncOpenAI(
+            api_key=self._api_key, base_url=self._url, timeout=self.timeout_s, max_retries=0
+        )
         self._client = await client.__aenter__()
         return self
 
@@ -133,30 +179,45 @@ class OpenAIProvider:
         with trio.move_on_after(timeout_s):
             answer = await self._exchange(params, request, stream)
         if answer is None:
-            raise ProviderError(f"{self.base_url} timed out: no whole answer within "
-                                f"timeout_s={timeout_s} s", retryable=True, maybe_billed=True)
+            raise ProviderError(
+                f"{self.base_url} timed out: no whole answer within timeout_s={timeout_s} s",
+                retryable=True,
+                maybe_billed=True,
+            )
         text, usage = answer
         if usage is None:
             usage = _counted_usage(request, text, self.base_url)
         return Completion(text=text, usage=usage, model=request.model, provider=self.name)
 
-    async def _exchange(self, params: dict[str, Any], request: LLMRequest,
-                        stream: bool) -> tuple[str, Usage | None]:
+    async def _exchange(
+        self, params: dict[str, Any], request: LLMRequest, stream: bool
+    ) -> tuple[str, Usage | None]:
         """One request and its whole answer, read within the body size bound."""
         live = self.live if stream else None
         call = live.open(request) if live is not None else 0
         try:
-            return await self._read(params, body_limit(request.max_tokens),
-                                    partial(live.feed, call) if live is not None else None, stream)
+            return await self._read(
+                params,
+                body_limit(request.max_tokens),
+                partial(live.feed, call) if live is not None else None,
+                stream,
+            )
         finally:
             if live is not None:
                 live.close(call)
 
-    async def _read(self, params: dict[str, Any], limit: int,
-                    on_text: Callable[[str], None] | None, stream: bool) -> tuple[str, Usage | None]:
+    async def _read(
+        self,
+        params: dict[str, Any],
+        limit: int,
+        on_text: Callable[[str], None] | None,
+        stream: bool,
+    ) -> tuple[str, Usage | None]:
         assert self._client is not None
         try:
-            async with self._client.chat.completions.with_streaming_response.create(**params) as response:
+            async with self._client.chat.completions.with_streaming_response.create(
+                **params
+            ) as response:
                 chunks = response.http_response.aiter_bytes()
                 if stream:
                     reader = StreamReader(self.base_url, on_text=on_text)
@@ -171,19 +232,25 @@ class OpenAIProvider:
         except openai.APIError as error:
             raise _provider_error(error, self.base_url) from error
         except httpx2.TimeoutException as error:  # while reading the body, past the SDK
-            raise ProviderError(f"{self.base_url} timed out while answering", retryable=True,
-                                maybe_billed=True) from error
+            raise ProviderError(
+                f"{self.base_url} timed out while answering", retryable=True, maybe_billed=True
+            ) from error
         except httpx2.TransportError as error:
-            raise ProviderError(f"{self.base_url} broke off its answer: {error}", retryable=True,
-                                maybe_billed=True) from error
+            raise ProviderError(
+                f"{self.base_url} broke off its answer: {error}", retryable=True, maybe_billed=True
+            ) from error
 
 
-def request_params(request: LLMRequest, *, max_tokens_param: str = "max_completion_tokens",
-                   stream: bool = False) -> dict[str, Any]:
+def request_params(
+    request: LLMRequest, *, max_tokens_param: str = "max_completion_tokens", stream: bool = False
+) -> dict[str, Any]:
     """The keyword arguments of ``chat.completions.create`` for ``request``."""
     messages = request.messages
-    params: dict[str, Any] = {"model": request.model, "temperature": request.temperature,
-                              max_tokens_param: request.max_tokens}
+    params: dict[str, Any] = {
+        "model": request.model,
+        "temperature": request.temperature,
+        max_tokens_param: request.max_tokens,
+    }
     if request.schema is not None and request.output_mode == "prompt":
         messages = with_schema_instruction(request)
     elif request.schema is not None:
@@ -210,10 +277,14 @@ def response_format(request: LLMRequest) -> dict[str, Any]:
     assert request.schema is not None
     strict = strict_schema(request.schema)
     name = request.schema_name or str(request.schema.get("title") or request.action or "output")
-    return {"type": "json_schema", "json_schema": {
-        "name": re.sub(r"[^A-Za-z0-9_-]", "_", name)[:64],
-        "schema": strict if strict is not None else request.schema,
-        "strict": strict is not None}}
+    return {
+        "type": "json_schema",
+        "json_schema": {
+            "name": re.sub(r"[^A-Za-z0-9_-]", "_", name)[:64],
+            "schema": strict if strict is not None else request.schema,
+            "strict": strict is not None,
+        },
+    }
 
 
 def strict_schema(schema: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -265,8 +336,9 @@ def _counted_usage(request: LLMRequest, text: str, base_url: str) -> Usage:
     # Some compatible servers send no usage. The call was still made, so count it ourselves,
     # on the high side for the prompt, rather than ledger it as free.
     logger.warning("{} sent no usage for {}; counting tokens locally", base_url, request.action)
-    return Usage(prompt_tokens=prompt_upper_bound(request),
-                 completion_tokens=count_text(text, request.model))
+    return Usage(
+        prompt_tokens=prompt_upper_bound(request), completion_tokens=count_text(text, request.model)
+    )
 
 
 def _provider_error(error: openai.APIError, base_url: str) -> ProviderError:
@@ -277,9 +349,12 @@ def _provider_error(error: openai.APIError, base_url: str) -> ProviderError:
         return ProviderError(f"cannot reach {base_url}: {error}", retryable=True)
     if isinstance(error, openai.APIStatusError):
         status = error.status_code
-        return ProviderError(f"{base_url} answered HTTP {status}: {_said(error)}",
-                             retryable=retryable_status(status), status=status,
-                             retry_after=_retry_after(error.response.headers))
+        return ProviderError(
+            f"{base_url} answered HTTP {status}: {_said(error)}",
+            retryable=retryable_status(status),
+            status=status,
+            retry_after=_retry_after(error.response.headers),
+        )
     return ProviderError(f"{base_url}: {first_line(str(error))}", retryable=False)
 
 
@@ -288,7 +363,10 @@ def _said(error: openai.APIStatusError) -> str:
     ``message`` when there is one, else its body as text)."""
     body = error.body
     if isinstance(body, dict) and isinstance(body.get("message"), str):
-        return first_line(body["message"]) or f"(an empty message; body {head(error.response.content)})"
+        return (
+            first_line(body["message"])
+            or f"(an empty message; body {head(error.response.content)})"
+        )
     return first_line(error.response.text) or "(no body)"
 
 

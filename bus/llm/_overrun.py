@@ -24,21 +24,29 @@ from .._protocol import LLMRequest, Usage
 from ..money._prices import Price
 
 
-def impossible_usage(usage: Usage, request: LLMRequest, *, cost: Decimal,
-                     reserved: Decimal) -> str | None:
+def impossible_usage(
+    usage: Usage, request: LLMRequest, *, cost: Decimal, reserved: Decimal
+) -> str | None:
     """Why ``usage`` (pricing at ``cost``) cannot be the true usage of ``request``, whose
     reservation was ``reserved``, or ``None`` when it can."""
-    counts = {"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens,
-              "cached_tokens": usage.cached_tokens}
+    counts = {
+        "prompt_tokens": usage.prompt_tokens,
+        "completion_tokens": usage.completion_tokens,
+        "cached_tokens": usage.cached_tokens,
+    }
     negative = [f"{name}={value}" for name, value in counts.items() if value < 0]
     if negative:
         return f"negative token counts ({', '.join(negative)})"
     if usage.completion_tokens > request.max_tokens:
-        return (f"{usage.completion_tokens} completion tokens, above the request's "
-                f"max_tokens={request.max_tokens}")
+        return (
+            f"{usage.completion_tokens} completion tokens, above the request's "
+            f"max_tokens={request.max_tokens}"
+        )
     if cost > reserved:
-        return (f"{usage.prompt_tokens} prompt and {usage.completion_tokens} completion tokens "
-                f"cost ${cost}, above the ${reserved} reserved as the call's worst case")
+        return (
+            f"{usage.prompt_tokens} prompt and {usage.completion_tokens} completion tokens "
+            f"cost ${cost}, above the ${reserved} reserved as the call's worst case"
+        )
     return None
 
 
@@ -47,21 +55,43 @@ def overrun_cost(price: Price, usage: Usage, reserved: Decimal) -> tuple[Decimal
     (see the module docstring)."""
     if min(usage.prompt_tokens, usage.completion_tokens, usage.cached_tokens) >= 0:
         return price.cost(usage), False
-    readable = Usage(max(usage.prompt_tokens, 0), max(usage.completion_tokens, 0),
-                     max(usage.cached_tokens, 0))
+    readable = Usage(
+        max(usage.prompt_tokens, 0), max(usage.completion_tokens, 0), max(usage.cached_tokens, 0)
+    )
     return max(price.cost(readable), reserved), True
 
 
-def overrun_record(request: LLMRequest, usage: Usage, *, round: int, provider: str, why: str,
-                   prompt_bound: int, reserved: Decimal, cost: Decimal, estimated: bool,
-                   spent: Decimal, cap: Decimal) -> dict[str, Any]:
+def overrun_record(
+    request: LLMRequest,
+    usage: Usage,
+    *,
+    round: int,
+    provider: str,
+    why: str,
+    prompt_bound: int,
+    reserved: Decimal,
+    cost: Decimal,
+    estimated: bool,
+    spent: Decimal,
+    cap: Decimal,
+) -> dict[str, Any]:
     """The overrun as ``summary.json`` reports it: who asked, what the provider reported
     against what the request allowed, what was counted and how far past the cap it went."""
-    return {"provider": provider, "round": round, "role": request.role, "action": request.action,
-            "model": request.model, "reason": why,
-            "reported": {"prompt_tokens": usage.prompt_tokens,
-                         "completion_tokens": usage.completion_tokens,
-                         "cached_tokens": usage.cached_tokens},
-            "allowed": {"prompt_tokens": prompt_bound, "completion_tokens": request.max_tokens},
-            "reserved_usd": reserved, "cost_usd": cost, "estimated": estimated,
-            "over_cap_usd": max(spent - cap, Decimal(0))}
+    return {
+        "provider": provider,
+        "round": round,
+        "role": request.role,
+        "action": request.action,
+        "model": request.model,
+        "reason": why,
+        "reported": {
+            "prompt_tokens": usage.prompt_tokens,
+            "completion_tokens": usage.completion_tokens,
+            "cached_tokens": usage.cached_tokens,
+        },
+        "allowed": {"prompt_tokens": prompt_bound, "completion_tokens": request.max_tokens},
+        "reserved_usd": reserved,
+        "cost_usd": cost,
+        "estimated": estimated,
+        "over_cap_usd": max(spent - cap, Decimal(0)),
+    }

@@ -50,8 +50,15 @@ _encoder = msgspec.json.Encoder(order="sorted")
 
 def request_key(request: LLMRequest) -> str:
     """The cassette key of ``request`` (see the module docstring)."""
-    seen = _Seen(request.messages, request.model, request.temperature, request.max_tokens,
-                 request.schema, request.schema_name, request.output_mode)
+    seen = _Seen(
+        request.messages,
+        request.model,
+        request.temperature,
+        request.max_tokens,
+        request.schema,
+        request.schema_name,
+        request.output_mode,
+    )
     return hashlib.sha256(_encoder.encode(seen)).hexdigest()
 
 
@@ -77,7 +84,8 @@ class ReplayProvider:
             raise ConfigError(
                 f"cassette {self.path} has no answer for action {request.action!r} of role "
                 f"{request.role!r} on model {request.model!r} (key {key[:12]}): the prompt differs "
-                "from the recorded run; record the cassette again with --record")
+                "from the recorded run; record the cassette again with --record"
+            )
         index = min(self._used[key], len(answers) - 1)
         self._used[key] += 1
         return msgspec.structs.replace(answers[index], replayed=True)
@@ -97,8 +105,14 @@ class RecordingProvider:
 
     async def complete(self, request: LLMRequest) -> Completion:
         completion = await self.inner.complete(request)
-        self._writer.write(CassetteLine(key=request_key(request), role=request.role,
-                                        action=request.action, completion=completion))
+        self._writer.write(
+            CassetteLine(
+                key=request_key(request),
+                role=request.role,
+                action=request.action,
+                completion=completion,
+            )
+        )
         return completion
 
     async def aclose(self) -> None:

@@ -30,8 +30,8 @@ import msgspec
 import trio
 
 from .._errors import ConfigError
-from ._fixtures import Fixture
 from .._protocol import Completion, LLMRequest, Usage
+from ._fixtures import Fixture
 from ._live import LiveText
 from ._tokens import count_prompt, count_text, truncate_to_tokens
 
@@ -43,7 +43,8 @@ _STOPWORDS = frozenset(
     "most must only other ought over same should some such than that their theirs them then "
     "there these they this those through under until very were what when where which while "
     "with would your yours will shall json schema answer write return output field fields "
-    "object string value values following given using based make".split())
+    "object string value values following given using based make".split()
+)
 _FALLBACK_WORDS = ("plan", "design", "module", "interface", "feature", "test", "review", "data")
 
 
@@ -52,8 +53,13 @@ class SimProvider:
 
     name = "sim"
 
-    def __init__(self, seed: int = 0, latency_ms: float | tuple[float, float] = 0,
-                 fixtures: Sequence[Fixture] | None = None, stream: bool = False):
+    def __init__(
+        self,
+        seed: int = 0,
+        latency_ms: float | tuple[float, float] = 0,
+        fixtures: Sequence[Fixture] | None = None,
+        stream: bool = False,
+    ):
         self.seed = seed
         self.latency_ms = latency_ms
         self.fixtures = tuple(fixtures or ())
@@ -71,8 +77,9 @@ class SimProvider:
             if delay_ms > 0:
                 await trio.sleep(delay_ms / 1000)
             text = self._fixture_answer(request) or _generate(request, rng)
-        usage = Usage(prompt_tokens=count_prompt(request),
-                      completion_tokens=count_text(text, request.model))
+        usage = Usage(
+            prompt_tokens=count_prompt(request), completion_tokens=count_text(text, request.model)
+        )
         return Completion(text=text, usage=usage, model=request.model, provider=self.name)
 
     async def _trickle(self, request: LLMRequest, text: str, seconds: float) -> None:
@@ -88,8 +95,9 @@ class SimProvider:
             self.live.close(call)
 
     def _rng_seed(self, request: LLMRequest) -> int:
-        digest = hashlib.blake2b(_json.encode(request), digest_size=8,
-                                 key=str(self.seed).encode()).digest()
+        digest = hashlib.blake2b(
+            _json.encode(request), digest_size=8, key=str(self.seed).encode()
+        ).digest()
         return int.from_bytes(digest, "big")
 
     def _latency(self, rng: random.Random) -> float:
@@ -121,9 +129,11 @@ class SimProvider:
         text = fixture.responses[min(self._used[i], len(fixture.responses) - 1)]
         self._used[i] += 1
         if count_text(text, request.model) > request.max_tokens:
-            raise ConfigError(f"{fixture.source} answers {request.action} with more than "
-                              f"max_tokens={request.max_tokens} tokens; shorten the "
-                              "fixture or raise the action's max_tokens")
+            raise ConfigError(
+                f"{fixture.source} answers {request.action} with more than "
+                f"max_tokens={request.max_tokens} tokens; shorten the "
+                "fixture or raise the action's max_tokens"
+            )
         return text
 
 
@@ -171,7 +181,9 @@ class _Filler:
 
     def answer(self, schema: Mapping[str, Any] | None) -> str:
         if schema is None:
-            return " ".join(self.sentence("answer") for _ in range(1 if self.terse else self.rng.randint(3, 5)))
+            return " ".join(
+                self.sentence("answer") for _ in range(1 if self.terse else self.rng.randint(3, 5))
+            )
         return _json.encode(self.value(schema, "answer", 0)).decode()
 
     def word(self) -> str:
@@ -231,7 +243,9 @@ class _Filler:
             real = [k for k in kind if k != "null"]
             kind = real[0] if real else "null"
         if kind is None:
-            kind = "object" if "properties" in schema else "array" if "items" in schema else "string"
+            kind = (
+                "object" if "properties" in schema else "array" if "items" in schema else "string"
+            )
         return str(kind)
 
     def make_null(self, schema: Mapping[str, Any], field: str, depth: int) -> None:
@@ -243,8 +257,11 @@ class _Filler:
     def make_object(self, schema: Mapping[str, Any], field: str, depth: int) -> dict[str, Any]:
         properties: Mapping[str, Any] = schema.get("properties", {})
         required = set(schema.get("required", ()))
-        out = {name: self.value(sub, name, depth + 1) for name, sub in properties.items()
-               if name in required or depth < _MAX_DEPTH}
+        out = {
+            name: self.value(sub, name, depth + 1)
+            for name, sub in properties.items()
+            if name in required or depth < _MAX_DEPTH
+        }
         extra = schema.get("additionalProperties")
         if not properties and isinstance(extra, Mapping):
             for _ in range(max(schema.get("minProperties", 0), 1 if self.terse else 2)):
@@ -329,7 +346,9 @@ class _Filler:
         return " ".join(self.sentence(field) for _ in range(self.rng.randint(1, 2)))
 
 
-def _bounds(schema: Mapping[str, Any], low: float, high: float, *, step: float) -> tuple[float, float]:
+def _bounds(
+    schema: Mapping[str, Any], low: float, high: float, *, step: float
+) -> tuple[float, float]:
     if "minimum" in schema:
         low = schema["minimum"]
     if "exclusiveMinimum" in schema:
@@ -339,7 +358,11 @@ def _bounds(schema: Mapping[str, Any], low: float, high: float, *, step: float) 
     if "exclusiveMaximum" in schema:
         high = schema["exclusiveMaximum"] - step
     if high < low:  # only one side given, and the default other side is on the wrong side
-        high, low = (low + 100, low) if "minimum" in schema or "exclusiveMinimum" in schema else (high, high - 100)
+        high, low = (
+            (low + 100, low)
+            if "minimum" in schema or "exclusiveMinimum" in schema
+            else (high, high - 100)
+        )
     return low, high
 
 

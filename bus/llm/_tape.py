@@ -45,12 +45,12 @@ import msgspec
 
 from .._errors import BudgetExhausted, ConfigError
 from .._events import LLMCalled, Note
-from ._gateway import Gateway
 from .._jsonl import read_jsonl
-from ..money._ledger import LedgerLine
-from .._protocol import Completion, LLMRequest
-from ._replay import request_key
 from .._layout import CALLS
+from .._protocol import Completion, LLMRequest
+from ..money._ledger import LedgerLine
+from ._gateway import Gateway
+from ._replay import request_key
 
 RESERVED = "llm_reserved"
 _COUNTED = ("total_usd", "llm_calls", "prompt_tokens", "completion_tokens")
@@ -96,24 +96,55 @@ class CallLog:
 
     def reserved(self, request: LLMRequest, *, round: int, attempt: int, amount: Decimal) -> int:
         self._next += 1
-        self._store.log(Note(kind=RESERVED, round=round, role=request.role, data={
-            "call": self._next, "action": request.action, "model": request.model,
-            "attempt": attempt, "amount": amount}))
+        self._store.log(
+            Note(
+                kind=RESERVED,
+                round=round,
+                role=request.role,
+                data={
+                    "call": self._next,
+                    "action": request.action,
+                    "model": request.model,
+                    "attempt": attempt,
+                    "amount": amount,
+                },
+            )
+        )
         return self._next
 
-    def closed(self, call: int, request: LLMRequest, completion: Completion | None,
-               line: LedgerLine) -> None:
+    def closed(
+        self, call: int, request: LLMRequest, completion: Completion | None, line: LedgerLine
+    ) -> None:
         if completion is None:
             # Why it failed and what it was counted at travel with the release, so that the
             # event log alone tells a failed attempt from an answered one.
-            why = {k: v for k, v in (("status", line.status), ("error", line.error)) if v is not None}
-            billed = {"cost_usd": line.cost_usd, "estimated": line.estimated} if line.cost_usd else {}
-            self._store.log(Note(kind=RELEASED, round=line.round, role=request.role,
-                                 data={"call": call, "outcome": line.outcome, **why, **billed}))
+            why = {
+                k: v for k, v in (("status", line.status), ("error", line.error)) if v is not None
+            }
+            billed = (
+                {"cost_usd": line.cost_usd, "estimated": line.estimated} if line.cost_usd else {}
+            )
+            self._store.log(
+                Note(
+                    kind=RELEASED,
+                    round=line.round,
+                    role=request.role,
+                    data={"call": call, "outcome": line.outcome, **why, **billed},
+                )
+            )
             return
-        self._store.record_answer(CallRecord(
-            key=request_key(request), role=request.role, action=request.action,
-            completion=completion, round=line.round, attempt=line.attempt, call=call, ledger=line))
+        self._store.record_answer(
+            CallRecord(
+                key=request_key(request),
+                role=request.role,
+                action=request.action,
+                completion=completion,
+                round=line.round,
+                attempt=line.attempt,
+                call=call,
+                ledger=line,
+            )
+        )
 
 
 def read_calls(run_dir: Path) -> list[CallRecord]:
@@ -128,14 +159,16 @@ Match = Literal["key", "turn"]
 class Tape:
     """Recorded answers, each taken at most once (see the module docstring for ``match``)."""
 
-    def __init__(self, records: Iterable[CallRecord], *, match: Match,
-                 refused: Iterable[LedgerLine] = ()):
+    def __init__(
+        self, records: Iterable[CallRecord], *, match: Match, refused: Iterable[LedgerLine] = ()
+    ):
         self.match = match
         self._answers: dict[tuple[Any, ...], deque[CallRecord]] = defaultdict(deque)
         for record in records:
             self._answers[self._slot(record.round, record.role, record.key)].append(record)
-        self._refused = {(line.round, line.role, line.action) for line in refused
-                         if line.outcome == "refused"}
+        self._refused = {
+            (line.round, line.role, line.action) for line in refused if line.outcome == "refused"
+        }
 
     def was_refused(self, request: LLMRequest, round: int) -> bool:
         """Whether the recorded run's budget refused ``request``'s action in ``round``."""
@@ -155,7 +188,8 @@ class Tape:
             raise ConfigError(
                 f"the run has diverged from the recording: in round {round}, role "
                 f"{request.role!r} asks for {request.action!r} where the recorded run asked for "
-                f"{record.action!r}; fork at an earlier round, or before the setting that changed it")
+                f"{record.action!r}; fork at an earlier round, or before the setting that changed it"
+            )
         return record
 
     def __len__(self) -> int:
@@ -173,8 +207,9 @@ class TapeGateway:
     is a :class:`~sopbus.bus.ConfigError`: those rounds make no provider call at all.
     """
 
-    def __init__(self, gateway: Gateway, tape: Tape, *, free: bool, taped_through: int,
-                 store: RunLog):
+    def __init__(
+        self, gateway: Gateway, tape: Tape, *, free: bool, taped_through: int, store: RunLog
+    ):
         self.gateway = gateway
         self._tape = tape
         self._free = free
@@ -183,7 +218,9 @@ class TapeGateway:
         self.taped = 0  # calls answered from the tape
         self._base = gateway.stats()  # what was carried over before the first call
         self._original: dict[str, Any] = dict.fromkeys(_COUNTED, 0)  # taped answers as recorded
-        self._counted: dict[str, Any] = dict.fromkeys(_COUNTED, 0)  # as the gateway counted them again
+        self._counted: dict[str, Any] = dict.fromkeys(
+            _COUNTED, 0
+        )  # as the gateway counted them again
 
     @property
     def budget(self) -> Any:
@@ -197,34 +234,49 @@ class TapeGateway:
         """The totals as the run uninterrupted would show them at this point (see the
         module docstring): for stop conditions that watch spend or tokens."""
         now = self.gateway.stats()
-        return {**now, **{key: now[key] - self._base[key] + self._original[key] - self._counted[key]
-                          for key in _COUNTED}}
+        return {
+            **now,
+            **{
+                key: now[key] - self._base[key] + self._original[key] - self._counted[key]
+                for key in _COUNTED
+            },
+        }
 
     def _count(self, record: CallRecord) -> None:
         line = record.ledger
         if line is not None:
-            for key, value in zip(_COUNTED, (line.cost_usd, 1, line.prompt_tokens,
-                                              line.completion_tokens), strict=True):
+            for key, value in zip(
+                _COUNTED,
+                (line.cost_usd, 1, line.prompt_tokens, line.completion_tokens),
+                strict=True,
+            ):
                 self._original[key] += value
         if self._free:  # record_replay ledgers the answer: one call, its tokens, $0
             usage = record.completion.usage
-            for key, value in zip(_COUNTED[1:], (1, usage.prompt_tokens, usage.completion_tokens),
-                                  strict=True):
+            for key, value in zip(
+                _COUNTED[1:], (1, usage.prompt_tokens, usage.completion_tokens), strict=True
+            ):
                 self._counted[key] += value
 
     async def complete(self, request: LLMRequest, *, round: int, attempt: int = 1) -> Completion:
         record = self._tape.take(request, round)
         if record is None:
             if round <= self._taped_through and self._tape.was_refused(request, round):
-                raise BudgetExhausted(f"the recorded run's budget refused {request.role!r}'s "
-                                      f"{request.action!r} call in round {round}")
+                raise BudgetExhausted(
+                    f"the recorded run's budget refused {request.role!r}'s "
+                    f"{request.action!r} call in round {round}"
+                )
             if round <= self._taped_through:
-                taped = ("a replay takes every answer from it" if self._taped_through >= EVERY_ROUND
-                         else f"rounds up to {self._taped_through} take their answers from it")
+                taped = (
+                    "a replay takes every answer from it"
+                    if self._taped_through >= EVERY_ROUND
+                    else f"rounds up to {self._taped_through} take their answers from it"
+                )
                 raise ConfigError(
                     f"the recording has no answer for {request.role!r}'s {request.action!r} call "
                     f"in round {round} ({taped}, with no provider call); the recorded run did "
-                    f"not make that call, or asked it with another prompt")
+                    f"not make that call, or asked it with another prompt"
+                )
             return await self.gateway.complete(request, round=round, attempt=attempt)
         self.taped += 1
         self._count(record)
@@ -232,8 +284,11 @@ class TapeGateway:
         if observe is not None:  # a stateful provider (the simulator's fixture sequences)
             observe(request)
         if self._free:
-            return self.gateway.record_replay(request, record.completion, round=round, attempt=attempt)
+            return self.gateway.record_replay(
+                request, record.completion, round=round, attempt=attempt
+            )
         if record.ledger is not None:
-            self._store.log(LLMCalled(round=round, role=request.role, action=request.action,
-                                      call=record.ledger))
+            self._store.log(
+                LLMCalled(round=round, role=request.role, action=request.action, call=record.ledger)
+            )
         return record.completion

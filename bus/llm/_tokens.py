@@ -18,11 +18,10 @@ than bytes, so the bound holds whatever the server's tokenizer.
 
 from __future__ import annotations
 
-from functools import lru_cache
-
 import importlib
 import importlib.machinery
 import importlib.util
+from functools import lru_cache
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -48,18 +47,29 @@ _schema_json = msgspec.json.Encoder()
 # Which encoding an OpenAI model uses, by name prefix (the public mapping tiktoken ships);
 # the longest matching prefix wins. Snapshots ("gpt-4o-2024-08-06") share their family's.
 _ENCODING_BY_PREFIX = {
-    "gpt-4o": "o200k_base", "gpt-4.1": "o200k_base", "gpt-4.5": "o200k_base",
-    "gpt-5": "o200k_base", "o1": "o200k_base", "o3": "o200k_base", "o4": "o200k_base",
-    "chatgpt-4o": "o200k_base", "gpt-oss": "o200k_base",
-    "gpt-4": "cl100k_base", "gpt-3.5": "cl100k_base", "gpt-35": "cl100k_base",
-    "text-embedding-3": "cl100k_base", "text-embedding-ada-002": "cl100k_base",
+    "gpt-4o": "o200k_base",
+    "gpt-4.1": "o200k_base",
+    "gpt-4.5": "o200k_base",
+    "gpt-5": "o200k_base",
+    "o1": "o200k_base",
+    "o3": "o200k_base",
+    "o4": "o200k_base",
+    "chatgpt-4o": "o200k_base",
+    "gpt-oss": "o200k_base",
+    "gpt-4": "cl100k_base",
+    "gpt-3.5": "cl100k_base",
+    "gpt-35": "cl100k_base",
+    "text-embedding-3": "cl100k_base",
+    "text-embedding-ada-002": "cl100k_base",
 }
 
 
 @lru_cache(maxsize=256)
 def encoding_name(model: str) -> str | None:
     """The BPE encoding of an OpenAI ``model``, or ``None`` when the model is not known."""
-    prefixes = [p for p in _ENCODING_BY_PREFIX if model == p or model.startswith((p + "-", p + "."))]
+    prefixes = [
+        p for p in _ENCODING_BY_PREFIX if model == p or model.startswith((p + "-", p + "."))
+    ]
     return _ENCODING_BY_PREFIX[max(prefixes, key=len)] if prefixes else None
 
 
@@ -73,7 +83,8 @@ def _extension() -> ModuleType:
                 name = "bpe_openai._bindings"
                 loader = importlib.machinery.ExtensionFileLoader(name, str(path))
                 module = importlib.util.module_from_spec(
-                    importlib.util.spec_from_file_location(name, path, loader=loader))  # type: ignore[arg-type]
+                    importlib.util.spec_from_file_location(name, path, loader=loader)  # type: ignore[arg-type]
+                )
                 loader.exec_module(module)
                 return module
     return importlib.import_module("bpe_openai._bindings")  # the slow way, but it works
@@ -106,7 +117,11 @@ def count_prompt(request: LLMRequest) -> int:
     model = request.model
     total = CHAT_REPLY_PRIMING
     for message in request.messages:
-        total += CHAT_TOKENS_PER_MESSAGE + count_text(message.role, model) + count_text(message.content, model)
+        total += (
+            CHAT_TOKENS_PER_MESSAGE
+            + count_text(message.role, model)
+            + count_text(message.content, model)
+        )
     if request.schema is not None:
         total += count_text(schema_text(request), model)
     return total
@@ -125,7 +140,9 @@ def prompt_upper_bound(request: LLMRequest) -> int:
             total += BOUND_TOKENS_PER_MESSAGE_UNKNOWN + len(message.content.encode("utf-8"))
     if request.schema is not None:
         text = schema_text(request)
-        total += SCHEMA_OVERHEAD + (count_text(text, request.model) if known else len(text.encode("utf-8")))
+        total += SCHEMA_OVERHEAD + (
+            count_text(text, request.model) if known else len(text.encode("utf-8"))
+        )
     return total
 
 

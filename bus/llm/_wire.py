@@ -50,7 +50,7 @@ def first_line(text: str) -> str:
     """The first non-empty line of ``text``, at most :data:`MESSAGE_CHARS` long."""
     lines = [line for line in text.strip().splitlines() if line.strip()]
     line = lines[0].strip() if lines else ""
-    return line if len(line) <= MESSAGE_CHARS else line[:MESSAGE_CHARS - 3] + "..."
+    return line if len(line) <= MESSAGE_CHARS else line[: MESSAGE_CHARS - 3] + "..."
 
 
 class _Details(msgspec.Struct):
@@ -65,8 +65,11 @@ class _Usage(msgspec.Struct):
     def value(self) -> Usage:
         details = self.prompt_tokens_details
         cached = details.cached_tokens if details is not None else None
-        return Usage(prompt_tokens=self.prompt_tokens, completion_tokens=self.completion_tokens,
-                     cached_tokens=cached or 0)
+        return Usage(
+            prompt_tokens=self.prompt_tokens,
+            completion_tokens=self.completion_tokens,
+            cached_tokens=cached or 0,
+        )
 
 
 class _Message(msgspec.Struct):
@@ -100,8 +103,11 @@ class _Chunk(msgspec.Struct):
 
 def not_an_answer(base_url: str, what: str, data: bytes) -> ProviderError:
     """A 200 answer that is no chat completion (see the module docstring)."""
-    return ProviderError(f"{base_url} answered HTTP 200 with {what}; it began: {head(data)}",
-                         retryable=True, maybe_billed=True)
+    return ProviderError(
+        f"{base_url} answered HTTP 200 with {what}; it began: {head(data)}",
+        retryable=True,
+        maybe_billed=True,
+    )
 
 
 def read_answer(body: bytes, base_url: str, content_type: str) -> tuple[str, Usage | None]:
@@ -109,15 +115,19 @@ def read_answer(body: bytes, base_url: str, content_type: str) -> tuple[str, Usa
     try:
         answer = msgspec.json.decode(body, type=_Answer)
     except msgspec.DecodeError as error:
-        raise not_an_answer(base_url, f"a body that is not a chat completion ({content_type or 'no content-type'}: "
-                                      f"{error})", body) from None
+        raise not_an_answer(
+            base_url,
+            f"a body that is not a chat completion ({content_type or 'no content-type'}: {error})",
+            body,
+        ) from None
     message = answer.choices[0].message if answer.choices else None
     text = (message.content or message.refusal or "") if message is not None else ""
     return text, answer.usage.value() if answer.usage is not None else None
 
 
-async def read_body(chunks: AsyncIterator[bytes], limit: int, base_url: str,
-                    take: Callable[[bytes], None]) -> bytes:
+async def read_body(
+    chunks: AsyncIterator[bytes], limit: int, base_url: str, take: Callable[[bytes], None]
+) -> bytes:
     """Gives each chunk of a body to ``take`` until the body ends; returns its first bytes.
 
     More than ``limit`` bytes, or a :class:`~sopbus.bus.ProviderError` from ``take``, ends the read
@@ -134,13 +144,15 @@ async def read_body(chunks: AsyncIterator[bytes], limit: int, base_url: str,
                 continue  # already buffered before the cancellation could land
             total += len(chunk)
             if len(seen) < HEAD_BYTES:
-                seen += chunk[:HEAD_BYTES - len(seen)]
+                seen += chunk[: HEAD_BYTES - len(seen)]
             try:
                 if total > limit:
                     raise ProviderError(
                         f"{base_url} sent more than {limit} bytes for an answer of at most the "
                         f"request's max_tokens; refused (a body that large cannot be the answer "
-                        f"asked for); it began: {head(bytes(seen))}", maybe_billed=True)
+                        f"asked for); it began: {head(bytes(seen))}",
+                        maybe_billed=True,
+                    )
                 take(chunk)
             except ProviderError as error:
                 failure = error
@@ -194,8 +206,11 @@ class StreamReader:
         try:
             chunk = msgspec.json.decode(data, type=_Chunk)
         except msgspec.DecodeError as error:
-            raise ProviderError(f"{self.base_url} sent a malformed stream chunk ({error}); it "
-                                f"began: {head(data)}", retryable=True, maybe_billed=True) from None
+            raise ProviderError(
+                f"{self.base_url} sent a malformed stream chunk ({error}); it began: {head(data)}",
+                retryable=True,
+                maybe_billed=True,
+            ) from None
         if chunk.error:
             raise self._error_event(chunk.error)
         for choice in chunk.choices or ():
@@ -214,16 +229,25 @@ class StreamReader:
         fields = error if isinstance(error, dict) else {"message": error}
         code = str(fields.get("code") or fields.get("status") or "")
         status = int(code) if code.isdigit() and 100 <= int(code) <= 599 else None
-        retryable = retryable_status(status) if status is not None else fields.get("type") == "server_error"
+        retryable = (
+            retryable_status(status) if status is not None else fields.get("type") == "server_error"
+        )
         message = first_line(str(fields.get("message") or fields.get("type") or error))
         said = f"HTTP {status}" if status is not None else f"code {code or 'none'}"
-        return ProviderError(f"{self.base_url} sent an error inside the stream ({said}): {message}",
-                             retryable=retryable, status=status, maybe_billed=self.began)
+        return ProviderError(
+            f"{self.base_url} sent an error inside the stream ({said}): {message}",
+            retryable=retryable,
+            status=status,
+            maybe_billed=self.began,
+        )
 
     def end(self, seen: bytes) -> tuple[str, Usage | None]:
         """The text and usage once the body ended; a stream cut before its end is an error."""
         if not self.finished:
-            raise ProviderError(f"{self.base_url} ended the stream before the answer was whole "
-                                f"(no finish_reason, no [DONE]); it began: {head(seen)}",
-                                retryable=True, maybe_billed=True)
+            raise ProviderError(
+                f"{self.base_url} ended the stream before the answer was whole "
+                f"(no finish_reason, no [DONE]); it began: {head(seen)}",
+                retryable=True,
+                maybe_billed=True,
+            )
         return self.text(), self.usage

@@ -44,9 +44,11 @@ class Book(msgspec.Struct, kw_only=True):
         spent, held = self.totals()
         if spent + held + hold.amount > self.cap:
             self.refused += 1
-            return (f"next call needs up to ${usd(hold.amount)}; ${usd(self.cap - spent - held)} "
-                    f"left of the shared ${usd(self.cap)} (${usd(spent)} spent, ${usd(held)} "
-                    f"held by calls in flight of all runs); {fix}")
+            return (
+                f"next call needs up to ${usd(hold.amount)}; ${usd(self.cap - spent - held)} "
+                f"left of the shared ${usd(self.cap)} (${usd(spent)} spent, ${usd(held)} "
+                f"held by calls in flight of all runs); {fix}"
+            )
         self.holds[hold.id] = (hold.holder, hold.amount)
         return None
 
@@ -69,8 +71,9 @@ class Book(msgspec.Struct, kw_only=True):
 
     def state(self) -> AccountState:
         spent, held = self.totals()
-        return AccountState(cap=self.cap, spent=spent, held=held, refused=self.refused,
-                            by_holder=dict(self.spent))
+        return AccountState(
+            cap=self.cap, spent=spent, held=held, refused=self.refused, by_holder=dict(self.spent)
+        )
 
 
 encoder = msgspec.json.Encoder(decimal_format="string")

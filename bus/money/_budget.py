@@ -81,7 +81,8 @@ class Budget:
             raise BudgetExhausted(
                 f"next call needs up to ${usd(amount)}; ${usd(self.left)} left of ${usd(self._cap)} "
                 f"(${usd(self._spent)} spent, ${usd(self._reserved)} held by calls in flight); "
-                f"raise [run].budget_usd or --budget")
+                f"raise [run].budget_usd or --budget"
+            )
         self._reserved += amount
         return Reservation(amount)
 

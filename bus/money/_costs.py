@@ -18,13 +18,13 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from ._budget import usd
 from .._jsonl import read_jsonl
-from ._ledger import LedgerLine
+from .._layout import COSTS as COSTS_FILE
 from .._protocol import Usage
+from ._budget import usd
+from ._ledger import LedgerLine
 from ._prices import PriceBook
 
-from .._layout import COSTS as COSTS_FILE
 _GROUPS = (("by_role", "role"), ("by_action", "action"), ("by_model", "model"))
 
 
@@ -36,8 +36,9 @@ def load_ledger(run_dir: str | Path) -> list[LedgerLine]:
     return list(read_jsonl(path, LedgerLine))
 
 
-def cost_report(lines: Sequence[LedgerLine], *, budget: Decimal | None = None,
-                run_id: str = "") -> dict[str, Any]:
+def cost_report(
+    lines: Sequence[LedgerLine], *, budget: Decimal | None = None, run_id: str = ""
+) -> dict[str, Any]:
     """Totals of ``lines``: ``run_id``, ``total_usd``, ``budget_usd`` (``budget``, else the
     ledger's), ``calls`` (attempts sent to a provider; refusals are not calls), ``outcomes``
     (lines per outcome), and ``by_role``, ``by_action``, ``by_model``, each
@@ -46,9 +47,12 @@ def cost_report(lines: Sequence[LedgerLine], *, budget: Decimal | None = None,
     if budget is None:
         budget = lines[-1].budget_usd if lines else Decimal(0)
     report: dict[str, Any] = {
-        "run_id": run_id, "total_usd": sum((line.cost_usd for line in lines), Decimal(0)),
-        "budget_usd": budget, "calls": sum(1 for line in lines if line.outcome != "refused"),
-        "outcomes": {}}
+        "run_id": run_id,
+        "total_usd": sum((line.cost_usd for line in lines), Decimal(0)),
+        "budget_usd": budget,
+        "calls": sum(1 for line in lines if line.outcome != "refused"),
+        "outcomes": {},
+    }
     for line in lines:
         report["outcomes"][line.outcome] = report["outcomes"].get(line.outcome, 0) + 1
     for key, field in _GROUPS:
@@ -59,8 +63,10 @@ def cost_report(lines: Sequence[LedgerLine], *, budget: Decimal | None = None,
 def _group(lines: Sequence[LedgerLine], field: str) -> dict[str, dict[str, Any]]:
     groups: dict[str, dict[str, Any]] = {}
     for line in lines:
-        entry = groups.setdefault(getattr(line, field), {
-            "calls": 0, "prompt_tokens": 0, "completion_tokens": 0, "cost_usd": Decimal(0)})
+        entry = groups.setdefault(
+            getattr(line, field),
+            {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0, "cost_usd": Decimal(0)},
+        )
         entry["calls"] += line.outcome != "refused"
         entry["prompt_tokens"] += line.prompt_tokens
         entry["completion_tokens"] += line.completion_tokens
@@ -85,8 +91,11 @@ def reprice(lines: Sequence[LedgerLine], model: str, prices: PriceBook) -> list[
     for line in lines:
         # An estimated or lost line was counted at its reservation, not from tokens: kept.
         kept = line.outcome in ("replayed", "refused", "lost") or line.estimated
-        cost = line.cost_usd if kept else price.cost(
-            Usage(line.prompt_tokens, line.completion_tokens, line.cached_tokens))
+        cost = (
+            line.cost_usd
+            if kept
+            else price.cost(Usage(line.prompt_tokens, line.completion_tokens, line.cached_tokens))
+        )
         total += cost
         out.append(msgspec.structs.replace(line, model=model, cost_usd=cost, total_usd=total))
     return out
@@ -101,13 +110,19 @@ def render_table(report: dict[str, Any]) -> RenderableType:
         for column in ("calls", "prompt tokens", "completion tokens", "cost (USD)"):
             table.add_column(column, justify="right")
         for name, entry in sorted(report[key].items(), key=lambda item: -item[1]["cost_usd"]):
-            table.add_row(name or "-", str(entry["calls"]), f"{entry['prompt_tokens']:,}",
-                          f"{entry['completion_tokens']:,}", usd(entry["cost_usd"]))
+            table.add_row(
+                name or "-",
+                str(entry["calls"]),
+                f"{entry['prompt_tokens']:,}",
+                f"{entry['completion_tokens']:,}",
+                usd(entry["cost_usd"]),
+            )
         tables.append(table)
     total, budget = report["total_usd"], report["budget_usd"]
     share = f" ({total / budget:.0%} of budget)" if budget > 0 else ""
-    tables.append(Text(f"total ${usd(total)} of ${usd(budget)}{share}, {report['calls']} calls",
-                       style="bold"))
+    tables.append(
+        Text(f"total ${usd(total)} of ${usd(budget)}{share}, {report['calls']} calls", style="bold")
+    )
     return Group(*tables)
 
 

@@ -45,7 +45,9 @@ class FileAccount:
         self._fix = fix
 
     @classmethod
-    def create(cls, path: Path, cap: Decimal, *, fix: str = "raise the shared budget") -> FileAccount:
+    def create(
+        cls, path: Path, cap: Decimal, *, fix: str = "raise the shared budget"
+    ) -> FileAccount:
         """A new account with ``cap`` and nothing spent; an existing file is an error."""
         if path.exists():
             raise ConfigError(f"{path} already holds an account; open it instead of creating it")

@@ -58,9 +58,18 @@ def look_up(model: str, *, endpoint: str | None = None, at: datetime | None = No
     if price is None:
         return None
     also = tuple(p.id for p in _providers() if p is not provider and _lists(p, model.lower()))
-    return Quote(model=model, price=price, source="genai-prices", matched=info.id,
-                 matched_name=info.name or "", provider=provider.id, provider_name=provider.name,
-                 how=how, notes=notes, also=also)
+    return Quote(
+        model=model,
+        price=price,
+        source="genai-prices",
+        matched=info.id,
+        matched_name=info.name or "",
+        provider=provider.id,
+        provider_name=provider.name,
+        how=how,
+        notes=notes,
+        also=also,
+    )
 
 
 def known_names() -> list[str]:
@@ -82,7 +91,9 @@ def _find(ref: str, endpoint: str | None) -> tuple[Provider, ModelInfo, str] | N
     providers = _providers()
     if endpoint:
         for provider in providers:
-            if re.match(provider.api_pattern, endpoint) and (m := provider.find_model(ref, all_providers=providers)):
+            if re.match(provider.api_pattern, endpoint) and (
+                m := provider.find_model(ref, all_providers=providers)
+            ):
                 return provider, m, f"the endpoint {endpoint} is {provider.name}'s"
     prefix, _, rest = ref.partition("/")
     if rest:
@@ -103,8 +114,10 @@ def _find(ref: str, endpoint: str | None) -> tuple[Provider, ModelInfo, str] | N
 def _price_of(info: ModelInfo, at: datetime) -> tuple[Price | None, tuple[str, ...]]:
     """``info``'s token price at ``at`` (the peak of the day when it varies by the hour),
     and notes on what the price leaves out."""
-    moments = [at] + [at.replace(hour=t.hour, minute=t.minute, second=0, microsecond=0)
-                      + timedelta(seconds=1) for t in _day_boundaries(info)]
+    moments = [at] + [
+        at.replace(hour=t.hour, minute=t.minute, second=0, microsecond=0) + timedelta(seconds=1)
+        for t in _day_boundaries(info)
+    ]
     candidates = [info.get_prices(moment) for moment in moments]
     prices = [p for p in (_convert(c) for c in candidates) if p is not None]
     if not prices:
@@ -112,12 +125,23 @@ def _price_of(info: ModelInfo, at: datetime) -> tuple[Price | None, tuple[str, .
     peak = prices[0]
     for other in prices[1:]:
         peak = _at_most(peak, other)
-    notes = ["prices change with the time of day; the peak is taken"] if len(set(prices)) > 1 else []
-    unbilled = sorted({k for c in candidates for k, v in vars(c).items()
-                       if v is not None and not k.startswith("_")} - _BILLED)
+    notes = (
+        ["prices change with the time of day; the peak is taken"] if len(set(prices)) > 1 else []
+    )
+    unbilled = sorted(
+        {
+            k
+            for c in candidates
+            for k, v in vars(c).items()
+            if v is not None and not k.startswith("_")
+        }
+        - _BILLED
+    )
     if unbilled:
-        notes.append("not billed (a call's usage does not report them): "
-                     + ", ".join(_unit(k) for k in unbilled))
+        notes.append(
+            "not billed (a call's usage does not report them): "
+            + ", ".join(_unit(k) for k in unbilled)
+        )
     return peak, tuple(notes)
 
 
@@ -131,20 +155,30 @@ def _day_boundaries(info: ModelInfo) -> list[Any]:
     if not isinstance(info.prices, list):
         return []
     # Both ends: a moment just after each start and each end falls in every price's window.
-    return [moment for c in info.prices if isinstance(c.constraint, TimeOfDateConstraint)
-            for moment in (c.constraint.start_time, c.constraint.end_time)]
+    return [
+        moment
+        for c in info.prices
+        if isinstance(c.constraint, TimeOfDateConstraint)
+        for moment in (c.constraint.start_time, c.constraint.end_time)
+    ]
 
 
 def _convert(price: ModelPrice) -> Price | None:
     """A :class:`Price` from the library's ``ModelPrice``; ``None`` when it has no input or
     no output price per token (image, audio or per-request models)."""
-    keys = {"input": price.input_mtok, "output": price.output_mtok,
-            "cached_input": price.cache_read_mtok if price.cache_read_mtok is not None else price.input_mtok}
+    keys = {
+        "input": price.input_mtok,
+        "output": price.output_mtok,
+        "cached_input": price.cache_read_mtok
+        if price.cache_read_mtok is not None
+        else price.input_mtok,
+    }
     if keys["input"] is None or keys["output"] is None:
         return None
     starts = sorted({tier.start for value in keys.values() for tier in _tiers(value)})
-    tiers = tuple(Tier(above=start, **{k: _rate(v, start + 1) for k, v in keys.items()})
-                  for start in starts)
+    tiers = tuple(
+        Tier(above=start, **{k: _rate(v, start + 1) for k, v in keys.items()}) for start in starts
+    )
     return Price(**{k: _rate(v, 0) for k, v in keys.items()}, tiers=tiers)
 
 
@@ -171,4 +205,5 @@ def _at_most(a: Price, b: Price) -> Price:
     def top(tokens: int) -> dict[str, Decimal]:
         ra, rb = a.rates(tokens), b.rates(tokens)
         return {k: max(x, y) for k, x, y in zip(("input", "output", "cached_input"), ra, rb)}
+
     return Price(**top(0), tiers=tuple(Tier(above=s, **top(s + 1)) for s in starts))

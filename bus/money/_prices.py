@@ -42,24 +42,39 @@ class PriceBook:
     Decimal('0.00065')
     """
 
-    def __init__(self, prices: Mapping[str, Price], *, sources: Mapping[str, PriceSource] | None = None,
-                 library: bool = False, endpoint: str | None = None, at: datetime | None = None):
-        self._quotes = {model: Quote(model=model, price=price,
-                                     source=(sources or {}).get(model, "scenario"))
-                        for model, price in prices.items()}
+    def __init__(
+        self,
+        prices: Mapping[str, Price],
+        *,
+        sources: Mapping[str, PriceSource] | None = None,
+        library: bool = False,
+        endpoint: str | None = None,
+        at: datetime | None = None,
+    ):
+        self._quotes = {
+            model: Quote(model=model, price=price, source=(sources or {}).get(model, "scenario"))
+            for model, price in prices.items()
+        }
         self._library = library
         self._endpoint = endpoint
         self._at = at or datetime.now(tz=UTC)
         self._misses: set[str] = set()
 
     @classmethod
-    def load(cls, overrides: Mapping[str, Mapping[str, Any]] | None = None, *,
-             library: bool = True, endpoint: str | None = None,
-             at: datetime | None = None) -> PriceBook:
+    def load(
+        cls,
+        overrides: Mapping[str, Mapping[str, Any]] | None = None,
+        *,
+        library: bool = True,
+        endpoint: str | None = None,
+        at: datetime | None = None,
+    ) -> PriceBook:
         """The packaged prices with ``overrides`` (``{model: {"input", "output",
         "cached_input"}}``, USD per 1M tokens, from a scenario) laid over them, whole model
         by whole model, and genai-prices behind both."""
-        text = resources.files("sopbus.bus.money").joinpath("prices.toml").read_text(encoding="utf-8")
+        text = (
+            resources.files("sopbus.bus.money").joinpath("prices.toml").read_text(encoding="utf-8")
+        )
         table = tomllib.loads(text, parse_float=Decimal)["prices"]
         prices = {model: _parse_price(model, entry, PACKAGED) for model, entry in table.items()}
         sources: dict[str, PriceSource] = dict.fromkeys(prices, "sopbus")
@@ -111,9 +126,11 @@ class PriceBook:
             searched = f"the scenario's [prices], {PACKAGED} and genai-prices {version()}"
         close = closest(model, dict.fromkeys(names), cutoff=0.5)
         hint = f"; close names: {', '.join(close)}" if close else ""
-        return (f"no price for model {model!r} in {searched}{hint}; add [prices.\"{model}\"] "
-                f"input = ..., output = ... (USD per 1M tokens) to the scenario, or pick a "
-                f"priced model (`sopbus prices MODEL` shows what a model costs)")
+        return (
+            f'no price for model {model!r} in {searched}{hint}; add [prices."{model}"] '
+            f"input = ..., output = ... (USD per 1M tokens) to the scenario, or pick a "
+            f"priced model (`sopbus prices MODEL` shows what a model costs)"
+        )
 
 
 def _parse_price(model: str, entry: Mapping[str, Any], where: str) -> Price:
@@ -122,8 +139,9 @@ def _parse_price(model: str, entry: Mapping[str, Any], where: str) -> Price:
         raise ConfigError(f"{place} must be a table with input and output, got {entry!r}")
     unknown = sorted(set(entry) - set(_KEYS))
     if unknown:
-        raise ConfigError(f"{place} has unknown key(s) {', '.join(unknown)}; "
-                          f"expected {', '.join(_KEYS)}")
+        raise ConfigError(
+            f"{place} has unknown key(s) {', '.join(unknown)}; expected {', '.join(_KEYS)}"
+        )
     for key in ("input", "output"):
         if key not in entry:
             raise ConfigError(f"{place} has no {key} price; add {key} = <USD per 1M tokens>")

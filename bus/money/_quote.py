@@ -49,16 +49,21 @@ class Price(msgspec.Struct, frozen=True):
         (as the OpenAI API reports them) and billed at ``cached_input``."""
         rate_in, rate_out, rate_cached = self.rates(usage.prompt_tokens)
         cached = min(usage.cached_tokens, usage.prompt_tokens)
-        return ((usage.prompt_tokens - cached) * rate_in + cached * rate_cached
-                + usage.completion_tokens * rate_out) / _PER_TOKEN
+        return (
+            (usage.prompt_tokens - cached) * rate_in
+            + cached * rate_cached
+            + usage.completion_tokens * rate_out
+        ) / _PER_TOKEN
 
     def worst_case(self, prompt_tokens: int, completion_tokens: int) -> Decimal:
         """The most a call of up to ``prompt_tokens`` and ``completion_tokens`` can cost,
         however many are served from the cache and whichever tier the real prompt lands in."""
         levels = [(self.input, self.output, self.cached_input)] + [
-            (t.input, t.output, t.cached_input) for t in self.tiers if prompt_tokens > t.above]
-        return max((prompt_tokens * max(i, c) + completion_tokens * o) / _PER_TOKEN
-                   for i, o, c in levels)
+            (t.input, t.output, t.cached_input) for t in self.tiers if prompt_tokens > t.above
+        ]
+        return max(
+            (prompt_tokens * max(i, c) + completion_tokens * o) / _PER_TOKEN for i, o, c in levels
+        )
 
 
 class Quote(msgspec.Struct, frozen=True, kw_only=True):

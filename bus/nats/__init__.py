@@ -8,5 +8,14 @@ from ._account import NatsAccount
 from ._link import Link, NatsUnavailable, Received, open_link
 from ._stream import Inbox, RunStream, StreamError, StreamLog
 
-__all__ = ["Inbox", "Link", "NatsAccount", "NatsUnavailable", "Received", "RunStream", "StreamError",
-           "StreamLog", "open_link"]
+__all__ = [
+    "Inbox",
+    "Link",
+    "NatsAccount",
+    "NatsUnavailable",
+    "Received",
+    "RunStream",
+    "StreamError",
+    "StreamLog",
+    "open_link",
+]

@@ -34,7 +34,9 @@ class NatsAccount:
     """The account under ``key`` in the KV bucket ``bucket`` (see the module docstring).
     :meth:`open` it first. ``fix`` ends a refusal's message: how the user raises the cap."""
 
-    def __init__(self, link: Link, bucket: str, key: str = "budget", *, fix: str = "raise the budget"):
+    def __init__(
+        self, link: Link, bucket: str, key: str = "budget", *, fix: str = "raise the budget"
+    ):
         self.link, self.bucket, self.key = link, bucket, key
         self._fix = fix
         self._kv: Any = None
@@ -48,16 +50,19 @@ class NatsAccount:
         if cap is not None:
             checked_cap(cap)
         self._kv = await self.link.key_value(self.bucket)
-        await self._swap(self._opening(cap),
-                         absent=encoder.encode(Book(cap=cap)) if cap is not None else None)
+        await self._swap(
+            self._opening(cap), absent=encoder.encode(Book(cap=cap)) if cap is not None else None
+        )
 
     def _opening(self, cap: Decimal | None) -> Change[None]:
         def change(book: Book) -> tuple[bool, None]:
             if cap is not None and book.cap != cap:
                 raise ConfigError(
                     f"the shared account {self._where} already exists with a cap of ${usd(book.cap)}, "
-                    f"not ${usd(cap)}: join it without a cap, or give a new bucket for a new cap")
+                    f"not ${usd(cap)}: join it without a cap, or give a new bucket for a new cap"
+                )
             return False, None
+
         return change
 
     # -- the SharedAccount protocol ----------------------------------------------------
@@ -73,7 +78,8 @@ class NatsAccount:
         if not await self._swap(lambda book: ((held := book.settle(hold, actual)), held)):
             raise RuntimeError(
                 f"{hold!r} is not held in {self._where}: a rebase dropped it (its holder was "
-                f"resumed elsewhere), its holder's lease lapsed, or it was closed twice")
+                f"resumed elsewhere), its holder's lease lapsed, or it was closed twice"
+            )
 
     async def release(self, hold: Hold) -> None:
         await self.settle(hold, Decimal(0))
@@ -106,6 +112,7 @@ class NatsAccount:
         """Releases (spending nothing) the holds of every holder whose lease lapsed, forgets
         those leases, and returns the holders, sorted (those without holds too: they are
         gone all the same). A holder that never heartbeated is never among them."""
+
         def change(book: Book) -> tuple[bool, list[str]]:
             now = time.time()
             lapsed = sorted(h for h, until in book.leases.items() if until < now)
@@ -142,8 +149,10 @@ class NatsAccount:
         def on_value(value: bytes | None) -> tuple[bytes | None, T]:
             stored = value if value is not None else absent
             if stored is None:
-                raise ConfigError(f"no shared account at {self._where}: the process that starts "
-                                  f"the run or sweep creates it with the cap")
+                raise ConfigError(
+                    f"no shared account at {self._where}: the process that starts "
+                    f"the run or sweep creates it with the cap"
+                )
             book = decoder.decode(stored)  # decoded at each try: a retry starts afresh
             write, result = change(book)
             return (encoder.encode(book) if write or value is None else None), result

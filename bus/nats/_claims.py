@@ -147,11 +147,13 @@ class RunBoard:
         last = self._revisions.get(role)
         if last is None:
             return False
-        value = msgspec.json.encode(Claim(worker=worker, until=time.time() + lease_s,
-                                          tenure=self._tenures[role]))
+        value = msgspec.json.encode(
+            Claim(worker=worker, until=time.time() + lease_s, tenure=self._tenures[role])
+        )
         try:
-            self._revisions[role] = await self.link.update_key(await self._bucket(), _claim_key(role),
-                                                               value, last=last)
+            self._revisions[role] = await self.link.update_key(
+                await self._bucket(), _claim_key(role), value, last=last
+            )
         except WrongRevision:
             self._revisions.pop(role, None)
             self._tenures.pop(role, None)
@@ -179,7 +181,9 @@ class RunBoard:
                 continue
             claim = msgspec.json.decode(found[0], type=Claim)
             if claim.until > now:
-                live[role] = claim if claim.tenure else msgspec.structs.replace(claim, tenure=found[1])
+                live[role] = (
+                    claim if claim.tenure else msgspec.structs.replace(claim, tenure=found[1])
+                )
         return live
 
 
@@ -202,6 +206,7 @@ async def announced(link: Link) -> list[Announcement]:
     async def fn(nc: Any, js: Any) -> list[str]:
         info = await js.stream_info(f"KV_{RUNS_BUCKET}", subjects_filter=f"$KV.{RUNS_BUCKET}.>")
         return [subject.split(".", 2)[2] for subject in (info.state.subjects or {})]
+
     found = [await link.get_key(kv, key) for key in await link.call_patiently(fn)]
     runs = [msgspec.json.decode(raw[0], type=Announcement) for raw in found if raw is not None]
     return sorted(runs, key=lambda a: a.t)

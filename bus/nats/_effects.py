@@ -42,18 +42,39 @@ class EffectSender:
         self.link, self.run_id, self.host = link, run_id, host
         # Unbounded on purpose: producers are sync (they cannot wait); a turn's effects are
         # bounded by its calls and artifacts, and the answer waits for the queue to drain.
-        self._send, self._receive = trio.open_memory_channel[tuple[str, bytes, dict[str, str]]](math.inf)
+        self._send, self._receive = trio.open_memory_channel[tuple[str, bytes, dict[str, str]]](
+            math.inf
+        )
         self._queued = self._sent = 0
         self._progress = trio.Condition()
         self._failure: BaseException | None = None
 
-    def put(self, role: str, turn: int, n: int, effect: Effect, *, replayed: bool = False,
-            epoch: int = 0, tenure: int = 0) -> None:
-        envelope = Envelope(role=role, turn=turn, n=n, host=self.host, effect=effect,
-                            replayed=replayed, epoch=epoch, tenure=tenure)
+    def put(
+        self,
+        role: str,
+        turn: int,
+        n: int,
+        effect: Effect,
+        *,
+        replayed: bool = False,
+        epoch: int = 0,
+        tenure: int = 0,
+    ) -> None:
+        envelope = Envelope(
+            role=role,
+            turn=turn,
+            n=n,
+            host=self.host,
+            effect=effect,
+            replayed=replayed,
+            epoch=epoch,
+            tenure=tenure,
+        )
         msg_id = f"{self.run_id}/fx/{role}/{self.host}/{tenure}/{epoch}/{turn}/{n}/{int(replayed)}"
         self._queued += 1
-        self._send.send_nowait((fx_subject(self.run_id, role), encode(envelope), {"Nats-Msg-Id": msg_id}))
+        self._send.send_nowait(
+            (fx_subject(self.run_id, role), encode(envelope), {"Nats-Msg-Id": msg_id})
+        )
 
     async def run(self) -> None:
         """Drains the queue, a batch per crossing, until cancelled."""
@@ -94,7 +115,9 @@ class EffectSender:
                 await self._progress.wait()
         if self._failure is not None:
             failure, self._failure = self._failure, None
-            raise RuntimeError(f"effects of a turn could not be stored on the run's stream: {failure}")
+            raise RuntimeError(
+                f"effects of a turn could not be stored on the run's stream: {failure}"
+            )
 
 
 class TurnEffects:
@@ -114,18 +137,35 @@ class TurnEffects:
 
     def _put(self, effect: Effect) -> None:
         self.count += 1
-        self.sender.put(self.role, self.turn, self.count, effect, replayed=self.replaying,
-                        epoch=self.epoch, tenure=self.tenure)
+        self.sender.put(
+            self.role,
+            self.turn,
+            self.count,
+            effect,
+            replayed=self.replaying,
+            epoch=self.epoch,
+            tenure=self.tenure,
+        )
 
     # -- the gateway's journal and sink -----------------------------------------------
     def reserved(self, request: LLMRequest, *, round: int, attempt: int, amount: Decimal) -> int:
         self._calls += 1
-        self._put(Reserved(call=self._calls, role=request.role, action=request.action,
-                           model=request.model, round=round, attempt=attempt, amount=amount))
+        self._put(
+            Reserved(
+                call=self._calls,
+                role=request.role,
+                action=request.action,
+                model=request.model,
+                round=round,
+                attempt=attempt,
+                amount=amount,
+            )
+        )
         return self._calls
 
-    def closed(self, call: int, request: LLMRequest, completion: Completion | None,
-               line: LedgerLine) -> None:
+    def closed(
+        self, call: int, request: LLMRequest, completion: Completion | None, line: LedgerLine
+    ) -> None:
         self._closed[line.seq] = (call, request, completion)
 
     def ledger(self, line: LedgerLine) -> None:

@@ -20,8 +20,7 @@ from typing import Any
 import trio
 from loguru import logger
 
-from .._errors import BudgetExhausted, StopRun
-from .._errors import exception_leaves
+from .._errors import BudgetExhausted, StopRun, exception_leaves
 from .._member import Member, Turn
 from .._message import Message
 from ..llm._gateway import Gateway
@@ -30,7 +29,15 @@ from ._effects import EffectSender, TurnEffects, write_mirrored
 from ._inbox import Inbox
 from ._link import Link
 from ._subjects import turn_subject
-from ._wire import TurnAnswer, TurnRequest, answer_of, decode_request, encode, fenced, stored_effects
+from ._wire import (
+    TurnAnswer,
+    TurnRequest,
+    answer_of,
+    decode_request,
+    encode,
+    fenced,
+    stored_effects,
+)
 
 READ_NEWS_S = 60.0  # how long a turn waits for its news to arrive on the role's consumer
 
@@ -63,9 +70,20 @@ def classify(exc: BaseException) -> tuple[str, str]:
 class RoleHost:
     """Hosts one claimed role of a run on this worker (see the module docstring)."""
 
-    def __init__(self, member: Member, fresh: Callable[[], Member], *, link: Link, run_id: str,
-                 host: str, inbox: Inbox, sender: EffectSender,
-                 gateway_for: Callable[[TurnEffects], Gateway], mirror: Path, tenure: int = 0):
+    def __init__(
+        self,
+        member: Member,
+        fresh: Callable[[], Member],
+        *,
+        link: Link,
+        run_id: str,
+        host: str,
+        inbox: Inbox,
+        sender: EffectSender,
+        gateway_for: Callable[[TurnEffects], Gateway],
+        mirror: Path,
+        tenure: int = 0,
+    ):
         self.fresh, self.link, self.run_id, self.host = fresh, link, run_id, host
         self.tenure = tenure  # our claim's fencing token: we answer requests made for it only
         self.member = member
@@ -87,19 +105,35 @@ class RoleHost:
             self.member = self.fresh()
         self.epoch, self.seen = epoch, 0
         recorded = await recorded_answers(self.link, self.run_id, self.member.name)
-        self.gateway = (TapeGateway(self._gateway, Tape(recorded, match="key"), free=False,
-                                    taped_through=0, store=_Quiet()) if recorded else self._gateway)
+        self.gateway = (
+            TapeGateway(
+                self._gateway,
+                Tape(recorded, match="key"),
+                free=False,
+                taped_through=0,
+                store=_Quiet(),
+            )
+            if recorded
+            else self._gateway
+        )
 
     async def serve(self) -> None:
-        async with trio.open_nursery() as nursery, \
-                self.link.subscribe(turn_subject(self.run_id, self.member.name)) as requests:
+        async with (
+            trio.open_nursery() as nursery,
+            self.link.subscribe(turn_subject(self.run_id, self.member.name)) as requests,
+        ):
             async for msg in requests:
                 request = decode_request(msg.data)
                 key = (request.epoch, request.turn)
                 if (request.host, request.tenure) != (self.host, self.tenure):
                     # For the role's next holder (our lease lapsed: we were paused): not ours.
-                    logger.debug("turn {} of {} is asked of {} (tenure {}), not of us", request.turn,
-                                 request.role, request.host, request.tenure)
+                    logger.debug(
+                        "turn {} of {} is asked of {} (tenure {}), not of us",
+                        request.turn,
+                        request.role,
+                        request.host,
+                        request.tenure,
+                    )
                 elif key in self.done:
                     await self.link.publish(msg.reply, self.done[key])
                 elif key == self.busy:
@@ -118,8 +152,14 @@ class RoleHost:
             answer = await self._turn(request)
         except Exception as exc:  # the news never came, the effects could not be stored
             ended, detail = classify(exc)
-            answer = TurnAnswer(turn=request.turn, ended=ended, detail=detail,
-                                effects=self.effects.count, host=self.host, tenure=self.tenure)
+            answer = TurnAnswer(
+                turn=request.turn,
+                ended=ended,
+                detail=detail,
+                effects=self.effects.count,
+                host=self.host,
+                tenure=self.tenure,
+            )
         data = encode(answer)
         # only the last: an older turn is never asked again
         self.done = {(request.epoch, request.turn): data}
@@ -134,8 +174,16 @@ class RoleHost:
         self.effects.begin(self.epoch, turn, replaying=True)
         news = await self.inbox.read(wanted, timeout=READ_NEWS_S)
         try:
-            await self.member.step(news, Turn(run_id=self.run_id, round=round, role=self.member.name,
-                                              gateway=self.gateway, services=self.effects))
+            await self.member.step(
+                news,
+                Turn(
+                    run_id=self.run_id,
+                    round=round,
+                    role=self.member.name,
+                    gateway=self.gateway,
+                    services=self.effects,
+                ),
+            )
         except Exception:
             pass  # it ended the same way the first time; the coordinator has that answer
         self.seen = turn
@@ -145,20 +193,37 @@ class RoleHost:
             write_mirrored(self.effects.mirror, path, data)
         self.effects.begin(request.epoch, request.turn)
         news = await self.inbox.read(request.wanted, timeout=READ_NEWS_S)
-        turn = Turn(run_id=self.run_id, round=request.round, role=self.member.name,
-                    gateway=self.gateway, services=self.effects)
-        ended, detail, out = "", "", ()  # type: tuple[str, str, Sequence[Message]]
+        turn = Turn(
+            run_id=self.run_id,
+            round=request.round,
+            role=self.member.name,
+            gateway=self.gateway,
+            services=self.effects,
+        )
+        ended, detail = "", ""
+        out: Sequence[Message] = ()
         try:
             out = await self.member.step(news, turn)
         except Exception as exc:
             ended, detail = classify(exc)
             if ended == "failed":
-                logger.warning("role {} failed in round {}: {}", self.member.name, request.round,
-                               detail.splitlines()[0])
+                logger.warning(
+                    "role {} failed in round {}: {}",
+                    self.member.name,
+                    request.round,
+                    detail.splitlines()[0],
+                )
         self.seen = request.turn
         await self.effects.sender.flushed()
-        return TurnAnswer(turn=request.turn, messages=list(out or ()), ended=ended, detail=detail,
-                          effects=self.effects.count, host=self.host, tenure=self.tenure)
+        return TurnAnswer(
+            turn=request.turn,
+            messages=list(out or ()),
+            ended=ended,
+            detail=detail,
+            effects=self.effects.count,
+            host=self.host,
+            tenure=self.tenure,
+        )
 
 
 async def recorded_answers(link: Link, run_id: str, role: str) -> list[CallRecord]:
@@ -166,5 +231,8 @@ async def recorded_answers(link: Link, run_id: str, role: str) -> list[CallRecor
     replayed, accepted by the coordinator), from the run's stream: what a new host must not
     ask or pay for again. (One that a paused host got after it was fenced off was never
     ledgered: it is asked again, not taken for free.)"""
-    return [record for envelope in fenced(await stored_effects(link, run_id, role))
-            if not envelope.replayed and (record := answer_of(envelope.effect)) is not None]
+    return [
+        record
+        for envelope in fenced(await stored_effects(link, run_id, role))
+        if not envelope.replayed and (record := answer_of(envelope.effect)) is not None
+    ]

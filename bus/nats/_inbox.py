@@ -81,9 +81,14 @@ class Inbox:
         stream, consumer = self.stream, self.consumer
 
         async def create(nc: Any, js: Any) -> None:
-            await js.add_consumer(stream, durable_name=consumer, filter_subjects=filters,
-                                  ack_policy="explicit", ack_wait=ACK_WAIT,
-                                  max_ack_pending=-1)  # held messages are acked every turn
+            await js.add_consumer(
+                stream,
+                durable_name=consumer,
+                filter_subjects=filters,
+                ack_policy="explicit",
+                ack_wait=ACK_WAIT,
+                max_ack_pending=-1,
+            )  # held messages are acked every turn
             self._replies = nc.new_inbox()
             self._sub = await nc.subscribe(f"{self._replies}.*", cb=self._arrived)
 
@@ -93,6 +98,7 @@ class Inbox:
         """Stops reading (unsubscribes); the consumer stays for the role's next host. What
         was delivered and not acked goes to that host after ``ACK_WAIT``. Call it when this
         process stops hosting the role; closing twice does nothing."""
+
         async def unsubscribe(nc: Any, js: Any) -> None:
             sub, self._sub = self._sub, None
             for end in self._ends.values():
@@ -100,6 +106,7 @@ class Inbox:
                     end.set_result(None)
             if sub is not None:
                 await sub.unsubscribe()
+
         await self.link.call(unsubscribe)
 
     async def read(self, wanted: Sequence[tuple[str, int]], *, timeout: float) -> list[Message]:
@@ -117,15 +124,19 @@ class Inbox:
         acks are handed to the connection, which sends them at once; it does not wait for a
         round trip to the server: an ack lost with a dying host costs a redelivery, which the
         role's next host passes over."""
+
         async def ack_all(nc: Any, js: Any) -> None:
             unacked, self._unacked = self._unacked, []
             for msg in unacked:
                 await msg.ack()
+
         await self.link.call(ack_all)
 
     # -- on the link's loop ----------------------------------------------------------------
 
-    async def _read_wanted(self, nc: Any, js: Any, wanted: list[tuple[str, int]], timeout: float) -> list[Message]:
+    async def _read_wanted(
+        self, nc: Any, js: Any, wanted: list[tuple[str, int]], timeout: float
+    ) -> list[Message]:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         from_stream: dict[int, Message] = {}
@@ -142,13 +153,17 @@ class Inbox:
             left = deadline - loop.time()
             if len(from_stream) < len(missing) and left <= 0:
                 gone = [i for i, s in missing if s not in from_stream]
-                raise TimeoutError(f"role {self.role}: message(s) {', '.join(gone)} not found on "
-                                   f"stream {self.stream} within {timeout} s (wanted as {wanted})")
+                raise TimeoutError(
+                    f"role {self.role}: message(s) {', '.join(gone)} not found on "
+                    f"stream {self.stream} within {timeout} s (wanted as {wanted})"
+                )
             if len(from_stream) < len(missing):
                 await asyncio.sleep(min(_POLL, left))
         return self._hand_out(wanted, from_stream)
 
-    def _hand_out(self, wanted: list[tuple[str, int]], from_stream: dict[int, Message]) -> list[Message]:
+    def _hand_out(
+        self, wanted: list[tuple[str, int]], from_stream: dict[int, Message]
+    ) -> list[Message]:
         out = []
         for _, seq in wanted:
             held = self._held.pop(seq, None)
@@ -198,7 +213,7 @@ class Inbox:
         try:
             await nc.publish(self._next, _encode(request), reply=reply)
             await asyncio.wait_for(end, wait + _SLACK)
-        except asyncio.TimeoutError:  # no word from the server: what came is held all the same
+        except TimeoutError:  # no word from the server: what came is held all the same
             pass
         finally:
             del self._ends[reply]
@@ -242,6 +257,8 @@ class Inbox:
             raise
         message = _decode(raw.data)
         if message.id != msg_id:
-            raise ValueError(f"role {self.role}: stream {self.stream} holds message {message.id} "
-                             f"at sequence {seq}, not {msg_id}: the wanted list is wrong")
+            raise ValueError(
+                f"role {self.role}: stream {self.stream} holds message {message.id} "
+                f"at sequence {seq}, not {msg_id}: the wanted list is wrong"
+            )
         return message

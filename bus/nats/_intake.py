@@ -39,8 +39,15 @@ class EffectsIntake:
     told of each artifact a role's host wrote (so it is not sent back to it). The gateway
     and the journal are set (:meth:`books_into`) once the run has them, before any turn."""
 
-    def __init__(self, link: Link, store: RunStore, stream: str, *, epoch: int,
-                 host_has: Callable[[str, str, str], None]):
+    def __init__(
+        self,
+        link: Link,
+        store: RunStore,
+        stream: str,
+        *,
+        epoch: int,
+        host_has: Callable[[str, str, str], None],
+    ):
         self.link, self.store, self.stream, self.epoch = link, store, stream, epoch
         self.run_id = store.run_id
         self._host_has = host_has
@@ -50,7 +57,9 @@ class EffectsIntake:
         # reservation of those not closed yet.
         self._calls: dict[tuple[str, int, int], int] = {}
         self._open: dict[tuple[str, int, int], tuple[str, Reserved]] = {}
-        self._applied: dict[tuple[str, int, int], int] = defaultdict(int)  # (role, turn, tenure) -> n
+        self._applied: dict[tuple[str, int, int], int] = defaultdict(
+            int
+        )  # (role, turn, tenure) -> n
         self._tenures: dict[str, int] = {}  # role -> the tenure whose effects are accepted
         self._dropped: set[tuple[str, int]] = set()  # (role, tenure) fenced off, said once
         # (role, turn) -> tenure -> fingerprints of the artifacts and notes it wrote: a turn
@@ -125,8 +134,13 @@ class EffectsIntake:
         elif envelope.tenure != self._tenures.get(role):
             if (role, envelope.tenure) not in self._dropped:
                 self._dropped.add((role, envelope.tenure))
-                logger.warning("worker {} no longer hosts {} (its lease lapsed; tenure {} is fenced "
-                               "off): its late effects are dropped", envelope.host, role, envelope.tenure)
+                logger.warning(
+                    "worker {} no longer hosts {} (its lease lapsed; tenure {} is fenced "
+                    "off): its late effects are dropped",
+                    envelope.host,
+                    role,
+                    envelope.tenure,
+                )
             return
         elif not envelope.replayed:
             self._apply(envelope)
@@ -148,17 +162,25 @@ class EffectsIntake:
         call = (envelope.role, envelope.tenure, getattr(effect, "call", 0))
         if isinstance(effect, Reserved):
             assert self.journal is not None
-            request = LLMRequest(messages=(), model=effect.model, role=effect.role, action=effect.action)
+            request = LLMRequest(
+                messages=(), model=effect.model, role=effect.role, action=effect.action
+            )
             self._calls[call] = self.journal.reserved(
-                request, round=effect.round, attempt=effect.attempt, amount=effect.amount)
+                request, round=effect.round, attempt=effect.attempt, amount=effect.amount
+            )
             self._open[call] = (envelope.host, effect)
         elif isinstance(effect, Called):
             assert self.gateway is not None
             self._open.pop(call, None)
-            request = effect.request or LLMRequest(messages=(), model=effect.line.model,
-                                                   role=effect.line.role, action=effect.line.action)
-            self.gateway.record_remote(effect.line, request, call=self._calls.pop(call, 0),
-                                       completion=effect.completion)
+            request = effect.request or LLMRequest(
+                messages=(),
+                model=effect.line.model,
+                role=effect.line.role,
+                action=effect.line.action,
+            )
+            self.gateway.record_remote(
+                effect.line, request, call=self._calls.pop(call, 0), completion=effect.completion
+            )
         elif isinstance(effect, Artifact):
             self._host_has(envelope.role, effect.path, hashlib.sha256(effect.data).hexdigest())
             if not self._repeated(envelope):
@@ -202,12 +224,31 @@ class EffectsIntake:
             host, held = self._open.pop(key)
             call = self._calls.pop(key, 0)
             request = LLMRequest(messages=(), model=held.model, role=role, action=held.action)
-            line = LedgerLine(seq=0, round=held.round, role=role, action=held.action,
-                              provider=self.gateway.provider.name, model=held.model,
-                              prompt_tokens=0, completion_tokens=0, cached_tokens=0, cost_usd=held.amount, total_usd=held.amount,
-                              budget_usd=held.amount, attempt=held.attempt, outcome="lost",
-                              estimated=True, error=f"worker {host} was lost mid-call",
-                              latency_ms=0.0, t=time.time())
+            line = LedgerLine(
+                seq=0,
+                round=held.round,
+                role=role,
+                action=held.action,
+                provider=self.gateway.provider.name,
+                model=held.model,
+                prompt_tokens=0,
+                completion_tokens=0,
+                cached_tokens=0,
+                cost_usd=held.amount,
+                total_usd=held.amount,
+                budget_usd=held.amount,
+                attempt=held.attempt,
+                outcome="lost",
+                estimated=True,
+                error=f"worker {host} was lost mid-call",
+                latency_ms=0.0,
+                t=time.time(),
+            )
             self.gateway.record_remote(line, request, call=call)
-            logger.warning("worker {} was lost with {}'s {} call in flight: counted at its "
-                           "reservation ${}", host, role, held.action, held.amount)
+            logger.warning(
+                "worker {} was lost with {}'s {} call in flight: counted at its reservation ${}",
+                host,
+                role,
+                held.action,
+                held.amount,
+            )

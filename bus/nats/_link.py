@@ -65,7 +65,7 @@ class WrongRevision(Exception):
 class Received:
     """A message received on a subscription, safe to read from trio (plain attributes)."""
 
-    __slots__ = ("subject", "data", "headers", "reply")
+    __slots__ = ("data", "headers", "reply", "subject")
 
     def __init__(self, subject: str, data: bytes, headers: Headers | None, reply: str):
         self.subject, self.data, self.headers, self.reply = subject, data, headers, reply
@@ -81,9 +81,15 @@ def _transient() -> tuple[type[BaseException], ...]:
     import nats.errors
     import nats.js.errors
 
-    return (nats.errors.TimeoutError, nats.errors.ConnectionClosedError, nats.errors.NoRespondersError,
-            nats.errors.StaleConnectionError, nats.errors.OutboundBufferLimitError,
-            nats.js.errors.ServiceUnavailableError, asyncio.TimeoutError)
+    return (
+        nats.errors.TimeoutError,
+        nats.errors.ConnectionClosedError,
+        nats.errors.NoRespondersError,
+        nats.errors.StaleConnectionError,
+        nats.errors.OutboundBufferLimitError,
+        nats.js.errors.ServiceUnavailableError,
+        asyncio.TimeoutError,
+    )
 
 
 async def _ridden_out(op: Callable[[], Awaitable[T]], *, for_s: float = RIDE_OUT_S) -> T:
@@ -105,8 +111,9 @@ async def _ridden_out(op: Callable[[], Awaitable[T]], *, for_s: float = RIDE_OUT
 class Link:
     """A connection to one NATS server, used from trio. Open it with :func:`open_link`."""
 
-    def __init__(self, url: str, loop: asyncio.AbstractEventLoop, thread: threading.Thread,
-                 nc: Any, js: Any):
+    def __init__(
+        self, url: str, loop: asyncio.AbstractEventLoop, thread: threading.Thread, nc: Any, js: Any
+    ):
         self.url = url
         self._loop, self._thread = loop, thread
         self.nc, self.js = nc, js  # for use inside `call` only (they belong to the loop)
@@ -129,8 +136,7 @@ class Link:
         self._loop.call_soon_threadsafe(fn, self.nc, self.js)
 
     async def _cross(self, coro: Awaitable[T]) -> T:
-        future: concurrent.futures.Future[T] = asyncio.run_coroutine_threadsafe(
-            coro, self._loop)  # type: ignore[arg-type]
+        future: concurrent.futures.Future[T] = asyncio.run_coroutine_threadsafe(coro, self._loop)  # type: ignore[arg-type]
         token = trio.lowlevel.current_trio_token()
         done = trio.Event()
 
@@ -148,8 +154,9 @@ class Link:
             raise
         return future.result()
 
-    async def publish_many(self, items: Sequence[tuple[str, bytes, Headers | None]],
-                           *, timeout: float = 30.0) -> list[Any]:
+    async def publish_many(
+        self, items: Sequence[tuple[str, bytes, Headers | None]], *, timeout: float = 30.0
+    ) -> list[Any]:
         """Publishes ``(subject, payload, headers)`` items to JetStream in order, every
         publish sent before any ack is awaited; returns the acks (``PubAck``) in order.
         Raises the first failure (a timeout, no stream for a subject) after all were sent."""
@@ -157,8 +164,10 @@ class Link:
             return []
 
         async def send(nc: Any, js: Any) -> list[Any]:
-            futures = [await js.publish_async(subject, payload, headers=headers)
-                       for subject, payload, headers in items]
+            futures = [
+                await js.publish_async(subject, payload, headers=headers)
+                for subject, payload, headers in items
+            ]
             # return_exceptions: every ack's outcome is retrieved here, even when the call
             # is cancelled or times out half way (else asyncio reports "exception was never
             # retrieved" for the acks that failed after we stopped waiting)
@@ -171,8 +180,9 @@ class Link:
         return await self.call(send)
 
     @asynccontextmanager
-    async def subscribe(self, subject: str, *, queue: str = "",
-                        buffer: int = 100_000) -> AsyncIterator[trio.MemoryReceiveChannel[Received]]:
+    async def subscribe(
+        self, subject: str, *, queue: str = "", buffer: int = 100_000
+    ) -> AsyncIterator[trio.MemoryReceiveChannel[Received]]:
         """A core-NATS subscription as a trio channel, for the ``async with`` block. Messages
         that arrive while trio is busy are handed over in one crossing. More than ``buffer``
         waiting messages is a slow consumer: the subscription ends with an error."""
@@ -214,22 +224,28 @@ class Link:
                 await self._cross(subscription.unsubscribe())
             send.close()
 
-    async def publish(self, subject: str, payload: bytes, *, headers: Headers | None = None,
-                      reply: str = "") -> None:
+    async def publish(
+        self, subject: str, payload: bytes, *, headers: Headers | None = None, reply: str = ""
+    ) -> None:
         """A core-NATS publish (no JetStream ack): control messages, heartbeats."""
+
         async def pub(nc: Any, js: Any) -> None:
             await nc.publish(subject, payload, reply=reply, headers=headers)
+
         await self.call(pub)
 
     async def request(self, subject: str, payload: bytes, *, timeout: float) -> bytes:
         """A core-NATS request; raises :class:`TimeoutError` when nobody answers in time."""
+
         async def req(nc: Any, js: Any) -> bytes:
             import nats.errors
+
             try:
                 msg = await nc.request(subject, payload, timeout=timeout)
             except (nats.errors.TimeoutError, nats.errors.NoRespondersError) as exc:
                 raise TimeoutError(f"no answer on {subject} within {timeout} s") from exc
             return bytes(msg.data)
+
         return await self.call(req)
 
     async def flush(self) -> None:
@@ -239,17 +255,27 @@ class Link:
         """The JetStream KV bucket ``bucket``, created (history 1) when it does not exist yet;
         a handle for :meth:`swap_key` and for use inside :meth:`call`. Like the key
         operations, it rides out a server restart."""
+
         async def open_bucket(nc: Any, js: Any) -> Any:
             import nats.js.errors
+
             try:
                 return await _ridden_out(lambda: js.key_value(bucket))
             except nats.js.errors.BucketNotFoundError:
                 # Two processes creating it at once is fine: the same config is idempotent.
                 return await _ridden_out(lambda: js.create_key_value(bucket=bucket, history=1))
+
         return await self.call(open_bucket)
 
-    async def swap_key(self, kv: Any, key: str, change: Callable[[bytes | None], tuple[bytes | None, T]],
-                       *, backoff_s: float = 0.001, max_backoff_s: float = 0.05) -> T:
+    async def swap_key(
+        self,
+        kv: Any,
+        key: str,
+        change: Callable[[bytes | None], tuple[bytes | None, T]],
+        *,
+        backoff_s: float = 0.001,
+        max_backoff_s: float = 0.05,
+    ) -> T:
         """Compare-and-swap on one KV key, the whole loop in one crossing: reads the key
         (``None`` when absent), calls ``change(value) -> (new value, result)`` and writes the
         new value only if the key is still at the revision read (``kv.update(last=...)``;
@@ -258,8 +284,10 @@ class Link:
         value of ``None`` writes nothing. Returns the ``result`` of the ``change`` that was
         written. ``change`` runs on the link's thread and may run several times: it must
         be a pure function of the value (its exceptions end the loop and are raised)."""
+
         async def loop(nc: Any, js: Any) -> T:
             import nats.js.errors
+
             for attempt in itertools.count():
                 try:
                     entry = await _ridden_out(lambda: kv.get(key))
@@ -271,83 +299,105 @@ class Link:
                     return result
                 try:
                     if revision:
-                        await _ridden_out(lambda: kv.update(key, new, last=revision))
+                        await _ridden_out(lambda: kv.update(key, new, last=revision))  # noqa: B023 (awaited here)
                     else:
-                        await _ridden_out(lambda: kv.create(key, new))
+                        await _ridden_out(lambda: kv.create(key, new))  # noqa: B023 (awaited here)
                     return result
                 except nats.js.errors.KeyWrongLastSequenceError:
-                    await asyncio.sleep(random.uniform(0, min(max_backoff_s, backoff_s * 2**min(attempt, 20))))
+                    await asyncio.sleep(
+                        random.uniform(0, min(max_backoff_s, backoff_s * 2 ** min(attempt, 20)))
+                    )
             raise AssertionError("unreachable: itertools.count() does not end")
+
         return await self.call(loop)
 
     # -- single KV operations, one crossing each; the errors are the Link's own ---------
 
     async def get_key(self, kv: Any, key: str) -> tuple[bytes, int] | None:
         """``(value, revision)`` of ``key`` in the bucket handle ``kv``; ``None`` when absent."""
+
         async def fn(nc: Any, js: Any) -> tuple[bytes, int] | None:
             import nats.js.errors
+
             try:
                 entry = await _ridden_out(lambda: kv.get(key))
             except nats.js.errors.KeyNotFoundError:
                 return None
             return bytes(entry.value or b""), int(entry.revision or 0)
+
         return await self.call(fn)
 
     async def keys(self, kv: Any) -> list[str]:
         """The keys in the bucket handle ``kv`` (none when it holds none); a server that does
         not answer raises, it is not an empty bucket."""
+
         async def fn(nc: Any, js: Any) -> list[str]:
             import nats.js.errors
+
             try:
                 return list(await kv.keys())
             except nats.js.errors.NoKeysError:
                 return []
+
         return await self.call(fn)
 
     async def put_key(self, kv: Any, key: str, value: bytes) -> int:
         """Writes ``key`` whatever it holds; returns the new revision."""
+
         async def fn(nc: Any, js: Any) -> int:
             return int(await _ridden_out(lambda: kv.put(key, value)))
+
         return await self.call(fn)
 
     async def create_key(self, kv: Any, key: str, value: bytes) -> int:
         """Creates ``key`` (atomic); returns its revision, or raises :class:`KeyExists`."""
+
         async def fn(nc: Any, js: Any) -> int:
             import nats.js.errors
+
             try:
                 return int(await _ridden_out(lambda: kv.create(key, value)))
             except nats.js.errors.KeyWrongLastSequenceError as exc:
                 raise KeyExists(f"{key} exists already") from exc
+
         return await self.call(fn)
 
     async def update_key(self, kv: Any, key: str, value: bytes, *, last: int) -> int:
         """Writes ``key`` if it is still at revision ``last``; returns the new revision, or
         raises :class:`WrongRevision`."""
+
         async def fn(nc: Any, js: Any) -> int:
             import nats.js.errors
+
             try:
                 return int(await _ridden_out(lambda: kv.update(key, value, last=last)))
             except nats.js.errors.KeyWrongLastSequenceError as exc:
                 raise WrongRevision(f"{key} is no longer at revision {last}") from exc
+
         return await self.call(fn)
 
     async def delete_key(self, kv: Any, key: str, *, last: int) -> None:
         """Deletes ``key`` if it is still at revision ``last``, else raises :class:`WrongRevision`."""
+
         async def fn(nc: Any, js: Any) -> None:
             import nats.js.errors
+
             try:
                 await _ridden_out(lambda: kv.delete(key, last=last))
             except nats.js.errors.KeyWrongLastSequenceError as exc:
                 raise WrongRevision(f"{key} is no longer at revision {last}") from exc
+
         await self.call(fn)
 
-    async def read_after(self, stream: str, subject: str, after: int, *, most: int = 256
-                         ) -> list[tuple[int, bytes]]:
+    async def read_after(
+        self, stream: str, subject: str, after: int, *, most: int = 256
+    ) -> list[tuple[int, bytes]]:
         """Up to ``most`` messages of ``stream`` on ``subject`` (a filter) whose sequence is
         above ``after``, in stream order, as ``(seq, payload)``. Read by sequence, with no
         consumer: a caller that keeps the last sequence it took reads every message exactly
         once and in order, whatever happened to the connection meanwhile. While the server
         cannot be reached it returns what it read so far (maybe nothing): ask again."""
+
         async def fn(nc: Any, js: Any) -> list[tuple[int, bytes]]:
             import nats.js.errors
 
@@ -363,18 +413,22 @@ class Link:
                 out.append((int(msg.seq or 0), bytes(msg.data or b"")))
                 seq = int(msg.seq or 0) + 1
             return out
+
         return await self.call(fn)
 
     async def last_seq(self, stream: str) -> int:
         """The sequence of the last message ``stream`` holds (0: none)."""
+
         async def fn(nc: Any, js: Any) -> int:
             return int((await js.stream_info(stream)).state.last_seq or 0)
+
         return await self.call(fn)
 
     async def stored(self, stream: str, subject: str, *, idle_s: float = 0.3) -> list[bytes]:
         """Every message ``stream`` holds on ``subject`` (a filter), in stream order, read by
         a consumer of its own (acked, then removed); ``[]`` when there is no such stream.
         The read ends when nothing came for ``idle_s``."""
+
         async def fn(nc: Any, js: Any) -> list[bytes]:
             import nats.errors
             import nats.js.errors
@@ -398,18 +452,22 @@ class Link:
             finally:
                 await sub.unsubscribe()
             return out
+
         return await self.call(fn)
 
 
 @asynccontextmanager
-async def open_link(url: str, *, name: str = "sopbus", connect_timeout: float = 5.0) -> AsyncIterator[Link]:
+async def open_link(
+    url: str, *, name: str = "sopbus", connect_timeout: float = 5.0
+) -> AsyncIterator[Link]:
     """Connects to the NATS server at ``url`` (``nats://host:port``) for the ``async with``
     block. Raises :class:`NatsUnavailable` with what to do when it cannot."""
     try:
         import nats  # only here: `sopbus` without --bus never loads the client
     except ModuleNotFoundError as exc:
-        raise NatsUnavailable(f"--bus {url} needs the NATS client: pip install 'sopbus[nats]' "
-                              f"({exc})") from None
+        raise NatsUnavailable(
+            f"--bus {url} needs the NATS client: pip install 'sopbus[nats]' ({exc})"
+        ) from None
 
     loop = asyncio.new_event_loop()
     thread = threading.Thread(target=loop.run_forever, name=f"nats-link {url}", daemon=True)
@@ -418,16 +476,24 @@ async def open_link(url: str, *, name: str = "sopbus", connect_timeout: float = 
     async def connect() -> tuple[Any, Any]:
         async def quiet(_: Exception) -> None:  # reconnect errors are reported by the calls
             return None
+
         # Reconnects without end once connected (a server restart is survived); the first
         # connection gets `connect_timeout` in all, or the client would retry it forever.
         nc = nats.NATS()
         try:
             # (the client's annotations say int; it takes float seconds)
-            await asyncio.wait_for(nc.connect(url, name=name, connect_timeout=connect_timeout,  # type: ignore[arg-type]
-                                              allow_reconnect=True, max_reconnect_attempts=-1,
-                                              reconnect_time_wait=0.2,  # type: ignore[arg-type]
-                                              error_cb=quiet),
-                                   connect_timeout)
+            await asyncio.wait_for(
+                nc.connect(
+                    url,
+                    name=name,
+                    connect_timeout=connect_timeout,  # type: ignore[arg-type]
+                    allow_reconnect=True,
+                    max_reconnect_attempts=-1,
+                    reconnect_time_wait=0.2,  # type: ignore[arg-type]
+                    error_cb=quiet,
+                ),
+                connect_timeout,
+            )
         except BaseException:
             await nc.close()
             raise
@@ -444,10 +510,13 @@ async def open_link(url: str, *, name: str = "sopbus", connect_timeout: float = 
         nc, js = await probe._cross(connect())
     except BaseException as exc:
         stop()
-        if isinstance(exc, (OSError, asyncio.TimeoutError, TimeoutError)) or type(exc).__module__.startswith("nats"):
+        if isinstance(exc, (OSError, asyncio.TimeoutError, TimeoutError)) or type(
+            exc
+        ).__module__.startswith("nats"):
             raise NatsUnavailable(
                 f"cannot reach a NATS server at {url}: {type(exc).__name__}: {exc}; start one "
-                f"with JetStream (`nats-server -js`, version 2.10 or later) or fix the URL") from exc
+                f"with JetStream (`nats-server -js`, version 2.10 or later) or fix the URL"
+            ) from exc
         raise
     link = Link(url, loop, thread, nc, js)
     try:

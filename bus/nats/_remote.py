@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import hashlib
 import time
-from decimal import Decimal
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -35,8 +35,20 @@ from ._intake import EffectsIntake
 from ._link import Link
 from ._stream import RunStream, StreamLog
 from ._subjects import fx_subject, turn_subject
-from ._wire import (Called, Envelope, Fence, PastTurn, Reserved, TurnAnswer, TurnRequest, answer_of,
-                    decode_answer, encode, fenced, stored_effects)
+from ._wire import (
+    Called,
+    Envelope,
+    Fence,
+    PastTurn,
+    Reserved,
+    TurnAnswer,
+    TurnRequest,
+    answer_of,
+    decode_answer,
+    encode,
+    fenced,
+    stored_effects,
+)
 
 ASK_EVERY_S = 3.0  # a turn request is repeated after this long without an answer
 TAKEOVER_S = 60.0  # how long a hosted role may be without a live claim before the run fails
@@ -76,15 +88,24 @@ class RemoteMember:
 class Coordinator:
     """The NATS side of one coordinated run (see the module docstring)."""
 
-    def __init__(self, link: Link, store: RunStore, *, wait_s: float, remote: frozenset[str] = frozenset(),
-                 epoch: int = 0):
+    def __init__(
+        self,
+        link: Link,
+        store: RunStore,
+        *,
+        wait_s: float,
+        remote: frozenset[str] = frozenset(),
+        epoch: int = 0,
+    ):
         self.link, self.store, self.run_id, self.epoch = link, store, store.run_id, epoch
         self.stream = RunStream(link, store.run_id)
         self.board = RunBoard(link, store.run_id)
         self.wait_s, self.remote = wait_s, remote
         self.gateway: Gateway | None = None
         self._proxies: dict[str, RemoteMember] = {}
-        self.intake = EffectsIntake(link, store, self.stream.name, epoch=epoch, host_has=self._host_has)
+        self.intake = EffectsIntake(
+            link, store, self.stream.name, epoch=epoch, host_has=self._host_has
+        )
         self.account: NatsAccount | None = None
         self.pool: AccountShare | None = None  # the coordinator's share of the run's account
         # The Environment's event log: the store, and the stream for every message.
@@ -120,8 +141,10 @@ class Coordinator:
     async def _wait_for_claims(self, names: list[str]) -> dict[str, Claim]:
         missing = sorted(self.remote - set(names))
         if missing:
-            raise ConfigError(f"--remote names {', '.join(missing)}, which the team does not have; "
-                              f"its roles are {', '.join(names)}")
+            raise ConfigError(
+                f"--remote names {', '.join(missing)}, which the team does not have; "
+                f"its roles are {', '.join(names)}"
+            )
         deadline = trio.current_time() + self.wait_s
         claims: dict[str, Claim] = {}
         changed = trio.current_time()
@@ -131,14 +154,17 @@ class Coordinator:
                 claims, changed = now, trio.current_time()
             if self.remote and self.remote <= set(claims):
                 break
-            if not self.remote and (len(claims) == len(names) or
-                                    (claims and trio.current_time() - changed >= _SETTLE_S)):
+            if not self.remote and (
+                len(claims) == len(names) or (claims and trio.current_time() - changed >= _SETTLE_S)
+            ):
                 break
             await trio.sleep(0.1)
         if self.remote - set(claims):
-            raise ConfigError(f"no worker claimed {', '.join(sorted(self.remote - set(claims)))} "
-                              f"within {self.wait_s:g} s; start `sopbus worker --bus "
-                              f"{self.link.url} --run {self.run_id}` or raise --wait-workers")
+            raise ConfigError(
+                f"no worker claimed {', '.join(sorted(self.remote - set(claims)))} "
+                f"within {self.wait_s:g} s; start `sopbus worker --bus "
+                f"{self.link.url} --run {self.run_id}` or raise --wait-workers"
+            )
         return claims
 
     async def adopt(self, recorded: Sequence[CallRecord], lost: Sequence[Any]) -> int:
@@ -151,10 +177,16 @@ class Coordinator:
         assert self.gateway is not None
         have = Counter((r.round, r.role, r.key) for r in recorded)
         in_flight = Counter((c.round, c.role, c.action, c.attempt, c.amount) for c in lost)
-        envelopes = [e for e in fenced(await stored_effects(self.link, self.run_id))
-                     if e.epoch < self.epoch and not e.replayed]
-        reserved = {(e.host, e.tenure, e.epoch, e.role, e.effect.call): e.effect for e in envelopes
-                    if isinstance(e.effect, Reserved)}
+        envelopes = [
+            e
+            for e in fenced(await stored_effects(self.link, self.run_id))
+            if e.epoch < self.epoch and not e.replayed
+        ]
+        reserved = {
+            (e.host, e.tenure, e.epoch, e.role, e.effect.call): e.effect
+            for e in envelopes
+            if isinstance(e.effect, Reserved)
+        }
         adopted = 0
         for envelope in envelopes:
             effect = envelope.effect
@@ -165,7 +197,9 @@ class Coordinator:
             if have[slot]:
                 have[slot] -= 1
                 continue
-            held = reserved.get((envelope.host, envelope.tenure, envelope.epoch, envelope.role, effect.call))
+            held = reserved.get(
+                (envelope.host, envelope.tenure, envelope.epoch, envelope.role, effect.call)
+            )
             flight = held and (held.round, held.role, held.action, held.attempt, held.amount)
             if flight and in_flight[flight]:
                 in_flight[flight] -= 1
@@ -173,8 +207,9 @@ class Coordinator:
             self.gateway.record_remote(effect.line, effect.request, completion=effect.completion)
             adopted += 1
         if adopted:
-            logger.info("{} answers workers got while the run's coordinator was down were "
-                        "ledgered", adopted)
+            logger.info(
+                "{} answers workers got while the run's coordinator was down were ledgered", adopted
+            )
         return adopted
 
     async def open_account(self, cap: Decimal, *, resumed: bool) -> AccountShare:
@@ -221,7 +256,9 @@ class Coordinator:
 
     # -- turns --------------------------------------------------------------------------
 
-    async def ask(self, proxy: RemoteMember, news: Sequence[Message], round: int) -> Sequence[Message]:
+    async def ask(
+        self, proxy: RemoteMember, news: Sequence[Message], round: int
+    ) -> Sequence[Message]:
         await self.stream.settle()
         name = proxy.name
         wanted = [(m.id, self.stream.seq(m.id, name if m.send_to else None)) for m in news]
@@ -231,10 +268,19 @@ class Coordinator:
             if claim.tenure > proxy.tenure:  # a new holder: fence the last one off first
                 await self._fenced_off(name, number, claim)
                 proxy.host, proxy.tenure, proxy.sent = claim.worker, claim.tenure, {}
-            return encode(TurnRequest(role=name, turn=number, round=round, epoch=self.epoch,
-                                      wanted=wanted, artifacts=self._unseen(proxy),
-                                      history=list(proxy.turns), host=proxy.host,
-                                      tenure=proxy.tenure))
+            return encode(
+                TurnRequest(
+                    role=name,
+                    turn=number,
+                    round=round,
+                    epoch=self.epoch,
+                    wanted=wanted,
+                    artifacts=self._unseen(proxy),
+                    history=list(proxy.turns),
+                    host=proxy.host,
+                    tenure=proxy.tenure,
+                )
+            )
 
         answer = await self._asked(proxy, request)
         proxy.turns.append(PastTurn(number, round, wanted))
@@ -245,7 +291,8 @@ class Coordinator:
                 f"role {name!r}'s turn {number} made {answer.effects} effects on worker "
                 f"{answer.host}, and {self.intake.applied(name, number, answer.tenure)} of them reached "
                 f"the coordinator within {TAKEOVER_S:g} s (a lost connection?); resume the run "
-                f"with `sopbus resume {self.run_id} --bus {self.link.url}`")
+                f"with `sopbus resume {self.run_id} --bus {self.link.url}`"
+            )
         if answer.ended == "budget":
             raise BudgetExhausted(answer.detail)
         if answer.ended == "stop":
@@ -258,14 +305,24 @@ class Coordinator:
         """Puts a :class:`~sopbus.bus.nats._wire.Fence` for ``claim``'s tenure on the role's effects
         and waits until the reader passed it: the earlier holder's effects stored before it
         are applied, its open calls are counted ``lost``, and nothing of it counts after."""
-        envelope = Envelope(role=role, turn=turn, n=0, host=COORDINATOR, epoch=self.epoch,
-                            tenure=claim.tenure, effect=Fence(tenure=claim.tenure, host=claim.worker))
+        envelope = Envelope(
+            role=role,
+            turn=turn,
+            n=0,
+            host=COORDINATOR,
+            epoch=self.epoch,
+            tenure=claim.tenure,
+            effect=Fence(tenure=claim.tenure, host=claim.worker),
+        )
         msg_id = f"{self.run_id}/fx/{role}/fence/{self.epoch}/{claim.tenure}"
-        await self.link.publish_many([(fx_subject(self.run_id, role), encode(envelope),
-                                       {"Nats-Msg-Id": msg_id})])
+        await self.link.publish_many(
+            [(fx_subject(self.run_id, role), encode(envelope), {"Nats-Msg-Id": msg_id})]
+        )
         await self.intake.fenced_at(role, claim.tenure)
 
-    async def _asked(self, proxy: RemoteMember, request: Callable[[Claim], Awaitable[bytes]]) -> TurnAnswer:
+    async def _asked(
+        self, proxy: RemoteMember, request: Callable[[Claim], Awaitable[bytes]]
+    ) -> TurnAnswer:
         """The answer to a turn request (``request(claim)`` makes it for the claim's holder),
         asked again while none comes; fails when the role had no live claim for
         ``TAKEOVER_S``. An answer from another tenure than the one asked is not taken."""
@@ -278,16 +335,23 @@ class Coordinator:
                 orphaned = None
                 asked = trio.current_time()
                 try:
-                    answer = decode_answer(await self.link.request(subject, await request(claim),
-                                                                   timeout=ASK_EVERY_S))
+                    answer = decode_answer(
+                        await self.link.request(subject, await request(claim), timeout=ASK_EVERY_S)
+                    )
                 except TimeoutError:
                     if trio.current_time() - asked < ASK_EVERY_S / 2:
                         await trio.sleep(0.2)  # no responder yet (a host starting): do not spin
                     continue
                 if answer.tenure == proxy.tenure:
                     return answer
-                logger.warning("turn of {} answered by {} (tenure {}), which it was not asked of "
-                               "(tenure {}): not taken", role, answer.host, answer.tenure, proxy.tenure)
+                logger.warning(
+                    "turn of {} answered by {} (tenure {}), which it was not asked of "
+                    "(tenure {}): not taken",
+                    role,
+                    answer.host,
+                    answer.tenure,
+                    proxy.tenure,
+                )
                 continue
             if orphaned is None and self.account is not None:
                 await self.account.release_lapsed()  # the money a dead worker held
@@ -297,7 +361,8 @@ class Coordinator:
                     f"role {role!r} lost its worker and no other took it over within "
                     f"{TAKEOVER_S:g} s; start `sopbus worker --bus {self.link.url} --run "
                     f"{self.run_id} --roles {role}`, then `sopbus resume {self.run_id} --bus "
-                    f"{self.link.url}`")
+                    f"{self.link.url}`"
+                )
             await trio.sleep(0.2)  # no responders comes back at once: do not spin
 
     def _unseen(self, proxy: RemoteMember) -> dict[str, bytes]:
@@ -315,8 +380,16 @@ class Coordinator:
 
 
 @asynccontextmanager
-async def coordinating(url: str, store: RunStore, plan: ScenarioPlan, *, cap: Decimal, wait_s: float,
-                       remote: frozenset[str] = frozenset(), epoch: int = 0) -> AsyncIterator[Coordinator]:
+async def coordinating(
+    url: str,
+    store: RunStore,
+    plan: ScenarioPlan,
+    *,
+    cap: Decimal,
+    wait_s: float,
+    remote: frozenset[str] = frozenset(),
+    epoch: int = 0,
+) -> AsyncIterator[Coordinator]:
     """A :class:`Coordinator` for the run in ``store``, connected, its stream and bucket
     made, its account opened with ``cap`` (a resume's ``epoch`` keeps it), its effects
     applied for the block. Set ``gateway`` and ``journal`` before the
@@ -344,5 +417,6 @@ async def coordinating(url: str, store: RunStore, plan: ScenarioPlan, *, cap: De
 
 def plan_of(text: str, files: Sequence[Path], seed: int) -> ScenarioPlan:
     """The plan a worker builds the team from: the scenario as run and its files' content."""
-    return ScenarioPlan(text=text, files={str(p): p.read_bytes() for p in files if p.is_file()},
-                        seed=seed)
+    return ScenarioPlan(
+        text=text, files={str(p): p.read_bytes() for p in files if p.is_file()}, seed=seed
+    )

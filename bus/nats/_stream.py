@@ -37,8 +37,14 @@ from .._events import MessagePublished, MessageUndelivered
 from .._message import Message
 from ._inbox import Inbox
 from ._link import Link
-from ._subjects import (act_subject, consumer_name, run_subjects, stream_name, to_subject,
-                        undelivered_subject)
+from ._subjects import (
+    act_subject,
+    consumer_name,
+    run_subjects,
+    stream_name,
+    to_subject,
+    undelivered_subject,
+)
 
 __all__ = ["DUPLICATE_WINDOW", "Inbox", "RunStream", "StreamError", "StreamLog"]
 
@@ -89,10 +95,11 @@ class RunStream:
                 await js.add_stream(name=name, subjects=subjects, duplicate_window=DUPLICATE_WINDOW)
             except Exception as exc:
                 if getattr(exc, "err_code", None) == 10058:  # name in use, other configuration
-                    raise StreamError(f"stream {name} exists with another configuration than "
-                                      f"subjects={subjects}, duplicate_window={DUPLICATE_WINDOW:.0f} s "
-                                      f"({exc}); delete it (nats stream rm {name}) or start a new run"
-                                      ) from exc
+                    raise StreamError(
+                        f"stream {name} exists with another configuration than "
+                        f"subjects={subjects}, duplicate_window={DUPLICATE_WINDOW:.0f} s "
+                        f"({exc}); delete it (nats stream rm {name}) or start a new run"
+                    ) from exc
                 raise
 
         await self.link.call(add)
@@ -123,8 +130,10 @@ class RunStream:
             found = seqs.get((msg_id, None))
         if found is None:
             copy = f" (the copy for {role})" if role is not None else ""
-            raise KeyError(f"message {msg_id}{copy} is not on stream {self.name}: it was not "
-                           f"put, or RunStream.settle() has not returned since")
+            raise KeyError(
+                f"message {msg_id}{copy} is not on stream {self.name}: it was not "
+                f"put, or RunStream.settle() has not returned since"
+            )
         return found
 
     async def open_inbox(self, role: str, watch: Iterable[str]) -> Inbox:
@@ -133,8 +142,9 @@ class RunStream:
         ``watch`` if that changed)."""
         filters = [act_subject(self.run_id, a) for a in sorted(set(watch))]
         filters.append(to_subject(self.run_id, role))
-        inbox = Inbox(self.link, self.name, role, consumer_name(role),
-                      act_prefix=f"sopbus.{self.run_id}.act.")
+        inbox = Inbox(
+            self.link, self.name, role, consumer_name(role), act_prefix=f"sopbus.{self.run_id}.act."
+        )
         await inbox.open(filters)
         return inbox
 
@@ -155,10 +165,12 @@ class RunStream:
         message = record.message
         if record.parents_as:
             if record.parents_as != self._shared_id:
-                raise ValueError(f"message {message.id} has the parents of {record.parents_as}, "
-                                 f"which is not the last message put with its parents written "
-                                 f"out ({self._shared_id or 'none'}); put a publish's records "
-                                 f"in one call, in order")
+                raise ValueError(
+                    f"message {message.id} has the parents of {record.parents_as}, "
+                    f"which is not the last message put with its parents written "
+                    f"out ({self._shared_id or 'none'}); put a publish's records "
+                    f"in one call, in order"
+                )
             return _replace(message, parents=self._shared)
         if len(message.parents) > 1:
             self._shared_id, self._shared = message.id, message.parents
@@ -167,15 +179,36 @@ class RunStream:
     def _copies(self, message: Message, recipients: Sequence[str], items: list[_Item]) -> None:
         run, payload, msg_id = self.run_id, _encode(message), message.id
         if not message.send_to:
-            items.append(_Item(act_subject(run, message.cause_by), payload,
-                               {"Nats-Msg-Id": f"{run}/{msg_id}"}, msg_id, None))
+            items.append(
+                _Item(
+                    act_subject(run, message.cause_by),
+                    payload,
+                    {"Nats-Msg-Id": f"{run}/{msg_id}"},
+                    msg_id,
+                    None,
+                )
+            )
         elif not recipients:
-            items.append(_Item(undelivered_subject(run), payload,
-                               {"Nats-Msg-Id": f"{run}/{msg_id}"}, msg_id, None))
+            items.append(
+                _Item(
+                    undelivered_subject(run),
+                    payload,
+                    {"Nats-Msg-Id": f"{run}/{msg_id}"},
+                    msg_id,
+                    None,
+                )
+            )
         else:
-            items.extend(_Item(to_subject(run, role), payload,
-                               {"Nats-Msg-Id": f"{run}/{msg_id}/{role}"}, msg_id, role)
-                         for role in recipients)
+            items.extend(
+                _Item(
+                    to_subject(run, role),
+                    payload,
+                    {"Nats-Msg-Id": f"{run}/{msg_id}/{role}"},
+                    msg_id,
+                    role,
+                )
+                for role in recipients
+            )
 
 
 class _Publisher:
@@ -236,15 +269,23 @@ class _Publisher:
                         self.done += 1
                         continue
                     self.unanswered[self.sent] = item
-                    await nc.publish(item.subject, item.payload, reply=f"{self.replies}.{self.sent}",
-                                     headers=item.headers)
+                    await nc.publish(
+                        item.subject,
+                        item.payload,
+                        reply=f"{self.replies}.{self.sent}",
+                        headers=item.headers,
+                    )
                 self._arm()
                 self._wake()
         except Exception as exc:  # the connection is closed
             lost = [self.unanswered[n] for n in sorted(self.unanswered)[:1]] + self.queue
             said = str(exc) or type(exc).__name__
-            self._give_up(_why(self.stream, lost[0], said) if lost
-                          else f"the publisher of stream {self.stream} failed: {said}", exc)
+            self._give_up(
+                _why(self.stream, lost[0], said)
+                if lost
+                else f"the publisher of stream {self.stream} failed: {said}",
+                exc,
+            )
         except BaseException as exc:  # a bug, or the loop closing: settle() must not hang
             self._give_up(f"the publisher of stream {self.stream} stopped: {exc!r}", exc)
             raise
@@ -258,8 +299,13 @@ class _Publisher:
         if status == "503":
             self._fail(_no_stream(self.stream, item), StreamError("no responders"))
         else:
-            answer = _decode_answer(msg.data) if not status else _Answer(
-                error={"description": f"status {status} {msg.headers.get('Description', '')}"})
+            answer = (
+                _decode_answer(msg.data)
+                if not status
+                else _Answer(
+                    error={"description": f"status {status} {msg.headers.get('Description', '')}"}
+                )
+            )
             if answer.error is not None:
                 said = str(answer.error.get("description") or answer.error)
                 self._fail(_why(self.stream, item, said), StreamError(said))
@@ -276,8 +322,10 @@ class _Publisher:
         self.timer = None
         if self.unanswered and self.done == done_before:
             item = self.unanswered[min(self.unanswered)]
-            self._give_up(_why(self.stream, item, f"no ack from the server within {ACK_TIMEOUT:.0f} s"),
-                          TimeoutError())
+            self._give_up(
+                _why(self.stream, item, f"no ack from the server within {ACK_TIMEOUT:.0f} s"),
+                TimeoutError(),
+            )
         self._arm()
 
     def _give_up(self, why: str, cause: BaseException) -> None:
@@ -315,9 +363,11 @@ _decode_answer = msgspec.json.Decoder(_Answer).decode
 
 def _no_stream(stream: str, item: _Item) -> str:
     copy = f" (copy for {item.role})" if item.role else ""
-    return (f"cannot put message {item.msg_id}{copy} on {item.subject}: no stream takes that "
-            f"subject (no responders); the run's stream {stream} is missing: create it with "
-            f"RunStream.create() before the first publish (or it was deleted)")
+    return (
+        f"cannot put message {item.msg_id}{copy} on {item.subject}: no stream takes that "
+        f"subject (no responders); the run's stream {stream} is missing: create it with "
+        f"RunStream.create() before the first publish (or it was deleted)"
+    )
 
 
 def _why(stream: str, item: _Item, said: str) -> str:

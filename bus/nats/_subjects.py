@@ -34,8 +34,9 @@ def token(name: str) -> str:
         return _EMPTY
     if all(c in _PLAIN for c in name):
         return name
-    return "".join(c if c in _PLAIN else "".join(f"{_ESCAPE}{b:02X}" for b in c.encode())
-                   for c in name)
+    return "".join(
+        c if c in _PLAIN else "".join(f"{_ESCAPE}{b:02X}" for b in c.encode()) for c in name
+    )
 
 
 def untoken(tok: str) -> str:
@@ -44,8 +45,10 @@ def untoken(tok: str) -> str:
     if tok == _EMPTY:
         return ""
     if not _TOKEN.fullmatch(tok):
-        raise ValueError(f"{tok!r} is not a sopbus subject token (expected [A-Za-z0-9_-] "
-                         f"and ~XX escapes, as bus.nats._subjects.token makes them)")
+        raise ValueError(
+            f"{tok!r} is not a sopbus subject token (expected [A-Za-z0-9_-] "
+            f"and ~XX escapes, as bus.nats._subjects.token makes them)"
+        )
     if _ESCAPE not in tok:
         return tok
     raw = _ESCAPED.sub(lambda m: chr(int(m.group(1), 16)), tok).encode("latin-1")

@@ -90,7 +90,7 @@ class Taken:
     """A message taken from a consumer: its payload, how often it was delivered, and the
     client's handle to ack it (used on the link's loop only)."""
 
-    __slots__ = ("data", "delivered", "_msg")
+    __slots__ = ("_msg", "data", "delivered")
 
     def __init__(self, msg: Any):
         self.data: bytes = bytes(msg.data)
@@ -104,13 +104,27 @@ async def open_sweep(link: Link, notice: SweepNotice) -> None:
     sweep_id = notice.sweep_id
 
     async def create(nc: Any, js: Any) -> None:
-        await js.add_stream(name=stream_name(sweep_id), subjects=[f"sopbus.sweep.{sweep_id}.>"],
-                            retention="workqueue")
-        await js.add_consumer(stream_name(sweep_id), durable_name=WORKERS, ack_policy="explicit",
-                              filter_subject=job_subject(sweep_id), ack_wait=notice.lease_s,
-                              max_ack_pending=-1, max_deliver=MAX_DELIVER)
-        await js.add_consumer(stream_name(sweep_id), durable_name=SWEEP, ack_policy="explicit",
-                              filter_subject=event_subject(sweep_id), max_ack_pending=-1)
+        await js.add_stream(
+            name=stream_name(sweep_id),
+            subjects=[f"sopbus.sweep.{sweep_id}.>"],
+            retention="workqueue",
+        )
+        await js.add_consumer(
+            stream_name(sweep_id),
+            durable_name=WORKERS,
+            ack_policy="explicit",
+            filter_subject=job_subject(sweep_id),
+            ack_wait=notice.lease_s,
+            max_ack_pending=-1,
+            max_deliver=MAX_DELIVER,
+        )
+        await js.add_consumer(
+            stream_name(sweep_id),
+            durable_name=SWEEP,
+            ack_policy="explicit",
+            filter_subject=event_subject(sweep_id),
+            max_ack_pending=-1,
+        )
 
     await link.call(create)
     await link.put_key(await link.key_value(SWEEPS_BUCKET), sweep_id, msgspec.json.encode(notice))
@@ -130,6 +144,7 @@ async def withdraw_notice(link: Link, sweep_id: str) -> None:
 
 async def delete_queue(link: Link, sweep_id: str) -> None:
     """Deletes the sweep's stream (jobs not taken are dropped)."""
+
     async def delete(nc: Any, js: Any) -> None:
         await _gone(js.delete_stream(stream_name(sweep_id)))
 
@@ -138,6 +153,7 @@ async def delete_queue(link: Link, sweep_id: str) -> None:
 
 async def delete_bucket(link: Link, bucket: str) -> None:
     """Deletes a KV bucket (the sweep's account, once its books are copied)."""
+
     async def delete(nc: Any, js: Any) -> None:
         await _gone(js.delete_key_value(bucket))
 
@@ -153,8 +169,9 @@ async def _gone(step: Any) -> None:
 
 async def submit(link: Link, sweep_id: str, jobs: Sequence[tuple[str, bytes]]) -> None:
     """Queues ``(run id, payload)`` jobs in order, in one crossing."""
-    await link.publish_many([(job_subject(sweep_id), data, {"Nats-Msg-Id": run_id})
-                             for run_id, data in jobs])
+    await link.publish_many(
+        [(job_subject(sweep_id), data, {"Nats-Msg-Id": run_id}) for run_id, data in jobs]
+    )
 
 
 async def report(link: Link, sweep_id: str, msg_id: str, data: bytes) -> None:
@@ -184,6 +201,7 @@ class Puller:
 
     async def take(self, count: int, wait: float) -> list[Taken]:
         """Up to ``count`` messages, waiting up to ``wait`` seconds for the first."""
+
         async def fetch(nc: Any, js: Any) -> list[Taken]:
             if self._sub is None:
                 self._sub = await js.pull_subscribe_bind(self._consumer, stream=self._stream)

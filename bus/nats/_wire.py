@@ -183,7 +183,13 @@ def answer_of(effect: Effect) -> CallRecord | None:
     """The recorded answer in ``effect`` (a ``called`` one with a completion), or ``None``."""
     if not isinstance(effect, Called) or effect.completion is None or effect.request is None:
         return None
-    return CallRecord(key=request_key(effect.request), role=effect.request.role,
-                      action=effect.request.action, completion=effect.completion,
-                      round=effect.line.round, attempt=effect.line.attempt, call=effect.call,
-                      ledger=effect.line)
+    return CallRecord(
+        key=request_key(effect.request),
+        role=effect.request.role,
+        action=effect.request.action,
+        completion=effect.completion,
+        round=effect.line.round,
+        attempt=effect.line.attempt,
+        call=effect.call,
+        ledger=effect.line,
+    )

@@ -101,18 +101,34 @@ async def serve_run(link: Link, run_id: str, build: BuildTeam, options: WorkerOp
         nursery.start_soon(sender.run)
 
         def gateway_for(effects: TurnEffects) -> Gateway:
-            return Gateway(live, team.prices, Budget(team.cap), sink=effects.ledger,
-                           max_attempts=team.max_attempts, journal=effects, pool=pool)
+            return Gateway(
+                live,
+                team.prices,
+                Budget(team.cap),
+                sink=effects.ledger,
+                max_attempts=team.max_attempts,
+                journal=effects,
+                pool=pool,
+            )
 
         nursery.start_soon(_keep_alive, account, options)
-        hosted = await _host_roles(board, stream, team, options, sender, gateway_for, workdir, nursery)
+        hosted = await _host_roles(
+            board, stream, team, options, sender, gateway_for, workdir, nursery
+        )
         nursery.cancel_scope.cancel()
         del hosted
 
 
-async def _host_roles(board: RunBoard, stream: RunStream, team: WorkerTeam, options: WorkerOptions,
-                      sender: EffectSender, gateway_for: Callable[[TurnEffects], Gateway],
-                      workdir: Path, nursery: trio.Nursery) -> list[str]:
+async def _host_roles(
+    board: RunBoard,
+    stream: RunStream,
+    team: WorkerTeam,
+    options: WorkerOptions,
+    sender: EffectSender,
+    gateway_for: Callable[[TurnEffects], Gateway],
+    workdir: Path,
+    nursery: trio.Nursery,
+) -> list[str]:
     """Claims, serves and keeps the roles until the run ends; returns the roles it hosted."""
     members = {m.name: m for m in team.roles if options.roles is None or m.name in options.roles}
     scopes: dict[str, trio.CancelScope] = {}
@@ -129,14 +145,25 @@ async def _host_roles(board: RunBoard, stream: RunStream, team: WorkerTeam, opti
                     logger.info("hosting {} of run {}", name, board.run_id)
                     hosted.append(name)
                     claimed.add(name)
-                    scopes[name] = await nursery.start(_host, board, stream, member,
-                                                       fresh_role(team.build_again, name), options,
-                                                       sender, gateway_for, workdir, board.tenure(name))
+                    scopes[name] = await nursery.start(
+                        _host,
+                        board,
+                        stream,
+                        member,
+                        fresh_role(team.build_again, name),
+                        options,
+                        sender,
+                        gateway_for,
+                        workdir,
+                        board.tenure(name),
+                    )
             due = trio.current_time() - beat >= options.lease_s / 3
             beat = trio.current_time() if due else beat
             for name in list(scopes):
                 lost = hosts is not None and name not in hosts
-                if lost or (due and not await board.heartbeat(name, options.worker_id, options.lease_s)):
+                if lost or (
+                    due and not await board.heartbeat(name, options.worker_id, options.lease_s)
+                ):
                     logger.warning("no longer hosting {} of run {}", name, board.run_id)
                     scopes.pop(name).cancel()
                     claimed.discard(name)
@@ -152,15 +179,32 @@ async def _host_roles(board: RunBoard, stream: RunStream, team: WorkerTeam, opti
     return hosted
 
 
-async def _host(board: RunBoard, stream: RunStream, member: Member, fresh: Callable[[], Member],
-                options: WorkerOptions,
-                sender: EffectSender, gateway_for: Callable[[TurnEffects], Gateway], workdir: Path,
-                tenure: int, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+async def _host(
+    board: RunBoard,
+    stream: RunStream,
+    member: Member,
+    fresh: Callable[[], Member],
+    options: WorkerOptions,
+    sender: EffectSender,
+    gateway_for: Callable[[TurnEffects], Gateway],
+    workdir: Path,
+    tenure: int,
+    task_status: Any = trio.TASK_STATUS_IGNORED,
+) -> None:
     with trio.CancelScope() as scope:
         inbox = await stream.open_inbox(member.name, member.watch)
-        host = RoleHost(member, fresh, link=board.link, run_id=board.run_id, host=options.worker_id,
-                        inbox=inbox, sender=sender, gateway_for=gateway_for,
-                        mirror=workdir / "artifacts", tenure=tenure)
+        host = RoleHost(
+            member,
+            fresh,
+            link=board.link,
+            run_id=board.run_id,
+            host=options.worker_id,
+            inbox=inbox,
+            sender=sender,
+            gateway_for=gateway_for,
+            mirror=workdir / "artifacts",
+            tenure=tenure,
+        )
         task_status.started(scope)
         try:
             await host.serve()
@@ -182,6 +226,7 @@ def fresh_role(build: Callable[[], Sequence[Member]], name: str) -> Callable[[],
 
     def make() -> Member:
         return next(m for m in build() if m.name == name)
+
     return make
 
 
@@ -197,7 +242,9 @@ async def _run_over(board: RunBoard) -> bool:
     return await run_state(board.link, board.run_id) == "ended"
 
 
-async def serve(link: Link, build: BuildTeam, options: WorkerOptions, *, run_id: str | None = None) -> None:
+async def serve(
+    link: Link, build: BuildTeam, options: WorkerOptions, *, run_id: str | None = None
+) -> None:
     """``sopbus worker``: serves ``run_id`` until it ends, or (no run given) every run that
     is announced and not ended, until cancelled. (A run whose coordinator was killed and
     never resumed stays announced ``running``: its hosts wait for a resume.)"""
@@ -210,7 +257,9 @@ async def serve(link: Link, build: BuildTeam, options: WorkerOptions, *, run_id:
             try:
                 runs = await announced(link)
             except Exception as exc:  # the server away for longer than a restart: look again
-                logger.warning("cannot list the runs on {}: {}: {}", link.url, type(exc).__name__, exc)
+                logger.warning(
+                    "cannot list the runs on {}: {}: {}", link.url, type(exc).__name__, exc
+                )
                 runs = []
             for found in runs:
                 # A running run too: its roles may need a new host (one died).
@@ -228,6 +277,3 @@ async def _serve_logged(link: Link, run_id: str, build: BuildTeam, options: Work
         logger.opt(exception=exc).error("run {}: {}: {}", run_id, type(exc).__name__, exc)
     else:
         logger.info("run {} is over for this worker", run_id)
-
-
-

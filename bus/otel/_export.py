@@ -31,24 +31,31 @@ def export_trace(root: Span, *, run_id: str, endpoint: str | None = None) -> tup
     extra is missing and ``RuntimeError`` when the collector did not take the spans."""
     sdk = _sdk()
     exporter = _Recording(sdk.otlp(endpoint=_traces_url(endpoint)) if endpoint else sdk.otlp())
-    provider = sdk.TracerProvider(resource=sdk.Resource.create({
-        "service.name": "sopbus", "sopbus.run_id": run_id}),
-        id_generator=_run_ids(run_id, sdk.IdGenerator))
+    provider = sdk.TracerProvider(
+        resource=sdk.Resource.create({"service.name": "sopbus", "sopbus.run_id": run_id}),
+        id_generator=_run_ids(run_id, sdk.IdGenerator),
+    )
     # Duck-typed: _Recording is an exporter by its methods (the SDK's base class stays lazy).
     provider.add_span_processor(sdk.SimpleSpanProcessor(cast(Any, exporter)))
     tracer = provider.get_tracer("sopbus")
     _emit(tracer, sdk.trace, root, None)
     provider.shutdown()
     if exporter.failed:
-        raise RuntimeError(f"the OTLP endpoint {exporter.where} did not accept "
-                           f"{exporter.failed} of {exporter.sent + exporter.failed} spans")
+        raise RuntimeError(
+            f"the OTLP endpoint {exporter.where} did not accept "
+            f"{exporter.failed} of {exporter.sent + exporter.failed} spans"
+        )
     return exporter.sent, exporter.where
 
 
 def _emit(tracer: Any, trace: Any, span: Span, parent: Any) -> None:
     context = trace.set_span_in_context(parent) if parent is not None else None
-    live = tracer.start_span(span.name, context=context, start_time=_ns(span.start),
-                             attributes=_attributes(span.attributes))
+    live = tracer.start_span(
+        span.name,
+        context=context,
+        start_time=_ns(span.start),
+        attributes=_attributes(span.attributes),
+    )
     if span.error is not None:
         live.set_status(trace.Status(trace.StatusCode.ERROR, span.error))
     for child in span.children:
@@ -58,8 +65,11 @@ def _emit(tracer: Any, trace: Any, span: Span, parent: Any) -> None:
 
 def _attributes(values: Mapping[str, Any]) -> dict[str, Any]:
     # OTLP attributes are str, bool, int, float or homogeneous lists of those.
-    return {k: (list(map(str, v)) if isinstance(v, (list, tuple)) else v)
-            for k, v in values.items() if v is not None}
+    return {
+        k: (list(map(str, v)) if isinstance(v, (list, tuple)) else v)
+        for k, v in values.items()
+        if v is not None
+    }
 
 
 def _ns(seconds: float) -> int:
@@ -68,7 +78,11 @@ def _ns(seconds: float) -> int:
 
 def _traces_url(endpoint: str) -> str:
     """``--endpoint http://host:4318`` names the collector; OTLP/HTTP traces go to /v1/traces."""
-    return endpoint if endpoint.rstrip("/").endswith("/v1/traces") else endpoint.rstrip("/") + "/v1/traces"
+    return (
+        endpoint
+        if endpoint.rstrip("/").endswith("/v1/traces")
+        else endpoint.rstrip("/") + "/v1/traces"
+    )
 
 
 class _Sdk:
@@ -96,8 +110,9 @@ def _sdk() -> _Sdk:
     try:
         return _Sdk()
     except ImportError as exc:
-        raise ConfigError(f"exporting traces needs the OpenTelemetry SDK ({exc.name} is "
-                          f"missing): {EXTRA_HINT}") from None
+        raise ConfigError(
+            f"exporting traces needs the OpenTelemetry SDK ({exc.name} is missing): {EXTRA_HINT}"
+        ) from None
 
 
 def _run_ids(run_id: str, base: type) -> Any:
@@ -105,7 +120,7 @@ def _run_ids(run_id: str, base: type) -> Any:
     trace_id = int.from_bytes(hashlib.sha256(run_id.encode()).digest()[:16], "big") or 1
     draws = random.Random(run_id)
 
-    class RunIds(base):  # type: ignore[misc, valid-type]
+    class RunIds(base):
         def generate_trace_id(self) -> int:
             return trace_id
 

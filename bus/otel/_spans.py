@@ -67,8 +67,10 @@ def _run_span(started: dict[str, Any], ended: dict[str, Any], run_dir: Path) -> 
     settings = started.get("settings", {})
     summary = read_summary(run_dir)
     attributes = {
-        "sopbus.run_id": started["run_id"], "sopbus.scenario": started["scenario"],
-        "sopbus.mode": started["mode"], "sopbus.seed": started["seed"],
+        "sopbus.run_id": started["run_id"],
+        "sopbus.scenario": started["scenario"],
+        "sopbus.mode": started["mode"],
+        "sopbus.seed": started["seed"],
         "sopbus.end_reason": ended.get("reason", "unknown"),
         "sopbus.budget_usd": str(summary.budget_usd if summary else settings.get("budget_usd", "")),
         "sopbus.total_usd": str(summary.total_usd) if summary else "",
@@ -76,8 +78,13 @@ def _run_span(started: dict[str, Any], ended: dict[str, Any], run_dir: Path) -> 
         "gen_ai.request.model": str(settings.get("model", "")),
     }
     failed = ended.get("reason") == "error"
-    return Span(f"sopbus run {started['scenario']}", started["t"], ended["t"], attributes,
-                error=(ended.get("error") or ended.get("detail") or "error") if failed else None)
+    return Span(
+        f"sopbus run {started['scenario']}",
+        started["t"],
+        ended["t"],
+        attributes,
+        error=(ended.get("error") or ended.get("detail") or "error") if failed else None,
+    )
 
 
 def _opened(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -91,8 +98,14 @@ def _opened(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
             started.add(event["round"])
         elif event["kind"] == "round_ended":
             if event["round"] not in started:
-                out.append({"kind": "round_started", "round": event["round"],
-                            "turns": event.get("turns", []), "t": boundary})
+                out.append(
+                    {
+                        "kind": "round_started",
+                        "round": event["round"],
+                        "turns": event.get("turns", []),
+                        "t": boundary,
+                    }
+                )
             boundary = event["t"]
         out.append(event)
     return out
@@ -102,16 +115,21 @@ def _rounds(events: list[dict[str, Any]]) -> dict[int, Span]:
     spans: dict[int, Span] = {}
     for event in events:
         if event["kind"] == "round_started":
-            spans[event["round"]] = Span(f"round {event['round']}", event["t"], event["t"],
-                                         {"sopbus.round": event["round"],
-                                          "sopbus.turns": list(event["turns"])})
+            spans[event["round"]] = Span(
+                f"round {event['round']}",
+                event["t"],
+                event["t"],
+                {"sopbus.round": event["round"], "sopbus.turns": list(event["turns"])},
+            )
         elif event["kind"] == "round_ended" and event["round"] in spans:
             spans[event["round"]].end = event["t"]
             spans[event["round"]].attributes["sopbus.published"] = event["published"]
     return spans
 
 
-def _turns(mode: str, events: list[dict[str, Any]], calls: list[dict[str, Any]]) -> dict[tuple[str, int], Span]:
+def _turns(
+    mode: str, events: list[dict[str, Any]], calls: list[dict[str, Any]]
+) -> dict[tuple[str, int], Span]:
     starts = {e["round"]: e["t"] for e in events if e["kind"] == "round_started"}
     members = {e["name"] for e in events if e["kind"] == "role_joined"}
     turns: dict[tuple[str, int], Span] = {}
@@ -119,8 +137,12 @@ def _turns(mode: str, events: list[dict[str, Any]], calls: list[dict[str, Any]])
     def turn(role: str, rnd: int, at: float) -> Span:
         if (role, rnd) not in turns:
             begin = starts.get(rnd, at) if mode == "rounds" else at
-            turns[role, rnd] = Span(f"turn {role}", begin, max(begin, at),
-                                    {"sopbus.role": role, "sopbus.round": rnd, "sopbus.published": 0})
+            turns[role, rnd] = Span(
+                f"turn {role}",
+                begin,
+                max(begin, at),
+                {"sopbus.role": role, "sopbus.round": rnd, "sopbus.published": 0},
+            )
         return turns[role, rnd]
 
     for event in events:
@@ -141,8 +163,13 @@ def _turns(mode: str, events: list[dict[str, Any]], calls: list[dict[str, Any]])
     return turns
 
 
-def _published(turns: dict[tuple[str, int], Span], turn: Any, mode: str, members: set[str],
-               event: dict[str, Any]) -> None:
+def _published(
+    turns: dict[tuple[str, int], Span],
+    turn: Any,
+    mode: str,
+    members: set[str],
+    event: dict[str, Any],
+) -> None:
     """Counts a message on the turn that published it; in events mode a turn ends with its
     last publish (in rounds mode everything is published when the round ends)."""
     message = event["message"]
@@ -164,13 +191,21 @@ def _call_span(line: dict[str, Any]) -> Span:
         "gen_ai.response.model": line["model"],
         "gen_ai.usage.input_tokens": line["prompt_tokens"],
         "gen_ai.usage.output_tokens": line["completion_tokens"],
-        "sopbus.role": line["role"], "sopbus.action": line["action"],
-        "sopbus.round": line["round"], "sopbus.attempt": line["attempt"],
+        "sopbus.role": line["role"],
+        "sopbus.action": line["action"],
+        "sopbus.round": line["round"],
+        "sopbus.attempt": line["attempt"],
         "sopbus.outcome": line["outcome"],
         "sopbus.cached_tokens": line.get("cached_tokens", 0),
-        "sopbus.cost_usd": str(line["cost_usd"]), "sopbus.total_usd": str(line["total_usd"]),
+        "sopbus.cost_usd": str(line["cost_usd"]),
+        "sopbus.total_usd": str(line["total_usd"]),
         "sopbus.budget_usd": str(line["budget_usd"]),
     }
     failed = line["outcome"] not in ("ok", "replayed")
-    return Span(f"chat {line['model']}", start, end, attributes,
-                error=f"outcome {line['outcome']}" if failed else None)
+    return Span(
+        f"chat {line['model']}",
+        start,
+        end,
+        attributes,
+        error=f"outcome {line['outcome']}" if failed else None,
+    )

@@ -15,9 +15,9 @@ if TYPE_CHECKING:
     from ._build import REPORT_FILE as REPORT_FILE
     from ._build import build_report as build_report
     from ._build import write_report as write_report
-    from ._sweep import build_sweep_report as build_sweep_report
     from ._data import RunData as RunData
     from ._data import read_run as read_run
+    from ._sweep import build_sweep_report as build_sweep_report
 
 _WHERE: dict[str, str] = {
     "REPORT_FILE": "._build",

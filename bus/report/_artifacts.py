@@ -17,12 +17,20 @@ from .. import _events as ev
 
 MAX_TEXT = 200_000  # characters of one text artifact shown; the rest is cut with a note
 MAX_TOTAL = 4_000_000  # bytes of artifacts inlined in one page; past it, listed only
-_IMAGES = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg",
-           ".gif": "image/gif", ".webp": "image/webp", ".svg": "image/svg+xml"}
+_IMAGES = {
+    ".png": "image/png",
+    ".jpg": "image/jpeg",
+    ".jpeg": "image/jpeg",
+    ".gif": "image/gif",
+    ".webp": "image/webp",
+    ".svg": "image/svg+xml",
+}
 _MARKDOWN = {".md", ".markdown"}
 
 
-def render_artifacts(artifacts_dir: Path, written: dict[str, ev.ArtifactWritten]) -> list[dict[str, Any]]:
+def render_artifacts(
+    artifacts_dir: Path, written: dict[str, ev.ArtifactWritten]
+) -> list[dict[str, Any]]:
     """One entry per artifact in the order first written: ``path``, ``role``, ``round``,
     ``size``, ``kind`` (``markdown``, ``code``, ``image``, ``binary``, ``missing`` or
     ``skipped``) and ``html`` (safe to place in the page)."""
@@ -33,8 +41,11 @@ def render_artifacts(artifacts_dir: Path, written: dict[str, ev.ArtifactWritten]
         if not file.is_file():
             entry |= {"kind": "missing", "html": "<p class=note>not in artifacts/ any more</p>"}
         elif event.size > budget:
-            entry |= {"kind": "skipped", "html": f"<p class=note>not inlined: the page keeps at most "
-                                                 f"{MAX_TOTAL:,} bytes of artifacts</p>"}
+            entry |= {
+                "kind": "skipped",
+                "html": f"<p class=note>not inlined: the page keeps at most "
+                f"{MAX_TOTAL:,} bytes of artifacts</p>",
+            }
         else:
             budget -= event.size
             entry |= _render(file, path)
@@ -47,7 +58,10 @@ def _render(file: Path, path: str) -> dict[str, str]:
     raw = file.read_bytes()
     if suffix in _IMAGES:
         data = base64.b64encode(raw).decode("ascii")
-        return {"kind": "image", "html": f'<img alt="{html.escape(path)}" src="data:{_IMAGES[suffix]};base64,{data}">'}
+        return {
+            "kind": "image",
+            "html": f'<img alt="{html.escape(path)}" src="data:{_IMAGES[suffix]};base64,{data}">',
+        }
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
@@ -118,4 +132,4 @@ def _image(self: Any, tokens: Any, idx: int, options: Any, env: Any) -> str:
     alt = html.escape(token.content or src)
     if src.startswith("data:image/"):
         return f'<img alt="{alt}" src="{html.escape(src)}">'
-    return f'<span class=note>[image not loaded: {alt} ({html.escape(src)})]</span>'
+    return f"<span class=note>[image not loaded: {alt} ({html.escape(src)})]</span>"

@@ -18,7 +18,7 @@ from typing import Any
 from ..money._costs import cost_report
 from ._artifacts import highlight_css, render_artifacts
 from ._data import Posted, RunData, read_run
-from ._flow import call_pages, call_row, flow_pages, max_concurrency
+from ._flow import call_pages, flow_pages, max_concurrency
 from ._graph import graph_svg, routes
 from ._header import cost_tables, figures, header_html
 from ._money import breakdown_svg, spend_svg
@@ -53,16 +53,22 @@ def build_report(run_dir: Path) -> str:
         ("artifacts", "Artifacts", _artifacts_section(data)),
         ("notes", "Role events", _notes_section(data)),
     ]
-    body = "".join(f'<section id="{sid}"><h2>{title}</h2>{html}</section>' for sid, title, html in sections)
+    body = "".join(
+        f'<section id="{sid}"><h2>{title}</h2>{html}</section>' for sid, title, html in sections
+    )
     nav = "".join(f'<a href="#{sid}">{title}</a>' for sid, title, _ in sections)
     payload = _messages_block(data.posted)
     payload += _json_block("calls-data", [_call_detail(c) for c in data.calls])
-    return _document(f"sopbus report: {fig['scenario']} {fig['run_id']}",
-                     f"<nav>{nav}</nav><main>{header_html(fig, data)}{body}</main>{_DETAIL}{payload}")
+    return _document(
+        f"sopbus report: {fig['scenario']} {fig['run_id']}",
+        f"<nav>{nav}</nav><main>{header_html(fig, data)}{body}</main>{_DETAIL}{payload}",
+    )
 
 
-_DETAIL = ('<aside id="detail" hidden><button id="detail-close" type="button">close</button>'
-           '<div id="detail-body"></div></aside>')
+_DETAIL = (
+    '<aside id="detail" hidden><button id="detail-close" type="button">close</button>'
+    '<div id="detail-body"></div></aside>'
+)
 
 
 def _document(title: str, body: str, *, scripted: bool = True) -> str:
@@ -71,13 +77,17 @@ def _document(title: str, body: str, *, scripted: bool = True) -> str:
     script = _static("report.js") if scripted else ""
     digest = base64.b64encode(hashlib.sha256(script.encode()).digest()).decode()
     allowed = f"'sha256-{digest}'" if scripted else "'none'"
-    csp = (f"default-src 'none'; img-src data:; style-src 'unsafe-inline'; "
-           f"script-src {allowed}; base-uri 'none'; form-action 'none'")
-    return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-            f'<meta http-equiv="Content-Security-Policy" content="{csp}">'
-            f'<meta name="viewport" content="width=device-width, initial-scale=1">'
-            f"<title>{escape(title)}</title><style>{_static('report.css')}{highlight_css()}</style>"
-            f"</head><body>{body}{f'<script>{script}</script>' if scripted else ''}</body></html>\n")
+    csp = (
+        f"default-src 'none'; img-src data:; style-src 'unsafe-inline'; "
+        f"script-src {allowed}; base-uri 'none'; form-action 'none'"
+    )
+    return (
+        f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        f'<meta http-equiv="Content-Security-Policy" content="{csp}">'
+        f'<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"<title>{escape(title)}</title><style>{_static('report.css')}{highlight_css()}</style>"
+        f"</head><body>{body}{f'<script>{script}</script>' if scripted else ''}</body></html>\n"
+    )
 
 
 def _static(name: str) -> str:
@@ -95,7 +105,9 @@ def _json_block(element_id: str, rows: list[dict[str, Any]]) -> str:
 
 
 def _packed(text: str) -> str:
-    return base64.b64encode(gzip.compress(text.encode("utf-8"), compresslevel=6, mtime=0)).decode("ascii")
+    return base64.b64encode(gzip.compress(text.encode("utf-8"), compresslevel=6, mtime=0)).decode(
+        "ascii"
+    )
 
 
 def _messages_block(posted: list[Posted]) -> str:
@@ -117,9 +129,18 @@ def _messages_block(posted: list[Posted]) -> str:
 
 def _message_row(p: Posted) -> dict[str, Any]:
     m = p.message
-    return {"id": m.id, "round": m.round, "from": m.sent_from, "to": list(p.recipients),
-            "cause_by": m.cause_by, "content": m.content, "payload": m.payload,
-            "parents": list(m.parents), "undelivered": p.reason, "t": round(p.t, 4)}
+    return {
+        "id": m.id,
+        "round": m.round,
+        "from": m.sent_from,
+        "to": list(p.recipients),
+        "cause_by": m.cause_by,
+        "content": m.content,
+        "payload": m.payload,
+        "parents": list(m.parents),
+        "undelivered": p.reason,
+        "t": round(p.t, 4),
+    }
 
 
 def _call_detail(call: Any) -> dict[str, Any]:
@@ -135,33 +156,52 @@ def _pager(pages: list[tuple[str, str]], what: str) -> str:
     first = f'<div class="page-view chart">{pages[0][1]}</div>'
     if len(pages) == 1:
         return f"<div data-pager>{first}</div>"
-    options = "".join(f'<option value="{i}">{escape(label)}</option>' for i, (label, _) in enumerate(pages))
-    rest = "".join(f'<script type="application/octet-stream" data-encoding="gzip-base64" data-page>'
-                   f"{_packed(svg)}</script>" for _, svg in pages[1:])
-    return (f'<div data-pager><label>{len(pages)} pages of {what}: <select>{options}</select></label>'
-            f"{first}{rest}</div>")
+    options = "".join(
+        f'<option value="{i}">{escape(label)}</option>' for i, (label, _) in enumerate(pages)
+    )
+    rest = "".join(
+        f'<script type="application/octet-stream" data-encoding="gzip-base64" data-page>'
+        f"{_packed(svg)}</script>"
+        for _, svg in pages[1:]
+    )
+    return (
+        f"<div data-pager><label>{len(pages)} pages of {what}: <select>{options}</select></label>"
+        f"{first}{rest}</div>"
+    )
 
 
 def _flow_section(data: RunData) -> str:
     undelivered = [p for p in data.posted if p.reason is not None]
-    axis = "time since the run started" if data.mode == "events" else "publish order, banded by round"
-    intro = (f"<p class=note>{len(data.posted):,} messages; roles are lanes, the axis is {axis}; "
-             f"one arrow per delivery, coloured and labelled by cause_by; click a mark to read "
-             f"the message.</p>")
+    axis = (
+        "time since the run started" if data.mode == "events" else "publish order, banded by round"
+    )
+    intro = (
+        f"<p class=note>{len(data.posted):,} messages; roles are lanes, the axis is {axis}; "
+        f"one arrow per delivery, coloured and labelled by cause_by; click a mark to read "
+        f"the message.</p>"
+    )
     return intro + _pager(flow_pages(data), "the message flow") + _undelivered_list(undelivered)
 
 
 def _undelivered_list(undelivered: list[Posted]) -> str:
     if not undelivered:
         return "<p class=note>every message reached a role</p>"
-    rows = "".join(f'<tr><td><a href="#msg-{escape(p.message.id)}">{escape(p.message.id)}</a></td>'
-                   f"<td>{p.message.round}</td><td>{escape(p.message.sent_from)}</td>"
-                   f"<td>{escape(p.message.cause_by)}</td><td>{escape(p.reason or '')}</td></tr>"
-                   for p in undelivered[:_MAX_LISTED])
-    more = f"<p class=note>and {len(undelivered) - _MAX_LISTED:,} more</p>" if len(undelivered) > _MAX_LISTED else ""
-    return (f'<h3 data-figure="undelivered_listed" data-value="{len(undelivered)}">undelivered: '
-            f"{len(undelivered):,}</h3><table class=list><tr><th>id</th><th>round</th><th>from</th>"
-            f"<th>cause_by</th><th>why</th></tr>{rows}</table>{more}")
+    rows = "".join(
+        f'<tr><td><a href="#msg-{escape(p.message.id)}">{escape(p.message.id)}</a></td>'
+        f"<td>{p.message.round}</td><td>{escape(p.message.sent_from)}</td>"
+        f"<td>{escape(p.message.cause_by)}</td><td>{escape(p.reason or '')}</td></tr>"
+        for p in undelivered[:_MAX_LISTED]
+    )
+    more = (
+        f"<p class=note>and {len(undelivered) - _MAX_LISTED:,} more</p>"
+        if len(undelivered) > _MAX_LISTED
+        else ""
+    )
+    return (
+        f'<h3 data-figure="undelivered_listed" data-value="{len(undelivered)}">undelivered: '
+        f"{len(undelivered):,}</h3><table class=list><tr><th>id</th><th>round</th><th>from</th>"
+        f"<th>cause_by</th><th>why</th></tr>{rows}</table>{more}"
+    )
 
 
 def _money_section(data: RunData, report: dict[str, Any], fig: dict[str, Any]) -> str:
@@ -170,8 +210,10 @@ def _money_section(data: RunData, report: dict[str, Any], fig: dict[str, Any]) -
     budget = Decimal(str(fig["budget_usd"] or report["budget_usd"]))
     if not data.calls:
         return "<p class=note>no LLM calls: nothing was spent</p>"
-    return (f'<div class=chart>{spend_svg(data.calls, budget)}</div>'
-            f'<div class=chart>{breakdown_svg(report)}</div>{cost_tables(report)}')
+    return (
+        f"<div class=chart>{spend_svg(data.calls, budget)}</div>"
+        f"<div class=chart>{breakdown_svg(report)}</div>{cost_tables(report)}"
+    )
 
 
 def _calls_section(data: RunData) -> str:
@@ -179,23 +221,32 @@ def _calls_section(data: RunData) -> str:
         return "<p class=note>no LLM calls</p>"
     marks = {m: sum(c.mark == m for c in data.calls) for m in ("retry", "repair")}
     refused = sum(c.line.outcome == "refused" for c in data.calls)
-    intro = (f"<p class=note>{len(data.calls):,} ledger lines; at most "
-             f'<span data-figure="max_concurrency">{max_concurrency(data.calls)}</span> calls in flight '
-             f"at once; {marks['retry']} retries, {marks['repair']} repairs, {refused} refused. "
-             f"Click a bar to read the ledger line.</p>")
+    intro = (
+        f"<p class=note>{len(data.calls):,} ledger lines; at most "
+        f'<span data-figure="max_concurrency">{max_concurrency(data.calls)}</span> calls in flight '
+        f"at once; {marks['retry']} retries, {marks['repair']} repairs, {refused} refused. "
+        f"Click a bar to read the ledger line.</p>"
+    )
     return intro + _pager(call_pages(data), "calls")
 
 
 def _graph_section(data: RunData) -> str:
-    rows = "".join(f"<tr><td>{escape(r.name)}</td><td>{escape(', '.join(r.aliases))}</td>"
-                   f"<td>{escape(', '.join(r.watch) or '-')}</td></tr>" for r in data.roles)
+    rows = "".join(
+        f"<tr><td>{escape(r.name)}</td><td>{escape(', '.join(r.aliases))}</td>"
+        f"<td>{escape(', '.join(r.watch) or '-')}</td></tr>"
+        for r in data.roles
+    )
     counted = routes(data)
-    route_rows = "".join(f"<tr><td>{escape(a)}</td><td>{escape(c)}</td><td>{escape(b)}</td><td>{n}</td></tr>"
-                         for (a, c, b), n in counted.items())
-    return (f"<div class=chart>{graph_svg(data)}</div><div class=tables>"
-            f"<table class=list><caption>who watches what</caption><tr><th>role</th><th>aliases</th>"
-            f"<th>watches</th></tr>{rows}</table><table class=list><caption>routes taken</caption>"
-            f"<tr><th>from</th><th>cause_by</th><th>to</th><th>messages</th></tr>{route_rows}</table></div>")
+    route_rows = "".join(
+        f"<tr><td>{escape(a)}</td><td>{escape(c)}</td><td>{escape(b)}</td><td>{n}</td></tr>"
+        for (a, c, b), n in counted.items()
+    )
+    return (
+        f"<div class=chart>{graph_svg(data)}</div><div class=tables>"
+        f"<table class=list><caption>who watches what</caption><tr><th>role</th><th>aliases</th>"
+        f"<th>watches</th></tr>{rows}</table><table class=list><caption>routes taken</caption>"
+        f"<tr><th>from</th><th>cause_by</th><th>to</th><th>messages</th></tr>{route_rows}</table></div>"
+    )
 
 
 def _artifacts_section(data: RunData) -> str:
@@ -204,19 +255,29 @@ def _artifacts_section(data: RunData) -> str:
         return "<p class=note>the run wrote no artifacts</p>"
     items = "".join(
         f'<details class=artifact data-kind="{e["kind"]}"{" open" if i < 3 else ""}><summary>'
-        f'{escape(e["path"])} <span class=note>({e["kind"]}, {e["size"]:,} bytes, by {escape(e["role"])} '
-        f'in round {e["round"]})</span></summary>{e["html"]}</details>' for i, e in enumerate(entries))
+        f"{escape(e['path'])} <span class=note>({e['kind']}, {e['size']:,} bytes, by {escape(e['role'])} "
+        f"in round {e['round']})</span></summary>{e['html']}</details>"
+        for i, e in enumerate(entries)
+    )
     return f"<p class=note>{len(entries)} files in artifacts/</p>{items}"
 
 
 def _notes_section(data: RunData) -> str:
     if not data.notes:
         return "<p class=note>the roles recorded no events of their own</p>"
-    rows = "".join(f"<tr><td>{escape(str(n.get('kind')))}</td><td>{n.get('round', '')}</td>"
-                   f"<td>{escape(str(n.get('role', '')))}</td><td><code>"
-                   f"{escape(json.dumps(n.get('data', {}), ensure_ascii=False)[:300])}</code></td></tr>"
-                   for n in data.notes[:_MAX_LISTED])
-    more = f"<p class=note>and {len(data.notes) - _MAX_LISTED:,} more</p>" if len(data.notes) > _MAX_LISTED else ""
-    return (f"<details><summary>{len(data.notes):,} events the roles recorded (tests run, reviews, "
-            f"gates...)</summary><table class=list><tr><th>kind</th><th>round</th><th>role</th>"
-            f"<th>data</th></tr>{rows}</table>{more}</details>")
+    rows = "".join(
+        f"<tr><td>{escape(str(n.get('kind')))}</td><td>{n.get('round', '')}</td>"
+        f"<td>{escape(str(n.get('role', '')))}</td><td><code>"
+        f"{escape(json.dumps(n.get('data', {}), ensure_ascii=False)[:300])}</code></td></tr>"
+        for n in data.notes[:_MAX_LISTED]
+    )
+    more = (
+        f"<p class=note>and {len(data.notes) - _MAX_LISTED:,} more</p>"
+        if len(data.notes) > _MAX_LISTED
+        else ""
+    )
+    return (
+        f"<details><summary>{len(data.notes):,} events the roles recorded (tests run, reviews, "
+        f"gates...)</summary><table class=list><tr><th>kind</th><th>round</th><th>role</th>"
+        f"<th>data</th></tr>{rows}</table>{more}</details>"
+    )

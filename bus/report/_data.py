@@ -63,7 +63,9 @@ class RunData:
 
     @property
     def mode(self) -> str:
-        return self.started.mode if self.started else (self.summary.mode if self.summary else "rounds")
+        return (
+            self.started.mode if self.started else (self.summary.mode if self.summary else "rounds")
+        )
 
     def lanes(self) -> list[str]:
         """Senders from outside the team (``Boss``) first, then the roles in declared order."""
@@ -75,8 +77,10 @@ class RunData:
 def read_run(run_dir: Path) -> RunData:
     """The run in ``run_dir``; a :class:`~sopbus.bus.ConfigError` when it holds no event log."""
     if not (run_dir / EVENTS).is_file():
-        raise ConfigError(f"{run_dir} is not a run directory: it has no {EVENTS}; give a run "
-                          f"id, a run directory or 'last'")
+        raise ConfigError(
+            f"{run_dir} is not a run directory: it has no {EVENTS}; give a run "
+            f"id, a run directory or 'last'"
+        )
     data = RunData(run_dir=run_dir, summary=read_summary(run_dir))
     for raw in ev.read_events(run_dir / EVENTS):
         _take(data, ev.decode_event(raw))

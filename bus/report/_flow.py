@@ -46,10 +46,20 @@ def deliveries(data: RunData) -> list[dict[str, Any]]:
 def _delivery(posted: Posted, dst: str, index: dict[str, int]) -> dict[str, Any]:
     m = posted.message
     src_i, dst_i = index.get(m.sent_from, 0), index.get(dst, 0)
-    return {"id": m.id, "round": m.round, "t": round(posted.t, 4), "src": m.sent_from,
-            "dst": dst, "cause_by": m.cause_by, "y0": src_i, "y1": dst_i,
-            "ymid": (src_i + dst_i) / 2, "down": dst_i > src_i,
-            "undelivered": posted.reason is not None, "href": f"#msg-{m.id}"}
+    return {
+        "id": m.id,
+        "round": m.round,
+        "t": round(posted.t, 4),
+        "src": m.sent_from,
+        "dst": dst,
+        "cause_by": m.cause_by,
+        "y0": src_i,
+        "y1": dst_i,
+        "ymid": (src_i + dst_i) / 2,
+        "down": dst_i > src_i,
+        "undelivered": posted.reason is not None,
+        "href": f"#msg-{m.id}",
+    }
 
 
 def flow_pages(data: RunData) -> list[tuple[str, str]]:
@@ -78,7 +88,9 @@ def _by_round(rows: list[dict[str, Any]], size: int) -> list[list[dict[str, Any]
     for row in rows:
         page = out[-1]
         starts_round = not page or page[-1]["round"] != row["round"]
-        if page and (len(page) >= size or (starts_round and len(page) + per_round[row["round"]] > size)):
+        if page and (
+            len(page) >= size or (starts_round and len(page) + per_round[row["round"]] > size)
+        ):
             out.append([])
         out[-1].append(row)
     return out
@@ -92,7 +104,12 @@ def _flow_svg(rows: list[dict[str, Any]], lanes: list[str], events: bool) -> str
         layers: list[Any] = []
         bands: list[dict[str, Any]] = []
     else:
-        x = alt.X("x:Q", title=None, axis=None, scale=alt.Scale(domain=[-0.5, max(len(rows), 1) - 0.5], nice=False, zero=False))
+        x = alt.X(
+            "x:Q",
+            title=None,
+            axis=None,
+            scale=alt.Scale(domain=[-0.5, max(len(rows), 1) - 0.5], nice=False, zero=False),
+        )
         bands = _round_bands(rows)
         layers = _band_layers(x)
     y = lane_axis(lanes, "y0")
@@ -102,17 +119,30 @@ def _flow_svg(rows: list[dict[str, Any]], lanes: list[str], events: bool) -> str
     base = named("flow").encode(x=x, color=color)
     linked = base.encode(href="href:N")
     layers += [
-        linked.mark_rule(strokeWidth=2.5).encode(y=y, y2="y1:Q").transform_filter(delivered)
+        linked.mark_rule(strokeWidth=2.5)
+        .encode(y=y, y2="y1:Q")
+        .transform_filter(delivered)
         .properties(name="arrows"),
-        linked.mark_rule(strokeWidth=2.5, strokeDash=[4, 3]).encode(y=y, y2="y1:Q")
-        .transform_filter(alt.datum.undelivered == True).properties(name="undelivered"),  # noqa: E712
-        linked.mark_point(filled=True, size=70).encode(
-            y=alt.Y("y1:Q"), shape=alt.Shape("down:N", legend=None, scale=alt.Scale(
-                domain=[True, False], range=["triangle-down", "triangle-up"]))).transform_filter(delivered),
-        linked.mark_point(size=70, shape="cross", strokeWidth=2).encode(y=alt.Y("y1:Q"))
+        linked.mark_rule(strokeWidth=2.5, strokeDash=[4, 3])
+        .encode(y=y, y2="y1:Q")
+        .transform_filter(alt.datum.undelivered == True)  # noqa: E712 (a Vega expression)
+        .properties(name="undelivered"),
+        linked.mark_point(filled=True, size=70)
+        .encode(
+            y=alt.Y("y1:Q"),
+            shape=alt.Shape(
+                "down:N",
+                legend=None,
+                scale=alt.Scale(domain=[True, False], range=["triangle-down", "triangle-up"]),
+            ),
+        )
+        .transform_filter(delivered),
+        linked.mark_point(size=70, shape="cross", strokeWidth=2)
+        .encode(y=alt.Y("y1:Q"))
         .transform_filter(alt.datum.undelivered == True),  # noqa: E712
         base.mark_text(angle=270, fontSize=9, dy=-6, align="center").encode(
-            y=alt.Y("ymid:Q"), text="cause_by:N", color=alt.value("#333")),
+            y=alt.Y("ymid:Q"), text="cause_by:N", color=alt.value("#333")
+        ),
     ]
     slot = max(_SLOT_PX, min(64, 900 // max(len(rows), 1)))
     width = 900 if events else max(320, len(rows) * slot)
@@ -126,8 +156,15 @@ def _round_bands(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if bands and bands[-1]["round"] == row["round"]:
             bands[-1]["x2"] = row["x"] + 0.5
         else:
-            bands.append({"round": row["round"], "x": row["x"] - 0.5, "x2": row["x"] + 0.5,
-                          "label": f"round {row['round']}", "odd": len(bands) % 2})
+            bands.append(
+                {
+                    "round": row["round"],
+                    "x": row["x"] - 0.5,
+                    "x2": row["x"] + 0.5,
+                    "label": f"round {row['round']}",
+                    "odd": len(bands) % 2,
+                }
+            )
     for band in bands:
         band["mid"] = (band["x"] + band["x2"]) / 2
     return bands
@@ -136,17 +173,24 @@ def _round_bands(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def _band_layers(x: alt.X) -> list[Any]:
     base = named("bands")
     rect = base.mark_rect(opacity=0.5).encode(
-        x=x, x2="x2:Q", fill=alt.Fill("odd:N", legend=None, scale=alt.Scale(
-            domain=[0, 1], range=["#f4f6fa", "#ffffff"])))
+        x=x,
+        x2="x2:Q",
+        fill=alt.Fill(
+            "odd:N", legend=None, scale=alt.Scale(domain=[0, 1], range=["#f4f6fa", "#ffffff"])
+        ),
+    )
     text = base.mark_text(baseline="top", fontSize=10, color="#555", dy=-14).encode(
-        x=alt.X("mid:Q", axis=None), y=alt.value(0), text="label:N")
+        x=alt.X("mid:Q", axis=None), y=alt.value(0), text="label:N"
+    )
     return [rect, text]
 
 
 def call_pages(data: RunData) -> list[tuple[str, str]]:
     """The calls timeline as ``(label, svg)`` pages (see the module docstring)."""
     lanes = list(dict.fromkeys([*(r.name for r in data.roles), *(c.line.role for c in data.calls)]))
-    return [(_calls_label(chunk), _calls_svg(chunk, lanes)) for chunk in pages(data.calls, CALL_PAGE)]
+    return [
+        (_calls_label(chunk), _calls_svg(chunk, lanes)) for chunk in pages(data.calls, CALL_PAGE)
+    ]
 
 
 def _calls_label(calls: Sequence[Call]) -> str:
@@ -160,16 +204,35 @@ def call_row(call: Call) -> dict[str, Any]:
     status = call.mark or line.outcome
     if line.outcome != "ok":
         status = line.outcome
-    return {"seq": line.seq, "role": line.role, "action": line.action, "start": round(call.start, 4),
-            "end": round(max(call.end, call.start), 4), "status": status, "mark": call.mark,
-            "outcome": line.outcome, "href": f"#call-{line.seq}"}
+    return {
+        "seq": line.seq,
+        "role": line.role,
+        "action": line.action,
+        "start": round(call.start, 4),
+        "end": round(max(call.end, call.start), 4),
+        "status": status,
+        "mark": call.mark,
+        "outcome": line.outcome,
+        "href": f"#call-{line.seq}",
+    }
 
 
 # Every ledger outcome gets a colour (taken from the ledger's own type, so a new outcome
 # is drawn too), and first attempts are told apart from retries and repairs.
 _STATUS = ["ok", "repair", "retry", *(o for o in get_args(Outcome) if o != "ok")]
-_PALETTE = ["#4c78a8", "#f58518", "#b279a2", "#72b7b2", "#e45756", "#9d755d", "#bab0ac",
-            "#54a24b", "#eeca3b", "#ff9da6", "#79706e"]
+_PALETTE = [
+    "#4c78a8",
+    "#f58518",
+    "#b279a2",
+    "#72b7b2",
+    "#e45756",
+    "#9d755d",
+    "#bab0ac",
+    "#54a24b",
+    "#eeca3b",
+    "#ff9da6",
+    "#79706e",
+]
 _COLORS = [_PALETTE[i % len(_PALETTE)] for i in range(len(_STATUS))]
 
 
@@ -179,22 +242,37 @@ def _calls_svg(calls: Sequence[Call], lanes: list[str]) -> str:
     x = alt.X("start:Q", title="seconds since the run started", scale=alt.Scale(zero=False))
     color = alt.Color("status:N", title="call", scale=alt.Scale(domain=_STATUS, range=_COLORS))
     base = named("calls").encode(y=y, color=color)
-    bars = base.mark_bar(height=14, opacity=0.85).encode(x=x, x2="end:Q", href="href:N").properties(
-        name="call_bars")
+    bars = (
+        base.mark_bar(height=14, opacity=0.85)
+        .encode(x=x, x2="end:Q", href="href:N")
+        .properties(name="call_bars")
+    )
     starts = base.mark_tick(thickness=2, size=16).encode(x=x)
-    marked = base.mark_point(filled=True, size=60, yOffset=-11).encode(
-        x=x, shape=alt.Shape("status:N", legend=None, scale=alt.Scale(
-            domain=["repair", "retry", "refused", "error", "overrun", "lost"],
-            range=["diamond", "triangle-down", "cross", "square", "triangle-up", "circle"]))).transform_filter(
-        "datum.status != 'ok' && datum.status != 'replayed'")
+    marked = (
+        base.mark_point(filled=True, size=60, yOffset=-11)
+        .encode(
+            x=x,
+            shape=alt.Shape(
+                "status:N",
+                legend=None,
+                scale=alt.Scale(
+                    domain=["repair", "retry", "refused", "error", "overrun", "lost"],
+                    range=["diamond", "triangle-down", "cross", "square", "triangle-up", "circle"],
+                ),
+            ),
+        )
+        .transform_filter("datum.status != 'ok' && datum.status != 'replayed'")
+    )
     chart = alt.layer(bars, starts, marked).properties(width=900, height=max(80, 36 * len(lanes)))
     return to_svg(chart, {"calls": rows})
 
 
 def max_concurrency(calls: Sequence[Call]) -> int:
     """The most calls in flight at one moment."""
-    edges = sorted([(c.start, 1) for c in calls if c.end > c.start]
-                   + [(c.end, -1) for c in calls if c.end > c.start])
+    edges = sorted(
+        [(c.start, 1) for c in calls if c.end > c.start]
+        + [(c.end, -1) for c in calls if c.end > c.start]
+    )
     best = now = 0
     for _, step in edges:
         now += step

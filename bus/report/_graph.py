@@ -61,14 +61,19 @@ def graph_svg(data: RunData) -> str:
     lines, heads, labels = _edges(counted, pos)
     width = (max(col.values(), default=0) + 1) * _COL_PX
     height = max(rows_in.values(), default=1) * _ROW_PX
-    return to_svg(_chart(width, height), {"nodes": node_rows, "lines": lines, "heads": heads, "labels": labels})
+    return to_svg(
+        _chart(width, height),
+        {"nodes": node_rows, "lines": lines, "heads": heads, "labels": labels},
+    )
 
 
 def _kind(name: str, team: list[str]) -> str:
     return "role" if name in team else "nobody" if name == UNDELIVERED else "outside"
 
 
-def _edges(counted: Counter[tuple[str, str, str]], pos: dict[str, tuple[float, float]]) -> tuple[list[Any], ...]:
+def _edges(
+    counted: Counter[tuple[str, str, str]], pos: dict[str, tuple[float, float]]
+) -> tuple[list[Any], ...]:
     lines: list[dict[str, Any]] = []
     heads: list[dict[str, Any]] = []
     labels: list[dict[str, Any]] = []
@@ -80,13 +85,16 @@ def _edges(counted: Counter[tuple[str, str, str]], pos: dict[str, tuple[float, f
         bend = 28.0 * (k + 1) if x1 <= x0 else 18.0 * k  # back and same-column edges curve
         mx, my = (x0 + x1) / 2, (y0 + y1) / 2
         length = math.hypot(x1 - x0, y1 - y0) or 1.0
-        cx, cy = mx - (y1 - y0) / length * bend, my + (x1 - x0) / length * bend - (bend if x1 == x0 and y1 == y0 else 0)
+        cx, cy = (
+            mx - (y1 - y0) / length * bend,
+            my + (x1 - x0) / length * bend - (bend if x1 == x0 and y1 == y0 else 0),
+        )
         for order, (x, y) in enumerate(((x0, y0), (cx, cy), (x1, y1))):
             lines.append({"edge": i, "order": order, "x": x, "y": y})
         hx, hy = 0.25 * cx + 0.75 * x1, 0.25 * cy + 0.75 * y1
         angle = math.degrees(math.atan2(y1 - cy, x1 - cx)) + 90  # Vega's triangle points up
         heads.append({"x": hx, "y": hy, "angle": angle})
-        labels.append({"x": cx, "y": cy, "text": f"{action} ×{n}" if n > 1 else action})
+        labels.append({"x": cx, "y": cy, "text": f"{action} ×{n}" if n > 1 else action})  # noqa: RUF001 (a times sign)
     return lines, heads, labels
 
 
@@ -94,19 +102,46 @@ def _chart(width: int, height: int) -> alt.TopLevelMixin:
     """The layers on a scale of one unit per pixel, so the arrowheads' angles are true."""
     w_px, h_px = max(320, width - _COL_PX + 140), max(120, height - _ROW_PX + 70)
     pad_x, pad_y = (w_px - (width - _COL_PX)) / 2, (h_px - (height - _ROW_PX)) / 2
-    x = alt.X("x:Q", axis=None, scale=alt.Scale(domain=[-pad_x, width - _COL_PX + pad_x],
-                                                 nice=False, zero=False))
-    y = alt.Y("y:Q", axis=None, scale=alt.Scale(domain=[-pad_y, height - _ROW_PX + pad_y],
-                                                 nice=False, zero=False, reverse=True))
-    line = named("lines").mark_line(interpolate="basis", color="#8a94a6").encode(
-        x=x, y=y, detail="edge:N", order="order:Q")
-    head = named("heads").mark_point(shape="triangle", filled=True, size=80, color="#8a94a6").encode(
-        x=x, y=y, angle=alt.Angle("angle:Q", scale=None))
-    label = named("labels").mark_text(fontSize=10, color="#333", dy=-6).encode(x=x, y=y, text="text:N")
-    node = named("nodes").mark_point(filled=True, size=2200, shape=_BOX, opacity=1, stroke="#5b6b85",
-                                     strokeWidth=1).encode(
-        x=x, y=y, color=alt.Color("kind:N", legend=None, scale=alt.Scale(
-            domain=["role", "outside", "nobody"], range=["#dbe7f7", "#e8f4e4", "#fbe3e3"])))
+    x = alt.X(
+        "x:Q",
+        axis=None,
+        scale=alt.Scale(domain=[-pad_x, width - _COL_PX + pad_x], nice=False, zero=False),
+    )
+    y = alt.Y(
+        "y:Q",
+        axis=None,
+        scale=alt.Scale(
+            domain=[-pad_y, height - _ROW_PX + pad_y], nice=False, zero=False, reverse=True
+        ),
+    )
+    line = (
+        named("lines")
+        .mark_line(interpolate="basis", color="#8a94a6")
+        .encode(x=x, y=y, detail="edge:N", order="order:Q")
+    )
+    head = (
+        named("heads")
+        .mark_point(shape="triangle", filled=True, size=80, color="#8a94a6")
+        .encode(x=x, y=y, angle=alt.Angle("angle:Q", scale=None))
+    )
+    label = (
+        named("labels").mark_text(fontSize=10, color="#333", dy=-6).encode(x=x, y=y, text="text:N")
+    )
+    node = (
+        named("nodes")
+        .mark_point(filled=True, size=2200, shape=_BOX, opacity=1, stroke="#5b6b85", strokeWidth=1)
+        .encode(
+            x=x,
+            y=y,
+            color=alt.Color(
+                "kind:N",
+                legend=None,
+                scale=alt.Scale(
+                    domain=["role", "outside", "nobody"], range=["#dbe7f7", "#e8f4e4", "#fbe3e3"]
+                ),
+            ),
+        )
+    )
     name = named("nodes").mark_text(fontSize=12, fontWeight="bold").encode(x=x, y=y, text="name:N")
     return alt.layer(line, head, label, node, name).properties(width=w_px, height=h_px)
 

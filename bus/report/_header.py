@@ -24,17 +24,25 @@ def figures(data: RunData, report: dict[str, Any]) -> dict[str, Any]:
     started = data.started
     settings = started.settings if started else {}
     counted = {
-        "run_id": data.run_dir.name, "scenario": started.scenario if started else "",
-        "status": "unfinished", "end_reason": data.ended.reason if data.ended else "none yet",
-        "rounds": data.ended.round if data.ended else max((p.message.round for p in data.posted), default=0),
+        "run_id": data.run_dir.name,
+        "scenario": started.scenario if started else "",
+        "status": "unfinished",
+        "end_reason": data.ended.reason if data.ended else "none yet",
+        "rounds": data.ended.round
+        if data.ended
+        else max((p.message.round for p in data.posted), default=0),
         "max_rounds": started.max_rounds if started else "",
-        "messages": len(data.posted), "undelivered": sum(p.reason is not None for p in data.posted),
+        "messages": len(data.posted),
+        "undelivered": sum(p.reason is not None for p in data.posted),
         "llm_calls": report["calls"],
         "prompt_tokens": sum(c.line.prompt_tokens for c in data.calls),
         "completion_tokens": sum(c.line.completion_tokens for c in data.calls),
-        "total_usd": report["total_usd"], "budget_usd": settings.get("budget_usd", report["budget_usd"]),
-        "provider": settings.get("provider", ""), "model": settings.get("model", ""),
-        "mode": data.mode, "detail": data.ended.detail if data.ended else "",
+        "total_usd": report["total_usd"],
+        "budget_usd": settings.get("budget_usd", report["budget_usd"]),
+        "provider": settings.get("provider", ""),
+        "model": settings.get("model", ""),
+        "mode": data.mode,
+        "detail": data.ended.detail if data.ended else "",
     }
     return counted | {k: v for k, v in s.items() if v is not None or k == "verdict"}
 
@@ -43,15 +51,28 @@ def header_html(fig: dict[str, Any], data: RunData) -> str:
     """The header: title, the simulated mark, the verdict and the figures table."""
     spent, cap = Decimal(str(fig["total_usd"])), Decimal(str(fig["budget_usd"] or 0))
     share = f"{spent / cap * 100:.1f}% of the budget" if cap else "no cap"
-    models = sorted({c.line.model for c in data.calls} | ({fig["model"]} if fig["model"] else set()))
-    providers = sorted({c.line.provider for c in data.calls} | ({fig["provider"]} if fig["provider"] else set()))
+    models = sorted(
+        {c.line.model for c in data.calls} | ({fig["model"]} if fig["model"] else set())
+    )
+    providers = sorted(
+        {c.line.provider for c in data.calls} | ({fig["provider"]} if fig["provider"] else set())
+    )
     rows = [
         ("status", "status", fig["status"], f"{fig['status']} ({fig['end_reason']})"),
         ("rounds", "rounds", fig["rounds"], f"{fig['rounds']} of {fig['max_rounds']}"),
-        ("messages", "messages", fig["messages"], f"{fig['messages']} ({fig['undelivered']} undelivered)"),
+        (
+            "messages",
+            "messages",
+            fig["messages"],
+            f"{fig['messages']} ({fig['undelivered']} undelivered)",
+        ),
         ("LLM calls", "llm_calls", fig["llm_calls"], str(fig["llm_calls"])),
-        ("tokens", "tokens", fig["prompt_tokens"] + fig["completion_tokens"],
-         f"{fig['prompt_tokens']:,} prompt + {fig['completion_tokens']:,} completion"),
+        (
+            "tokens",
+            "tokens",
+            fig["prompt_tokens"] + fig["completion_tokens"],
+            f"{fig['prompt_tokens']:,} prompt + {fig['completion_tokens']:,} completion",
+        ),
         ("spend", "total_usd", fig["total_usd"], f"${usd(spent)} of ${usd(cap)} ({share})"),
         ("budget", "budget_usd", fig["budget_usd"], f"${usd(cap)}"),
         # The value is the run's setting; the text adds whatever else answered (a person,
@@ -64,27 +85,42 @@ def header_html(fig: dict[str, Any], data: RunData) -> str:
         rows.insert(1, ("detail", "detail", "", str(fig.get("error") or fig.get("detail"))))
     if isinstance(fig.get("duration_s"), (int, float)):
         rows.append(("duration", "duration_s", fig["duration_s"], f"{fig['duration_s']:.2f} s"))
-    table = "".join(f'<tr><th>{escape(k)}</th><td data-figure="{name}" data-value="{escape(str(v))}">'
-                    f"{escape(text)}</td></tr>" for k, name, v, text in rows)
+    table = "".join(
+        f'<tr><th>{escape(k)}</th><td data-figure="{name}" data-value="{escape(str(v))}">'
+        f"{escape(text)}</td></tr>"
+        for k, name, v, text in rows
+    )
     bar = f'<div class=meter title="{escape(share)}"><span style="width:{min(100.0, float(spent / cap * 100) if cap else 0):.2f}%"></span></div>'
-    return (f'<header><h1>{escape(str(fig["scenario"]))} <small>{escape(fig["run_id"])}</small></h1>'
-            f"{_simulated(providers)}{_verdict(fig)}<table class=figures>{table}</table>{bar}</header>")
+    return (
+        f"<header><h1>{escape(str(fig['scenario']))} <small>{escape(fig['run_id'])}</small></h1>"
+        f"{_simulated(providers)}{_verdict(fig)}<table class=figures>{table}</table>{bar}</header>"
+    )
 
 
 def _simulated(providers: list[str]) -> str:
-    person = ('<p class="mark none" data-figure="human" data-value="true">a person answered '
-              "some calls (provider human)</p>") if "human" in providers else ""
+    person = (
+        (
+            '<p class="mark none" data-figure="human" data-value="true">a person answered '
+            "some calls (provider human)</p>"
+        )
+        if "human" in providers
+        else ""
+    )
     return _machine(providers) + person
 
 
 def _machine(providers: list[str]) -> str:
     if "sim" in providers:
-        return ('<p class="mark sim" data-figure="simulated" data-value="true">SIMULATED: the '
-                "answers came from sopbus's simulator (fixtures and generated text), not from a "
-                "model</p>")
+        return (
+            '<p class="mark sim" data-figure="simulated" data-value="true">SIMULATED: the '
+            "answers came from sopbus's simulator (fixtures and generated text), not from a "
+            "model</p>"
+        )
     if "replay" in providers:
-        return ('<p class="mark sim" data-figure="simulated" data-value="replayed">REPLAYED: the '
-                "answers came from a recording, not from a model now</p>")
+        return (
+            '<p class="mark sim" data-figure="simulated" data-value="replayed">REPLAYED: the '
+            "answers came from a recording, not from a model now</p>"
+        )
     return ""
 
 
@@ -96,8 +132,10 @@ def _verdict(fig: dict[str, Any]) -> str:
         return '<p class="mark none" data-figure="verdict" data-value="none">verdict: none (the SOP states none)</p>'
     passed = bool(verdict.get("passed"))
     word, cls = ("PASSED", "pass") if passed else ("FAILED", "fail")
-    return (f'<p class="mark {cls}" data-figure="verdict" data-value="{str(passed).lower()}">verdict: '
-            f"{word}: {escape(str(verdict.get('reason', '')))}</p>")
+    return (
+        f'<p class="mark {cls}" data-figure="verdict" data-value="{str(passed).lower()}">verdict: '
+        f"{word}: {escape(str(verdict.get('reason', '')))}</p>"
+    )
 
 
 _GROUPS = (("by_role", "role"), ("by_action", "action"), ("by_model", "model"))
@@ -109,10 +147,13 @@ def cost_tables(report: dict[str, Any]) -> str:
     for key, field in _GROUPS:
         body = "".join(
             f'<tr data-{field}="{escape(name)}"><td>{escape(name or "-")}</td><td>{e["calls"]}</td>'
-            f'<td>{e["prompt_tokens"]:,}</td><td>{e["completion_tokens"]:,}</td>'
+            f"<td>{e['prompt_tokens']:,}</td><td>{e['completion_tokens']:,}</td>"
             f'<td data-value="{e["cost_usd"]}">${usd(e["cost_usd"])}</td></tr>'
-            for name, e in sorted(report[key].items(), key=lambda item: -item[1]["cost_usd"]))
-        out.append(f'<table class="costs" data-group="{field}"><caption>by {field}</caption><tr><th>{field}</th>'
-                   f"<th>calls</th><th>prompt</th><th>completion</th><th>cost</th></tr>{body}</table>")
+            for name, e in sorted(report[key].items(), key=lambda item: -item[1]["cost_usd"])
+        )
+        out.append(
+            f'<table class="costs" data-group="{field}"><caption>by {field}</caption><tr><th>{field}</th>'
+            f"<th>calls</th><th>prompt</th><th>completion</th><th>cost</th></tr>{body}</table>"
+        )
     outcomes = ", ".join(f"{n} {k}" for k, n in sorted(report["outcomes"].items()))
-    return f'<div class=tables>{"".join(out)}</div><p class=note>ledger lines: {escape(outcomes or "none")}</p>'
+    return f"<div class=tables>{''.join(out)}</div><p class=note>ledger lines: {escape(outcomes or 'none')}</p>"

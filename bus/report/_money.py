@@ -25,19 +25,45 @@ def spend_svg(calls: Sequence[Call], budget: Decimal) -> str:
     stacked by role on its own scale (right: a small spend under a large cap stays visible)."""
     total, by_role = _series(calls)
     x = alt.X("t:Q", title="seconds since the run started", scale=alt.Scale(zero=False))
-    line = named("total").mark_line(point=len(total) < 60, interpolate="step-after").encode(
-        x=x, y=alt.Y("usd:Q", title="USD spent", scale=alt.Scale(domain=[0, max(float(budget), _last(total))])))
-    cap = named("budget").mark_rule(color="#e45756", strokeDash=[6, 4], strokeWidth=2).encode(y="usd:Q")
-    cap_text = named("budget").mark_text(align="left", dx=4, dy=-7, color="#e45756").encode(
-        y="usd:Q", x=alt.value(0), text="label:N")
+    line = (
+        named("total")
+        .mark_line(point=len(total) < 60, interpolate="step-after")
+        .encode(
+            x=x,
+            y=alt.Y(
+                "usd:Q",
+                title="USD spent",
+                scale=alt.Scale(domain=[0, max(float(budget), _last(total))]),
+            ),
+        )
+    )
+    cap = (
+        named("budget")
+        .mark_rule(color="#e45756", strokeDash=[6, 4], strokeWidth=2)
+        .encode(y="usd:Q")
+    )
+    cap_text = (
+        named("budget")
+        .mark_text(align="left", dx=4, dy=-7, color="#e45756")
+        .encode(y="usd:Q", x=alt.value(0), text="label:N")
+    )
     left = alt.layer(line, cap, cap_text).properties(
-        width=380, height=220, title="spend against the budget")
-    right = named("roles").mark_area(interpolate="step-after", opacity=0.85).encode(
-        x=x, y=alt.Y("usd:Q", stack="zero", title="USD spent, by role"),
-        color=alt.Color("role:N", scale=alt.Scale(scheme="tableau10"))).properties(
-        width=380, height=220, title="cumulative spend by role")
+        width=380, height=220, title="spend against the budget"
+    )
+    right = (
+        named("roles")
+        .mark_area(interpolate="step-after", opacity=0.85)
+        .encode(
+            x=x,
+            y=alt.Y("usd:Q", stack="zero", title="USD spent, by role"),
+            color=alt.Color("role:N", scale=alt.Scale(scheme="tableau10")),
+        )
+        .properties(width=380, height=220, title="cumulative spend by role")
+    )
     budget_rows = [{"usd": float(budget), "label": f"budget ${usd(budget)}"}]
-    return to_svg(alt.hconcat(left, right), {"total": total, "roles": by_role, "budget": budget_rows})
+    return to_svg(
+        alt.hconcat(left, right), {"total": total, "roles": by_role, "budget": budget_rows}
+    )
 
 
 def _last(total: list[dict[str, Any]]) -> float:
@@ -71,19 +97,37 @@ def breakdown_svg(report: dict[str, Any]) -> str:
         for name, entry in report[key].items():
             cost_rows.append({"group": field, "name": name or "-", "usd": float(entry["cost_usd"])})
             for kind in ("prompt", "completion"):
-                token_rows.append({"group": field, "name": name or "-", "kind": kind,
-                                   "tokens": entry[f"{kind}_tokens"]})
+                token_rows.append(
+                    {
+                        "group": field,
+                        "name": name or "-",
+                        "kind": kind,
+                        "tokens": entry[f"{kind}_tokens"],
+                    }
+                )
     costs = [_bars("cost", field, "usd:Q", "USD", None) for _, field in _GROUPS]
     tokens = [_bars("tokens", field, "tokens:Q", "tokens", "kind:N") for _, field in _GROUPS]
-    chart = alt.vconcat(alt.hconcat(*costs), alt.hconcat(*tokens)).resolve_scale(color="independent")
+    chart = alt.vconcat(alt.hconcat(*costs), alt.hconcat(*tokens)).resolve_scale(
+        color="independent"
+    )
     return to_svg(chart, {"cost": cost_rows, "tokens": token_rows})
 
 
 def _bars(data: str, field: str, value: str, title: str, stack: str | None) -> alt.Chart:
-    enc: dict[str, Any] = {"y": alt.Y("name:N", sort="-x", title=field, axis=alt.Axis(labelLimit=140)),
-                           "x": alt.X(value, title=title)}
+    enc: dict[str, Any] = {
+        "y": alt.Y("name:N", sort="-x", title=field, axis=alt.Axis(labelLimit=140)),
+        "x": alt.X(value, title=title),
+    }
     if stack:
-        enc["color"] = alt.Color(stack, title="tokens", scale=alt.Scale(
-            domain=["prompt", "completion"], range=["#4c78a8", "#f58518"]))
-    return (named(data).mark_bar().encode(**enc).transform_filter(alt.datum.group == field)
-            .properties(width=200, title=f"{title} by {field}"))
+        enc["color"] = alt.Color(
+            stack,
+            title="tokens",
+            scale=alt.Scale(domain=["prompt", "completion"], range=["#4c78a8", "#f58518"]),
+        )
+    return (
+        named(data)
+        .mark_bar()
+        .encode(**enc)
+        .transform_filter(alt.datum.group == field)
+        .properties(width=200, title=f"{title} by {field}")
+    )

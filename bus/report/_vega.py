@@ -51,12 +51,21 @@ def lane_axis(lanes: Sequence[str], field: str, *, title: str | None = None) -> 
     import json
 
     names = json.dumps(list(lanes))
-    return alt.Y(f"{field}:Q", title=title,
-                 scale=alt.Scale(domain=[-0.5, len(lanes) - 0.5], reverse=True, nice=False, zero=False),
-                 axis=alt.Axis(values=list(range(len(lanes))), labelExpr=f"{names}[datum.value]",
-                               grid=True, gridDash=[2, 3], tickCount=len(lanes), labelLimit=160))
+    return alt.Y(
+        f"{field}:Q",
+        title=title,
+        scale=alt.Scale(domain=[-0.5, len(lanes) - 0.5], reverse=True, nice=False, zero=False),
+        axis=alt.Axis(
+            values=list(range(len(lanes))),
+            labelExpr=f"{names}[datum.value]",
+            grid=True,
+            gridDash=[2, 3],
+            tickCount=len(lanes),
+            labelLimit=160,
+        ),
+    )
 
 
 def pages(items: Sequence[Any], size: int) -> list[Sequence[Any]]:
     """``items`` in runs of at most ``size`` (at least one page, maybe empty)."""
-    return [items[i:i + size] for i in range(0, len(items), size)] or [items[:0]]
+    return [items[i : i + size] for i in range(0, len(items), size)] or [items[:0]]

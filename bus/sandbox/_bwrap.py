@@ -107,8 +107,12 @@ def _python_binds() -> list[str]:
     wanted.add(os.path.dirname(os.path.dirname(os.path.realpath(sys.executable))))
     # Package directories a .pth file of the venv adds (a shared environment's, a system
     # dist-packages): the interpreter inside looks for pytest there too.
-    wanted |= {os.path.realpath(p) for p in sys.path
-               if os.path.basename(p.rstrip("/")) in ("site-packages", "dist-packages") and os.path.isdir(p)}
+    wanted |= {
+        os.path.realpath(p)
+        for p in sys.path
+        if os.path.basename(p.rstrip("/")) in ("site-packages", "dist-packages")
+        and os.path.isdir(p)
+    }
     roots = sorted(p for p in wanted if not p.startswith("/usr/") and p != "/usr")
     roots = [p for p in roots if not any(p.startswith(q + "/") for q in roots)]
     args: list[str] = []
@@ -122,12 +126,27 @@ def _python_binds() -> list[str]:
     return args
 
 
-def command(found: Probe, scratch: Scratch, argv: Sequence[str], limits: SandboxLimits,
-            env: Mapping[str, str], info_fd: int, uid: int, processes_now: int) -> list[str]:
+def command(
+    found: Probe,
+    scratch: Scratch,
+    argv: Sequence[str],
+    limits: SandboxLimits,
+    env: Mapping[str, str],
+    info_fd: int,
+    uid: int,
+    processes_now: int,
+) -> list[str]:
     """The full bwrap command line for one run."""
     assert found.bwrap is not None
-    args = [found.bwrap, *found.namespaces, "--die-with-parent", "--new-session",
-            "--hostname", "sandbox", "--clearenv"]
+    args = [
+        found.bwrap,
+        *found.namespaces,
+        "--die-with-parent",
+        "--new-session",
+        "--hostname",
+        "sandbox",
+        "--clearenv",
+    ]
     if uid >= 0:  # root: no user namespace; keep only what the launcher needs to leave root
         args += ["--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
     args += ["--ro-bind", "/usr", "/usr", *_top_level()]
@@ -139,9 +158,23 @@ def command(found: Probe, scratch: Scratch, argv: Sequence[str], limits: Sandbox
     # test's copy) is bound inside it; mounted the other way round, the tmpfs hid it.
     args += ["--perms", "1777", "--tmpfs", SANDBOX_TMP]
     args += _python_binds()
-    args += ["--bind", str(scratch.work), SANDBOX_DIR, "--chdir", SANDBOX_DIR,
-             "--perms", "1777", "--tmpfs", SANDBOX_HOME,
-             "--proc", "/proc", "--dev", "/dev", "--info-fd", str(info_fd)]
+    args += [
+        "--bind",
+        str(scratch.work),
+        SANDBOX_DIR,
+        "--chdir",
+        SANDBOX_DIR,
+        "--perms",
+        "1777",
+        "--tmpfs",
+        SANDBOX_HOME,
+        "--proc",
+        "/proc",
+        "--dev",
+        "/dev",
+        "--info-fd",
+        str(info_fd),
+    ]
     for name, value in env.items():
         args += ["--setenv", name, value]
     inner = launcher(limits, uid=uid, gid=uid, processes_now=processes_now)
@@ -153,8 +186,9 @@ def fresh_uid() -> int:
     return _UID_BASE + random.randrange(_UID_SPAN)
 
 
-async def run(scratch: Scratch, argv: Sequence[str], limits: SandboxLimits,
-              extra_env: Mapping[str, str]) -> tuple[int | None, Capture, Capture, bool]:
+async def run(
+    scratch: Scratch, argv: Sequence[str], limits: SandboxLimits, extra_env: Mapping[str, str]
+) -> tuple[int | None, Capture, Capture, bool]:
     """Run ``argv`` in a new sandbox on ``scratch``; (status, stdout, stderr, timed out)."""
     found = await trio.to_thread.run_sync(probe)
     uid = fresh_uid() if os.geteuid() == 0 else -1
@@ -166,8 +200,12 @@ async def run(scratch: Scratch, argv: Sequence[str], limits: SandboxLimits,
     env = environment(home=SANDBOX_HOME, tmp=SANDBOX_TMP, extra=extra_env)
     info_r, info_w = os.pipe()
     try:
-        child = Child(command(found, scratch, argv, limits, env, info_w, uid, now),
-                      cwd=scratch.path, env={}, pass_fds=(info_w,))
+        child = Child(
+            command(found, scratch, argv, limits, env, info_w, uid, now),
+            cwd=scratch.path,
+            env={},
+            pass_fds=(info_w,),
+        )
     except BaseException:
         os.close(info_r)
         raise
@@ -188,8 +226,9 @@ async def run(scratch: Scratch, argv: Sequence[str], limits: SandboxLimits,
         await sweep_group(child.pid)
 
     try:
-        status, timed_out = await run_child(child, timeout_s=limits.timeout_s, out=out, err=err,
-                                            end_all=end_all)
+        status, timed_out = await run_child(
+            child, timeout_s=limits.timeout_s, out=out, err=err, end_all=end_all
+        )
     finally:
         info.close()
     return _signal_status(status), out, err, timed_out

@@ -17,8 +17,10 @@ def refuse_secrets(env: Mapping[str, str]) -> None:
     """ValueError for a variable whose name looks like a credential, or is not a name."""
     for name in env:
         if _SECRET_NAME.search(name):
-            raise ValueError(f"environment variable {name!r} looks like a secret and is not "
-                             f"passed to sandboxed code; generated code must not see API keys")
+            raise ValueError(
+                f"environment variable {name!r} looks like a secret and is not "
+                f"passed to sandboxed code; generated code must not see API keys"
+            )
         if not name or "=" in name or "\0" in name:
             raise ValueError(f"environment variable name {name!r} is not valid")
 

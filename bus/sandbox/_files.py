@@ -28,8 +28,10 @@ def relative_path(name: str) -> PurePosixPath:
     """``name`` as a path inside the sandbox; ValueError when it is absolute or climbs out."""
     path = PurePosixPath(name)
     if not path.parts or path.is_absolute() or ".." in path.parts:
-        raise ValueError(f"file name {name!r} must be a relative path inside the sandbox "
-                         f"(not absolute, no '..'), e.g. 'src/main.py'")
+        raise ValueError(
+            f"file name {name!r} must be a relative path inside the sandbox "
+            f"(not absolute, no '..'), e.g. 'src/main.py'"
+        )
     return path
 
 
@@ -81,13 +83,16 @@ def _copy_dir(src: Path, dst: Path, rel: PurePosixPath, collecting: bool) -> Non
             inner = rel / entry.name
             st = entry.stat(follow_symlinks=False)
             if stat.S_ISDIR(st.st_mode):
-                _copy_dir(Path(entry.path), real_dirs(dst, PurePosixPath(entry.name)), inner,
-                          collecting)
+                _copy_dir(
+                    Path(entry.path), real_dirs(dst, PurePosixPath(entry.name)), inner, collecting
+                )
             elif stat.S_ISLNK(st.st_mode):
                 _copy_link(Path(entry.path), dst / entry.name, inner)
             elif stat.S_ISREG(st.st_mode):
                 if collecting and st.st_nlink > 1:
-                    logger.warning("sandbox: dropped {} (a hard link; it may be a host file)", inner)
+                    logger.warning(
+                        "sandbox: dropped {} (a hard link; it may be a host file)", inner
+                    )
                     continue
                 _copy_file(Path(entry.path), dst / entry.name)
             # sockets, fifos and devices are not files anyone wants back; skipped

@@ -88,9 +88,16 @@ def own_processes() -> int:
     return n
 
 
-def launcher(limits: SandboxLimits, *, uid: int = -1, gid: int = -1, parent_pid: int = 0,
-             drop_caps: bool = False, processes_now: int = 0,
-             tools: tuple[str, str] | None = None) -> list[str]:
+def launcher(
+    limits: SandboxLimits,
+    *,
+    uid: int = -1,
+    gid: int = -1,
+    parent_pid: int = 0,
+    drop_caps: bool = False,
+    processes_now: int = 0,
+    tools: tuple[str, str] | None = None,
+) -> list[str]:
     """The argv that launches the code with these settings; append the code's argv.
 
     ``uid`` >= 0 switches to that uid and ``gid`` (from root); ``parent_pid`` > 0 sets the
@@ -100,12 +107,19 @@ def launcher(limits: SandboxLimits, *, uid: int = -1, gid: int = -1, parent_pid:
     """
     tools = tools or util_linux()
     if tools is None:
-        return _python_launcher(limits, uid=uid, gid=gid, parent_pid=parent_pid,
-                                drop_caps=drop_caps)
+        return _python_launcher(
+            limits, uid=uid, gid=gid, parent_pid=parent_pid, drop_caps=drop_caps
+        )
     prlimit, setpriv = tools
-    args = [prlimit, f"--as={limits.memory_mb << 20}", f"--cpu={limits.cpu_s}:{limits.cpu_s + 1}",
-            f"--fsize={limits.file_size_mb << 20}", "--core=0",
-            f"--nproc={processes_now + limits.processes}", "--"]
+    args = [
+        prlimit,
+        f"--as={limits.memory_mb << 20}",
+        f"--cpu={limits.cpu_s}:{limits.cpu_s + 1}",
+        f"--fsize={limits.file_size_mb << 20}",
+        "--core=0",
+        f"--nproc={processes_now + limits.processes}",
+        "--",
+    ]
     priv = []
     if parent_pid > 0:
         priv += ["--pdeathsig", "KILL"]
@@ -118,8 +132,22 @@ def launcher(limits: SandboxLimits, *, uid: int = -1, gid: int = -1, parent_pid:
     return args
 
 
-def _python_launcher(limits: SandboxLimits, *, uid: int, gid: int, parent_pid: int,
-                     drop_caps: bool) -> list[str]:
-    return [sys.executable, "-I", "-S", "-c", LAUNCHER, str(limits.memory_mb << 20),
-            str(limits.cpu_s), str(limits.file_size_mb << 20), str(limits.processes), str(uid),
-            str(gid), str(parent_pid), str(int(drop_caps)), "--"]
+def _python_launcher(
+    limits: SandboxLimits, *, uid: int, gid: int, parent_pid: int, drop_caps: bool
+) -> list[str]:
+    return [
+        sys.executable,
+        "-I",
+        "-S",
+        "-c",
+        LAUNCHER,
+        str(limits.memory_mb << 20),
+        str(limits.cpu_s),
+        str(limits.file_size_mb << 20),
+        str(limits.processes),
+        str(uid),
+        str(gid),
+        str(parent_pid),
+        str(int(drop_caps)),
+        "--",
+    ]

@@ -60,8 +60,10 @@ def _detect_network_isolation() -> _Isolation:
             continue
         if done.returncode == 0:
             return _Isolation(prefix, f"`unshare {flags[0]}` works")
-        failures.append(f"`unshare {flags[0]}` exit {done.returncode}: "
-                        f"{done.stderr.decode(errors='replace').strip()}")
+        failures.append(
+            f"`unshare {flags[0]}` exit {done.returncode}: "
+            f"{done.stderr.decode(errors='replace').strip()}"
+        )
     return _Isolation((), "; ".join(failures))
 
 
@@ -74,18 +76,26 @@ def make_undumpable() -> bool:
     """Mark this process non-dumpable (once): other processes of its user without
     CAP_SYS_PTRACE can no longer read its ``/proc/<pid>/environ``, ``mem`` or ``fd``."""
     libc = ctypes.CDLL(None, use_errno=True)
-    return bool(libc.prctl(_PR_SET_DUMPABLE, ctypes.c_ulong(0), ctypes.c_ulong(0),
-                           ctypes.c_ulong(0), ctypes.c_ulong(0)) == 0)
+    return bool(
+        libc.prctl(
+            _PR_SET_DUMPABLE,
+            ctypes.c_ulong(0),
+            ctypes.c_ulong(0),
+            ctypes.c_ulong(0),
+            ctypes.c_ulong(0),
+        )
+        == 0
+    )
 
 
-async def run(scratch: Scratch, argv: Sequence[str], limits: SandboxLimits,
-              extra_env: Mapping[str, str]) -> tuple[int | None, Capture, Capture, bool]:
+async def run(
+    scratch: Scratch, argv: Sequence[str], limits: SandboxLimits, extra_env: Mapping[str, str]
+) -> tuple[int | None, Capture, Capture, bool]:
     """Run ``argv`` in ``scratch.work``; (status, stdout, stderr, timed out)."""
     isolation = await trio.to_thread.run_sync(_detect_network_isolation)
     make_undumpable()
     now = await trio.to_thread.run_sync(own_processes)
-    inner = launcher(limits, parent_pid=os.getpid(), drop_caps=os.geteuid() == 0,
-                     processes_now=now)
+    inner = launcher(limits, parent_pid=os.getpid(), drop_caps=os.geteuid() == 0, processes_now=now)
     env = environment(home=str(scratch.home), tmp=str(scratch.tmp), extra=extra_env)
     child = Child([*isolation.prefix, *inner, *argv], cwd=scratch.work, env=env)
     out, err = Capture(limits.max_output_bytes), Capture(limits.max_output_bytes)
@@ -95,6 +105,7 @@ async def run(scratch: Scratch, argv: Sequence[str], limits: SandboxLimits,
         await child.wait()
         await sweep_group(child.pid)
 
-    status, timed_out = await run_child(child, timeout_s=limits.timeout_s, out=out, err=err,
-                                        end_all=end_all)
+    status, timed_out = await run_child(
+        child, timeout_s=limits.timeout_s, out=out, err=err, end_all=end_all
+    )
     return status, out, err, timed_out

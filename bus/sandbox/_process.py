@@ -37,23 +37,33 @@ class Capture:
     def text(self) -> str:
         text = self.data.decode("utf-8", errors="replace")
         if self.total > len(self.data):
-            text += (f"\n[sandbox: output truncated: kept the first {len(self.data)} of "
-                     f"{self.total} bytes]\n")
+            text += (
+                f"\n[sandbox: output truncated: kept the first {len(self.data)} of "
+                f"{self.total} bytes]\n"
+            )
         return text
 
 
 class Child:
     """A started process with its stdout and stderr as trio streams."""
 
-    def __init__(self, argv: Sequence[str], *, cwd: Path, env: dict[str, str],
-                 pass_fds: Sequence[int] = ()):
+    def __init__(
+        self, argv: Sequence[str], *, cwd: Path, env: dict[str, str], pass_fds: Sequence[int] = ()
+    ):
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
         try:
             # Its own session: one killpg reaches everything that did not leave the group.
             self.popen = subprocess.Popen(
-                list(argv), cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=out_w,
-                stderr=err_w, start_new_session=True, pass_fds=tuple(pass_fds))
+                list(argv),
+                cwd=cwd,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=out_w,
+                stderr=err_w,
+                start_new_session=True,
+                pass_fds=tuple(pass_fds),
+            )
         except BaseException:
             os.close(out_r)
             os.close(err_r)
@@ -109,8 +119,14 @@ async def sweep_group(pgid: int, seconds: float = 5.0) -> None:
         await trio.sleep(0.01)
 
 
-async def run_child(child: Child, *, timeout_s: float, out: Capture, err: Capture,
-                    end_all: Callable[[], Awaitable[None]]) -> tuple[int | None, bool]:
+async def run_child(
+    child: Child,
+    *,
+    timeout_s: float,
+    out: Capture,
+    err: Capture,
+    end_all: Callable[[], Awaitable[None]],
+) -> tuple[int | None, bool]:
     """Drain the child's output until it exits or ``timeout_s`` passes; then ``end_all``
     (shielded) kills whatever the run started. Returns (status or None, timed out)."""
     try:

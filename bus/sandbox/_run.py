@@ -46,8 +46,9 @@ async def run_sandboxed(
     to_write = {relative_path(name): content for name, content in (files or {}).items()}
     if workspace is not None and not workspace.is_dir():
         raise ValueError(f"workspace {workspace} is not a directory")
-    backend, scratch = await trio.to_thread.run_sync(_prepare, sandbox or current(), workspace,
-                                                     to_write)
+    backend, scratch = await trio.to_thread.run_sync(
+        _prepare, sandbox or current(), workspace, to_write
+    )
     try:
         started = time.perf_counter()
         runner = _bwrap.run if backend == "bwrap" else _local.run
@@ -59,14 +60,22 @@ async def run_sandboxed(
         with trio.CancelScope(shield=True):
             await trio.to_thread.run_sync(scratch.remove)
     isolated = backend == "bwrap" or _local.network_isolated()
-    return SandboxResult(argv=tuple(command), exit_code=exit_code,
-                         stdout=_fixed_paths(out, scratch), stderr=_fixed_paths(err, scratch),
-                         timed_out=timed_out, duration_s=duration, network_isolated=isolated,
-                         workdir=SANDBOX_DIR, backend=backend)
+    return SandboxResult(
+        argv=tuple(command),
+        exit_code=exit_code,
+        stdout=_fixed_paths(out, scratch),
+        stderr=_fixed_paths(err, scratch),
+        timed_out=timed_out,
+        duration_s=duration,
+        network_isolated=isolated,
+        workdir=SANDBOX_DIR,
+        backend=backend,
+    )
 
 
-def _prepare(settings: SandboxSettings, workspace: Path | None,
-             files: Mapping[PurePosixPath, str | bytes]) -> tuple[str, Scratch]:
+def _prepare(
+    settings: SandboxSettings, workspace: Path | None, files: Mapping[PurePosixPath, str | bytes]
+) -> tuple[str, Scratch]:
     """The backend, and a fresh scratch directory holding the workspace's copy and ``files``
     (stale directories of killed runs removed first). One thread hop for all the disk work."""
     backend = resolve(settings)
@@ -87,8 +96,12 @@ def _fixed_paths(capture: Capture, scratch: Scratch) -> str:
     """The output with the scratch directory's random host paths shown as the sandbox's
     fixed ones (the local backend prints them; bwrap's code never sees them)."""
     text = capture.text()
-    for host, fixed in ((scratch.work, SANDBOX_DIR), (scratch.home, SANDBOX_HOME),
-                        (scratch.tmp, SANDBOX_TMP), (scratch.path, SANDBOX_DIR)):
+    for host, fixed in (
+        (scratch.work, SANDBOX_DIR),
+        (scratch.home, SANDBOX_HOME),
+        (scratch.tmp, SANDBOX_TMP),
+        (scratch.path, SANDBOX_DIR),
+    ):
         for spelling in dict.fromkeys((str(host), str(host.resolve()))):
             text = text.replace(spelling, fixed)
     return text

@@ -63,8 +63,12 @@ def sweep_stale(root: Path) -> int:
             _rmtree(Path(entry.path))
             removed += 1
     if removed:
-        logger.info("sandbox: removed {} scratch director{} left by a killed run in {}", removed,
-                    "y" if removed == 1 else "ies", root)
+        logger.info(
+            "sandbox: removed {} scratch director{} left by a killed run in {}",
+            removed,
+            "y" if removed == 1 else "ies",
+            root,
+        )
     return removed
 
 
@@ -102,6 +106,7 @@ def _rmtree(path: Path) -> None:
                 os.unlink(failed)
             except FileNotFoundError:
                 pass
+
     try:
         if sys.version_info >= (3, 12):
             shutil.rmtree(path, onexc=unlock_and_retry)

@@ -36,8 +36,9 @@ class SandboxSettings(msgspec.Struct, frozen=True, kw_only=True):
 
     def __post_init__(self) -> None:
         if self.backend not in BACKENDS:
-            raise ValueError(f"sandbox backend {self.backend!r}: expected one of "
-                             f"{', '.join(BACKENDS)}")
+            raise ValueError(
+                f"sandbox backend {self.backend!r}: expected one of {', '.join(BACKENDS)}"
+            )
 
 
 class _Scope:
@@ -48,8 +49,9 @@ class _Scope:
         self.warned = False
 
 
-_current: contextvars.ContextVar[_Scope | None] = contextvars.ContextVar("sopbus_sandbox",
-                                                                         default=None)
+_current: contextvars.ContextVar[_Scope | None] = contextvars.ContextVar(
+    "sopbus_sandbox", default=None
+)
 
 
 @contextmanager
@@ -72,8 +74,10 @@ def check_backend(backend: BackendName, *, where: str = "[sandbox].backend") -> 
     ``bwrap`` is asked for and does not work here. Probes bubblewrap (once per process)."""
     found = _bwrap.probe()
     if backend == "bwrap" and found.bwrap is None:
-        raise ConfigError(f"{where} = \"bwrap\" (or --sandbox bwrap), but {found.reason}; "
-                          f"or set it to \"auto\" to fall back to the unisolated local backend")
+        raise ConfigError(
+            f'{where} = "bwrap" (or --sandbox bwrap), but {found.reason}; '
+            f'or set it to "auto" to fall back to the unisolated local backend'
+        )
     if backend == "local" or found.bwrap is None:
         return "local"
     return "bwrap"
@@ -89,8 +93,11 @@ def resolve(settings: SandboxSettings) -> str:
             if settings.untrusted:
                 logger.warning("{} ({})", UNISOLATED_WARNING, _bwrap.probe().reason)
             else:
-                logger.info("{} ({}); the local backend runs code without isolation",
-                            FALLBACK_NOTE, _bwrap.probe().reason)
+                logger.info(
+                    "{} ({}); the local backend runs code without isolation",
+                    FALLBACK_NOTE,
+                    _bwrap.probe().reason,
+                )
             if scope is not None:
                 scope.warned = True
     return chosen

@@ -39,8 +39,9 @@ class SandboxLimits(msgspec.Struct, frozen=True):
         for name in self.__struct_fields__:
             value = getattr(self, name)
             if not value > 0:  # written this way round so NaN fails too
-                raise ValueError(f"SandboxLimits.{name} must be > 0, got {value!r}; "
-                                 f"pass a positive {name}")
+                raise ValueError(
+                    f"SandboxLimits.{name} must be > 0, got {value!r}; pass a positive {name}"
+                )
 
 
 class SandboxResult(msgspec.Struct, frozen=True):

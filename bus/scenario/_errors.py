@@ -79,16 +79,20 @@ def explain_syntax_error(error: msgspec.DecodeError, text: str) -> str:
     what = _LINE_COL.sub("", message).strip()
     lines = text.splitlines()
     source = lines[line_no - 1] if 0 < line_no <= len(lines) else ""
-    return (f"TOML syntax error at line {line_no}, column {column}: {what}\n"
-            f"    {line_no} | {source}\n"
-            f"    {' ' * len(str(line_no))} | {' ' * (column - 1)}^")
+    return (
+        f"TOML syntax error at line {line_no}, column {column}: {what}\n"
+        f"    {line_no} | {source}\n"
+        f"    {' ' * len(str(line_no))} | {' ' * (column - 1)}^"
+    )
 
 
 def _unknown_key(key: str, tokens: list[PathToken], here: Any) -> str:
     valid = _keys_of(here)
     expected = f": expected one of {', '.join(valid)}" if valid else ""
-    return (f"unknown key `{key}` - at `{format_path([*tokens, key])}`{expected}"
-            f"{did_you_mean(key, valid)}")
+    return (
+        f"unknown key `{key}` - at `{format_path([*tokens, key])}`{expected}"
+        f"{did_you_mean(key, valid)}"
+    )
 
 
 def _wrong_type(expected: str, got: str, value: Any, tokens: list[PathToken]) -> str:
@@ -140,8 +144,12 @@ def _first_failing_key(node: Any, value_type: Any) -> str | None:
         return None
     for key, value in node.items():
         try:
-            msgspec.convert(value, value_type, str_keys=True,
-                            builtin_types=(datetime.datetime, datetime.date, datetime.time))
+            msgspec.convert(
+                value,
+                value_type,
+                str_keys=True,
+                builtin_types=(datetime.datetime, datetime.date, datetime.time),
+            )
         except msgspec.ValidationError:
             return str(key)
     return None

@@ -64,9 +64,11 @@ def _decode(data: bytes, shown: str) -> ScenarioDoc:
         raise ConfigError(f"{shown}: {explain_syntax_error(error, text)}") from None
     except RecursionError:
         depth = nesting_depth(data.decode("utf-8", errors="replace"))
-        raise ConfigError(f"{shown}: arrays or tables nested {depth} levels deep, more than the "
-                          f"TOML parser can follow; a scenario needs a few levels at most: "
-                          f"flatten it") from None
+        raise ConfigError(
+            f"{shown}: arrays or tables nested {depth} levels deep, more than the "
+            f"TOML parser can follow; a scenario needs a few levels at most: "
+            f"flatten it"
+        ) from None
 
 
 def check_scenario(scenario: Scenario, shown: str | None = None) -> None:
@@ -89,8 +91,14 @@ def _q(value: object) -> str:
 
 
 def _problems(s: Scenario) -> list[str]:
-    return [*_info_problems(s), *_money_problems(s), *_llm_problems(s),
-            *_role_problems(s), *_action_problems(s), *_inject_problems(s)]
+    return [
+        *_info_problems(s),
+        *_money_problems(s),
+        *_llm_problems(s),
+        *_role_problems(s),
+        *_action_problems(s),
+        *_inject_problems(s),
+    ]
 
 
 def _info_problems(s: Scenario) -> list[str]:
@@ -98,11 +106,21 @@ def _info_problems(s: Scenario) -> list[str]:
     if not s.info.name.strip():
         out.append(_at(["scenario", "name"], "empty name", "give the scenario a name"))
     if s.info.sop is None and not s.roles:
-        out.append(_at(["scenario", "sop"], "no SOP and no roles",
-                       "set sop = \"<built-in SOP>\" or \"module:attribute\", or declare the team with [[roles]]"))
+        out.append(
+            _at(
+                ["scenario", "sop"],
+                "no SOP and no roles",
+                'set sop = "<built-in SOP>" or "module:attribute", or declare the team with [[roles]]',
+            )
+        )
     elif s.info.sop is not None and not _SOP_REF.fullmatch(s.info.sop):
-        out.append(_at(["scenario", "sop"], f"invalid SOP reference {_q(s.info.sop)}",
-                       "expected a built-in SOP's name or \"module:attribute\""))
+        out.append(
+            _at(
+                ["scenario", "sop"],
+                f"invalid SOP reference {_q(s.info.sop)}",
+                'expected a built-in SOP\'s name or "module:attribute"',
+            )
+        )
     return out
 
 
@@ -110,14 +128,27 @@ def _money_problems(s: Scenario) -> list[str]:
     out: list[str] = []
     budget = s.run.budget_usd
     if not budget.is_finite() or budget <= 0:
-        out.append(_at(["run", "budget_usd"], f"budget {budget}",
-                       "expected an amount of USD greater than 0, such as 3.0"))
+        out.append(
+            _at(
+                ["run", "budget_usd"],
+                f"budget {budget}",
+                "expected an amount of USD greater than 0, such as 3.0",
+            )
+        )
     for model, price in s.prices.items():
-        for key, value in (("input", price.input), ("output", price.output),
-                           ("cached_input", price.cached_input)):
+        for key, value in (
+            ("input", price.input),
+            ("output", price.output),
+            ("cached_input", price.cached_input),
+        ):
             if value is not None and (not value.is_finite() or value < 0):
-                out.append(_at(["prices", model, key], f"price {value}",
-                               "expected USD per 1M tokens, 0 or more"))
+                out.append(
+                    _at(
+                        ["prices", model, key],
+                        f"price {value}",
+                        "expected USD per 1M tokens, 0 or more",
+                    )
+                )
     return out
 
 
@@ -125,21 +156,38 @@ def _llm_problems(s: Scenario) -> list[str]:
     out: list[str] = []
     for i, name in enumerate((*s.llm.fixtures, *([s.llm.cassette] if s.llm.cassette else []))):
         if not s.info.allow_outside and not inside(s.base_dir / name, s.base_dir):
-            key: list[PathToken] = ["llm", "fixtures", i] if i < len(s.llm.fixtures) else ["llm", "cassette"]
+            key: list[PathToken] = (
+                ["llm", "fixtures", i] if i < len(s.llm.fixtures) else ["llm", "cassette"]
+            )
             out.append(_at(key, *outside_problem(name, s.base_dir)))
     if out:
         return out
     for i, fixture in enumerate(s.llm.fixtures):
         if not s.resolve(fixture).is_file():
-            out.append(_at(["llm", "fixtures", i], f"fixture file {_q(fixture)} not found",
-                           f"looked for {s.resolve(fixture)} (paths are relative to the scenario file)"))
+            out.append(
+                _at(
+                    ["llm", "fixtures", i],
+                    f"fixture file {_q(fixture)} not found",
+                    f"looked for {s.resolve(fixture)} (paths are relative to the scenario file)",
+                )
+            )
     cassette = s.cassette_path()
     if s.llm.provider == "replay" and cassette is None:
-        out.append(_at(["llm", "cassette"], "no cassette", "provider \"replay\" needs "
-                       "cassette = \"<file recorded with sopbus run --record>\""))
+        out.append(
+            _at(
+                ["llm", "cassette"],
+                "no cassette",
+                'provider "replay" needs cassette = "<file recorded with sopbus run --record>"',
+            )
+        )
     elif s.llm.provider == "replay" and cassette is not None and not cassette.is_file():
-        out.append(_at(["llm", "cassette"], f"cassette file {_q(s.llm.cassette)} not found",
-                       f"looked for {cassette} (paths are relative to the scenario file)"))
+        out.append(
+            _at(
+                ["llm", "cassette"],
+                f"cassette file {_q(s.llm.cassette)} not found",
+                f"looked for {cassette} (paths are relative to the scenario file)",
+            )
+        )
     return out
 
 
@@ -150,8 +198,13 @@ def _role_problems(s: Scenario) -> list[str]:
         if not role.name.strip():
             out.append(_at(["roles", i, "name"], "empty role name"))
         elif role.name in first_at:
-            out.append(_at(["roles", i, "name"], f"role {_q(role.name)} is declared twice",
-                           f"first at {format_path(['roles', first_at[role.name]])}; merge the two"))
+            out.append(
+                _at(
+                    ["roles", i, "name"],
+                    f"role {_q(role.name)} is declared twice",
+                    f"first at {format_path(['roles', first_at[role.name]])}; merge the two",
+                )
+            )
         else:
             first_at[role.name] = i
     return out
@@ -161,8 +214,13 @@ def _action_problems(s: Scenario) -> list[str]:
     out: list[str] = []
     for name, action in s.actions.items():
         if not action.instruction.strip():
-            out.append(_at(["actions", name, "instruction"], "empty instruction",
-                           "say what the action must do"))
+            out.append(
+                _at(
+                    ["actions", name, "instruction"],
+                    "empty instruction",
+                    "say what the action must do",
+                )
+            )
         for field, spec in (action.output or {}).items():
             out.extend(_output_field_problems(["actions", name, "output", field], field, spec))
     return out
@@ -170,8 +228,13 @@ def _action_problems(s: Scenario) -> list[str]:
 
 def _output_field_problems(tokens: list[PathToken], field: str, spec: str) -> list[str]:
     if not _FIELD_NAME.fullmatch(field):
-        return [_at(tokens, f"invalid output field name {_q(field)}",
-                    "expected a letter followed by letters, digits or _")]
+        return [
+            _at(
+                tokens,
+                f"invalid output field name {_q(field)}",
+                "expected a letter followed by letters, digits or _",
+            )
+        ]
     try:
         parse_type_spec(spec)
     except TypeSpecError as error:
@@ -192,11 +255,15 @@ def scenario_warnings(scenario: Scenario) -> list[str]:
     out = []
     for i, item in enumerate(scenario.inject):
         if item.round > scenario.run.max_rounds:
-            out.append(f"{format_path(['inject', i, 'round'])}: round {item.round} is after "
-                       f"the last round ({scenario.run.max_rounds}); it will never be sent")
+            out.append(
+                f"{format_path(['inject', i, 'round'])}: round {item.round} is after "
+                f"the last round ({scenario.run.max_rounds}); it will never be sent"
+            )
     if scenario.llm.base_url is not None and scenario.llm.provider != "openai":
-        out.append(f"$.llm.base_url: ignored by provider {_q(scenario.llm.provider)} "
-                   "(only \"openai\" uses it)")
+        out.append(
+            f"$.llm.base_url: ignored by provider {_q(scenario.llm.provider)} "
+            '(only "openai" uses it)'
+        )
     return out
 
 
@@ -219,12 +286,18 @@ def scenario_with_overrides(
     _check_flags(provider=provider, mode=mode, max_rounds=max_rounds)
     info = _replace(scenario.info, idea=idea)
     llm = _replace(scenario.llm, provider=provider, model=model, base_url=base_url)
-    run = _replace(scenario.run, max_rounds=max_rounds, seed=seed, mode=mode,
-                   budget_usd=None if budget_usd is None else _decimal(budget_usd),
-                   runs_dir=None if runs_dir is None else str(runs_dir))
+    run = _replace(
+        scenario.run,
+        max_rounds=max_rounds,
+        seed=seed,
+        mode=mode,
+        budget_usd=None if budget_usd is None else _decimal(budget_usd),
+        runs_dir=None if runs_dir is None else str(runs_dir),
+    )
     if sandbox is not None and sandbox not in typing.get_args(SandboxBackend):
-        raise ConfigError(f"--sandbox {sandbox!r}: expected one of "
-                          f"{', '.join(typing.get_args(SandboxBackend))}")
+        raise ConfigError(
+            f"--sandbox {sandbox!r}: expected one of {', '.join(typing.get_args(SandboxBackend))}"
+        )
     box = _replace(scenario.sandbox, backend=sandbox)
     result = msgspec.structs.replace(scenario, info=info, llm=llm, run=run, sandbox=box)
     check_scenario(result)
@@ -234,8 +307,9 @@ def scenario_with_overrides(
 def _check_flags(*, provider: str | None, mode: str | None, max_rounds: int | None) -> None:
     # The command line checks these already; a caller of the Python API gets the same words.
     if provider is not None and provider not in typing.get_args(Provider):
-        raise ConfigError(f"--provider {provider!r}: expected one of "
-                          f"{', '.join(typing.get_args(Provider))}")
+        raise ConfigError(
+            f"--provider {provider!r}: expected one of {', '.join(typing.get_args(Provider))}"
+        )
     if mode is not None and mode not in typing.get_args(RunMode):
         raise ConfigError(f"--mode {mode!r}: expected one of {', '.join(typing.get_args(RunMode))}")
     if max_rounds is not None and max_rounds < 1:

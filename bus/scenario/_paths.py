@@ -26,9 +26,11 @@ def inside(path: Path, folder: Path) -> bool:
 
 def outside_problem(relative: str, folder: Path) -> tuple[str, str]:
     """What is wrong with a path that leaves ``folder``, and the fix."""
-    return (f"path {relative!r} leaves the scenario's folder {folder}",
-            f"keep the file in that folder or below it, or write `{OPT_IN}` under [scenario] "
-            f"to allow files elsewhere")
+    return (
+        f"path {relative!r} leaves the scenario's folder {folder}",
+        f"keep the file in that folder or below it, or write `{OPT_IN}` under [scenario] "
+        f"to allow files elsewhere",
+    )
 
 
 def place_of(value: str, llm: Any, sop_options: dict[str, Any]) -> str:

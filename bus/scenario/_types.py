@@ -115,8 +115,11 @@ class LLMConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields
         result = self
         for override in overrides:
             if override is not None:
-                given = {f: v for f in override.__struct_fields__
-                         if (v := getattr(override, f)) is not None}
+                given = {
+                    f: v
+                    for f in override.__struct_fields__
+                    if (v := getattr(override, f)) is not None
+                }
                 result = msgspec.structs.replace(result, **given)
         return result
 
@@ -268,5 +271,7 @@ class Scenario(ScenarioDoc, frozen=True, kw_only=True, forbid_unknown_fields=Tru
 
     def price_table(self) -> dict[str, dict[str, Decimal]]:
         """``[prices]`` as ``PriceBook.load`` takes it: ``{model: {"input": ..., ...}}``."""
-        return {model: {k: v for k in p.__struct_fields__ if (v := getattr(p, k)) is not None}
-                for model, p in self.prices.items()}
+        return {
+            model: {k: v for k in p.__struct_fields__ if (v := getattr(p, k)) is not None}
+            for model, p in self.prices.items()
+        }

@@ -24,7 +24,13 @@ from .._suggest import did_you_mean
 
 TYPE_SPECS = "str, int, float, bool, list[T], dict[str, T], optional[T] or T | None"
 
-_SCALARS: dict[str, Any] = {"str": str, "int": int, "float": float, "bool": bool, "None": type(None)}
+_SCALARS: dict[str, Any] = {
+    "str": str,
+    "int": int,
+    "float": float,
+    "bool": bool,
+    "None": type(None),
+}
 _GENERICS = ("list", "dict", "optional")
 MAX_DEPTH = 32
 """How deep ``list[...]``, ``dict[str, ...]`` and ``optional[...]`` may nest: far more than
@@ -32,8 +38,15 @@ an output schema needs, and far less than the recursion the parser and pydantic 
 _TOKEN = re.compile(r"\s*(?:([A-Za-z_][A-Za-z0-9_]*)|(.))")
 # Names people bring from JSON schema or typing; pointed at ours explicitly because their
 # spelling is too far from ours for difflib.
-_FOREIGN = {"string": "str", "integer": "int", "number": "float", "boolean": "bool",
-            "array": "list[T]", "object": "dict[str, T]", "null": "None"}
+_FOREIGN = {
+    "string": "str",
+    "integer": "int",
+    "number": "float",
+    "boolean": "bool",
+    "array": "list[T]",
+    "object": "dict[str, T]",
+    "null": "None",
+}
 
 
 class TypeSpecError(SopbusError, ValueError):
@@ -109,8 +122,10 @@ class _Parser:
     def generic(self, name: str) -> Any:
         self.depth += 1
         if self.depth > MAX_DEPTH:
-            raise self.fail(f"types nested more than {MAX_DEPTH} deep",
-                            "; flatten the output (structured outputs need a few levels at most)")
+            raise self.fail(
+                f"types nested more than {MAX_DEPTH} deep",
+                "; flatten the output (structured outputs need a few levels at most)",
+            )
         self.expect("[")
         if name == "dict":
             key = self.take()

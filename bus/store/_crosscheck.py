@@ -41,15 +41,24 @@ Record = tuple[int, dict[str, Any]]
 _ROTATED = re.compile(r"events\.(\d+)\.jsonl")
 _ANSWERED = ("ok", "replayed")
 # bus._run.STATUS, restated: the run loop sits above the store and may not be imported here.
-_STATUS = {"idle": "completed", "max_rounds": "completed", "stop_condition": "completed",
-           "budget_exhausted": "budget_exhausted", "error": "failed", "cancelled": "cancelled"}
+_STATUS = {
+    "idle": "completed",
+    "max_rounds": "completed",
+    "stop_condition": "completed",
+    "budget_exhausted": "budget_exhausted",
+    "error": "failed",
+    "cancelled": "cancelled",
+}
 
 
 def event_logs(run_dir: Path) -> list[Path]:
     """The run's event logs, oldest first: ``events.1.jsonl`` (the first execution of a
     resumed run), ``events.2.jsonl``, ..., then ``events.jsonl`` (the latest)."""
-    rotated = sorted((int(m.group(1)), p) for p in run_dir.glob("events.*.jsonl")
-                     if (m := _ROTATED.fullmatch(p.name)))
+    rotated = sorted(
+        (int(m.group(1)), p)
+        for p in run_dir.glob("events.*.jsonl")
+        if (m := _ROTATED.fullmatch(p.name))
+    )
     current = [run_dir / EVENTS] if (run_dir / EVENTS).is_file() else []
     return [p for _, p in rotated] + current
 
@@ -76,14 +85,20 @@ class Logs:
 
     @classmethod
     def read(cls, run_dir: Path) -> Logs:
-        return cls(run_dir, records(run_dir / COSTS), records(run_dir / CALLS),
-                   {path: records(path) for path in event_logs(run_dir)})
+        return cls(
+            run_dir,
+            records(run_dir / COSTS),
+            records(run_dir / CALLS),
+            {path: records(path) for path in event_logs(run_dir)},
+        )
 
     @property
     def reserves(self) -> bool:
         """Whether the run logs its reservations, as every run that keeps ``calls.jsonl`` does
         (a run from before sopbus kept its answers has neither)."""
-        return any(e.get("kind") == "llm_reserved" for events in self.logs.values() for _, e in events)
+        return any(
+            e.get("kind") == "llm_reserved" for events in self.logs.values() for _, e in events
+        )
 
     def where(self, name: str, line: int) -> str:
         return f"{self.run_dir / name}:{line}"
@@ -107,17 +122,24 @@ def check_ledger(logs: Logs, report: Report, note: Report) -> None:
     for number, line in logs.ledger:
         if line.get("seq") not in logged:
             _unlogged(logs, number, line, report, note)
-    unanswered = [n for n, line in logs.ledger
-                  if line.get("outcome") in _ANSWERED and line.get("seq") not in answered]
+    unanswered = [
+        n
+        for n, line in logs.ledger
+        if line.get("outcome") in _ANSWERED and line.get("seq") not in answered
+    ]
     if not unanswered:
         return
     if (logs.run_dir / CALLS).is_file() or logs.reserves:
         # The answer is written before its ledger line, so no kill explains a missing one.
-        report(f"{logs.where(COSTS, unanswered[0])}: an answered call whose answer is not in "
-               f"{CALLS} ({len(unanswered)} such lines)")
+        report(
+            f"{logs.where(COSTS, unanswered[0])}: an answered call whose answer is not in "
+            f"{CALLS} ({len(unanswered)} such lines)"
+        )
     else:
-        note(f"{logs.run_dir / CALLS}: absent: the run was made before sopbus kept its answers, "
-             f"so they are not checked")
+        note(
+            f"{logs.run_dir / CALLS}: absent: the run was made before sopbus kept its answers, "
+            f"so they are not checked"
+        )
 
 
 def _check_arithmetic(logs: Logs, report: Report) -> None:
@@ -128,8 +150,10 @@ def _check_arithmetic(logs: Logs, report: Report) -> None:
     for index, (number, line) in enumerate(logs.ledger, 1):
         where = logs.where(COSTS, number)
         if line.get("seq") != index:
-            report(f"{where}: seq {line.get('seq')} where {index} comes next: a line was "
-                   f"dropped, moved or renumbered")
+            report(
+                f"{where}: seq {line.get('seq')} where {index} comes next: a line was "
+                f"dropped, moved or renumbered"
+            )
             return
         try:
             total += Decimal(line["cost_usd"])
@@ -138,8 +162,10 @@ def _check_arithmetic(logs: Logs, report: Report) -> None:
             report(f"{where}: no valid cost_usd and total_usd")
             return
         if claimed < total or claimed < last:
-            report(f"{where}: total_usd {claimed} but the costs up to this line sum to {total}"
-                   + (f" and the line before says {last}" if claimed < last else ""))
+            report(
+                f"{where}: total_usd {claimed} but the costs up to this line sum to {total}"
+                + (f" and the line before says {last}" if claimed < last else "")
+            )
             return
         last = claimed
 
@@ -158,11 +184,15 @@ def _check_events(logs: Logs, by_seq: dict[Any, Record], report: Report) -> set[
             if seq in in_this:
                 report(f"{where}: ledger line {seq} is logged twice in {log.name}")
             elif seq not in by_seq:
-                report(f"{logs.where(COSTS, len(logs.ledger) + 1)}: missing: {where} logs a call "
-                       f"with seq {seq}, which the ledger ({len(logs.ledger)} lines) does not have")
+                report(
+                    f"{logs.where(COSTS, len(logs.ledger) + 1)}: missing: {where} logs a call "
+                    f"with seq {seq}, which the ledger ({len(logs.ledger)} lines) does not have"
+                )
             elif by_seq[seq][1] != call:
-                report(f"{logs.where(COSTS, by_seq[seq][0])}: differs from the call logged at "
-                       f"{where} (seq {seq})")
+                report(
+                    f"{logs.where(COSTS, by_seq[seq][0])}: differs from the call logged at "
+                    f"{where} (seq {seq})"
+                )
             in_this.add(seq)
         seen |= in_this
     return seen
@@ -182,17 +212,25 @@ def _check_answers(logs: Logs, by_seq: dict[Any, Record], report: Report, note: 
         elif seq not in by_seq:
             last = index == len(logs.calls) - 1 and seq == len(logs.ledger) + 1
             if last and not logs.ended(logs.execution_log(line.get("resume", 0))):
-                note(f"{where}: the answer to call {seq} has no ledger line yet: the run was "
-                     f"killed between the two writes (sopbus resume restores it)")
+                note(
+                    f"{where}: the answer to call {seq} has no ledger line yet: the run was "
+                    f"killed between the two writes (sopbus resume restores it)"
+                )
             else:
-                report(f"{logs.where(COSTS, len(logs.ledger) + 1)}: missing: {where} answers "
-                       f"ledger line {seq}, which the ledger does not have")
+                report(
+                    f"{logs.where(COSTS, len(logs.ledger) + 1)}: missing: {where} answers "
+                    f"ledger line {seq}, which the ledger does not have"
+                )
         elif by_seq[seq][1] != line:
-            report(f"{where}: its ledger line differs from {logs.where(COSTS, by_seq[seq][0])} "
-                   f"(seq {seq})")
+            report(
+                f"{where}: its ledger line differs from {logs.where(COSTS, by_seq[seq][0])} "
+                f"(seq {seq})"
+            )
         elif _usage(record) != (line.get("prompt_tokens"), line.get("completion_tokens")):
-            report(f"{where}: the answer's usage {_usage(record)} is not what ledger line {seq} "
-                   f"charged ({line.get('prompt_tokens')}, {line.get('completion_tokens')})")
+            report(
+                f"{where}: the answer's usage {_usage(record)} is not what ledger line {seq} "
+                f"charged ({line.get('prompt_tokens')}, {line.get('completion_tokens')})"
+            )
         seen.add(seq)
     return seen
 
@@ -210,11 +248,15 @@ def _unlogged(logs: Logs, number: int, line: dict[str, Any], report: Report, not
     log = logs.execution_log(resume)
     where = logs.where(COSTS, number)
     if not later and not logs.ended(log):
-        note(f"{where}: no llm_called event records it: the execution that wrote it was "
-             f"killed right after")
+        note(
+            f"{where}: no llm_called event records it: the execution that wrote it was "
+            f"killed right after"
+        )
     else:
-        report(f"{where}: no llm_called event in {', '.join(p.name for p in logs.logs)} "
-               f"records this call (seq {line.get('seq')})")
+        report(
+            f"{where}: no llm_called event in {', '.join(p.name for p in logs.logs)} "
+            f"records this call (seq {line.get('seq')})"
+        )
 
 
 def check_summary(logs: Logs, report: Report) -> None:
@@ -259,17 +301,23 @@ def _expected(logs: Logs) -> dict[str, Any]:
             want["budget_usd"] = Decimal(budget)
     ended = events[-1][1] if events and events[-1][1].get("kind") == "run_ended" else None
     if ended is not None:
-        want.update(end_reason=ended.get("reason"), rounds=ended.get("round"),
-                    status=_STATUS.get(str(ended.get("reason")), ended.get("reason")),
-                    error=ended.get("error"))
+        want.update(
+            end_reason=ended.get("reason"),
+            rounds=ended.get("round"),
+            status=_STATUS.get(str(ended.get("reason")), ended.get("reason")),
+            error=ended.get("error"),
+        )
     return want
 
 
 def _same(have: Any, want: Any) -> bool:
     if isinstance(want, Decimal):
         try:
-            return isinstance(have, (str, int, float)) and not isinstance(have, bool) \
+            return (
+                isinstance(have, (str, int, float))
+                and not isinstance(have, bool)
                 and Decimal(str(have)) == want
+            )
         except InvalidOperation:
             return False
     if isinstance(want, int) and not isinstance(want, bool):

@@ -29,12 +29,12 @@ import msgspec
 from .._errors import ConfigError
 from .._events import Note
 from .._jsonl import read_jsonl
-from ._resume import Continuation, ledger_of, scenario_of
-from ..scenario._load import check_scenario, scenario_to_builtins
-from ..scenario._types import Scenario, ScenarioDoc
-from ._store import EVENTS, new_run_id
 from .._suggest import closest
 from ..llm._tape import EVERY_ROUND, Tape, read_calls
+from ..scenario._load import check_scenario, scenario_to_builtins
+from ..scenario._types import Scenario, ScenarioDoc
+from ._resume import Continuation, ledger_of, scenario_of
+from ._store import EVENTS, new_run_id
 
 
 def plan_replay(run_dir: Path, *, into: Path | None = None) -> tuple[Scenario, Continuation]:
@@ -45,36 +45,65 @@ def plan_replay(run_dir: Path, *, into: Path | None = None) -> tuple[Scenario, C
     target = _new_run_dir(run_dir, scenario, "replay", into)
     note = Note(kind="replaying", round=0, role="", data={"of": run_dir.name, "calls": len(calls)})
     return scenario, Continuation(
-        run_dir=target, tape=Tape(calls, match="key", refused=ledger_of(run_dir)), free=True,
+        run_dir=target,
+        tape=Tape(calls, match="key", refused=ledger_of(run_dir)),
+        free=True,
         taped_through=EVERY_ROUND,
-        note=note, summary={"replay_of": run_dir.name}, live=False)
+        note=note,
+        summary={"replay_of": run_dir.name},
+        live=False,
+    )
 
 
-def plan_fork(run_dir: Path, *, at_round: int, settings: tuple[str, ...] = (),
-              into: Path | None = None) -> tuple[Scenario, Continuation]:
+def plan_fork(
+    run_dir: Path, *, at_round: int, settings: tuple[str, ...] = (), into: Path | None = None
+) -> tuple[Scenario, Continuation]:
     """The scenario (with ``settings`` laid over it) and continuation that fork the run in
     ``run_dir`` after round ``at_round`` into a new run directory in the folder ``into``
     (default: beside the run)."""
     done = completed_rounds(run_dir)
     if not 0 <= at_round <= done:
-        raise ConfigError(f"--at-round {at_round}: run {run_dir.name} completed rounds 1 to {done}, "
-                          f"so a fork can start after round 0 to {done}")
+        raise ConfigError(
+            f"--at-round {at_round}: run {run_dir.name} completed rounds 1 to {done}, "
+            f"so a fork can start after round 0 to {done}"
+        )
     scenario = with_settings(scenario_of(run_dir), settings, at_round=at_round)
     calls = [c for c in read_calls(run_dir) if c.round <= at_round]
     target = _new_run_dir(run_dir, scenario, "fork", into)
-    note = Note(kind="forked", round=at_round, role="", data={
-        "from": run_dir.name, "at_round": at_round, "settings": list(settings), "taped_calls": len(calls)})
+    note = Note(
+        kind="forked",
+        round=at_round,
+        role="",
+        data={
+            "from": run_dir.name,
+            "at_round": at_round,
+            "settings": list(settings),
+            "taped_calls": len(calls),
+        },
+    )
     return scenario, Continuation(
-        run_dir=target, tape=Tape(calls, match="turn", refused=ledger_of(run_dir)), free=True,
+        run_dir=target,
+        tape=Tape(calls, match="turn", refused=ledger_of(run_dir)),
+        free=True,
         taped_through=at_round,
-        note=note, summary={"forked_from": run_dir.name, "fork_round": at_round})
+        note=note,
+        summary={"forked_from": run_dir.name, "fork_round": at_round},
+    )
 
 
 def completed_rounds(run_dir: Path) -> int:
     """The last round the run finished, over all its executions (``round_ended`` events)."""
     logs = [run_dir / EVENTS, *run_dir.glob("events.*.jsonl")]
-    return max((e["round"] for log in logs if log.is_file()
-                for e in read_jsonl(log, dict) if e.get("kind") == "round_ended"), default=0)
+    return max(
+        (
+            e["round"]
+            for log in logs
+            if log.is_file()
+            for e in read_jsonl(log, dict)
+            if e.get("kind") == "round_ended"
+        ),
+        default=0,
+    )
 
 
 def with_settings(scenario: Scenario, settings: tuple[str, ...], *, at_round: int) -> Scenario:
@@ -116,15 +145,19 @@ def _assign(doc: dict[str, Any], path: list[str], value: Any, setting: str) -> N
         last = i == len(path) - 1
         if isinstance(target, list):
             if not part.isdigit() or int(part) >= len(target):
-                raise ConfigError(f"--set {setting!r}: {'.'.join(path[:i])} has {len(target)} "
-                                  f"entries; {part!r} is not an index of one")
+                raise ConfigError(
+                    f"--set {setting!r}: {'.'.join(path[:i])} has {len(target)} "
+                    f"entries; {part!r} is not an index of one"
+                )
             part_key: Any = int(part)
         elif isinstance(target, dict):
             if part not in target and target and not free:
                 near = closest(part, [str(k) for k in target])
                 hint = f"; did you mean {near[0]!r}?" if near else ""
-                raise ConfigError(f"--set {setting!r}: no key {part!r} in "
-                                  f"{'.'.join(path[:i]) or 'the scenario'}{hint}")
+                raise ConfigError(
+                    f"--set {setting!r}: no key {part!r} in "
+                    f"{'.'.join(path[:i]) or 'the scenario'}{hint}"
+                )
             part_key = part
         else:
             raise ConfigError(f"--set {setting!r}: {'.'.join(path[:i])} is a value, not a table")
@@ -144,14 +177,18 @@ def _injection(value: Any, at_round: int, setting: str) -> dict[str, Any]:
     entry = dict(value) if isinstance(value, dict) else {"content": str(value)}
     entry.setdefault("round", at_round + 1)
     if not isinstance(entry["round"], int) or entry["round"] <= at_round:
-        raise ConfigError(f"--set {setting!r}: an injected message comes after the fork's round "
-                          f"{at_round}; give round = {at_round + 1} or later")
+        raise ConfigError(
+            f"--set {setting!r}: an injected message comes after the fork's round "
+            f"{at_round}; give round = {at_round + 1} or later"
+        )
     return entry
 
 
 def _new_run_dir(run_dir: Path, scenario: Scenario, what: str, into: Path | None) -> Path:
     """A new run directory in ``into`` (a runs folder such as ``runs``), or beside the run."""
     if into is not None and (into / EVENTS).exists():
-        raise ConfigError(f"--into {into}: that is a run's own directory; name the folder the "
-                          f"new run's directory goes into (such as runs)")
+        raise ConfigError(
+            f"--into {into}: that is a run's own directory; name the folder the "
+            f"new run's directory goes into (such as runs)"
+        )
     return (into if into is not None else run_dir.parent) / new_run_id(f"{scenario.name}-{what}")

@@ -44,15 +44,15 @@ import msgspec
 
 from .._errors import ConfigError
 from .._events import Note
-from ..llm._gateway import Gateway
 from .._jsonl import JsonlWriter, read_jsonl
-from ..money._ledger import LedgerLine
+from .._layout import CALLS, COSTS, EVENTS, SCENARIO, SUMMARY
 from .._protocol import Completion, LLMRequest
+from ..llm._gateway import Gateway
+from ..llm._tape import RELEASED, RESERVED, CallRecord, Tape, TapeGateway, read_calls
+from ..money._ledger import LedgerLine
 from ..scenario._load import load_scenario, scenario_with_overrides
 from ..scenario._types import Scenario
-from .._layout import CALLS, COSTS, EVENTS, SCENARIO, SUMMARY
 from ._store import RunStore, drop_torn_tail, is_locked
-from ..llm._tape import RELEASED, RESERVED, CallRecord, Tape, TapeGateway, read_calls
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -77,7 +77,9 @@ class Continuation:
 
     run_dir: Path
     tape: Tape
-    free: bool  # taped answers ledgered as replayed at $0 (replay, fork), else the run's own (resume)
+    free: (
+        bool  # taped answers ledgered as replayed at $0 (replay, fork), else the run's own (resume)
+    )
     taped_through: int  # rounds up to this one make no provider call
     note: Note  # the event logged after run_started
     summary: dict[str, Any] = field(default_factory=dict)
@@ -90,8 +92,10 @@ class Continuation:
 
     def open_store(self) -> RunStore:
         if self.run_dir.is_dir() and is_locked(self.run_dir):
-            raise ConfigError(f"run {self.run_dir.name} is still executing in another process "
-                              f"({self.run_dir}); wait for it to end, or stop it first")
+            raise ConfigError(
+                f"run {self.run_dir.name} is still executing in another process "
+                f"({self.run_dir}); wait for it to end, or stop it first"
+            )
         if self.prepare is not None:
             self.prepare()
         store = RunStore.open(self.run_dir)
@@ -107,8 +111,9 @@ class Continuation:
         for lost in self.lost:
             request = LLMRequest(messages=(), model=lost.model, role=lost.role, action=lost.action)
             gateway.record_lost(request, round=lost.round, attempt=lost.attempt, amount=lost.amount)
-        return TapeGateway(gateway, self.tape, free=self.free, taped_through=self.taped_through,
-                           store=store)
+        return TapeGateway(
+            gateway, self.tape, free=self.free, taped_through=self.taped_through, store=store
+        )
 
 
 class Unplugged:
@@ -117,37 +122,64 @@ class Unplugged:
     name = "replay"
 
     async def complete(self, request: LLMRequest) -> Completion:
-        raise ConfigError(f"a replay makes no live call, but {request.role!r} asked for "
-                          f"{request.action!r} and the recording has no answer for it")
+        raise ConfigError(
+            f"a replay makes no live call, but {request.role!r} asked for "
+            f"{request.action!r} and the recording has no answer for it"
+        )
 
 
-def plan_resume(run_dir: Path, *, budget_usd: Decimal | None = None,
-                max_rounds: int | None = None) -> tuple[Scenario, Continuation]:
+def plan_resume(
+    run_dir: Path, *, budget_usd: Decimal | None = None, max_rounds: int | None = None
+) -> tuple[Scenario, Continuation]:
     """The scenario and continuation that resume the run in ``run_dir`` (see the module
     docstring). Reads only; the directory changes when the continuation's store opens."""
-    scenario = scenario_with_overrides(scenario_of(run_dir), budget_usd=budget_usd,
-                                       max_rounds=max_rounds)
+    scenario = scenario_with_overrides(
+        scenario_of(run_dir), budget_usd=budget_usd, max_rounds=max_rounds
+    )
     ledger = ledger_of(run_dir)
     calls = read_calls(run_dir)
     events: list[dict[str, Any]] = list(read_jsonl(run_dir / EVENTS, dict))
     known = {line.seq for line in ledger}
-    recovered = sorted((c.ledger for c in calls if c.ledger is not None and c.ledger.seq not in known),
-                       key=lambda line: line.seq)
+    recovered = sorted(
+        (c.ledger for c in calls if c.ledger is not None and c.ledger.seq not in known),
+        key=lambda line: line.seq,
+    )
     carried = (*ledger, *recovered)
     lost = in_flight(events, calls)
-    spent = sum((line.cost_usd for line in carried), Decimal(0)) + sum((c.amount for c in lost), Decimal(0))
+    spent = sum((line.cost_usd for line in carried), Decimal(0)) + sum(
+        (c.amount for c in lost), Decimal(0)
+    )
     _check_budget(run_dir, scenario, spent, budget_usd)
     resume = 1 + len(_rotated(run_dir))
-    note = Note(kind="resumed", round=0, role="", data={
-        "resume": resume, "previous_events": f"events.{resume}.jsonl",
-        "carried_lines": len(carried), "recovered_lines": len(recovered),
-        "carried_usd": spent, "lost_calls": [c.call for c in lost],
-        "budget_usd": scenario.run.budget_usd, "max_rounds": scenario.run.max_rounds})
+    note = Note(
+        kind="resumed",
+        round=0,
+        role="",
+        data={
+            "resume": resume,
+            "previous_events": f"events.{resume}.jsonl",
+            "carried_lines": len(carried),
+            "recovered_lines": len(recovered),
+            "carried_usd": spent,
+            "lost_calls": [c.call for c in lost],
+            "budget_usd": scenario.run.budget_usd,
+            "max_rounds": scenario.run.max_rounds,
+        },
+    )
     ids = [c.call for c in calls] + [e["data"]["call"] for e in events if e.get("kind") == RESERVED]
     return scenario, Continuation(
-        run_dir=run_dir, tape=Tape(calls, match="key"), free=False, taped_through=0, note=note,
-        summary={"resumes": resume}, carried=carried, lost=tuple(lost), resume=resume,
-        first_call=max(ids, default=0), prepare=lambda: _prepare(run_dir, resume, recovered))
+        run_dir=run_dir,
+        tape=Tape(calls, match="key"),
+        free=False,
+        taped_through=0,
+        note=note,
+        summary={"resumes": resume},
+        carried=carried,
+        lost=tuple(lost),
+        resume=resume,
+        first_call=max(ids, default=0),
+        prepare=lambda: _prepare(run_dir, resume, recovered),
+    )
 
 
 def scenario_of(run_dir: Path) -> Scenario:
@@ -156,8 +188,10 @@ def scenario_of(run_dir: Path) -> Scenario:
     if not (run_dir / EVENTS).is_file():
         raise ConfigError(f"{run_dir} is not a run directory (no {EVENTS} in it)")
     if not (run_dir / SCENARIO).is_file():
-        raise ConfigError(f"run {run_dir.name} died before it wrote {SCENARIO}, so it cannot be "
-                          f"run again; start it anew with `sopbus run`")
+        raise ConfigError(
+            f"run {run_dir.name} died before it wrote {SCENARIO}, so it cannot be "
+            f"run again; start it anew with `sopbus run`"
+        )
     origin = _origin(run_dir)
     if origin is None or not origin.is_file():
         return load_scenario(run_dir / SCENARIO)
@@ -169,10 +203,22 @@ def scenario_of(run_dir: Path) -> Scenario:
 
 def in_flight(events: list[dict[str, Any]], calls: list[CallRecord]) -> list[InFlight]:
     """The reservations in ``events`` that have neither an answer in ``calls`` nor a release."""
-    closed = {c.call for c in calls} | {e["data"]["call"] for e in events if e.get("kind") == RELEASED}
-    return [InFlight(call=d["call"], round=e["round"], role=e["role"], action=d["action"],
-                     model=d["model"], attempt=d["attempt"], amount=Decimal(d["amount"]))
-            for e in events if e.get("kind") == RESERVED and (d := e["data"])["call"] not in closed]
+    closed = {c.call for c in calls} | {
+        e["data"]["call"] for e in events if e.get("kind") == RELEASED
+    }
+    return [
+        InFlight(
+            call=d["call"],
+            round=e["round"],
+            role=e["role"],
+            action=d["action"],
+            model=d["model"],
+            attempt=d["attempt"],
+            amount=Decimal(d["amount"]),
+        )
+        for e in events
+        if e.get("kind") == RESERVED and (d := e["data"])["call"] not in closed
+    ]
 
 
 def ledger_of(run_dir: Path) -> list[LedgerLine]:
@@ -198,8 +244,10 @@ def _check_budget(run_dir: Path, scenario: Scenario, spent: Decimal, given: Deci
     cap = scenario.run.budget_usd
     if spent > cap:
         flag = f"--budget {given}" if given is not None else f"its budget ${cap}"
-        raise ConfigError(f"run {run_dir.name} has already spent ${spent} (with the calls that "
-                          f"were in flight), more than {flag}; resume it with a --budget above ${spent}")
+        raise ConfigError(
+            f"run {run_dir.name} has already spent ${spent} (with the calls that "
+            f"were in flight), more than {flag}; resume it with a --budget above ${spent}"
+        )
 
 
 def _prepare(run_dir: Path, resume: int, recovered: list[LedgerLine]) -> None:

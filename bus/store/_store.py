@@ -40,15 +40,21 @@ from typing import Any
 
 import msgspec
 
-from .._errors import ConfigError, ModelOutputError
-from .._events import ArtifactWritten, LLMCalled, MessagePublished, MessageUndelivered, Note, RoundEnded, RoundStarted
 from .._dirlock import try_lock
-from .._jsonl import JsonlWriter, encode_json
-
+from .._errors import ConfigError, ModelOutputError
+from .._events import (
+    ArtifactWritten,
+    LLMCalled,
+    MessagePublished,
+    MessageUndelivered,
+    Note,
+    RoundEnded,
+    RoundStarted,
+)
+from .._jsonl import JsonlWriter
 from .._layout import ARTIFACTS, CALLS, COSTS, EVENTS, SCENARIO, SUMMARY
 from .._redact import redact_text
 from .._summary import RunSummary, encode_summary
-
 
 _WAITING = (MessagePublished, MessageUndelivered)  # records that wait for the end of their publish
 _BATCH = 1024  # at most this many records wait: a bound on memory and on the length of a seal
@@ -114,8 +120,10 @@ class RunStore:
         when another process holds it."""
         fd = try_lock(self.run_dir)
         if fd is None:
-            raise ConfigError(f"run {self.run_id} is still executing in another process "
-                              f"({self.run_dir}); wait for it to end, or stop it first")
+            raise ConfigError(
+                f"run {self.run_id} is still executing in another process "
+                f"({self.run_dir}); wait for it to end, or stop it first"
+            )
         self._lock_fd = fd
 
     def hide(self, secrets: tuple[str, ...]) -> None:
@@ -171,7 +179,7 @@ class RunStore:
         if self._waiting:
             waiting, self._waiting = self._waiting, []
             for start in range(0, len(waiting), _BATCH):
-                self._events.write_all(waiting[start:start + _BATCH])
+                self._events.write_all(waiting[start : start + _BATCH])
 
     def record_call(self, line: Any) -> None:
         """The gateway's sink: one ledger line, and the same call in the event log."""
@@ -192,8 +200,15 @@ class RunStore:
         tmp = path.with_name(path.name + ".tmp")
         tmp.write_bytes(raw)
         os.replace(tmp, path)  # a reader never sees half a file
-        self.log(ArtifactWritten(round=round, role=role, path=str(path.relative_to(self.artifacts_dir)),
-                                 sha256=hashlib.sha256(raw).hexdigest(), size=len(raw)))
+        self.log(
+            ArtifactWritten(
+                round=round,
+                role=role,
+                path=str(path.relative_to(self.artifacts_dir)),
+                sha256=hashlib.sha256(raw).hexdigest(),
+                size=len(raw),
+            )
+        )
         return path
 
     def emit(self, kind: str, data: Mapping[str, Any], *, role: str, round: int) -> None:
@@ -229,6 +244,7 @@ def _scrubber(secrets: tuple[str, ...]) -> Callable[[bytes], bytes]:
             if secret in data:
                 data = data.replace(secret, b"***")
         return data
+
     return scrub
 
 
@@ -269,6 +285,8 @@ def _safe_relpath(relpath: str) -> PurePosixPath:
     """A path inside ``artifacts/``; a model that names ``../x`` or ``/etc/x`` is refused."""
     path = PurePosixPath(relpath.replace("\\", "/"))
     if not relpath or path.is_absolute() or ".." in path.parts:
-        raise ModelOutputError(f"artifact path {relpath!r} leaves the run's artifacts/ directory; "
-                               f"use a relative path without '..'")
+        raise ModelOutputError(
+            f"artifact path {relpath!r} leaves the run's artifacts/ directory; "
+            f"use a relative path without '..'"
+        )
     return path

@@ -66,14 +66,23 @@ def sha256_file(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def issue_receipt(artifacts_dir: Path, *, sample: str, gate: str, round: int,
-                  subjects: dict[str, str]) -> tuple[Receipt, str]:
+def issue_receipt(
+    artifacts_dir: Path, *, sample: str, gate: str, round: int, subjects: dict[str, str]
+) -> tuple[Receipt, str]:
     """Appends a receipt for the files ``subjects`` names (paths under ``artifacts_dir``),
     hashed now, and returns it with its hash (what the next stage is handed)."""
     path = artifacts_dir / RECEIPTS
     seq = sum(1 for _ in _receipt_lines(path)) + 1 if path.is_file() else 1
-    receipt = Receipt(seq=seq, sample=sample, gate=gate, round=round, subjects={
-        name: Subject(rel, sha256_file(artifacts_dir / rel)) for name, rel in sorted(subjects.items())})
+    receipt = Receipt(
+        seq=seq,
+        sample=sample,
+        gate=gate,
+        round=round,
+        subjects={
+            name: Subject(rel, sha256_file(artifacts_dir / rel))
+            for name, rel in sorted(subjects.items())
+        },
+    )
     with JsonlWriter(path) as writer:
         writer.write(receipt)
         return receipt, writer.head.decode()
@@ -84,8 +93,9 @@ def require_receipt(artifacts_dir: Path, receipt_hash: str) -> Receipt:
     file it names is unchanged; else :class:`ReceiptError` saying what is wrong."""
     path = artifacts_dir / RECEIPTS
     if not path.is_file():
-        raise ReceiptError(f"no receipts at {path}: nothing passed the gate, so there is "
-                           f"nothing to accept")
+        raise ReceiptError(
+            f"no receipts at {path}: nothing passed the gate, so there is nothing to accept"
+        )
     report = verify_file(path)
     if report.broken is not None or report.torn is not None:
         raise ReceiptError(f"the receipt chain does not verify: {report.broken or report.torn}")
@@ -118,8 +128,10 @@ def _subject_problems(artifacts_dir: Path, receipt: Receipt) -> list[str]:
         if not file.is_file():
             problems.append(f"its {name} {subject.path} is missing")
         elif sha256_file(file) != subject.sha256:
-            problems.append(f"its {name} {subject.path} has changed since the receipt "
-                            f"(SHA-256 {sha256_file(file)[:12]}, receipt says {subject.sha256[:12]})")
+            problems.append(
+                f"its {name} {subject.path} has changed since the receipt "
+                f"(SHA-256 {sha256_file(file)[:12]}, receipt says {subject.sha256[:12]})"
+            )
     return problems
 
 
@@ -146,7 +158,12 @@ class RunVerdict:
 def verify_run(run_dir: Path) -> RunVerdict:
     """Checks the run in ``run_dir`` (see the module docstring)."""
     verdict = RunVerdict(run_dir)
-    chains = [*event_logs(run_dir), run_dir / COSTS, run_dir / CALLS, run_dir / ARTIFACTS / RECEIPTS]
+    chains = [
+        *event_logs(run_dir),
+        run_dir / COSTS,
+        run_dir / CALLS,
+        run_dir / ARTIFACTS / RECEIPTS,
+    ]
     for path in chains:
         if path.is_file():
             _check_chain(verdict, verify_file(path))
@@ -170,19 +187,25 @@ def _check_chain(verdict: RunVerdict, report: ChainReport) -> None:
         verdict.notes.append(str(report.torn))
 
 
-def _check_ending(verdict: RunVerdict, run_dir: Path, events: list[tuple[int, dict[str, Any]]]) -> None:
+def _check_ending(
+    verdict: RunVerdict, run_dir: Path, events: list[tuple[int, dict[str, Any]]]
+) -> None:
     last = events[-1][1].get("kind") if events else None
     if last == "run_ended":
         return
     where = f"{run_dir / EVENTS}:{len(events) + 1}"
     if (run_dir / SUMMARY).is_file():
-        verdict.problems.append(f"{where}: missing: the run finished (summary.json) but its log "
-                                f"does not end with run_ended: lines were cut from the end")
+        verdict.problems.append(
+            f"{where}: missing: the run finished (summary.json) but its log "
+            f"does not end with run_ended: lines were cut from the end"
+        )
     else:
         verdict.notes.append(f"{where}: the run has not finished (or was killed): no run_ended yet")
 
 
-def _check_artifacts(verdict: RunVerdict, run_dir: Path, events: list[tuple[int, dict[str, Any]]]) -> None:
+def _check_artifacts(
+    verdict: RunVerdict, run_dir: Path, events: list[tuple[int, dict[str, Any]]]
+) -> None:
     latest: dict[str, tuple[int, str]] = {}
     for number, event in events:
         if event.get("kind") == "artifact_written":
@@ -192,26 +215,34 @@ def _check_artifacts(verdict: RunVerdict, run_dir: Path, events: list[tuple[int,
         if not file.is_file():
             verdict.problems.append(f"{file}: missing; written at {run_dir / EVENTS}:{number}")
         elif sha256_file(file) != digest:
-            verdict.problems.append(f"{file}: changed since it was written "
-                                    f"({run_dir / EVENTS}:{number} recorded SHA-256 {digest[:12]})")
+            verdict.problems.append(
+                f"{file}: changed since it was written "
+                f"({run_dir / EVENTS}:{number} recorded SHA-256 {digest[:12]})"
+            )
 
 
-def _check_receipts(verdict: RunVerdict, run_dir: Path, events: list[tuple[int, dict[str, Any]]]) -> None:
+def _check_receipts(
+    verdict: RunVerdict, run_dir: Path, events: list[tuple[int, dict[str, Any]]]
+) -> None:
     path = run_dir / ARTIFACTS / RECEIPTS
     lines = _receipt_lines(path) if path.is_file() else []
     verdict.receipts = len(lines)
     issued = [(n, e.get("data", {})) for n, e in events if e.get("kind") == RECEIPT_EVENT]
-    for receipt, digest, number in lines:
+    for receipt, _digest, number in lines:
         for problem in _subject_problems(run_dir / ARTIFACTS, receipt):
             verdict.problems.append(f"{path}:{number}: {problem}")
     for i, (event_line, data) in enumerate(issued):
         if i >= len(lines):
-            verdict.problems.append(f"{path}:{len(lines) + 1}: missing: {run_dir / EVENTS}:"
-                                    f"{event_line} records receipt {data.get('receipt')}")
+            verdict.problems.append(
+                f"{path}:{len(lines) + 1}: missing: {run_dir / EVENTS}:"
+                f"{event_line} records receipt {data.get('receipt')}"
+            )
         elif lines[i][1] != data.get("receipt"):
-            verdict.problems.append(f"{path}:{lines[i][2]}: is not the receipt recorded at "
-                                    f"{run_dir / EVENTS}:{event_line}")
+            verdict.problems.append(
+                f"{path}:{lines[i][2]}: is not the receipt recorded at "
+                f"{run_dir / EVENTS}:{event_line}"
+            )
     if len(lines) > len(issued):
-        verdict.problems.append(f"{path}:{lines[len(issued)][2]}: no {RECEIPT_EVENT} event "
-                                f"records this receipt")
-
+        verdict.problems.append(
+            f"{path}:{lines[len(issued)][2]}: no {RECEIPT_EVENT} event records this receipt"
+        )

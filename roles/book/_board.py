@@ -34,8 +34,18 @@ PREFIX = "Board."
 INT_SLOTS = ("word_count", "word_count_requirement", "revision_count")
 LIST_SLOTS = ("subheadings", "material_needs")
 TEXT_SLOTS = ("content", "evaluation", "strategy", "material", "requirement")
-SLOTS = ("subheadings", "content", "evaluation", "strategy", "word_count",
-         "word_count_requirement", "material", "requirement", "material_needs", "revision_count")
+SLOTS = (
+    "subheadings",
+    "content",
+    "evaluation",
+    "strategy",
+    "word_count",
+    "word_count_requirement",
+    "material",
+    "requirement",
+    "material_needs",
+    "revision_count",
+)
 """The slots of a heading, in the order the issue lists them."""
 
 SEPARATOR = " / "
@@ -51,7 +61,7 @@ def slot_action(slot: str) -> str:
 
 def slot_of(cause_by: str) -> str | None:
     """The slot a message writes, or ``None`` when it is not a board write."""
-    slot = cause_by[len(PREFIX):] if cause_by.startswith(PREFIX) else None
+    slot = cause_by[len(PREFIX) :] if cause_by.startswith(PREFIX) else None
     return slot if slot in SLOTS else None
 
 
@@ -99,10 +109,20 @@ class BoardError(SopbusError, ValueError):
 def write_message(heading: str, slot: str, value: Any, *, sender: str, note: str = "") -> Message:
     """The message that writes ``value`` into ``slot`` of ``heading``."""
     value = coerce(slot, value)
-    shown = value if isinstance(value, str) else "\n".join(map(str, value)) if isinstance(value, tuple) else str(value)
+    shown = (
+        value
+        if isinstance(value, str)
+        else "\n".join(map(str, value))
+        if isinstance(value, tuple)
+        else str(value)
+    )
     content = f"[{heading}] {slot}: {shown}" if not note else f"[{heading}] {slot}: {note}"
-    return Message(cause_by=slot_action(slot), sent_from=sender, content=content,
-                   payload={"heading": heading, "value": list(value) if isinstance(value, tuple) else value})
+    return Message(
+        cause_by=slot_action(slot),
+        sent_from=sender,
+        content=content,
+        payload={"heading": heading, "value": list(value) if isinstance(value, tuple) else value},
+    )
 
 
 def read_write(message: Message) -> tuple[str, str, Any]:
@@ -110,13 +130,17 @@ def read_write(message: Message) -> tuple[str, str, Any]:
     not one that can be applied."""
     slot = slot_of(message.cause_by)
     if slot is None:
-        raise BoardError(f"{message.cause_by!r} is not a board slot; slots are "
-                         f"{', '.join(PREFIX + s for s in SLOTS)}")
+        raise BoardError(
+            f"{message.cause_by!r} is not a board slot; slots are "
+            f"{', '.join(PREFIX + s for s in SLOTS)}"
+        )
     payload = message.payload if isinstance(message.payload, dict) else {}
     heading = payload.get("heading")
     if not isinstance(heading, str) or not heading.strip():
-        raise BoardError(f"a write to {slot} needs payload.heading (the heading it is for), "
-                         f"got payload {message.payload!r}")
+        raise BoardError(
+            f"a write to {slot} needs payload.heading (the heading it is for), "
+            f"got payload {message.payload!r}"
+        )
     value = payload["value"] if "value" in payload else message.content
     return heading.strip(), slot, coerce(slot, value)
 
@@ -125,7 +149,9 @@ def coerce(slot: str, value: Any) -> Any:
     """``value`` as the slot holds it: an int for counts, a tuple of lines for lists, text."""
     if slot in INT_SLOTS:
         try:
-            number = int(str(value).strip().replace(",", "")) if not isinstance(value, int) else value
+            number = (
+                int(str(value).strip().replace(",", "")) if not isinstance(value, int) else value
+            )
         except ValueError:
             raise BoardError(f"{slot} takes a whole number, got {value!r}") from None
         if number < 0:
@@ -153,7 +179,9 @@ class BoardView:
         self.headings: dict[str, Heading] = {}
         for write in sorted(writes, key=lambda w: w.order):
             entry = self.headings.get(write.heading, EMPTY)
-            self.headings[write.heading] = msgspec.structs.replace(entry, **{write.slot: write.value})
+            self.headings[write.heading] = msgspec.structs.replace(
+                entry, **{write.slot: write.value}
+            )
 
     def __getitem__(self, heading: str) -> Heading:
         return self.headings.get(heading, EMPTY)
@@ -165,7 +193,7 @@ class BoardView:
         return tuple(child_key(heading, title) for title in self[heading].subheadings)
 
     def parent(self, heading: str) -> str | None:
-        for candidate, entry in self.headings.items():
+        for candidate, _entry in self.headings.items():
             if heading in self.children(candidate) and candidate != heading:
                 return candidate
         return None
@@ -239,9 +267,17 @@ class Board:
                 self.rejected.append((message.id, str(exc)))
                 bad.append(message)
                 continue
-            self._writes.append(Write(round=message.round, rank=0, seq=_id_number(message.id),
-                                      heading=heading, slot=slot, value=value,
-                                      message_id=message.id))
+            self._writes.append(
+                Write(
+                    round=message.round,
+                    rank=0,
+                    seq=_id_number(message.id),
+                    heading=heading,
+                    slot=slot,
+                    value=value,
+                    message_id=message.id,
+                )
+            )
         return bad
 
     def view(self, before_round: int | None = None, news: Iterable[Message] = ()) -> BoardView:
@@ -250,8 +286,11 @@ class Board:
         if before_round is None:
             return BoardView(self._writes)
         ids = {m.id for m in news if m.id}
-        return BoardView(w for w in self._writes
-                         if w.round < before_round or (w.message_id and w.message_id in ids))
+        return BoardView(
+            w
+            for w in self._writes
+            if w.round < before_round or (w.message_id and w.message_id in ids)
+        )
 
     def __len__(self) -> int:
         return len(self._writes)
@@ -261,8 +300,9 @@ class Board:
             if slot_of(message.cause_by) is None:
                 continue
             heading, slot, value = read_write(message)
-            self._writes.append(Write(round=round, rank=rank, seq=seq, heading=heading,
-                                      slot=slot, value=value))
+            self._writes.append(
+                Write(round=round, rank=rank, seq=seq, heading=heading, slot=slot, value=value)
+            )
 
 
 def _id_number(message_id: str) -> int:
@@ -291,10 +331,16 @@ class BoardSlot(Action, register=False):
 
 def _slot_class(slot: str) -> type[BoardSlot]:
     doc = f"A write to the board's {slot.replace('_', ' ')} slot of a heading."
-    cls = type(f"Board_{slot}", (BoardSlot,), {
-        "name": slot_action(slot), "slot": slot, "__doc__": doc,
-        "instruction": f"Write the {slot.replace('_', ' ')} of the heading named in the messages above.",
-    })
+    cls = type(
+        f"Board_{slot}",
+        (BoardSlot,),
+        {
+            "name": slot_action(slot),
+            "slot": slot,
+            "__doc__": doc,
+            "instruction": f"Write the {slot.replace('_', ' ')} of the heading named in the messages above.",
+        },
+    )
     return cls
 
 

@@ -111,14 +111,21 @@ class BookData(msgspec.Struct, frozen=True, kw_only=True):
         """What the doctor sees first: counts and states, no body text."""
         written = [c for c in self.chapters if c.written]
         return {
-            "title": self.title, "genre": self.genre,
-            "chapters": {"total": len(self.chapters), "written": len(written),
-                         "planned": len(self.chapters) - len(written),
-                         "numbers": [self.chapters[0].number, self.chapters[-1].number] if self.chapters else [],
-                         "last_written": self.last_written,
-                         "words_written": sum(c.words for c in written)},
+            "title": self.title,
+            "genre": self.genre,
+            "chapters": {
+                "total": len(self.chapters),
+                "written": len(written),
+                "planned": len(self.chapters) - len(written),
+                "numbers": [self.chapters[0].number, self.chapters[-1].number]
+                if self.chapters
+                else [],
+                "last_written": self.last_written,
+                "words_written": sum(c.words for c in written),
+            },
             "route": self.route_status(),
-            "facts": len(self.facts), "memories": len(self.memories),
+            "facts": len(self.facts),
+            "memories": len(self.memories),
             "recent_adjustments": len(self.adjustments),
         }
 
@@ -130,15 +137,21 @@ def load_book(directory: Path) -> BookData:
     chapters = tuple(sorted(book.chapter, key=lambda c: c.number))
     numbers = [c.number for c in chapters]
     if not chapters or len(set(numbers)) != len(numbers):
-        raise ConfigError(f"{directory / 'book.toml'}: needs [[chapter]] entries with distinct "
-                          f"numbers; got {numbers}")
+        raise ConfigError(
+            f"{directory / 'book.toml'}: needs [[chapter]] entries with distinct "
+            f"numbers; got {numbers}"
+        )
     route_file = directory / "route.md"
     route = read_user_text(route_file, "route file") if route_file.exists() else ""
     return BookData(
-        title=book.title, genre=book.genre, chapters=chapters, route=route,
+        title=book.title,
+        genre=book.genre,
+        chapters=chapters,
+        route=route,
         facts=_optional(directory / "facts.toml", _Facts).fact,
         memories=_optional(directory / "memories.toml", _Memories).memory,
-        adjustments=_optional(directory / "adjustments.toml", _Adjustments).adjustment)
+        adjustments=_optional(directory / "adjustments.toml", _Adjustments).adjustment,
+    )
 
 
 def _optional(path: Path, kind: type[T]) -> T:

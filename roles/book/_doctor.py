@@ -37,12 +37,12 @@ import pydantic
 from sopbus.bus import ChatMessage, ConfigError, LLMRequest, Message, ModelOutputError, Turn
 
 from .._action import Action, UserRequirement
-from ._data import BookData
-from ._plan import Decision, Plan, decision_problem, plan_document, plan_markdown, validate_plan
-from ._tools import ToolError, call_tool, tool_list
 from .._llm import build_request, unfence
 from .._prompt import describe_validation_error
 from .._role import Role
+from ._data import BookData
+from ._plan import Decision, Plan, decision_problem, plan_document, plan_markdown, validate_plan
+from ._tools import ToolError, call_tool, tool_list
 
 STEP_RANGE, TOOL_RANGE, CHAR_RANGE = (3, 5), (3, 5), (24_000, 64_000)
 MAX_QUESTION_CHARS = 4_000
@@ -62,14 +62,19 @@ class DoctorBounds:
     max_new_chapters: int = 3
 
     def __post_init__(self) -> None:
-        for name, (low, high) in (("max_steps", STEP_RANGE), ("max_tool_calls", TOOL_RANGE),
-                                  ("max_request_chars", CHAR_RANGE)):
+        for name, (low, high) in (
+            ("max_steps", STEP_RANGE),
+            ("max_tool_calls", TOOL_RANGE),
+            ("max_request_chars", CHAR_RANGE),
+        ):
             value = getattr(self, name)
             if not low <= value <= high:
                 raise ConfigError(f"{name} = {value} is out of bounds: it must be {low} to {high}")
         if not 500 <= self.max_result_chars <= self.max_request_chars // 3:
-            raise ConfigError(f"max_result_chars = {self.max_result_chars} must be 500 to a third "
-                              f"of max_request_chars ({self.max_request_chars // 3})")
+            raise ConfigError(
+                f"max_result_chars = {self.max_result_chars} must be 500 to a third "
+                f"of max_request_chars ({self.max_request_chars // 3})"
+            )
         if self.max_new_chapters < 0:
             raise ConfigError(f"max_new_chapters = {self.max_new_chapters} must be 0 or more")
 
@@ -136,8 +141,10 @@ class _Consultation:
             decision, problem = parse(text)
             if decision is None or problem:
                 self.turn.emit("answer_rejected", step=step, problem=problem)
-                self.remember(text, f"Invalid answer: {problem}\nAnswer with one JSON object "
-                                    f"as the protocol says.")
+                self.remember(
+                    text,
+                    f"Invalid answer: {problem}\nAnswer with one JSON object as the protocol says.",
+                )
             elif decision.type == "final" and decision.plan is not None:
                 return decision.plan
             else:
@@ -146,10 +153,12 @@ class _Consultation:
 
     async def correct(self, plan: Plan, errors: list[str]) -> Plan:
         listed = "\n".join(f"- {e}" for e in errors)
-        self.remember(json.dumps({"type": "final", "plan": plan.model_dump()}),
-                      f"The plan was rejected by the validator:\n{listed}\nAnswer once more with a "
-                      f"corrected {{\"type\": \"final\", \"plan\": ...}}. No tools now; this is the "
-                      f"only correction.")
+        self.remember(
+            json.dumps({"type": "final", "plan": plan.model_dump()}),
+            f"The plan was rejected by the validator:\n{listed}\nAnswer once more with a "
+            f'corrected {{"type": "final", "plan": ...}}. No tools now; this is the '
+            f"only correction.",
+        )
         text = await self.ask("CorrectPlan", last=True)
         decision, problem = parse(text)
         if decision is None or problem or decision.plan is None:
@@ -160,40 +169,67 @@ class _Consultation:
         tool = decision.tool or ""
         if self.tool_calls >= self.bounds.max_tool_calls:
             self.turn.emit("tool_refused", step=step, tool=tool, used=self.tool_calls)
-            return (f"Refused: all {self.bounds.max_tool_calls} tool calls are used. Answer with "
-                    f"{{\"type\": \"final\", \"plan\": ...}} from what you have seen.")
+            return (
+                f"Refused: all {self.bounds.max_tool_calls} tool calls are used. Answer with "
+                f'{{"type": "final", "plan": ...}} from what you have seen.'
+            )
         self.tool_calls += 1
         args = decision.args.model_dump(exclude_none=True) if decision.args else {}
-        self.turn.emit("tool_called", step=step, call=self.tool_calls, tool=tool, args=args,
-                       reason=decision.reason)
+        self.turn.emit(
+            "tool_called",
+            step=step,
+            call=self.tool_calls,
+            tool=tool,
+            args=args,
+            reason=decision.reason,
+        )
         try:
             result, ok = call_tool(self.doctor.book, tool, args), True
         except ToolError as exc:
             result, ok = f"error: {exc}", False
         text, cut = cut_text(result, self.bounds.max_result_chars)
-        self.turn.emit("tool_result", step=step, call=self.tool_calls, tool=tool, ok=ok,
-                       chars=len(result), kept=len(text), cut=cut)
+        self.turn.emit(
+            "tool_result",
+            step=step,
+            call=self.tool_calls,
+            tool=tool,
+            ok=ok,
+            chars=len(result),
+            kept=len(text),
+            cut=cut,
+        )
         return f"Result of {tool} (tool call {self.tool_calls} of {self.bounds.max_tool_calls}):\n{text}"
 
     def remember(self, answer: str, reply: str) -> None:
         self.transcript.append(_Exchange(cut_text(answer, MAX_ANSWER_KEPT)[0], reply))
 
     def validated(self, plan: Plan, *, attempt: int) -> list[str]:
-        errors = validate_plan(plan, self.doctor.book, max_new_chapters=self.bounds.max_new_chapters)
+        errors = validate_plan(
+            plan, self.doctor.book, max_new_chapters=self.bounds.max_new_chapters
+        )
         self.turn.emit("plan_validated", attempt=attempt, ok=not errors, errors=errors)
         return errors
 
     def fail(self, why: str) -> NoReturn:
         self.turn.emit("doctor_failed", why=why, steps=self.steps, tool_calls=self.tool_calls)
-        raise ModelOutputError(f"book doctor failed closed: {why}. No plan was written; "
-                               f"ask a narrower question or use a stronger model")
+        raise ModelOutputError(
+            f"book doctor failed closed: {why}. No plan was written; "
+            f"ask a narrower question or use a stronger model"
+        )
 
     # -- requests within the character cap ------------------------------------------------
 
     async def ask(self, action: str, *, last: bool) -> str:
         request, dropped, cut = self.fitted(action, last=last)
-        self.turn.emit("doctor_step", action=action, step=self.steps, chars=request_chars(request),
-                       cap=self.bounds.max_request_chars, dropped=dropped, cut=cut)
+        self.turn.emit(
+            "doctor_step",
+            action=action,
+            step=self.steps,
+            chars=request_chars(request),
+            cap=self.bounds.max_request_chars,
+            dropped=dropped,
+            cut=cut,
+        )
         return (await self.turn.ask(request)).text
 
     def fitted(self, action: str, *, last: bool) -> tuple[LLMRequest, int, bool]:
@@ -212,30 +248,48 @@ class _Consultation:
                 reply, _ = cut_text(keep[0].reply, max(len(keep[0].reply) - excess - 100, 100))
                 keep, cut = [_Exchange(keep[0].answer, reply)], True
             else:
-                raise ConfigError(f"the book doctor's system prompt and manifest alone take "
-                                  f"{request_chars(request)} characters, over max_request_chars = "
-                                  f"{cap}; raise it (up to {CHAR_RANGE[1]})")
+                raise ConfigError(
+                    f"the book doctor's system prompt and manifest alone take "
+                    f"{request_chars(request)} characters, over max_request_chars = "
+                    f"{cap}; raise it (up to {CHAR_RANGE[1]})"
+                )
 
-    def request(self, action: str, keep: Sequence[_Exchange], dropped: int, last: bool) -> LLMRequest:
-        messages = [ChatMessage("system", self.doctor.protocol_text()),
-                    ChatMessage("user", self.doctor.manifest_text(self.question))]
+    def request(
+        self, action: str, keep: Sequence[_Exchange], dropped: int, last: bool
+    ) -> LLMRequest:
+        messages = [
+            ChatMessage("system", self.doctor.protocol_text()),
+            ChatMessage("user", self.doctor.manifest_text(self.question)),
+        ]
         for exchange in keep:
-            messages += [ChatMessage("assistant", exchange.answer), ChatMessage("user", exchange.reply)]
+            messages += [
+                ChatMessage("assistant", exchange.answer),
+                ChatMessage("user", exchange.reply),
+            ]
         status = self.status(dropped, last)
         tail = messages[-1]
         messages[-1] = ChatMessage("user", f"{tail.content}\n\n{status}")
-        return build_request(messages, output=Decision, action=action, role=self.doctor.name,
-                             llm=self.doctor.context(None, (), self.turn).llm)
+        return build_request(
+            messages,
+            output=Decision,
+            action=action,
+            role=self.doctor.name,
+            llm=self.doctor.context(None, (), self.turn).llm,
+        )
 
     def status(self, dropped: int, last: bool) -> str:
         b = self.bounds
-        parts = [f"[Step {self.steps} of {b.max_steps}; tool calls used {self.tool_calls} of "
-                 f"{b.max_tool_calls}.]"]
+        parts = [
+            f"[Step {self.steps} of {b.max_steps}; tool calls used {self.tool_calls} of "
+            f"{b.max_tool_calls}.]"
+        ]
         if dropped:
-            parts.append(f"[{dropped} earlier tool exchange(s) dropped to stay under "
-                         f"{b.max_request_chars:,} characters.]")
+            parts.append(
+                f"[{dropped} earlier tool exchange(s) dropped to stay under "
+                f"{b.max_request_chars:,} characters.]"
+            )
         if last:
-            parts.append("This is your last answer: reply with {\"type\": \"final\", \"plan\": ...}.")
+            parts.append('This is your last answer: reply with {"type": "final", "plan": ...}.')
         return " ".join(parts)
 
 
@@ -253,13 +307,17 @@ class BookDoctor(Role):
     ``bounds`` and proposes a validated plan (see the module docstring)."""
 
     profile = "Book doctor"
-    goal = ("answer a question about a long book by reading only what the answer needs, "
-            "and propose a plan that is safe to confirm")
+    goal = (
+        "answer a question about a long book by reading only what the answer needs, "
+        "and propose a plan that is safe to confirm"
+    )
     constraints = "never overwrite written chapters; the plan is a proposal, never applied"
     watch = (UserRequirement,)
     actions = (ProposePlan,)
 
-    def __init__(self, *, book: BookData, bounds: DoctorBounds = DoctorBounds(), **fields: Any) -> None:
+    def __init__(
+        self, *, book: BookData, bounds: DoctorBounds = DoctorBounds(), **fields: Any
+    ) -> None:
         super().__init__(**fields)
         self.book, self.bounds = book, bounds
 
@@ -286,20 +344,22 @@ class BookDoctor(Role):
 
     def protocol_text(self) -> str:
         b, last = self.bounds, self.book.last_written
-        return "\n\n".join([
-            self.system_text(),
-            "You cannot see the book's text. You see its manifest and may call read-only tools, "
-            "one per answer. Answer with exactly one JSON object and nothing else:\n"
-            '{"type": "tool_call", "tool": "<name>", "args": {...}, "reason": "<why>"}\n'
-            '{"type": "final", "plan": {"diagnosis": "...", "evidence": ["..."], '
-            '"suggestions": [{"chapter": 1, "note": "..."}], "adjustments": [{"chapter": 1, '
-            '"title": "...", "summary": "...", "reason": "..."}], "new_chapters": [{"after": 1, '
-            '"title": "...", "summary": "...", "reason": "..."}]}}',
-            f"Tools (arguments):\n{tool_list()}",
-            f"Bounds: at most {b.max_steps} answers and {b.max_tool_calls} tool calls; results "
-            f"longer than {b.max_result_chars:,} characters are cut.",
-            f"Plan rules: written chapters (words > 0; the last written is chapter {last}) get "
-            f"suggestions only. Adjustments are only for planned chapters with 0 words. New "
-            f"chapters only after chapter {last} or later, at most {b.max_new_chapters}. "
-            f"Nothing is applied: the user confirms the plan.",
-        ])
+        return "\n\n".join(
+            [
+                self.system_text(),
+                "You cannot see the book's text. You see its manifest and may call read-only tools, "
+                "one per answer. Answer with exactly one JSON object and nothing else:\n"
+                '{"type": "tool_call", "tool": "<name>", "args": {...}, "reason": "<why>"}\n'
+                '{"type": "final", "plan": {"diagnosis": "...", "evidence": ["..."], '
+                '"suggestions": [{"chapter": 1, "note": "..."}], "adjustments": [{"chapter": 1, '
+                '"title": "...", "summary": "...", "reason": "..."}], "new_chapters": [{"after": 1, '
+                '"title": "...", "summary": "...", "reason": "..."}]}}',
+                f"Tools (arguments):\n{tool_list()}",
+                f"Bounds: at most {b.max_steps} answers and {b.max_tool_calls} tool calls; results "
+                f"longer than {b.max_result_chars:,} characters are cut.",
+                f"Plan rules: written chapters (words > 0; the last written is chapter {last}) get "
+                f"suggestions only. Adjustments are only for planned chapters with 0 words. New "
+                f"chapters only after chapter {last} or later, at most {b.max_new_chapters}. "
+                f"Nothing is applied: the user confirms the plan.",
+            ]
+        )

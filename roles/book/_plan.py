@@ -65,9 +65,9 @@ class Decision(BaseModel):
 def decision_problem(decision: Decision) -> str | None:
     """What makes a well-formed answer unusable, or ``None``."""
     if decision.type == "tool_call" and not decision.tool:
-        return "a tool_call needs \"tool\" (one of the listed tools)"
+        return 'a tool_call needs "tool" (one of the listed tools)'
     if decision.type == "final" and decision.plan is None:
-        return "a final answer needs \"plan\""
+        return 'a final answer needs "plan"'
     return None
 
 
@@ -77,22 +77,30 @@ def validate_plan(plan: Plan, book: BookData, *, max_new_chapters: int) -> list[
     last, numbers = book.last_written, [c.number for c in book.chapters]
     for s in plan.suggestions:
         if book.chapter(s.chapter) is None:
-            errors.append(f"suggestion for chapter {s.chapter}: no such chapter "
-                          f"(chapters are {numbers[0]} to {numbers[-1]})")
+            errors.append(
+                f"suggestion for chapter {s.chapter}: no such chapter "
+                f"(chapters are {numbers[0]} to {numbers[-1]})"
+            )
     seen: set[int] = set()
     for a in plan.adjustments:
         errors.extend(_adjustment_problems(a, book, seen))
     if len(plan.new_chapters) > max_new_chapters:
-        errors.append(f"{len(plan.new_chapters)} new chapters proposed; at most "
-                      f"{max_new_chapters} may be added in one plan: keep the most needed")
+        errors.append(
+            f"{len(plan.new_chapters)} new chapters proposed; at most "
+            f"{max_new_chapters} may be added in one plan: keep the most needed"
+        )
     for n in plan.new_chapters:
         if n.after < last:
-            errors.append(f"new chapter \"{n.title}\" after chapter {n.after}: unsafe position, it "
-                          f"would renumber written chapters {n.after + 1} to {last}; insert after "
-                          f"chapter {last} or later")
+            errors.append(
+                f'new chapter "{n.title}" after chapter {n.after}: unsafe position, it '
+                f"would renumber written chapters {n.after + 1} to {last}; insert after "
+                f"chapter {last} or later"
+            )
         elif n.after > numbers[-1]:
-            errors.append(f"new chapter \"{n.title}\" after chapter {n.after}: there is no chapter "
-                          f"{n.after}; the last is {numbers[-1]}")
+            errors.append(
+                f'new chapter "{n.title}" after chapter {n.after}: there is no chapter '
+                f"{n.after}; the last is {numbers[-1]}"
+            )
     return errors
 
 
@@ -101,14 +109,18 @@ def _adjustment_problems(a: ChapterChange, book: BookData, seen: set[int]) -> li
     if chapter is None:
         return [f"adjustment of chapter {a.chapter}: no such chapter"]
     if chapter.written:
-        return [f"adjustment of chapter {a.chapter}: it is written ({chapter.words:,} words) and "
-                f"may not be overwritten; move the change to suggestions"]
+        return [
+            f"adjustment of chapter {a.chapter}: it is written ({chapter.words:,} words) and "
+            f"may not be overwritten; move the change to suggestions"
+        ]
     problems = []
     if a.chapter in seen:
         problems.append(f"chapter {a.chapter} is adjusted twice; merge the changes into one")
     seen.add(a.chapter)
     if a.title is None and a.summary is None:
-        problems.append(f"adjustment of chapter {a.chapter} changes nothing; give a title or a summary")
+        problems.append(
+            f"adjustment of chapter {a.chapter} changes nothing; give a title or a summary"
+        )
     return problems
 
 
@@ -116,8 +128,13 @@ def plan_document(plan: Plan, book: BookData, question: str) -> dict[str, Any]:
     """The plan as the artifact keeps it: proposed, not applied, with the automatic
     adjustment list (only unwritten planned chapters) apart from the suggestions."""
     return {
-        "book": book.title, "question": question, "status": "proposed", "applied": False,
-        "needs_confirmation": True, "diagnosis": plan.diagnosis, "evidence": plan.evidence,
+        "book": book.title,
+        "question": question,
+        "status": "proposed",
+        "applied": False,
+        "needs_confirmation": True,
+        "diagnosis": plan.diagnosis,
+        "evidence": plan.evidence,
         "suggestions": [s.model_dump() for s in plan.suggestions],
         "adjustment_list": [a.model_dump() for a in plan.adjustments],
         "new_chapters": [n.model_dump() for n in plan.new_chapters],
@@ -125,9 +142,18 @@ def plan_document(plan: Plan, book: BookData, question: str) -> dict[str, Any]:
 
 
 def plan_markdown(doc: dict[str, Any]) -> str:
-    lines = [f"# Book doctor: {doc['book']}", "", f"**Question:** {doc['question']}", "",
-             "_Proposed plan. Nothing has been applied; confirm before changing the outline._", "",
-             "## Diagnosis", "", doc["diagnosis"], ""]
+    lines = [
+        f"# Book doctor: {doc['book']}",
+        "",
+        f"**Question:** {doc['question']}",
+        "",
+        "_Proposed plan. Nothing has been applied; confirm before changing the outline._",
+        "",
+        "## Diagnosis",
+        "",
+        doc["diagnosis"],
+        "",
+    ]
     if doc["evidence"]:
         lines += ["## Evidence", "", *[f"- {e}" for e in doc["evidence"]], ""]
     lines += ["## Suggestions (for you to consider; never applied automatically)", ""]
@@ -139,6 +165,8 @@ def plan_markdown(doc: dict[str, Any]) -> str:
     if not doc["adjustment_list"]:
         lines.append("- none")
     lines += ["", "## New chapters", ""]
-    lines += [f"- After chapter {n['after']}: {n['title']}: {n['summary']} ({n['reason']})"
-              for n in doc["new_chapters"]] or ["- none"]
+    lines += [
+        f"- After chapter {n['after']}: {n['title']}: {n['summary']} ({n['reason']})"
+        for n in doc["new_chapters"]
+    ] or ["- none"]
     return "\n".join(lines) + "\n"

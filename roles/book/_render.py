@@ -9,8 +9,8 @@ from typing import Any
 
 from sopbus.bus import Message, Turn
 
-from ._board import SEPARATOR, SLOTS, Board, BoardView, slot_action, slot_of
 from .._role import Role
+from ._board import SEPARATOR, SLOTS, Board, BoardView, slot_action, slot_of
 
 
 def title_of(heading: str) -> str:
@@ -29,14 +29,20 @@ def render_book(view: BoardView, *, title: str) -> str:
         wanted = f" of {entry.word_count_requirement:,}" if entry.word_count_requirement else ""
         open_work = [slot for slot in ("evaluation", "strategy") if getattr(entry, slot)]
         flag = f" (open: {', '.join(open_work)})" if open_work else ""
-        outline.append(f"{'  ' * depth}- {title_of(heading)}: {entry.word_count:,}{wanted} words{flag}")
+        outline.append(
+            f"{'  ' * depth}- {title_of(heading)}: {entry.word_count:,}{wanted} words{flag}"
+        )
         body.append(f"{'#' * min(depth + 2, 6)} {title_of(heading)}\n")
         if entry.content.strip():
             body.append(entry.content.strip() + "\n")
         elif not entry.subheadings:
             body.append("_(not written yet)_\n")
-    head = [f"# {title}\n", f"_{total:,} words in {len(outline)} sections._\n", "## Outline\n",
-            "\n".join(outline) + "\n" if outline else "_(empty)_\n"]
+    head = [
+        f"# {title}\n",
+        f"_{total:,} words in {len(outline)} sections._\n",
+        "## Outline\n",
+        "\n".join(outline) + "\n" if outline else "_(empty)_\n",
+    ]
     return "\n".join([*head, *body])
 
 
@@ -62,7 +68,9 @@ class BoardKeeper(Role):
         fresh = tuple(news)
         for message in self.board.absorb(fresh):
             why = dict(self.board.rejected).get(message.id, "")
-            turn.emit("board_write_rejected", message=message.id, cause_by=message.cause_by, why=why)
+            turn.emit(
+                "board_write_rejected", message=message.id, cause_by=message.cause_by, why=why
+            )
         if any(slot_of(m.cause_by) for m in fresh):
             turn.write_artifact(self.book_file, self.render(self.board.view(turn.round, fresh)))
         return ()
@@ -74,4 +82,6 @@ class BoardKeeper(Role):
         """Writes the final book (every recorded write) at the end of the run."""
         if artifacts is not None:
             artifacts.mkdir(parents=True, exist_ok=True)
-            (artifacts / self.book_file).write_text(self.render(self.board.view()), encoding="utf-8")
+            (artifacts / self.book_file).write_text(
+                self.render(self.board.view()), encoding="utf-8"
+            )

@@ -64,12 +64,21 @@ def _chapter(book: BookData, args: ToolArgs) -> Chapter:
 
 def _card(c: Chapter) -> dict[str, Any]:
     first = re.split(r"(?<=[.!?])\s", c.summary.strip(), maxsplit=1)[0]
-    return {"chapter": c.number, "title": c.title, "status": c.status, "words": c.words,
-            "characters": list(c.characters), "gist": first[:240]}
+    return {
+        "chapter": c.number,
+        "title": c.title,
+        "status": c.status,
+        "words": c.words,
+        "characters": list(c.characters),
+        "gist": first[:240],
+    }
 
 
 def chapter_cards(book: BookData, args: ToolArgs) -> Any:
-    start, end = args.start or 1, args.end if args.end is not None else (args.start or 1) + MAX_CARDS - 1
+    start, end = (
+        args.start or 1,
+        args.end if args.end is not None else (args.start or 1) + MAX_CARDS - 1,
+    )
     if end < start:
         raise ToolError(f"end ({end}) is before start ({start})")
     cut = end - start + 1 > MAX_CARDS
@@ -92,8 +101,13 @@ def _part(part: str) -> Callable[[BookData, ToolArgs], Any]:
     def run(book: BookData, args: ToolArgs) -> Any:
         c = _chapter(book, args)
         if not c.written:
-            return {"chapter": c.number, "status": "planned", part: "(planned, 0 words: no text yet)"}
+            return {
+                "chapter": c.number,
+                "status": "planned",
+                part: "(planned, 0 words: no text yet)",
+            }
         return {"chapter": c.number, "title": c.title, part: getattr(c, part)}
+
     return run
 
 
@@ -108,23 +122,29 @@ def _score(terms: set[str], text: str) -> int:
 
 def search_facts(book: BookData, args: ToolArgs) -> Any:
     terms = _terms(args.query or "")
-    scored = sorted(((-_score(terms, f"{f.text} {' '.join(f.keywords)}"), i, f)
-                     for i, f in enumerate(book.facts)), key=lambda t: (t[0], t[1]))
-    hits = [{"id": f.id, "text": f.text} for s, _, f in scored if s < 0][:_limit(args)]
+    scored = sorted(
+        (
+            (-_score(terms, f"{f.text} {' '.join(f.keywords)}"), i, f)
+            for i, f in enumerate(book.facts)
+        ),
+        key=lambda t: (t[0], t[1]),
+    )
+    hits = [{"id": f.id, "text": f.text} for s, _, f in scored if s < 0][: _limit(args)]
     return {"query": args.query, "facts": hits}
 
 
 def search_memories(book: BookData, args: ToolArgs) -> Any:
     terms = _terms(args.query or "")
     pool = [m for m in book.memories if args.chapter is None or m.chapter == args.chapter]
-    scored = sorted(((-_score(terms, m.text), i, m) for i, m in enumerate(pool)),
-                    key=lambda t: (t[0], t[1]))
-    hits = [{"chapter": m.chapter, "text": m.text} for s, _, m in scored if s < 0][:_limit(args)]
+    scored = sorted(
+        ((-_score(terms, m.text), i, m) for i, m in enumerate(pool)), key=lambda t: (t[0], t[1])
+    )
+    hits = [{"chapter": m.chapter, "text": m.text} for s, _, m in scored if s < 0][: _limit(args)]
     return {"query": args.query, "memories": hits}
 
 
 def recent_adjustments(book: BookData, args: ToolArgs) -> Any:
-    latest = book.adjustments[-_limit(args):]
+    latest = book.adjustments[-_limit(args) :]
     return {"adjustments": [msgspec.to_builtins(a) for a in reversed(latest)]}
 
 
@@ -132,19 +152,52 @@ def _limit(args: ToolArgs) -> int:
     return min(max(args.limit or 5, 1), 20)
 
 
-TOOLS: Mapping[str, Tool] = MappingProxyType({t.name: t for t in (
-    Tool("chapter_cards", "cards (title, status, words, characters, gist) of chapters start..end, "
-         f"at most {MAX_CARDS}", ("start", "end"), chapter_cards),
-    Tool("route_summary", "the story route summary", (), route_summary),
-    Tool("chapter_summary", "one chapter's full summary", ("chapter",), chapter_summary),
-    Tool("chapter_opening", "the opening lines of a written chapter", ("chapter",), _part("opening")),
-    Tool("chapter_ending", "the closing lines of a written chapter", ("chapter",), _part("ending")),
-    Tool("search_facts", "facts matching the keywords of query (limit, default 5)", ("query",), search_facts),
-    Tool("search_memories", "chapter memories matching query, optionally of one chapter",
-         ("query",), search_memories),
-    Tool("recent_adjustments", "the latest changes made to the outline (limit, default 5)", (),
-         recent_adjustments),
-)})
+TOOLS: Mapping[str, Tool] = MappingProxyType(
+    {
+        t.name: t
+        for t in (
+            Tool(
+                "chapter_cards",
+                "cards (title, status, words, characters, gist) of chapters start..end, "
+                f"at most {MAX_CARDS}",
+                ("start", "end"),
+                chapter_cards,
+            ),
+            Tool("route_summary", "the story route summary", (), route_summary),
+            Tool("chapter_summary", "one chapter's full summary", ("chapter",), chapter_summary),
+            Tool(
+                "chapter_opening",
+                "the opening lines of a written chapter",
+                ("chapter",),
+                _part("opening"),
+            ),
+            Tool(
+                "chapter_ending",
+                "the closing lines of a written chapter",
+                ("chapter",),
+                _part("ending"),
+            ),
+            Tool(
+                "search_facts",
+                "facts matching the keywords of query (limit, default 5)",
+                ("query",),
+                search_facts,
+            ),
+            Tool(
+                "search_memories",
+                "chapter memories matching query, optionally of one chapter",
+                ("query",),
+                search_memories,
+            ),
+            Tool(
+                "recent_adjustments",
+                "the latest changes made to the outline (limit, default 5)",
+                (),
+                recent_adjustments,
+            ),
+        )
+    }
+)
 """Every tool there is. None writes: a plan is the doctor's only output."""
 
 

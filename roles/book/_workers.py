@@ -32,10 +32,19 @@ from pydantic import BaseModel, Field
 
 from sopbus.bus import ChatMessage, Message, Turn
 
-from ._board import Board, BoardError, BoardView, Heading, child_key, read_write, slot_action, write_message
-from ._notes import Note, Policy, matching_notes, policies_for, policy_text
 from .._llm import ask_model
 from .._role import Role
+from ._board import (
+    Board,
+    BoardError,
+    BoardView,
+    Heading,
+    child_key,
+    read_write,
+    slot_action,
+    write_message,
+)
+from ._notes import Note, Policy, matching_notes, policies_for, policy_text
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -61,8 +70,9 @@ def word_count(text: str) -> int:
 
 
 class MaterialNeeds(BaseModel):
-    questions: list[str] = Field(min_length=1, max_length=6,
-                                 description="what the writer must know to write this heading")
+    questions: list[str] = Field(
+        min_length=1, max_length=6, description="what the writer must know to write this heading"
+    )
 
 
 class GatheredMaterial(BaseModel):
@@ -105,14 +115,20 @@ class BoardWorker(Role, ABC, register=False):
 
     task: str = ""
 
-    def __init__(self, *, board: Board, settings: WriterSettings, rank: int = 1,
-                 **fields: Any) -> None:
+    def __init__(
+        self, *, board: Board, settings: WriterSettings, rank: int = 1, **fields: Any
+    ) -> None:
         super().__init__(**fields)
         self.board, self.settings, self.rank = board, settings, rank
         board.writers.add(self.name)
 
     def fields(self) -> dict[str, Any]:
-        return {**super().fields(), "board": self.board, "settings": self.settings, "rank": self.rank}
+        return {
+            **super().fields(),
+            "board": self.board,
+            "settings": self.settings,
+            "rank": self.rank,
+        }
 
     @abstractmethod
     def holds(self, view: BoardView, heading: str) -> bool:
@@ -144,7 +160,9 @@ class BoardWorker(Role, ABC, register=False):
         self.board.record_own(out, round=turn.round, rank=self.rank)
         return out
 
-    def fired(self, news: tuple[Message, ...], view: BoardView) -> list[tuple[str, tuple[str, ...]]]:
+    def fired(
+        self, news: tuple[Message, ...], view: BoardView
+    ) -> list[tuple[str, tuple[str, ...]]]:
         """The headings whose condition holds, each with the ids of the writes that woke it."""
         woke: dict[str, list[str]] = {}
         for message in news:
@@ -159,13 +177,26 @@ class BoardWorker(Role, ABC, register=False):
 
     # -- what the subclasses use ----------------------------------------------------------
 
-    async def ask(self, turn: Turn, view: BoardView, heading: str, *, output: type[M],
-                  instruction: str, show: Sequence[str] = (), task: str | None = None) -> M:
+    async def ask(
+        self,
+        turn: Turn,
+        view: BoardView,
+        heading: str,
+        *,
+        output: type[M],
+        instruction: str,
+        show: Sequence[str] = (),
+        task: str | None = None,
+    ) -> M:
         """One model call about ``heading``: the book, the heading's requirement and the
         slots named in ``show``, the author's matching policies, then the instruction."""
         policies = policies_for(self.settings.policies, heading)
-        turn.emit("policies_looked_up", worker=self.name, heading=heading,
-                  policies=[p.id for p in policies])
+        turn.emit(
+            "policies_looked_up",
+            worker=self.name,
+            heading=heading,
+            policies=[p.id for p in policies],
+        )
         entry = view[heading]
         parts = [f"Book: {self.board.title}"]
         if self.board.brief:
@@ -179,9 +210,19 @@ class BoardWorker(Role, ABC, register=False):
         parts.append(policy_text(policies))
         task = task or self.task
         parts.append(f"## Your task: {task}\n{instruction}")
-        messages = (ChatMessage("system", self.system_text()), ChatMessage("user", "\n\n".join(parts)))
-        return await ask_model(turn, messages, output=output, llm=self.context(None, (), turn).llm,
-                               action=task, role=self.name, max_repairs=2)
+        messages = (
+            ChatMessage("system", self.system_text()),
+            ChatMessage("user", "\n\n".join(parts)),
+        )
+        return await ask_model(
+            turn,
+            messages,
+            output=output,
+            llm=self.context(None, (), turn).llm,
+            action=task,
+            role=self.name,
+            max_repairs=2,
+        )
 
     def write(self, heading: str, slot: str, value: Any) -> Message:
         return write_message(heading, slot, value, sender=self.name)
@@ -213,26 +254,45 @@ class MaterialWorker(BoardWorker):
         return view[heading].word_count == 0
 
     async def work(self, view: BoardView, heading: str, turn: Turn) -> list[Message]:
-        needs = await self.ask(turn, view, heading, output=MaterialNeeds, show=("material",),
-                               instruction="List the questions the writer must answer before "
-                                           "writing this heading (at most six).")
+        needs = await self.ask(
+            turn,
+            view,
+            heading,
+            output=MaterialNeeds,
+            show=("material",),
+            instruction="List the questions the writer must answer before "
+            "writing this heading (at most six).",
+        )
         query = " ".join([heading, view[heading].requirement, *needs.questions])
         notes = matching_notes(self.settings.notes, query, self.settings.notes_per_heading)
         if notes:
-            material = "\n\n".join(f"From the note \"{n.title}\": {n.text}" for n in notes)
+            material = "\n\n".join(f'From the note "{n.title}": {n.text}' for n in notes)
         else:
             material = await self._from_model(turn, view, heading, needs.questions)
-        turn.emit("material_gathered", heading=heading, source="notes" if notes else "model",
-                  notes=[n.title for n in notes])
-        return [self.write(heading, "material_needs", needs.questions),
-                self.write(heading, "material", material)]
+        turn.emit(
+            "material_gathered",
+            heading=heading,
+            source="notes" if notes else "model",
+            notes=[n.title for n in notes],
+        )
+        return [
+            self.write(heading, "material_needs", needs.questions),
+            self.write(heading, "material", material),
+        ]
 
-    async def _from_model(self, turn: Turn, view: BoardView, heading: str,
-                          questions: list[str]) -> str:
+    async def _from_model(
+        self, turn: Turn, view: BoardView, heading: str, questions: list[str]
+    ) -> str:
         asked = "\n".join(f"- {q}" for q in questions)
-        answer = await self.ask(turn, view, heading, output=GatheredMaterial, task=self.gather_task,
-                                instruction=f"No knowledge note covers these questions; answer "
-                                            f"them from what you know:\n{asked}")
+        answer = await self.ask(
+            turn,
+            view,
+            heading,
+            output=GatheredMaterial,
+            task=self.gather_task,
+            instruction=f"No knowledge note covers these questions; answer "
+            f"them from what you know:\n{asked}",
+        )
         return answer.material
 
 
@@ -249,11 +309,19 @@ class ContentWorker(BoardWorker):
         return bool(view[heading].material.strip())
 
     async def work(self, view: BoardView, heading: str, turn: Turn) -> list[Message]:
-        draft = await self.ask(turn, view, heading, output=Draft, show=("material", "content"),
-                               instruction="Write the text of this heading from the material. "
-                                           "If there is content already, write it anew with the material.")
-        return [self.write(heading, "content", draft.content),
-                self.write(heading, "word_count", word_count(draft.content))]
+        draft = await self.ask(
+            turn,
+            view,
+            heading,
+            output=Draft,
+            show=("material", "content"),
+            instruction="Write the text of this heading from the material. "
+            "If there is content already, write it anew with the material.",
+        )
+        return [
+            self.write(heading, "content", draft.content),
+            self.write(heading, "word_count", word_count(draft.content)),
+        ]
 
 
 class EvaluationWorker(BoardWorker):
@@ -271,11 +339,19 @@ class EvaluationWorker(BoardWorker):
         return bool(entry.content.strip()) and entry.revision_count < self.settings.max_revisions
 
     async def work(self, view: BoardView, heading: str, turn: Turn) -> list[Message]:
-        verdict = await self.ask(turn, view, heading, output=Evaluation, show=("content",),
-                                 instruction="Evaluate the content against the requirement, the "
-                                             "length and the policies. Name concrete problems.")
-        return [self.write(heading, "evaluation", verdict.evaluation),
-                self.write(heading, "revision_count", view[heading].revision_count + 1)]
+        verdict = await self.ask(
+            turn,
+            view,
+            heading,
+            output=Evaluation,
+            show=("content",),
+            instruction="Evaluate the content against the requirement, the "
+            "length and the policies. Name concrete problems.",
+        )
+        return [
+            self.write(heading, "evaluation", verdict.evaluation),
+            self.write(heading, "revision_count", view[heading].revision_count + 1),
+        ]
 
 
 class StrategyWorker(BoardWorker):
@@ -291,9 +367,18 @@ class StrategyWorker(BoardWorker):
         return bool(view[heading].evaluation.strip())
 
     async def work(self, view: BoardView, heading: str, turn: Turn) -> list[Message]:
-        plan = await self.ask(turn, view, heading, output=Strategy, show=("evaluation", "content"),
-                              instruction="Write the revision strategy for this evaluation.")
-        return [self.write(heading, "strategy", plan.strategy), self.write(heading, "evaluation", "")]
+        plan = await self.ask(
+            turn,
+            view,
+            heading,
+            output=Strategy,
+            show=("evaluation", "content"),
+            instruction="Write the revision strategy for this evaluation.",
+        )
+        return [
+            self.write(heading, "strategy", plan.strategy),
+            self.write(heading, "evaluation", ""),
+        ]
 
 
 class RevisionWorker(BoardWorker):
@@ -310,12 +395,19 @@ class RevisionWorker(BoardWorker):
         return bool(view[heading].strategy.strip())
 
     async def work(self, view: BoardView, heading: str, turn: Turn) -> list[Message]:
-        draft = await self.ask(turn, view, heading, output=Draft,
-                               show=("strategy", "content", "material"),
-                               instruction="Rewrite the content following the strategy. Keep what works.")
-        return [self.write(heading, "content", draft.content),
-                self.write(heading, "word_count", word_count(draft.content)),
-                self.write(heading, "strategy", "")]
+        draft = await self.ask(
+            turn,
+            view,
+            heading,
+            output=Draft,
+            show=("strategy", "content", "material"),
+            instruction="Rewrite the content following the strategy. Keep what works.",
+        )
+        return [
+            self.write(heading, "content", draft.content),
+            self.write(heading, "word_count", word_count(draft.content)),
+            self.write(heading, "strategy", ""),
+        ]
 
 
 class SplitWorker(BoardWorker):
@@ -331,20 +423,34 @@ class SplitWorker(BoardWorker):
 
     def holds(self, view: BoardView, heading: str) -> bool:
         entry = view[heading]
-        return (len(entry.content) > self.settings.split_chars and not entry.subheadings
-                and view.depth(heading) < self.settings.max_split_depth)
+        return (
+            len(entry.content) > self.settings.split_chars
+            and not entry.subheadings
+            and view.depth(heading) < self.settings.max_split_depth
+        )
 
     async def work(self, view: BoardView, heading: str, turn: Turn) -> list[Message]:
-        plan = await self.ask(turn, view, heading, output=SplitPlan, show=("content",),
-                              instruction="Divide the content into 2 to 6 subheadings, each with "
-                                          "its own part of the text; keep a short lead-in.")
+        plan = await self.ask(
+            turn,
+            view,
+            heading,
+            output=SplitPlan,
+            show=("content",),
+            instruction="Divide the content into 2 to 6 subheadings, each with "
+            "its own part of the text; keep a short lead-in.",
+        )
         titles = _unique_titles([s.title for s in plan.sections])
-        out = [self.write(heading, "subheadings", titles), self.write(heading, "content", plan.intro),
-               self.write(heading, "word_count", word_count(plan.intro))]
+        out = [
+            self.write(heading, "subheadings", titles),
+            self.write(heading, "content", plan.intro),
+            self.write(heading, "word_count", word_count(plan.intro)),
+        ]
         for title, section in zip(titles, plan.sections):
             child = child_key(heading, title)
-            out += [self.write(child, "content", section.content),
-                    self.write(child, "word_count", word_count(section.content))]
+            out += [
+                self.write(child, "content", section.content),
+                self.write(child, "word_count", word_count(section.content)),
+            ]
         return out
 
 
@@ -358,8 +464,14 @@ def _unique_titles(titles: list[str]) -> list[str]:
     return out
 
 
-WORKERS: tuple[type[BoardWorker], ...] = (MaterialWorker, ContentWorker, EvaluationWorker,
-                                          StrategyWorker, RevisionWorker, SplitWorker)
+WORKERS: tuple[type[BoardWorker], ...] = (
+    MaterialWorker,
+    ContentWorker,
+    EvaluationWorker,
+    StrategyWorker,
+    RevisionWorker,
+    SplitWorker,
+)
 
 
 # -- the keeper ---------------------------------------------------------------------------

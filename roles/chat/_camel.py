@@ -103,8 +103,9 @@ def check_assistant_turn(text: str) -> str | None:
 
 
 def _feedback(problem: str, form: str) -> str:
-    return (f"Your last message {problem}. Stay in your part. Reply again, in this form only:\n"
-            f"{form}")
+    return (
+        f"Your last message {problem}. Stay in your part. Reply again, in this form only:\n{form}"
+    )
 
 
 _USER_FORM = f"Instruction: <one instruction>\nInput: <details, or None>\n(or only {TASK_DONE})"
@@ -136,20 +137,38 @@ class SpecifyTask(Action):
         role = ctx.role
         assert isinstance(role, TaskSpecifier)
         text = await self._specified(ctx, task, role) if self.specify else task
-        payload = {"task": task, "specified_task": text, "word_limit": self.word_limit,
-                   "user_role": role.user_role, "assistant_role": role.assistant_role}
+        payload = {
+            "task": task,
+            "specified_task": text,
+            "word_limit": self.word_limit,
+            "user_role": role.user_role,
+            "assistant_role": role.assistant_role,
+        }
         return ActionResult(content=text, payload=payload)
 
     async def _specified(self, ctx: ActionContext, task: str, role: TaskSpecifier) -> str:
-        prompt = _SPECIFY.format(assistant_role=role.assistant_role, user_role=role.user_role,
-                                 task=task, word_limit=self.word_limit)
+        prompt = _SPECIFY.format(
+            assistant_role=role.assistant_role,
+            user_role=role.user_role,
+            task=task,
+            word_limit=self.word_limit,
+        )
         messages = (ChatMessage("system", "You make tasks specific."), ChatMessage("user", prompt))
-        request = build_request(messages, output=None, llm=ctx.llm, action=self.name, role=role.name)
+        request = build_request(
+            messages, output=None, llm=ctx.llm, action=self.name, role=role.name
+        )
         text = (await ctx.turn.ask(request)).text.strip()
         if _words(text) > self.word_limit:
-            again = (ChatMessage("assistant", text), ChatMessage("user", (
-                f"That has {_words(text)} words; the limit is {self.word_limit}. "
-                f"Reply with the specified task in {self.word_limit} words or less.")))
+            again = (
+                ChatMessage("assistant", text),
+                ChatMessage(
+                    "user",
+                    (
+                        f"That has {_words(text)} words; the limit is {self.word_limit}. "
+                        f"Reply with the specified task in {self.word_limit} words or less."
+                    ),
+                ),
+            )
             request = msgspec.structs.replace(request, messages=messages + again)
             text = (await ctx.turn.ask(request, attempt=2)).text.strip()
         if _words(text) > self.word_limit:
@@ -178,15 +197,28 @@ class _GuardedTurn(Action, ABC, register=False):
     async def run(self, ctx: ActionContext) -> ActionResult:
         role = ctx.role
         assert isinstance(role, CamelAgent)
-        text = await guarded_reply(ctx, self.chat(role), action=self.name, check=self.check,
-                                   form=self.form, max_repairs=self.max_repairs,
-                                   persona=role.profile)
+        text = await guarded_reply(
+            ctx,
+            self.chat(role),
+            action=self.name,
+            check=self.check,
+            form=self.form,
+            max_repairs=self.max_repairs,
+            persona=role.profile,
+        )
         return ActionResult(content=text, payload={"persona": role.profile})
 
 
-async def guarded_reply(ctx: ActionContext, messages: tuple[ChatMessage, ...], *, action: str,
-                        check: Callable[[str], str | None], form: str, max_repairs: int,
-                        persona: str) -> str:
+async def guarded_reply(
+    ctx: ActionContext,
+    messages: tuple[ChatMessage, ...],
+    *,
+    action: str,
+    check: Callable[[str], str | None],
+    form: str,
+    max_repairs: int,
+    persona: str,
+) -> str:
     """The model's reply that passes ``check``; each failed attempt is sent back with its
     problem (and logged as a ``role_guard`` event); raises :class:`RoleFlipError` after
     ``max_repairs`` repairs."""
@@ -205,7 +237,8 @@ async def guarded_reply(ctx: ActionContext, messages: tuple[ChatMessage, ...], *
         f"role guard: {ctx.role.name} ({persona}) {problem}, and still did after "
         f"{max_repairs} repair(s) (max_role_repairs={max_repairs}); the run stops rather than "
         f"go on with swapped parts. Raise [sop].max_role_repairs, use a model that follows "
-        f"instructions better, or lower its temperature.")
+        f"instructions better, or lower its temperature."
+    )
 
 
 class GiveInstruction(_GuardedTurn):
@@ -217,8 +250,10 @@ class GiveInstruction(_GuardedTurn):
         return check_user_turn(text)
 
     def chat(self, role: CamelAgent) -> tuple[ChatMessage, ...]:
-        turns = [ChatMessage("assistant" if m.cause_by == INSTRUCT else "user", m.content)
-                 for m in role.transcript()]
+        turns = [
+            ChatMessage("assistant" if m.cause_by == INSTRUCT else "user", m.content)
+            for m in role.transcript()
+        ]
         return (ChatMessage("system", role.inception()), ChatMessage("user", _KICKOFF), *turns)
 
 
@@ -231,8 +266,10 @@ class GiveSolution(_GuardedTurn):
         return check_assistant_turn(text)
 
     def chat(self, role: CamelAgent) -> tuple[ChatMessage, ...]:
-        turns = [ChatMessage("user" if m.cause_by == INSTRUCT else "assistant", m.content)
-                 for m in role.transcript()]
+        turns = [
+            ChatMessage("user" if m.cause_by == INSTRUCT else "assistant", m.content)
+            for m in role.transcript()
+        ]
         return (ChatMessage("system", role.inception()), *turns)
 
     async def run(self, ctx: ActionContext) -> ActionResult:
@@ -243,8 +280,10 @@ class GiveSolution(_GuardedTurn):
         # solution, so at the end solution.md holds every instruction with its solution.
         steps = [m for m in role.memory if m.cause_by in (INSTRUCT, SOLVE)]
         parts = [f"# {role.task()}", ""]
-        parts += [f"## {'Instruction' if m.cause_by == INSTRUCT else 'Solution'}\n\n{m.content}\n"
-                  for m in steps]
+        parts += [
+            f"## {'Instruction' if m.cause_by == INSTRUCT else 'Solution'}\n\n{m.content}\n"
+            for m in steps
+        ]
         parts.append(f"## Solution\n\n{result.content}\n")
         ctx.turn.write_artifact(SOLUTION_FILE, "\n".join(parts))
         return result
@@ -256,14 +295,18 @@ class GiveSolution(_GuardedTurn):
 class _Personas(Role, register=False):
     """A role that knows both personas of the role-play (extra constructor fields)."""
 
-    def __init__(self, *, user_role: str = "User", assistant_role: str = "Assistant",
-                 **kwargs: Any) -> None:
+    def __init__(
+        self, *, user_role: str = "User", assistant_role: str = "Assistant", **kwargs: Any
+    ) -> None:
         super().__init__(**kwargs)
         self.user_role, self.assistant_role = user_role, assistant_role
 
     def fields(self) -> dict[str, Any]:
-        return {**super().fields(), "user_role": self.user_role,
-                "assistant_role": self.assistant_role}
+        return {
+            **super().fields(),
+            "user_role": self.user_role,
+            "assistant_role": self.assistant_role,
+        }
 
 
 class TaskSpecifier(_Personas):
@@ -304,11 +347,15 @@ class CamelAgent(_Personas, register=False):
 
     def transcript(self) -> list[Message]:
         said = [m for m in self.memory if m.cause_by in (INSTRUCT, SOLVE)]
-        return said[-self.history:]
+        return said[-self.history :]
 
     def inception(self) -> str:
-        return self.inception_text.format(user_role=self.user_role, assistant_role=self.assistant_role,
-                                          task=self.task(), done=TASK_DONE)
+        return self.inception_text.format(
+            user_role=self.user_role,
+            assistant_role=self.assistant_role,
+            task=self.task(),
+            done=TASK_DONE,
+        )
 
 
 class AIUser(CamelAgent):

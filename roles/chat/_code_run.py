@@ -48,7 +48,8 @@ class WriteScript(Action):
         "Only the Python standard library is installed (no pandas, numpy or matplotlib). "
         "Print a short summary of the result to stdout. If the context shows that your last "
         "script failed or did not pass the acceptance check, fix exactly that and keep what "
-        "worked.")
+        "worked."
+    )
     Output = Script
 
     def __init__(self, *, files_note: str = "", **kwargs: Any) -> None:
@@ -63,9 +64,15 @@ class WriteScript(Action):
 class RunScript(Action):
     """Runs the latest script in the sandbox, then the acceptance check (no model call)."""
 
-    def __init__(self, *, script_name: str = "script.py", data: Mapping[str, bytes] | None = None,
-                 check: str | None = None, limits: SandboxLimits = SandboxLimits(timeout_s=60),
-                 **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *,
+        script_name: str = "script.py",
+        data: Mapping[str, bytes] | None = None,
+        check: str | None = None,
+        limits: SandboxLimits = SandboxLimits(timeout_s=60),
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**kwargs)
         self.script_name, self.data, self.check = script_name, dict(data or {}), check
         self.limits = limits
@@ -76,17 +83,33 @@ class RunScript(Action):
         attempt = len(scripts)
         with ExitStack() as stack:
             keep = self._keep_dir(ctx.turn, attempt, stack)
-            ran = await run_sandboxed(["python", self.script_name], limits=self.limits, keep=keep,
-                                      files={**self.data, self.script_name: code})
+            ran = await run_sandboxed(
+                ["python", self.script_name],
+                limits=self.limits,
+                keep=keep,
+                files={**self.data, self.script_name: code},
+            )
             checked = await self._accept(ran, keep)
         accepted = ran.exit_code == 0 and (checked is None or checked.exit_code == 0)
-        ctx.turn.emit("script_ran", attempt=attempt, exit_code=ran.exit_code,
-                      timed_out=ran.timed_out, accepted=accepted, kept=str(keep),
-                      network_isolated=ran.network_isolated)
-        payload = {"attempt": attempt, "exit_code": ran.exit_code, "timed_out": ran.timed_out,
-                   "stdout": ran.stdout, "stderr": ran.stderr, "accepted": accepted,
-                   "check_exit_code": checked.exit_code if checked else None,
-                   "check_output": (checked.stdout + checked.stderr) if checked else None}
+        ctx.turn.emit(
+            "script_ran",
+            attempt=attempt,
+            exit_code=ran.exit_code,
+            timed_out=ran.timed_out,
+            accepted=accepted,
+            kept=str(keep),
+            network_isolated=ran.network_isolated,
+        )
+        payload = {
+            "attempt": attempt,
+            "exit_code": ran.exit_code,
+            "timed_out": ran.timed_out,
+            "stdout": ran.stdout,
+            "stderr": ran.stderr,
+            "accepted": accepted,
+            "check_exit_code": checked.exit_code if checked else None,
+            "check_output": (checked.stdout + checked.stderr) if checked else None,
+        }
         return ActionResult(content=report(payload), payload=payload)
 
     def _keep_dir(self, turn: Turn, attempt: int, stack: ExitStack) -> Path:
@@ -99,8 +122,12 @@ class RunScript(Action):
         if self.check is None or ran.exit_code != 0:
             return None
         # Fresh data beside the outputs, so a script that edited its input cannot pass.
-        return await run_sandboxed(["python", CHECK_NAME], workspace=keep, limits=self.limits,
-                                   files={**self.data, CHECK_NAME: self.check})
+        return await run_sandboxed(
+            ["python", CHECK_NAME],
+            workspace=keep,
+            limits=self.limits,
+            files={**self.data, CHECK_NAME: self.check},
+        )
 
 
 def report(p: Mapping[str, Any]) -> str:
@@ -109,9 +136,13 @@ def report(p: Mapping[str, Any]) -> str:
         status = "timed out (killed)"
     else:
         status = f"exit status {p['exit_code']}" + (" (failed)" if p["exit_code"] != 0 else "")
-    lines = [f"Attempt {p['attempt']}: {status}",
-             "--- stderr ---", _tail(p["stderr"]) or "(empty)",
-             "--- stdout ---", _tail(p["stdout"]) or "(empty)"]
+    lines = [
+        f"Attempt {p['attempt']}: {status}",
+        "--- stderr ---",
+        _tail(p["stderr"]) or "(empty)",
+        "--- stdout ---",
+        _tail(p["stdout"]) or "(empty)",
+    ]
     if p["check_exit_code"] is not None:
         verdict = "passed" if p["check_exit_code"] == 0 else "FAILED: fix these problems"
         lines += [f"--- acceptance check: {verdict} ---", _tail(p["check_output"] or "")]
@@ -153,7 +184,8 @@ class Coder(Role):
             raise ScriptFailedError(
                 f"the script still fails after {written} attempt(s) (max_attempts="
                 f"{self.max_attempts}); last report:\n{_tail(failed[-1].content)[-1500:]}\n"
-                f"Raise [sop].max_attempts or use a stronger model for {self.name}.")
+                f"Raise [sop].max_attempts or use a stronger model for {self.name}."
+            )
         return await self._run_in_order(self._actions, fresh, turn)
 
 

@@ -54,8 +54,10 @@ class HandoffReply(BaseModel):
     """A participant's message when speakers hand over (``handoff`` strategy)."""
 
     message: str = Field(description="your message to the group")
-    handoff: str | None = Field(default=None, description=(
-        "the name of the participant who should speak next; null to keep the floor"))
+    handoff: str | None = Field(
+        default=None,
+        description=("the name of the participant who should speak next; null to keep the floor"),
+    )
 
 
 def transcript(memory: Iterable[Message], limit: int) -> list[Message]:
@@ -83,10 +85,12 @@ class Speak(Action):
         role = ctx.role
         assert isinstance(role, ChatParticipant)
         others = [p for p in role.group if p.name != role.name]
-        system = (f"{role.system_text()}\nYou take part in a group chat with:\n{roster(others)}")
+        system = f"{role.system_text()}\nYou take part in a group chat with:\n{roster(others)}"
         if self.handoff:
-            system += ("\nWhen someone else should continue, put their name in `handoff`; "
-                       "leave it null to keep the floor.")
+            system += (
+                "\nWhen someone else should continue, put their name in `handoff`; "
+                "leave it null to keep the floor."
+            )
         said = "\n\n".join(render_message(m) for m in transcript(role.memory, role.history))
         ask = f"## Conversation\n{said}\n\n## Your turn\nYou are {role.name}. Write your next message."
         return (ChatMessage("system", system), ChatMessage("user", ask))
@@ -105,8 +109,9 @@ class ChatParticipant(Role):
     watch = (TASK, SPEAK, NEXT)
     actions = (Speak,)
 
-    def __init__(self, *, group: Sequence[Participant] = (), history: int = 20,
-                 **kwargs: Any) -> None:
+    def __init__(
+        self, *, group: Sequence[Participant] = (), history: int = 20, **kwargs: Any
+    ) -> None:
         super().__init__(**kwargs)
         self.group, self.history = tuple(group), history
 
@@ -143,8 +148,9 @@ def named(text: str, names: Sequence[str]) -> list[str]:
     return [n for n in names if re.search(rf"(?<!\w){re.escape(n)}(?!\w)", text, re.IGNORECASE)]
 
 
-def selection_problem(found: list[str], candidates: Sequence[str], last: str | None,
-                      allow_repeat: bool) -> str | None:
+def selection_problem(
+    found: list[str], candidates: Sequence[str], last: str | None, allow_repeat: bool
+) -> str | None:
     """Why a selector reply cannot be used, or None (exactly one name, not a banned repeat)."""
     if not found:
         return "named none of the participants"
@@ -173,31 +179,50 @@ class NextSpeaker(Action):
         names = [p.name for p in manager.group]
         candidates = [n for n in names if manager.allow_repeat or n != last]
         messages = self.selection_prompt(manager, candidates)
-        request = build_request(messages, output=None, llm=ctx.llm, action=self.call_name,
-                                role=manager.name)
+        request = build_request(
+            messages, output=None, llm=ctx.llm, action=self.call_name, role=manager.name
+        )
         problem = ""
         for attempt in range(1, self.max_attempts + 1):
             reply = (await ctx.turn.ask(request, attempt=attempt)).text
-            problem = selection_problem(named(reply, names), candidates, last,
-                                        manager.allow_repeat) or ""
+            problem = (
+                selection_problem(named(reply, names), candidates, last, manager.allow_repeat) or ""
+            )
             if not problem:
                 return Choice(named(reply, names)[0], attempts=attempt)
             ctx.turn.emit("speaker_rejected", attempt=attempt, reply=reply, problem=problem)
-            retry = (ChatMessage("assistant", reply), ChatMessage("user", (
-                f"Your answer {problem}. Answer with exactly one name from: "
-                f"{', '.join(candidates)}.")))
+            retry = (
+                ChatMessage("assistant", reply),
+                ChatMessage(
+                    "user",
+                    (
+                        f"Your answer {problem}. Answer with exactly one name from: "
+                        f"{', '.join(candidates)}."
+                    ),
+                ),
+            )
             request = msgspec.structs.replace(request, messages=messages + retry)
-        return Choice(manager.fallback_speaker(), attempts=self.max_attempts, fallback=True,
-                      why=problem)
+        return Choice(
+            manager.fallback_speaker(), attempts=self.max_attempts, fallback=True, why=problem
+        )
 
-    def selection_prompt(self, manager: ChatManager, candidates: Sequence[str]) -> tuple[ChatMessage, ...]:
+    def selection_prompt(
+        self, manager: ChatManager, candidates: Sequence[str]
+    ) -> tuple[ChatMessage, ...]:
         said = "\n\n".join(render_message(m) for m in transcript(manager.memory, manager.history))
-        rule = (f" {manager.last_speaker} has just spoken and may not speak twice in a row."
-                if manager.last_speaker and not manager.allow_repeat else "")
-        system = (f"You choose who speaks next in a group chat. The participants:\n"
-                  f"{roster(manager.group)}")
-        ask = (f"## Conversation\n{said}\n\n## Your task\nRead the conversation and choose who "
-               f"speaks next.{rule} Answer with only the name, one of: {', '.join(candidates)}.")
+        rule = (
+            f" {manager.last_speaker} has just spoken and may not speak twice in a row."
+            if manager.last_speaker and not manager.allow_repeat
+            else ""
+        )
+        system = (
+            f"You choose who speaks next in a group chat. The participants:\n"
+            f"{roster(manager.group)}"
+        )
+        ask = (
+            f"## Conversation\n{said}\n\n## Your task\nRead the conversation and choose who "
+            f"speaks next.{rule} Answer with only the name, one of: {', '.join(candidates)}."
+        )
         return (ChatMessage("system", system), ChatMessage("user", ask))
 
 
@@ -209,18 +234,32 @@ class ChatManager(Role):
     watch = (TASK, SPEAK)
     actions = (NextSpeaker,)
 
-    def __init__(self, *, group: Sequence[Participant] = (), strategy: Strategy = ROUND_ROBIN,
-                 allow_repeat: bool = True, fallback: str = ROUND_ROBIN,
-                 first_speaker: str | None = None, history: int = 20, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *,
+        group: Sequence[Participant] = (),
+        strategy: Strategy = ROUND_ROBIN,
+        allow_repeat: bool = True,
+        fallback: str = ROUND_ROBIN,
+        first_speaker: str | None = None,
+        history: int = 20,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**kwargs)
         self.group, self.strategy, self.allow_repeat = tuple(group), strategy, allow_repeat
         self.fallback, self.first_speaker, self.history = fallback, first_speaker, history
         self.last_speaker: str | None = None
 
     def fields(self) -> dict[str, Any]:
-        return {**super().fields(), "group": self.group, "strategy": self.strategy,
-                "allow_repeat": self.allow_repeat, "fallback": self.fallback,
-                "first_speaker": self.first_speaker, "history": self.history}
+        return {
+            **super().fields(),
+            "group": self.group,
+            "strategy": self.strategy,
+            "allow_repeat": self.allow_repeat,
+            "fallback": self.fallback,
+            "first_speaker": self.first_speaker,
+            "history": self.history,
+        }
 
     async def step(self, news: Sequence[Message], turn: Turn) -> Sequence[Message]:
         fresh = tuple(news)
@@ -232,17 +271,30 @@ class ChatManager(Role):
             return ()
         choice = await self._choose(spoken[-1] if spoken else None, fresh, turn)
         if choice.fallback:
-            turn.emit("speaker_fallback", speaker=choice.speaker, attempts=choice.attempts,
-                      problem=choice.why)
-        message = Message(cause_by=NEXT, sent_from=self.name, send_to=(choice.speaker,),
-                          content=f"{choice.speaker}, it is your turn.",
-                          payload={"speaker": choice.speaker, "strategy": self.strategy,
-                                   **msgspec.structs.asdict(choice)},
-                          parents=tuple(m.id for m in fresh if m.id))
+            turn.emit(
+                "speaker_fallback",
+                speaker=choice.speaker,
+                attempts=choice.attempts,
+                problem=choice.why,
+            )
+        message = Message(
+            cause_by=NEXT,
+            sent_from=self.name,
+            send_to=(choice.speaker,),
+            content=f"{choice.speaker}, it is your turn.",
+            payload={
+                "speaker": choice.speaker,
+                "strategy": self.strategy,
+                **msgspec.structs.asdict(choice),
+            },
+            parents=tuple(m.id for m in fresh if m.id),
+        )
         self.memory.add(message)
         return [message]
 
-    async def _choose(self, spoken: Message | None, news: tuple[Message, ...], turn: Turn) -> Choice:
+    async def _choose(
+        self, spoken: Message | None, news: tuple[Message, ...], turn: Turn
+    ) -> Choice:
         if spoken is None and (self.strategy != "model" or self.first_speaker):
             return Choice(self.first_speaker or self.group[0].name)
         if self.strategy == "round_robin":

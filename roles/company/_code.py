@@ -18,10 +18,10 @@ from pydantic import BaseModel, ConfigDict, Field
 from sopbus.bus import Message, Turn
 
 from .._action import Action, ActionContext
-from ._docs import WriteDesign, WriteTasks
-from ._util import WORKSPACE, concurrently, is_test, listing, task_prompt, unique_paths
 from .._llm import LLMSettings, layered
 from .._role import Role
+from ._docs import WriteDesign, WriteTasks
+from ._util import WORKSPACE, concurrently, is_test, listing, task_prompt, unique_paths
 
 BUG_REPORT = "DebugError"
 """The action name of QA's bug reports (declared in the QA module, which imports this one)."""
@@ -54,55 +54,74 @@ class CodeSummary(BaseModel):
 class WriteCode(Action):
     """Write one source file of the task list (one call per file)."""
 
-    instruction = ("Write the complete content of this one file. Follow the design's interfaces "
-                   "exactly: the other files are written at the same time from the same design. "
-                   "Python 3.11; standard library only unless the task list names a package; no "
-                   "placeholders. Put the whole file into `code`.")
+    instruction = (
+        "Write the complete content of this one file. Follow the design's interfaces "
+        "exactly: the other files are written at the same time from the same design. "
+        "Python 3.11; standard library only unless the task list names a package; no "
+        "placeholders. Put the whole file into `code`."
+    )
     Output = CodeFile
     # Whole files are longer than a document section; the role's settings still win.
     llm = LLMSettings(max_tokens=4096)
 
-    async def write(self, ctx: ActionContext, path: str, *, files: Sequence[str],
-                    context: Sequence[Message], current: dict[str, str] | None = None) -> str:
+    async def write(
+        self,
+        ctx: ActionContext,
+        path: str,
+        *,
+        files: Sequence[str],
+        context: Sequence[Message],
+        current: dict[str, str] | None = None,
+    ) -> str:
         """The new content of ``path``. With ``current`` (the workspace as it is), the
         prompt shows the code and asks for a fix of what ``context`` reports."""
         head = f"File to write: {path}\nFiles of the project: {', '.join(files)}\n\n"
         text = head + self.instruction
         if current is not None:
-            text += (f"\n\nThe current code:\n\n{listing(current)}\n\nRewrite {path} so that the "
-                     f"problems reported above are fixed. Keep its interface unless the report "
-                     f"says the interface is wrong.")
-        answer = await self.ask(ctx, task_prompt(ctx, self.name, text,
-                                               context=context), output=CodeFile)
+            text += (
+                f"\n\nThe current code:\n\n{listing(current)}\n\nRewrite {path} so that the "
+                f"problems reported above are fixed. Keep its interface unless the report "
+                f"says the interface is wrong."
+            )
+        answer = await self.ask(
+            ctx, task_prompt(ctx, self.name, text, context=context), output=CodeFile
+        )
         return answer.code
 
 
 class WriteCodeReview(Action):
     """Review one file against the design; list what must change."""
 
-    instruction = ("Review this file against the design and the task list above: correctness, "
-                   "the interfaces other files rely on, error handling, readability. Answer "
-                   "lgtm = true when it can ship; otherwise list concrete issues.")
+    instruction = (
+        "Review this file against the design and the task list above: correctness, "
+        "the interfaces other files rely on, error handling, readability. Answer "
+        "lgtm = true when it can ship; otherwise list concrete issues."
+    )
     Output = CodeReview
 
-    async def review(self, ctx: ActionContext, path: str, code: str, *,
-                     context: Sequence[Message]) -> CodeReview:
+    async def review(
+        self, ctx: ActionContext, path: str, code: str, *, context: Sequence[Message]
+    ) -> CodeReview:
         text = f"File to review: {path}\n\n{listing({path: code})}\n\n{self.instruction}"
-        return await self.ask(ctx, task_prompt(ctx, self.name, text,
-                                             context=context), output=CodeReview)
+        return await self.ask(
+            ctx, task_prompt(ctx, self.name, text, context=context), output=CodeReview
+        )
 
 
 class SummarizeCode(Action):
     """Summarize the written code for QA: what each file does, how to run it."""
 
-    instruction = ("Summarize the code above for the QA engineer who will test it: what it does, "
-                   "how to run it, the purpose of each file, and any known gaps.")
+    instruction = (
+        "Summarize the code above for the QA engineer who will test it: what it does, "
+        "how to run it, the purpose of each file, and any known gaps."
+    )
     Output = CodeSummary
 
     async def summarize(self, ctx: ActionContext, workspace: dict[str, str]) -> CodeSummary:
         text = f"{listing(workspace)}\n\n{self.instruction}"
-        return await self.ask(ctx, task_prompt(ctx, self.name, text,
-                                             context=ctx.news[-3:]), output=CodeSummary)
+        return await self.ask(
+            ctx, task_prompt(ctx, self.name, text, context=ctx.news[-3:]), output=CodeSummary
+        )
 
 
 class Engineer(Role):
@@ -122,20 +141,27 @@ class Engineer(Role):
     watch = (WriteDesign, WriteTasks)
     actions = (WriteCode, SummarizeCode)
 
-    def __init__(self, *, review: bool = False, max_review_rounds: int = 1, max_files: int = 8,
-                 **fields: Any) -> None:
+    def __init__(
+        self, *, review: bool = False, max_review_rounds: int = 1, max_files: int = 8, **fields: Any
+    ) -> None:
         super().__init__(**fields)
         if max_review_rounds < 0 or max_files < 1:
-            raise ValueError(f"Engineer needs max_review_rounds >= 0 and max_files >= 1, got "
-                             f"{max_review_rounds} and {max_files}")
+            raise ValueError(
+                f"Engineer needs max_review_rounds >= 0 and max_files >= 1, got "
+                f"{max_review_rounds} and {max_files}"
+            )
         self.review, self.max_review_rounds, self.max_files = review, max_review_rounds, max_files
         self.reviewer = WriteCodeReview()
         self.workspace: dict[str, str] = {}
         self.version = 0
 
     def fields(self) -> dict[str, Any]:
-        return {**super().fields(), "review": self.review,
-                "max_review_rounds": self.max_review_rounds, "max_files": self.max_files}
+        return {
+            **super().fields(),
+            "review": self.review,
+            "max_review_rounds": self.max_review_rounds,
+            "max_files": self.max_files,
+        }
 
     def models(self) -> set[str | None]:
         return super().models() | {layered(self.llm_defaults, self.reviewer.llm, self.llm).model}
@@ -169,8 +195,15 @@ class Engineer(Role):
         written = await self._write(targets, sources, news, turn, fixing=True)
         return await self._publish(written, news, turn, reason="bug report")
 
-    async def _write(self, targets: Sequence[str], files: Sequence[str], news: tuple[Message, ...],
-                     turn: Turn, *, fixing: bool) -> dict[str, str]:
+    async def _write(
+        self,
+        targets: Sequence[str],
+        files: Sequence[str],
+        news: tuple[Message, ...],
+        turn: Turn,
+        *,
+        fixing: bool,
+    ) -> dict[str, str]:
         writer = self.action_named(WriteCode.name)
         assert isinstance(writer, WriteCode)
         ctx = self.context(writer, news, turn)
@@ -184,30 +217,55 @@ class Engineer(Role):
         codes = await concurrently([functools.partial(one, p) for p in targets])
         return dict(zip(targets, codes))
 
-    async def _reviewed(self, path: str, code: str, files: Sequence[str], context: list[Message],
-                        current: dict[str, str] | None, news: tuple[Message, ...],
-                        turn: Turn) -> str:
+    async def _reviewed(
+        self,
+        path: str,
+        code: str,
+        files: Sequence[str],
+        context: list[Message],
+        current: dict[str, str] | None,
+        news: tuple[Message, ...],
+        turn: Turn,
+    ) -> str:
         if not self.review:
             return code
         writer = self.action_named(WriteCode.name)
         assert isinstance(writer, WriteCode)
         for rnd in range(1, self.max_review_rounds + 1):
-            verdict = await self.reviewer.review(self.context(self.reviewer, news, turn), path, code,
-                                                 context=context)
-            turn.emit("code_reviewed", file=path, review_round=rnd, lgtm=verdict.lgtm,
-                      issues=verdict.issues)
+            verdict = await self.reviewer.review(
+                self.context(self.reviewer, news, turn), path, code, context=context
+            )
+            turn.emit(
+                "code_reviewed",
+                file=path,
+                review_round=rnd,
+                lgtm=verdict.lgtm,
+                issues=verdict.issues,
+            )
             if verdict.lgtm:
                 break
-            notes = Message(cause_by=WriteCodeReview.name, sent_from=self.name,
-                            content="Review of " + path + ":\n" + "\n".join(f"- {i}" for i in verdict.issues))
-            code = await writer.write(self.context(writer, news, turn), path, files=files,
-                                      context=[*context, notes], current={**(current or {}), path: code})
+            notes = Message(
+                cause_by=WriteCodeReview.name,
+                sent_from=self.name,
+                content="Review of " + path + ":\n" + "\n".join(f"- {i}" for i in verdict.issues),
+            )
+            code = await writer.write(
+                self.context(writer, news, turn),
+                path,
+                files=files,
+                context=[*context, notes],
+                current={**(current or {}), path: code},
+            )
         return code
 
     def _context(self, fixing: bool) -> list[Message]:
         """The design and the task list; when fixing, also what was reported to the engineer
         since (bug reports, test results, reviewers' notes), newest last."""
-        docs = [m for m in (self.memory.latest(WriteDesign.name), self.memory.latest(WriteTasks.name)) if m]
+        docs = [
+            m
+            for m in (self.memory.latest(WriteDesign.name), self.memory.latest(WriteTasks.name))
+            if m
+        ]
         if not fixing:
             return docs
         own = {WriteDesign.name, WriteTasks.name, WriteCode.name, SummarizeCode.name}
@@ -216,27 +274,42 @@ class Engineer(Role):
 
     # -- publishing ------------------------------------------------------------------------
 
-    async def _publish(self, written: dict[str, str], news: tuple[Message, ...], turn: Turn,
-                       *, reason: str) -> list[Message]:
+    async def _publish(
+        self, written: dict[str, str], news: tuple[Message, ...], turn: Turn, *, reason: str
+    ) -> list[Message]:
         self.version += 1
         for path, code in written.items():
             self.workspace[path] = code
             turn.write_artifact(f"{WORKSPACE}/{path}", code)
-        code_msg = self._message(WriteCode.name, listing(written), news,
-                                 {"files": written, "version": self.version, "reason": reason})
+        code_msg = self._message(
+            WriteCode.name,
+            listing(written),
+            news,
+            {"files": written, "version": self.version, "reason": reason},
+        )
         summarizer = self.action_named(SummarizeCode.name)
         assert isinstance(summarizer, SummarizeCode)
         summary = await summarizer.summarize(self.context(summarizer, news, turn), self.workspace)
         text = summarizer.render(summary)
         turn.write_artifact("docs/code_summary.md", f"# Code summary\n\n{text}\n")
-        payload = {**summary.model_dump(mode="json"), "workspace": dict(self.workspace),
-                   "version": self.version}
+        payload = {
+            **summary.model_dump(mode="json"),
+            "workspace": dict(self.workspace),
+            "version": self.version,
+        }
         return [code_msg, self._message(SummarizeCode.name, text, news, payload)]
 
-    def _message(self, action: str, content: str, news: tuple[Message, ...], payload: Any) -> Message:
-        message = Message(cause_by=action, sent_from=self.name, send_to=self.send_to,
-                          content=content, payload=payload,
-                          parents=tuple(dict.fromkeys(m.id for m in news if m.id)))
+    def _message(
+        self, action: str, content: str, news: tuple[Message, ...], payload: Any
+    ) -> Message:
+        message = Message(
+            cause_by=action,
+            sent_from=self.name,
+            send_to=self.send_to,
+            content=content,
+            payload=payload,
+            parents=tuple(dict.fromkeys(m.id for m in news if m.id)),
+        )
         self.memory.add(message)
         return message
 
@@ -248,5 +321,6 @@ def _planned(payload: Any) -> Iterable[str]:
     listed = [f for f in payload.get("task_list", []) if isinstance(f, str)]
     if listed:
         return listed
-    return [f["file"] for f in payload.get("logic_analysis", []) if isinstance(f, dict) and "file" in f]
-
+    return [
+        f["file"] for f in payload.get("logic_analysis", []) if isinstance(f, dict) and "file" in f
+    ]

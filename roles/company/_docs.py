@@ -11,8 +11,7 @@ from typing import ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .._action import Action, ActionContext, ActionResult
-from .._action import UserRequirement
+from .._action import Action, ActionContext, ActionResult, UserRequirement
 from .._prompt import render_output
 from .._role import Role
 
@@ -37,7 +36,9 @@ class DocumentAction(Action, register=False):
 
 
 class Requirement(_Doc):
-    priority: Literal["P0", "P1", "P2"] = Field(description="P0 must have, P1 should, P2 nice to have")
+    priority: Literal["P0", "P1", "P2"] = Field(
+        description="P0 must have, P1 should, P2 nice to have"
+    )
     description: str
 
 
@@ -47,16 +48,20 @@ class PRD(_Doc):
     user_stories: list[str] = Field(description="'As a ..., I want ... so that ...'")
     competitive_analysis: list[str] = Field(description="similar products and how we differ")
     requirements: list[Requirement]
-    ui_sketch: str = Field(description="what the user sees and types (for a CLI: example commands and output)")
+    ui_sketch: str = Field(
+        description="what the user sees and types (for a CLI: example commands and output)"
+    )
     open_questions: list[str]
 
 
 class WritePRD(DocumentAction):
     """Write the product requirement document for the user's idea."""
 
-    instruction = ("Write a product requirement document (PRD) for the idea above. Keep the "
-                   "scope small enough for a few source files. Requirements carry priorities "
-                   "(P0 must have). The UI sketch shows exactly how it is used.")
+    instruction = (
+        "Write a product requirement document (PRD) for the idea above. Keep the "
+        "scope small enough for a few source files. Requirements carry priorities "
+        "(P0 must have). The UI sketch shows exactly how it is used."
+    )
     Output = PRD
     artifact = "docs/prd.md"
     title = "Product requirement document"
@@ -74,10 +79,15 @@ class ProductManager(Role):
 
 
 class SystemDesign(_Doc):
-    implementation_approach: str = Field(description="how to build it, libraries to use, hard parts")
-    file_list: list[str] = Field(description="relative paths of the source files, e.g. 'pkg/core.py' (no tests)")
+    implementation_approach: str = Field(
+        description="how to build it, libraries to use, hard parts"
+    )
+    file_list: list[str] = Field(
+        description="relative paths of the source files, e.g. 'pkg/core.py' (no tests)"
+    )
     data_structures_and_interfaces: str = Field(
-        description="a Mermaid classDiagram with classes, functions and exact signatures")
+        description="a Mermaid classDiagram with classes, functions and exact signatures"
+    )
     program_call_flow: str = Field(description="a Mermaid sequenceDiagram of the main call flow")
     anything_unclear: str
 
@@ -85,19 +95,24 @@ class SystemDesign(_Doc):
 class WriteDesign(DocumentAction):
     """Design the system for the PRD: approach, files, interfaces, call flow."""
 
-    instruction = ("Design the system for the PRD above in Python, standard library only unless "
-                   "a package is essential. Name every source file (a package directory with "
-                   "modules, runnable with `python -m <package>`), and give the exact function "
-                   "and class signatures, so that files written separately fit together.")
+    instruction = (
+        "Design the system for the PRD above in Python, standard library only unless "
+        "a package is essential. Name every source file (a package directory with "
+        "modules, runnable with `python -m <package>`), and give the exact function "
+        "and class signatures, so that files written separately fit together."
+    )
     Output = SystemDesign
     artifact = "docs/system_design.md"
     title = "System design"
 
     def render(self, output: BaseModel) -> str:
         assert isinstance(output, SystemDesign)
-        shown = output.model_copy(update={
-            "data_structures_and_interfaces": _mermaid(output.data_structures_and_interfaces),
-            "program_call_flow": _mermaid(output.program_call_flow)})
+        shown = output.model_copy(
+            update={
+                "data_structures_and_interfaces": _mermaid(output.data_structures_and_interfaces),
+                "program_call_flow": _mermaid(output.program_call_flow),
+            }
+        )
         return render_output(shown)
 
 
@@ -125,7 +140,9 @@ class FileLogic(_Doc):
 
 
 class TaskList(_Doc):
-    required_packages: list[str] = Field(description="third-party packages, e.g. 'rich==13.7' (none: empty)")
+    required_packages: list[str] = Field(
+        description="third-party packages, e.g. 'rich==13.7' (none: empty)"
+    )
     logic_analysis: list[FileLogic]
     task_list: list[str] = Field(description="the source files to write, dependencies first")
     shared_knowledge: str = Field(description="conventions every file must follow")
@@ -134,9 +151,11 @@ class TaskList(_Doc):
 class WriteTasks(DocumentAction):
     """Break the design into an ordered list of files to write."""
 
-    instruction = ("Break the system design above into tasks: analyse each source file's logic "
-                   "and dependencies, list the files to write in dependency order (the design's "
-                   "file list, tests excluded), and state the conventions they share.")
+    instruction = (
+        "Break the system design above into tasks: analyse each source file's logic "
+        "and dependencies, list the files to write in dependency order (the design's "
+        "file list, tests excluded), and state the conventions they share."
+    )
     Output = TaskList
     artifact = "docs/tasks.md"
     title = "Tasks"

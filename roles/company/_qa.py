@@ -23,25 +23,41 @@ from pydantic import BaseModel, ConfigDict, Field
 from sopbus.bus import Message, SandboxLimits, Turn, run_sandboxed
 
 from .._action import Action, ActionContext
-from ._code import BUG_REPORT, SummarizeCode, WriteCode
-from ._util import WORKSPACE, concurrently, is_test, listing, tail, task_prompt
 from .._llm import LLMSettings
 from .._role import Role
+from ._code import BUG_REPORT, SummarizeCode, WriteCode
+from ._util import WORKSPACE, concurrently, is_test, listing, tail, task_prompt
 
-PYTEST = ("python", "-m", "pytest", "-q", "--no-header", "-p", "no:cacheprovider",
-          # Hermetic: the generated project is its own rootdir, and no conftest.py or ini file
-          # above the scratch directory is read (sopbus's own pyproject.toml, a user's
-          # pytest.ini above the runs directory). `-c` names the project's own config file, or
-          # none (see pytest_command).
-          "--rootdir=.", "--confcutdir=.")
+PYTEST = (
+    "python",
+    "-m",
+    "pytest",
+    "-q",
+    "--no-header",
+    "-p",
+    "no:cacheprovider",
+    # Hermetic: the generated project is its own rootdir, and no conftest.py or ini file
+    # above the scratch directory is read (sopbus's own pyproject.toml, a user's
+    # pytest.ini above the runs directory). `-c` names the project's own config file, or
+    # none (see pytest_command).
+    "--rootdir=.",
+    "--confcutdir=.",
+)
 NO_CONFIG = "/dev/null"  # pytest reads an empty file as "no configuration"
 # Where pytest looks for its configuration in a project's root, and what marks it as pytest's.
-_CONFIGS = (("pytest.ini", ""), (".pytest.ini", ""), ("pyproject.toml", "[tool.pytest.ini_options]"),
-            ("tox.ini", "[pytest]"), ("setup.cfg", "[tool:pytest]"))
+_CONFIGS = (
+    ("pytest.ini", ""),
+    (".pytest.ini", ""),
+    ("pyproject.toml", "[tool.pytest.ini_options]"),
+    ("tox.ini", "[pytest]"),
+    ("setup.cfg", "[tool:pytest]"),
+)
 # Plugins installed next to sopbus (trio, hypothesis) are not the generated project's, and
 # loading them costs seconds per run.
 PYTEST_ENV = {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
-_PYTEST_TOTALS = re.compile(r"^=*\s*((?:\d+ (?:passed|failed|errors?|skipped)|no tests ran).*?)\s*=*$", re.M)
+_PYTEST_TOTALS = re.compile(
+    r"^=*\s*((?:\d+ (?:passed|failed|errors?|skipped)|no tests ran).*?)\s*=*$", re.M
+)
 # pytest's own timing ("13 passed in 0.31s", "in 61.20s (0:01:01)") is wall clock, different
 # on every run. It is cut from what QA publishes and asks: the same code then gives the same
 # messages and prompts, so a replay or a resume finds its recorded answers (keyed by prompt)
@@ -57,7 +73,9 @@ class PytestFile(BaseModel):
 class BugReport(BaseModel):
     model_config = ConfigDict(extra="forbid")
     analysis: str = Field(description="what failed and why, from the test output")
-    fix_in: Literal["code", "tests"] = Field(description="'tests' only when the test itself is wrong")
+    fix_in: Literal["code", "tests"] = Field(
+        description="'tests' only when the test itself is wrong"
+    )
     files_to_fix: list[str] = Field(description="paths of the files to change, as in the workspace")
     instructions: str = Field(description="what to change, concretely")
 
@@ -78,18 +96,30 @@ class PytestRun(BaseModel):
 class WriteTest(Action):
     """Write a pytest file for one module of the engineer's code."""
 
-    instruction = ("Write pytest tests for this module: its main behaviour, edge cases, and error "
-                   "handling, through its public functions as they are written (the tests run "
-                   "from the project root, so import modules by their package path). Use only "
-                   "pytest and the standard library; tests must be fast and must not touch the "
-                   "network. Put the whole file into `code`.")
+    instruction = (
+        "Write pytest tests for this module: its main behaviour, edge cases, and error "
+        "handling, through its public functions as they are written (the tests run "
+        "from the project root, so import modules by their package path). Use only "
+        "pytest and the standard library; tests must be fast and must not touch the "
+        "network. Put the whole file into `code`."
+    )
     Output = PytestFile
     llm = LLMSettings(max_tokens=4096)
 
-    async def write(self, ctx: ActionContext, test_path: str, module: str, workspace: dict[str, str],
-                    *, context: Sequence[Message], problem: str = "") -> str:
-        text = (f"Test file to write: {test_path}\nModule under test: {module}\n\n"
-                f"{listing(workspace)}\n\n{self.instruction}")
+    async def write(
+        self,
+        ctx: ActionContext,
+        test_path: str,
+        module: str,
+        workspace: dict[str, str],
+        *,
+        context: Sequence[Message],
+        problem: str = "",
+    ) -> str:
+        text = (
+            f"Test file to write: {test_path}\nModule under test: {module}\n\n"
+            f"{listing(workspace)}\n\n{self.instruction}"
+        )
         if problem:
             text += f"\n\nThe previous version of this test file was wrong:\n{problem}"
         answer = await self.ask(ctx, task_prompt(ctx, self.name, text, context), output=PytestFile)
@@ -99,19 +129,31 @@ class WriteTest(Action):
 class RunCode(Action):
     """Run the tests for real in the sandbox (no model call)."""
 
-    async def execute(self, turn: Turn, files: dict[str, str], *, test_round: int,
-                      limits: SandboxLimits) -> PytestRun:
+    async def execute(
+        self, turn: Turn, files: dict[str, str], *, test_round: int, limits: SandboxLimits
+    ) -> PytestRun:
         root = turn.artifacts_dir
         workspace = root / WORKSPACE if root is not None and (root / WORKSPACE).is_dir() else None
         command = pytest_command(_root_files(workspace, files))
-        result = await run_sandboxed(command, workspace=workspace,
-                                     files=None if workspace else files, limits=limits, env=PYTEST_ENV)
+        result = await run_sandboxed(
+            command,
+            workspace=workspace,
+            files=None if workspace else files,
+            limits=limits,
+            env=PYTEST_ENV,
+        )
         stdout = _PYTEST_TIME.sub("", result.stdout)
         output = stdout + (f"\n[stderr]\n{result.stderr}" if result.stderr.strip() else "")
-        return PytestRun(test_round=test_round, passed=result.exit_code == 0, exit_code=result.exit_code,
-                       timed_out=result.timed_out, duration_s=round(result.duration_s, 3),
-                       totals=_totals(stdout, result.stderr, result.exit_code, result.timed_out),
-                       network_isolated=result.network_isolated, output=tail(output))
+        return PytestRun(
+            test_round=test_round,
+            passed=result.exit_code == 0,
+            exit_code=result.exit_code,
+            timed_out=result.timed_out,
+            duration_s=round(result.duration_s, 3),
+            totals=_totals(stdout, result.stderr, result.exit_code, result.timed_out),
+            network_isolated=result.network_isolated,
+            output=tail(output),
+        )
 
 
 def pytest_command(root_files: dict[str, str]) -> tuple[str, ...]:
@@ -153,15 +195,24 @@ def _totals(stdout: str, stderr: str, exit_code: int | None, timed_out: bool) ->
 class DebugError(Action):
     """Read a failed test run and write a bug report: which files to fix and how."""
 
-    instruction = ("The tests failed. Read the output and the code above and find the cause. "
-                   "Say whether the code or the test is wrong (fix_in), name the files to change "
-                   "by their paths, and say concretely what to change.")
+    instruction = (
+        "The tests failed. Read the output and the code above and find the cause. "
+        "Say whether the code or the test is wrong (fix_in), name the files to change "
+        "by their paths, and say concretely what to change."
+    )
     Output = BugReport
 
-    async def analyse(self, ctx: ActionContext, run: PytestRun, workspace: dict[str, str],
-                      context: Sequence[Message]) -> BugReport:
-        text = (f"{listing(workspace)}\n\n### Test output (round {run.test_round})\n```\n"
-                f"{run.output}\n```\n\n{self.instruction}")
+    async def analyse(
+        self,
+        ctx: ActionContext,
+        run: PytestRun,
+        workspace: dict[str, str],
+        context: Sequence[Message],
+    ) -> BugReport:
+        text = (
+            f"{listing(workspace)}\n\n### Test output (round {run.test_round})\n```\n"
+            f"{run.output}\n```\n\n{self.instruction}"
+        )
         return await self.ask(ctx, task_prompt(ctx, self.name, text, context), output=BugReport)
 
 
@@ -180,21 +231,32 @@ class QaEngineer(Role):
     watch = (WriteCode, SummarizeCode)  # the code is remembered; the summary starts the work
     actions = (WriteTest, RunCode, DebugError)
 
-    def __init__(self, *, max_test_rounds: int = 3, test_timeout_s: float = 60.0,
-                 test_memory_mb: int = 1024, **fields: Any) -> None:
+    def __init__(
+        self,
+        *,
+        max_test_rounds: int = 3,
+        test_timeout_s: float = 60.0,
+        test_memory_mb: int = 1024,
+        **fields: Any,
+    ) -> None:
         super().__init__(**fields)
         if max_test_rounds < 0:
             raise ValueError(f"QaEngineer needs max_test_rounds >= 0, got {max_test_rounds}")
         self.max_test_rounds = max_test_rounds
-        self.limits = SandboxLimits(timeout_s=test_timeout_s, memory_mb=test_memory_mb,
-                                    cpu_s=max(1, int(test_timeout_s)))
+        self.limits = SandboxLimits(
+            timeout_s=test_timeout_s, memory_mb=test_memory_mb, cpu_s=max(1, int(test_timeout_s))
+        )
         self.tests: dict[str, str] = {}
         self.runs: list[PytestRun] = []
         self.fix_rounds = 0
 
     def fields(self) -> dict[str, Any]:
-        return {**super().fields(), "max_test_rounds": self.max_test_rounds,
-                "test_timeout_s": self.limits.timeout_s, "test_memory_mb": self.limits.memory_mb}
+        return {
+            **super().fields(),
+            "max_test_rounds": self.max_test_rounds,
+            "test_timeout_s": self.limits.timeout_s,
+            "test_memory_mb": self.limits.memory_mb,
+        }
 
     async def step(self, news: Sequence[Message], turn: Turn) -> Sequence[Message]:
         fresh = tuple(news)
@@ -224,19 +286,35 @@ class QaEngineer(Role):
                 targets = {_module_of(t, workspace): t for t in tests}
                 out.append(await self._write_tests(targets, workspace, fresh, turn, to, problem))
                 continue  # QA fixed its own tests: run again, counted as a fix round
-            out.append(self._message(BUG_REPORT, _report_text(report, run), fresh,
-                                     {**report.model_dump(), "test_round": run.test_round,
-                                      "output": run.output}, to))
+            out.append(
+                self._message(
+                    BUG_REPORT,
+                    _report_text(report, run),
+                    fresh,
+                    {**report.model_dump(), "test_round": run.test_round, "output": run.output},
+                    to,
+                )
+            )
             return out
 
-    async def _write_tests(self, targets: dict[str, str], workspace: dict[str, str],
-                           news: tuple[Message, ...], turn: Turn, to: tuple[str, ...],
-                           problem: str = "") -> Message:
+    async def _write_tests(
+        self,
+        targets: dict[str, str],
+        workspace: dict[str, str],
+        news: tuple[Message, ...],
+        turn: Turn,
+        to: tuple[str, ...],
+        problem: str = "",
+    ) -> Message:
         writer = self.action_named(WriteTest.name)
         assert isinstance(writer, WriteTest)
         ctx = self.context(writer, news, turn)
-        jobs = [functools.partial(writer.write, ctx, test, module, workspace, context=news[-1:],
-                                  problem=problem) for module, test in targets.items()]
+        jobs = [
+            functools.partial(
+                writer.write, ctx, test, module, workspace, context=news[-1:], problem=problem
+            )
+            for module, test in targets.items()
+        ]
         codes = await concurrently(jobs)
         written = dict(zip(targets.values(), codes))
         for path, code in written.items():
@@ -247,33 +325,60 @@ class QaEngineer(Role):
     async def _run(self, workspace: dict[str, str], turn: Turn) -> PytestRun:
         runner = self.action_named(RunCode.name)
         assert isinstance(runner, RunCode)
-        run = await runner.execute(turn, {**workspace, **self.tests}, test_round=len(self.runs) + 1,
-                                   limits=self.limits)
+        run = await runner.execute(
+            turn, {**workspace, **self.tests}, test_round=len(self.runs) + 1, limits=self.limits
+        )
         self.runs.append(run)
-        turn.emit("tests_ran", test_round=run.test_round, passed=run.passed, exit_code=run.exit_code,
-                  timed_out=run.timed_out, totals=run.totals, duration_s=run.duration_s)
+        turn.emit(
+            "tests_ran",
+            test_round=run.test_round,
+            passed=run.passed,
+            exit_code=run.exit_code,
+            timed_out=run.timed_out,
+            totals=run.totals,
+            duration_s=run.duration_s,
+        )
         turn.write_artifact("docs/test_report.md", render_test_report(self.runs))
         return run
 
-    async def _debug(self, run: PytestRun, workspace: dict[str, str], news: tuple[Message, ...],
-                     turn: Turn) -> BugReport:
+    async def _debug(
+        self, run: PytestRun, workspace: dict[str, str], news: tuple[Message, ...], turn: Turn
+    ) -> BugReport:
         debugger = self.action_named(DebugError.name)
         assert isinstance(debugger, DebugError)
-        return await debugger.analyse(self.context(debugger, news, turn), run,
-                                      {**workspace, **self.tests}, news[-1:])
+        return await debugger.analyse(
+            self.context(debugger, news, turn), run, {**workspace, **self.tests}, news[-1:]
+        )
 
-    def _message(self, action: str, content: str, news: tuple[Message, ...], payload: Any,
-                 to: tuple[str, ...]) -> Message:
-        message = Message(cause_by=action, sent_from=self.name, send_to=to, content=content,
-                          payload=payload, parents=tuple(dict.fromkeys(m.id for m in news if m.id)))
+    def _message(
+        self,
+        action: str,
+        content: str,
+        news: tuple[Message, ...],
+        payload: Any,
+        to: tuple[str, ...],
+    ) -> Message:
+        message = Message(
+            cause_by=action,
+            sent_from=self.name,
+            send_to=to,
+            content=content,
+            payload=payload,
+            parents=tuple(dict.fromkeys(m.id for m in news if m.id)),
+        )
         self.memory.add(message)
         return message
 
 
 def _test_targets(workspace: dict[str, str]) -> dict[str, str]:
     """Module path -> test file path, for each module worth its own tests."""
-    modules = [p for p in workspace if p.endswith(".py") and not is_test(p)
-               and PurePosixPath(p).name not in ("__init__.py", "__main__.py")]
+    modules = [
+        p
+        for p in workspace
+        if p.endswith(".py")
+        and not is_test(p)
+        and PurePosixPath(p).name not in ("__init__.py", "__main__.py")
+    ]
     targets: dict[str, str] = {}
     for module in modules or [p for p in workspace if not is_test(p)][:1]:
         path = PurePosixPath(module)
@@ -293,28 +398,38 @@ def _module_of(test: str, workspace: dict[str, str]) -> str:
 
 def _run_text(run: PytestRun) -> str:
     verdict = "PASSED" if run.passed else ("TIMED OUT" if run.timed_out else "FAILED")
-    return (f"Test round {run.test_round}: {verdict} ({run.totals}; exit code {run.exit_code})"
-            f"\n```\n{run.output}\n```")
+    return (
+        f"Test round {run.test_round}: {verdict} ({run.totals}; exit code {run.exit_code})"
+        f"\n```\n{run.output}\n```"
+    )
 
 
 def _report_text(report: BugReport, run: PytestRun) -> str:
-    return (f"Bug report after test round {run.test_round} ({run.totals})\n\n"
-            f"Files to fix: {', '.join(report.files_to_fix) or '(not named)'}\n\n"
-            f"{report.analysis}\n\nWhat to change: {report.instructions}\n\n"
-            f"Test output:\n```\n{run.output}\n```")
+    return (
+        f"Bug report after test round {run.test_round} ({run.totals})\n\n"
+        f"Files to fix: {', '.join(report.files_to_fix) or '(not named)'}\n\n"
+        f"{report.analysis}\n\nWhat to change: {report.instructions}\n\n"
+        f"Test output:\n```\n{run.output}\n```"
+    )
 
 
 def render_test_report(runs: Sequence[PytestRun]) -> str:
     """``docs/test_report.md``: the last verdict first, then every run's output."""
     last = runs[-1]
-    lines = ["# Test report", "",
-             f"**Result: {'PASSED' if last.passed else 'FAILED'}** after {len(runs)} run(s) "
-             f"({last.totals}).", "", "| round | result | totals | exit code |",
-             "|---|---|---|---|"]
+    lines = [
+        "# Test report",
+        "",
+        f"**Result: {'PASSED' if last.passed else 'FAILED'}** after {len(runs)} run(s) "
+        f"({last.totals}).",
+        "",
+        "| round | result | totals | exit code |",
+        "|---|---|---|---|",
+    ]
     for run in runs:
-        lines.append(f"| {run.test_round} | {'passed' if run.passed else 'failed'} | {run.totals} "
-                     f"| {run.exit_code} |")
+        lines.append(
+            f"| {run.test_round} | {'passed' if run.passed else 'failed'} | {run.totals} "
+            f"| {run.exit_code} |"
+        )
     for run in runs:
         lines += ["", f"## Round {run.test_round}", "", "```", run.output.rstrip(), "```"]
     return "\n".join(lines) + "\n"
-

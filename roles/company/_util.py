@@ -89,7 +89,9 @@ def is_test(path: str) -> bool:
 def listing(files: Mapping[str, str], *, only: Iterable[str] | None = None) -> str:
     """Files as Markdown code blocks, each under its path."""
     names = list(files) if only is None else [n for n in only if n in files]
-    return "\n\n".join(f"### {name}\n```{_lang(name)}\n{files[name].rstrip()}\n```" for name in names)
+    return "\n\n".join(
+        f"### {name}\n```{_lang(name)}\n{files[name].rstrip()}\n```" for name in names
+    )
 
 
 def _lang(name: str) -> str:
@@ -101,8 +103,11 @@ def tail(text: str, limit: int = 4000) -> str:
     return text if len(text) <= limit else "...\n" + text[-limit:]
 
 
-def task_prompt(ctx: ActionContext, action: str, instruction: str,
-                context: Sequence[Message]) -> tuple[ChatMessage, ...]:
+def task_prompt(
+    ctx: ActionContext, action: str, instruction: str, context: Sequence[Message]
+) -> tuple[ChatMessage, ...]:
     """The role as system text, then the task with the messages it works from."""
-    return (ChatMessage("system", ctx.role.system_text()),
-            ChatMessage("user", task_text(action=action, instruction=instruction, context=context)))
+    return (
+        ChatMessage("system", ctx.role.system_text()),
+        ChatMessage("user", task_text(action=action, instruction=instruction, context=context)),
+    )

@@ -41,20 +41,37 @@ def check(data: dict[str, Any]) -> dict[str, Any]:
     errors += _contract(draft, outline.get("contract", {}))
     errors += _hard_events(draft, outline.get("hard_events", []))
     for key, prefix in (("foreshadowing", "FORESHADOW"), ("new_facts", "NEWFACT")):
-        errors += [_error(f"{prefix}-{p['id']}", key, f"missing: {p['text']}", ", ".join(missing))
-                   for p in outline.get(key, []) if (missing := _missing(draft, p))]
+        errors += [
+            _error(f"{prefix}-{p['id']}", key, f"missing: {p['text']}", ", ".join(missing))
+            for p in outline.get(key, [])
+            if (missing := _missing(draft, p))
+        ]
     last = [p for p in draft.split("\n\n") if p.strip()][-1:] or [""]
-    errors += [_error(f"HOOK-{p['id']}", "hooks", f"not in the last paragraph: {p['text']}",
-                      ", ".join(missing))
-               for p in outline.get("hooks", []) if (missing := _missing(last[0], p))]
+    errors += [
+        _error(
+            f"HOOK-{p['id']}",
+            "hooks",
+            f"not in the last paragraph: {p['text']}",
+            ", ".join(missing),
+        )
+        for p in outline.get("hooks", [])
+        if (missing := _missing(last[0], p))
+    ]
     errors += _facts(draft, data.get("facts", []))
     errors += _copies(draft, data.get("prose", []))
-    warnings += [_error(f"BEAT-{p['id']}", "beats", f"adjusted or left out: {p['text']}",
-                        ", ".join(missing))
-                 for p in outline.get("beats", []) if (missing := _missing(draft, p))]
-    return {"schema": SCHEMA, "sample": data["sample"],
-            "draft_sha256": hashlib.sha256(draft.encode()).hexdigest(),
-            "passed": not errors, "errors": errors, "warnings": warnings}
+    warnings += [
+        _error(f"BEAT-{p['id']}", "beats", f"adjusted or left out: {p['text']}", ", ".join(missing))
+        for p in outline.get("beats", [])
+        if (missing := _missing(draft, p))
+    ]
+    return {
+        "schema": SCHEMA,
+        "sample": data["sample"],
+        "draft_sha256": hashlib.sha256(draft.encode()).hexdigest(),
+        "passed": not errors,
+        "errors": errors,
+        "warnings": warnings,
+    }
 
 
 def _error(id: str, rule: str, message: str, evidence: str = "") -> dict[str, str]:
@@ -70,14 +87,24 @@ def _contract(draft: str, contract: dict[str, Any]) -> list[dict[str, str]]:
     out = []
     low, high = contract.get("min_chars", 0), contract.get("max_chars", 10**9)
     if not low <= len(draft) <= high:
-        out.append(_error("CONTRACT-LENGTH", "contract",
-                          f"the chapter has {len(draft)} characters; the contract asks "
-                          f"{low} to {high}"))
+        out.append(
+            _error(
+                "CONTRACT-LENGTH",
+                "contract",
+                f"the chapter has {len(draft)} characters; the contract asks {low} to {high}",
+            )
+        )
     for n, pattern in enumerate(contract.get("forbid", []), 1):
         found = re.search(pattern, draft)
         if found:
-            out.append(_error(f"CONTRACT-FORBID-{n}", "contract",
-                              f"forbidden by the contract: /{pattern}/", found.group(0)))
+            out.append(
+                _error(
+                    f"CONTRACT-FORBID-{n}",
+                    "contract",
+                    f"forbidden by the contract: /{pattern}/",
+                    found.group(0),
+                )
+            )
     return out
 
 
@@ -88,14 +115,25 @@ def _hard_events(draft: str, events: list[dict[str, Any]]) -> list[dict[str, str
     for event in events:
         missing = _missing(draft, event)
         if missing:
-            out.append(_error(f"OUTLINE-{event['id']}", "outline",
-                              f"hard event missing: {event['text']}", ", ".join(missing)))
+            out.append(
+                _error(
+                    f"OUTLINE-{event['id']}",
+                    "outline",
+                    f"hard event missing: {event['text']}",
+                    ", ".join(missing),
+                )
+            )
             continue
         anchor = low.find(event["must"][0].lower()) if event.get("must") else -1
         if previous is not None and anchor < previous[1]:
-            out.append(_error(f"TIMELINE-{event['id']}", "timeline",
-                              f"told before {previous[0]}, which the outline puts first",
-                              event["must"][0]))
+            out.append(
+                _error(
+                    f"TIMELINE-{event['id']}",
+                    "timeline",
+                    f"told before {previous[0]}, which the outline puts first",
+                    event["must"][0],
+                )
+            )
         if anchor >= 0:
             previous = (event["id"], anchor)
     return out
@@ -107,8 +145,14 @@ def _facts(draft: str, facts: list[dict[str, Any]]) -> list[dict[str, str]]:
         for pattern in fact.get("forbid", []):
             found = re.search(pattern, draft, flags=re.IGNORECASE)
             if found:
-                out.append(_error(f"FACT-{fact['id']}", "facts",
-                                  f"contradicts {fact['id']}: {fact['text']}", found.group(0)))
+                out.append(
+                    _error(
+                        f"FACT-{fact['id']}",
+                        "facts",
+                        f"contradicts {fact['id']}: {fact['text']}",
+                        found.group(0),
+                    )
+                )
                 break
     return out
 
@@ -119,15 +163,21 @@ def _words(text: str) -> list[str]:
 
 def _copies(draft: str, prose: list[dict[str, Any]]) -> list[dict[str, str]]:
     words = _words(draft)
-    grams = {" ".join(words[i:i + COPY_WORDS]) for i in range(len(words) - COPY_WORDS + 1)}
+    grams = {" ".join(words[i : i + COPY_WORDS]) for i in range(len(words) - COPY_WORDS + 1)}
     out = []
     for item in prose:
         src = _words(item["text"])
         for i in range(len(src) - COPY_WORDS + 1):
-            gram = " ".join(src[i:i + COPY_WORDS])
+            gram = " ".join(src[i : i + COPY_WORDS])
             if gram in grams:
-                out.append(_error(f"COPY-{item['id']}", "evidence",
-                                  f"copies {COPY_WORDS}+ words of prose evidence {item['id']}", gram))
+                out.append(
+                    _error(
+                        f"COPY-{item['id']}",
+                        "evidence",
+                        f"copies {COPY_WORDS}+ words of prose evidence {item['id']}",
+                        gram,
+                    )
+                )
                 break
     return out
 

@@ -28,9 +28,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from sopbus.bus import ChatMessage, SandboxLimits, run_sandboxed
 
 from .._action import ActionContext
+from .._prompt import describe_validation_error
 from ._guard import Closed, ask_strict
 from ._store import Manifest, Store
-from .._prompt import describe_validation_error
 
 CHECK_SCRIPT = Path(__file__).with_name("_check.py")
 MODEL_CHECK = "ModelCheck"
@@ -80,17 +80,33 @@ class ModelFindings(BaseModel):
     findings: list[Finding] = Field(max_length=20)
 
 
-async def detect(ctx: ActionContext, *, draft: str, sample: str, outline: dict[str, Any],
-                 store: Store, manifest: Manifest, options: GateOptions, timeout_s: float,
-                 action: str) -> dict[str, Any]:
+async def detect(
+    ctx: ActionContext,
+    *,
+    draft: str,
+    sample: str,
+    outline: dict[str, Any],
+    store: Store,
+    manifest: Manifest,
+    options: GateOptions,
+    timeout_s: float,
+    action: str,
+) -> dict[str, Any]:
     """The validated report on ``draft`` (a dict as the report file holds it)."""
     facts = [{"id": i.id, "text": i.text, "forbid": list(i.forbid)} for i in store.facts()]
-    prose = [{"id": s.id, "text": store.items[s.id].text} for s in manifest.items if s.kind == "prose"]
+    prose = [
+        {"id": s.id, "text": store.items[s.id].text} for s in manifest.items if s.kind == "prose"
+    ]
     data = {"sample": sample, "draft": draft, "outline": outline, "facts": facts, "prose": prose}
     report = validate_report(await _run_checker(data, options), sample=sample, draft=draft)
     if options.model_check:
-        findings = await ask_strict(ctx, _model_prompt(ctx, draft, store), output=ModelFindings,
-                                    action=MODEL_CHECK, timeout_s=timeout_s)
+        findings = await ask_strict(
+            ctx,
+            _model_prompt(ctx, draft, store),
+            output=ModelFindings,
+            action=MODEL_CHECK,
+            timeout_s=timeout_s,
+        )
         report = _with_findings(report, findings, draft, store)
     return report
 
@@ -100,14 +116,21 @@ async def _run_checker(data: dict[str, Any], options: GateOptions) -> str:
     files: dict[str, str | bytes] = {"input.json": json.dumps(data)}
     if options.checker is None:
         files["check.py"] = CHECK_SCRIPT.read_bytes()
-    result = await run_sandboxed(argv, files=files,
-                                 limits=SandboxLimits(timeout_s=options.checker_timeout_s))
+    result = await run_sandboxed(
+        argv, files=files, limits=SandboxLimits(timeout_s=options.checker_timeout_s)
+    )
     if result.timed_out:
-        raise Closed("timeout", f"the checker {' '.join(argv)} ran past "
-                                f"{options.checker_timeout_s} s ([sop].checker_timeout_s)")
+        raise Closed(
+            "timeout",
+            f"the checker {' '.join(argv)} ran past "
+            f"{options.checker_timeout_s} s ([sop].checker_timeout_s)",
+        )
     if result.exit_code != 0:
-        raise Closed("nonzero_exit", f"the checker {' '.join(argv)} exited with "
-                                     f"{result.exit_code}: {result.stderr.strip()[-300:]}")
+        raise Closed(
+            "nonzero_exit",
+            f"the checker {' '.join(argv)} exited with "
+            f"{result.exit_code}: {result.stderr.strip()[-300:]}",
+        )
     return result.stdout
 
 
@@ -116,14 +139,23 @@ def validate_report(text: str, *, sample: str, draft: str) -> dict[str, Any]:
     try:
         report = GateReport.model_validate_json(text)
     except pydantic.ValidationError as exc:
-        raise Closed("invalid_detector_report", f"the checker's report does not fit "
-                                                f"gate-report/1: {describe_validation_error(exc)}") from None
+        raise Closed(
+            "invalid_detector_report",
+            f"the checker's report does not fit gate-report/1: {describe_validation_error(exc)}",
+        ) from None
     digest = hashlib.sha256(draft.encode()).hexdigest()
     ids = [e.id for e in report.errors]
-    wrong = ("it is about another sample" if report.sample != sample else
-             "it is about another draft (SHA-256 differs)" if report.draft_sha256 != digest else
-             "'passed' contradicts its errors" if report.passed != (not report.errors) else
-             "an error id appears twice" if len(ids) != len(set(ids)) else "")
+    wrong = (
+        "it is about another sample"
+        if report.sample != sample
+        else "it is about another draft (SHA-256 differs)"
+        if report.draft_sha256 != digest
+        else "'passed' contradicts its errors"
+        if report.passed != (not report.errors)
+        else "an error id appears twice"
+        if len(ids) != len(set(ids))
+        else ""
+    )
     if wrong:
         raise Closed("invalid_detector_report", f"the checker's report is invalid: {wrong}")
     return report.model_dump(by_alias=True)
@@ -131,24 +163,32 @@ def validate_report(text: str, *, sample: str, draft: str) -> dict[str, Any]:
 
 def _model_prompt(ctx: ActionContext, draft: str, store: Store) -> tuple[ChatMessage, ...]:
     facts = "\n".join(f"[{i.id}] {i.text}" for i in store.facts())
-    task = ("List every statement of the DRAFT that contradicts a FACT. For each, quote the "
-            "draft word for word and give the fact's id. No contradiction: an empty list.\n\n"
-            f"FACTS:\n{facts}\n\nDRAFT:\n{draft}")
+    task = (
+        "List every statement of the DRAFT that contradicts a FACT. For each, quote the "
+        "draft word for word and give the fact's id. No contradiction: an empty list.\n\n"
+        f"FACTS:\n{facts}\n\nDRAFT:\n{draft}"
+    )
     return (ChatMessage("system", ctx.role.system_text()), ChatMessage("user", task))
 
 
-def _with_findings(report: dict[str, Any], findings: ModelFindings, draft: str,
-                   store: Store) -> dict[str, Any]:
+def _with_findings(
+    report: dict[str, Any], findings: ModelFindings, draft: str, store: Store
+) -> dict[str, Any]:
     errors = list(report["errors"])
     for n, f in enumerate(findings.findings, 1):
         if f.fact_id not in store.items or store.items[f.fact_id].kind != "fact":
-            raise Closed("invalid_detector_report", f"model finding {n} cites {f.fact_id!r}, "
-                                                    f"which is not a fact of the story store")
+            raise Closed(
+                "invalid_detector_report",
+                f"model finding {n} cites {f.fact_id!r}, which is not a fact of the story store",
+            )
         if f.quote not in draft:
-            raise Closed("invalid_detector_report", f"model finding {n} quotes {f.quote[:60]!r}, "
-                                                    f"which is not in the draft")
-        errors.append({"id": f"MODEL-{f.fact_id}", "rule": "model", "message": f.problem,
-                       "evidence": f.quote})
+            raise Closed(
+                "invalid_detector_report",
+                f"model finding {n} quotes {f.quote[:60]!r}, which is not in the draft",
+            )
+        errors.append(
+            {"id": f"MODEL-{f.fact_id}", "rule": "model", "message": f.problem, "evidence": f.quote}
+        )
     ids = [e["id"] for e in errors]
     if len(ids) != len(set(ids)):
         errors = list({e["id"]: e for e in errors}.values())  # one error per fact is enough

@@ -21,7 +21,14 @@ import pydantic
 import trio
 from pydantic import BaseModel
 
-from sopbus.bus import BudgetExhausted, ChatMessage, Completion, LLMRequest, ProviderError, SopbusError
+from sopbus.bus import (
+    BudgetExhausted,
+    ChatMessage,
+    Completion,
+    LLMRequest,
+    ProviderError,
+    SopbusError,
+)
 
 from .._action import ActionContext
 from .._llm import build_request, unfence
@@ -29,11 +36,26 @@ from .._prompt import describe_validation_error
 
 M = TypeVar("M", bound=BaseModel)
 
-Cause = Literal["timeout", "nonzero_exit", "schema_violation", "budget", "model_mismatch",
-                "invalid_detector_report", "provider_error", "receipt_invalid"]
-CAUSES: tuple[Cause, ...] = ("timeout", "nonzero_exit", "schema_violation", "budget",
-                             "model_mismatch", "invalid_detector_report", "provider_error",
-                             "receipt_invalid")
+Cause = Literal[
+    "timeout",
+    "nonzero_exit",
+    "schema_violation",
+    "budget",
+    "model_mismatch",
+    "invalid_detector_report",
+    "provider_error",
+    "receipt_invalid",
+]
+CAUSES: tuple[Cause, ...] = (
+    "timeout",
+    "nonzero_exit",
+    "schema_violation",
+    "budget",
+    "model_mismatch",
+    "invalid_detector_report",
+    "provider_error",
+    "receipt_invalid",
+)
 FAILED_EVENT = "sample_failed"
 
 
@@ -69,25 +91,45 @@ async def fail_closed(ctx: ActionContext, sample: str) -> AsyncIterator[None]:
 
 def _record(ctx: ActionContext, sample: str, cause: Cause, detail: str) -> None:
     ctx.turn.emit(FAILED_EVENT, sample=sample, cause=cause, detail=detail)
-    record = {"sample": sample, "status": "failed", "cause": cause, "detail": detail,
-              "role": ctx.role.name, "round": ctx.turn.round}
-    ctx.turn.write_artifact(f"{sample}/failed.json", json.dumps(record, indent=2, sort_keys=True) + "\n")
+    record = {
+        "sample": sample,
+        "status": "failed",
+        "cause": cause,
+        "detail": detail,
+        "role": ctx.role.name,
+        "round": ctx.turn.round,
+    }
+    ctx.turn.write_artifact(
+        f"{sample}/failed.json", json.dumps(record, indent=2, sort_keys=True) + "\n"
+    )
 
 
-async def ask_strict(ctx: ActionContext, messages: Sequence[ChatMessage], *, output: type[M],
-                     action: str, timeout_s: float) -> M:
+async def ask_strict(
+    ctx: ActionContext,
+    messages: Sequence[ChatMessage],
+    *,
+    output: type[M],
+    action: str,
+    timeout_s: float,
+) -> M:
     """One call, no repairs: the answer of the configured model, fitting ``output``, within
     ``timeout_s``; anything else raises :class:`Closed` with its cause."""
     request = build_request(messages, output=output, llm=ctx.llm, action=action, role=ctx.role.name)
     completion = await _ask(ctx, request, timeout_s)
     if not same_model(completion.model, request.model):
-        raise Closed("model_mismatch", f"{action} asked for model {request.model!r} but the "
-                                       f"answer came from {completion.model!r}; not used")
+        raise Closed(
+            "model_mismatch",
+            f"{action} asked for model {request.model!r} but the "
+            f"answer came from {completion.model!r}; not used",
+        )
     try:
         return output.model_validate_json(unfence(completion.text))
     except pydantic.ValidationError as exc:
-        raise Closed("schema_violation", f"{action}: the answer does not fit "
-                                         f"{output.__name__}: {describe_validation_error(exc)}") from None
+        raise Closed(
+            "schema_violation",
+            f"{action}: the answer does not fit "
+            f"{output.__name__}: {describe_validation_error(exc)}",
+        ) from None
 
 
 async def _ask(ctx: ActionContext, request: LLMRequest, timeout_s: float) -> Completion:
@@ -95,8 +137,10 @@ async def _ask(ctx: ActionContext, request: LLMRequest, timeout_s: float) -> Com
         with trio.fail_after(timeout_s):
             return await ctx.turn.ask(request)
     except trio.TooSlowError:
-        raise Closed("timeout", f"{request.action} got no answer within {timeout_s} s "
-                                f"([sop].stage_timeout_s)") from None
+        raise Closed(
+            "timeout",
+            f"{request.action} got no answer within {timeout_s} s ([sop].stage_timeout_s)",
+        ) from None
     except BudgetExhausted:
         raise  # a ProviderOverrun too: the run ends on the budget, not on a failed gate
     except ProviderError as exc:

@@ -76,15 +76,26 @@ class Outline(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=T
     contract: Contract = Contract()
 
     def points(self) -> Iterable[Point]:
-        yield from (*self.hard_events, *self.beats, *self.foreshadowing, *self.hooks, *self.new_facts)
+        yield from (
+            *self.hard_events,
+            *self.beats,
+            *self.foreshadowing,
+            *self.hooks,
+            *self.new_facts,
+        )
 
     def render(self) -> str:
-        parts = [f"Chapter {self.id}: {self.title}" + (f" (point of view: {self.pov})" if self.pov else "")]
-        for label, points in (("Hard events, in this order", self.hard_events),
-                              ("Beats (adjustable)", self.beats),
-                              ("Foreshadowing", self.foreshadowing),
-                              ("Hooks (in the last paragraph)", self.hooks),
-                              ("New facts this chapter declares", self.new_facts)):
+        parts = [
+            f"Chapter {self.id}: {self.title}"
+            + (f" (point of view: {self.pov})" if self.pov else "")
+        ]
+        for label, points in (
+            ("Hard events, in this order", self.hard_events),
+            ("Beats (adjustable)", self.beats),
+            ("Foreshadowing", self.foreshadowing),
+            ("Hooks (in the last paragraph)", self.hooks),
+            ("New facts this chapter declares", self.new_facts),
+        ):
             if points:
                 parts.append(f"{label}:\n" + "\n".join(f"- [{p.id}] {p.text}" for p in points))
         return "\n\n".join(parts)
@@ -114,14 +125,17 @@ def load_store(root: Path) -> Store:
     items: list[Item] = []
     items += _toml_items(root, "settings.toml", "setting", lambda e: f"{e['title']}: {e['text']}")
     items += _toml_items(root, "canon.toml", "card", lambda e: f"{e['entity']}: {e['text']}")
-    items += _toml_items(root, "ledger.toml", "state",
-                         lambda e: f"{e['entity']} (as of {e['as_of']}): {e['text']}")
+    items += _toml_items(
+        root, "ledger.toml", "state", lambda e: f"{e['entity']} (as of {e['as_of']}): {e['text']}"
+    )
     items += _text_items(root, "confirmed", "fact")
     items += _text_items(root, "scenes", "prose")
     by_id: dict[str, Item] = {}
     for item in items:
         if item.id in by_id:
-            raise ConfigError(f"evidence id {item.id!r} appears twice in {root}; ids must be unique")
+            raise ConfigError(
+                f"evidence id {item.id!r} appears twice in {root}; ids must be unique"
+            )
         by_id[item.id] = item
     return Store(by_id)
 
@@ -132,28 +146,44 @@ def _toml_items(root: Path, name: str, table: str, text: object) -> list[Item]:
         return []
     try:
         entries = read_user_toml(path, "story store file").get(table, [])
-        return [Item(id=f"{table}:{e['id']}", kind="fact", source=name, text=text(e),  # type: ignore[operator]
-                     forbid=tuple(e.get("forbid", ()))) for e in entries]
+        return [
+            Item(
+                id=f"{table}:{e['id']}",
+                kind="fact",
+                source=name,
+                text=text(e),  # type: ignore[operator]
+                forbid=tuple(e.get("forbid", ())),
+            )
+            for e in entries
+        ]
     except (KeyError, TypeError) as exc:
-        raise ConfigError(f"cannot read [[{table}]] entries of {path}: {exc!r}; each needs the "
-                          f"fields the story store docs name") from None
+        raise ConfigError(
+            f"cannot read [[{table}]] entries of {path}: {exc!r}; each needs the "
+            f"fields the story store docs name"
+        ) from None
 
 
 def _text_items(root: Path, folder: str, kind: Kind) -> list[Item]:
     items = []
     for path in sorted((root / folder).glob("*.md")):
-        paragraphs = [p.strip() for p in read_user_text(path, "story store file").split("\n\n") if p.strip()]
-        items += [Item(id=f"{folder}:{path.stem}#p{n}", kind=kind, source=f"{folder}/{path.name}",
-                       text=p) for n, p in enumerate(paragraphs, 1)]
+        paragraphs = [
+            p.strip() for p in read_user_text(path, "story store file").split("\n\n") if p.strip()
+        ]
+        items += [
+            Item(id=f"{folder}:{path.stem}#p{n}", kind=kind, source=f"{folder}/{path.name}", text=p)
+            for n, p in enumerate(paragraphs, 1)
+        ]
     return items
 
 
 # -- planning -----------------------------------------------------------------------------
 
 _WORD = re.compile(r"[a-z][a-z'-]{3,}")
-_STOP = frozenset("that this with from they their there then than into when what which while "
-                  "were have been will would could should about after before over under again "
-                  "only also just very more most some such each other finds".split())
+_STOP = frozenset(
+    "that this with from they their there then than into when what which while "
+    "were have been will would could should about after before over under again "
+    "only also just very more most some such each other finds".split()
+)
 
 
 def terms(text: str) -> frozenset[str]:
@@ -185,8 +215,13 @@ class Manifest(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def _selected(item: Item) -> Selected:
-    return Selected(item.id, item.kind, item.source, len(item.text),
-                    hashlib.sha256(item.text.encode()).hexdigest())
+    return Selected(
+        item.id,
+        item.kind,
+        item.source,
+        len(item.text),
+        hashlib.sha256(item.text.encode()).hexdigest(),
+    )
 
 
 _FIRM = ("card:", "state:")  # canon and state: short, and what a draft most often gets wrong
@@ -203,16 +238,26 @@ def _ranked(candidates: Iterable[Item], wanted: frozenset[str]) -> list[Item]:
 def plan(store: Store, outline: Outline, *, budget_chars: int, fact_share: float) -> Manifest:
     """The first manifest for ``outline``: best-scoring facts within ``fact_share`` of the
     budget, then best-scoring prose within the rest."""
-    wanted = terms(" ".join(f"{p.text} {' '.join(p.must)}" for p in outline.points())
-                   + f" {outline.title} {outline.pov}")
+    wanted = terms(
+        " ".join(f"{p.text} {' '.join(p.must)}" for p in outline.points())
+        + f" {outline.title} {outline.pov}"
+    )
     chosen: list[Item] = []
-    for kind, cap in (("fact", int(budget_chars * fact_share)),
-                      ("prose", budget_chars - int(budget_chars * fact_share))):
+    for kind, cap in (
+        ("fact", int(budget_chars * fact_share)),
+        ("prose", budget_chars - int(budget_chars * fact_share)),
+    ):
         chosen += _fill(_ranked((i for i in store.items.values() if i.kind == kind), wanted), cap)
-    return Manifest(sample=outline.id, revision=0, budget_chars=budget_chars, fact_share=fact_share,
-                    extra_chars_allowed=int(budget_chars * 0.3), extra_chars_used=0,
-                    used_chars=sum(len(i.text) for i in chosen),
-                    items=tuple(sorted((_selected(i) for i in chosen), key=lambda s: s.id)))
+    return Manifest(
+        sample=outline.id,
+        revision=0,
+        budget_chars=budget_chars,
+        fact_share=fact_share,
+        extra_chars_allowed=int(budget_chars * 0.3),
+        extra_chars_used=0,
+        used_chars=sum(len(i.text) for i in chosen),
+        items=tuple(sorted((_selected(i) for i in chosen), key=lambda s: s.id)),
+    )
 
 
 def _fill(ranked: list[Item], cap: int) -> list[Item]:
@@ -233,15 +278,21 @@ def extend(store: Store, manifest: Manifest, requests: list[dict[str, str]]) -> 
     added: list[Item] = []
     for request in requests:
         pool = (i for i in store.items.values() if i.kind == request["kind"] and i.id not in have)
-        for item in _fill(_ranked(pool, terms(request["query"])), manifest.extra_chars_allowed - extra):
+        for item in _fill(
+            _ranked(pool, terms(request["query"])), manifest.extra_chars_allowed - extra
+        ):
             have.add(item.id)
             added.append(item)
             extra += len(item.text)
     items = sorted((*manifest.items, *(_selected(i) for i in added)), key=lambda s: s.id)
     return msgspec.structs.replace(
-        manifest, revision=manifest.revision + 1, items=tuple(items), extra_chars_used=extra,
+        manifest,
+        revision=manifest.revision + 1,
+        items=tuple(items),
+        extra_chars_used=extra,
         used_chars=manifest.used_chars + sum(len(i.text) for i in added),
-        requests=(*manifest.requests, *requests))
+        requests=(*manifest.requests, *requests),
+    )
 
 
 _encoder = msgspec.json.Encoder(order="sorted")

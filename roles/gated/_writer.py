@@ -37,10 +37,10 @@ from pydantic import BaseModel, Field, model_validator
 from sopbus.bus import ChatMessage, Message, ReceiptError, Turn, issue_receipt, require_receipt
 
 from .._action import Action, ActionContext, ActionResult
+from .._role import Role
 from ._detect import GateOptions, detect
 from ._guard import Closed, ask_strict, fail_closed
 from ._store import Manifest, Outline, Store, extend, manifest_bytes, plan
-from .._role import Role
 
 OUTLINE = "ConfirmOutline"
 PLAN = "PlanEvidence"
@@ -128,10 +128,16 @@ class PlanEvidence(Action):
         ctx.turn.write_artifact(rel, manifest_bytes(manifest))
         return ActionResult(
             content=f"evidence for {manifest.sample}: {len(manifest.items)} items, "
-                    f"{manifest.used_chars} of {manifest.budget_chars} characters "
-                    f"(+{manifest.extra_chars_used} requested) in {rel}",
-            payload={"sample": manifest.sample, "manifest": rel, "revision": manifest.revision,
-                     "outline": outline_raw, "items": [i.id for i in manifest.items]})
+            f"{manifest.used_chars} of {manifest.budget_chars} characters "
+            f"(+{manifest.extra_chars_used} requested) in {rel}",
+            payload={
+                "sample": manifest.sample,
+                "manifest": rel,
+                "revision": manifest.revision,
+                "outline": outline_raw,
+                "items": [i.id for i in manifest.items],
+            },
+        )
 
 
 class EvidencePlanner(PerMessage):
@@ -174,10 +180,12 @@ class _Sample:
 class WriteChapter(Action):
     """Writes the chapter from the writer context only, or asks for evidence."""
 
-    instruction = ("Write the chapter as continuous prose. Use the FACTS exactly as given; "
-                   "write like the PROSE (voice, rhythm, hooks) without copying it. Keep every "
-                   "hard event, in order; put the hooks in the last paragraph. If evidence you "
-                   "need is missing, answer with evidence_requests instead of a draft.")
+    instruction = (
+        "Write the chapter as continuous prose. Use the FACTS exactly as given; "
+        "write like the PROSE (voice, rhythm, hooks) without copying it. Keep every "
+        "hard event, in order; put the hooks in the last paragraph. If evidence you "
+        "need is missing, answer with evidence_requests instead of a draft."
+    )
 
     def __init__(self, settings: GatedSettings):
         super().__init__(max_repairs=0)
@@ -189,7 +197,9 @@ class WriteChapter(Action):
         payload = message.payload if isinstance(message.payload, dict) else {}
         sample_id = payload.get("sample", "")
         if message.cause_by == PLAN:
-            state = self._samples.setdefault(sample_id, _Sample(payload["outline"], payload["manifest"]))
+            state = self._samples.setdefault(
+                sample_id, _Sample(payload["outline"], payload["manifest"])
+            )
             state.manifest = payload["manifest"]
         elif message.cause_by == CHECK and payload.get("verdict") == "failed":
             state = self._samples[sample_id]
@@ -201,26 +211,44 @@ class WriteChapter(Action):
 
     async def _write(self, ctx: ActionContext, sample: str, state: _Sample) -> ActionResult:
         s = self.settings
-        answer = await ask_strict(ctx, self.writer_context(ctx, state), output=WriterAnswer,
-                                  action=self.name, timeout_s=s.stage_timeout_s)
+        answer = await ask_strict(
+            ctx,
+            self.writer_context(ctx, state),
+            output=WriterAnswer,
+            action=self.name,
+            timeout_s=s.stage_timeout_s,
+        )
         if answer.evidence_requests:
             asked = len(answer.evidence_requests)
             if state.requests + asked > s.max_requests:
-                raise Closed("schema_violation", f"the writer asked for {asked} more evidence "
-                                                 f"requests; {s.max_requests - state.requests} "
-                                                 f"left of {s.max_requests} for {sample}")
+                raise Closed(
+                    "schema_violation",
+                    f"the writer asked for {asked} more evidence "
+                    f"requests; {s.max_requests - state.requests} "
+                    f"left of {s.max_requests} for {sample}",
+                )
             state.requests += asked
             requests = [r.model_dump() for r in answer.evidence_requests]
-            return ActionResult(content=f"{sample}: evidence requests: "
-                                        + "; ".join(f"{r['kind']}: {r['query']}" for r in requests),
-                                payload={"sample": sample, "type": "requests", "requests": requests})
+            return ActionResult(
+                content=f"{sample}: evidence requests: "
+                + "; ".join(f"{r['kind']}: {r['query']}" for r in requests),
+                payload={"sample": sample, "type": "requests", "requests": requests},
+            )
         state.attempt += 1
         state.last_draft = answer.draft
         rel = f"{sample}/draft-{state.attempt}.md"
         ctx.turn.write_artifact(rel, answer.draft)
-        return ActionResult(content=answer.draft, payload={
-            "sample": sample, "type": "draft", "attempt": state.attempt, "draft": rel,
-            "manifest": state.manifest, "outline": state.outline})
+        return ActionResult(
+            content=answer.draft,
+            payload={
+                "sample": sample,
+                "type": "draft",
+                "attempt": state.attempt,
+                "draft": rel,
+                "manifest": state.manifest,
+                "outline": state.outline,
+            },
+        )
 
     def writer_context(self, ctx: ActionContext, state: _Sample) -> tuple[ChatMessage, ...]:
         """Everything the writer sees: no run history, no other role's messages."""
@@ -228,22 +256,33 @@ class WriteChapter(Action):
         manifest = _manifest(ctx.turn, state.manifest)
         items = [self.settings.store.items[i.id] for i in manifest.items]
         parts = [outline.render()]
-        for kind, label in (("fact", "FACTS (write these correctly)"),
-                            ("prose", "PROSE (write alike: voice, rhythm, hooks; do not copy)")):
+        for kind, label in (
+            ("fact", "FACTS (write these correctly)"),
+            ("prose", "PROSE (write alike: voice, rhythm, hooks; do not copy)"),
+        ):
             chosen = [f"[{i.id}] {i.text}" for i in items if i.kind == kind]
             parts.append(f"{label}:\n" + ("\n".join(chosen) or "(none)"))
         c = outline.contract
-        parts.append(f"OUTPUT CONTRACT: {c.min_chars} to {c.max_chars} characters of prose; "
-                     f"no headings, lists or notes.")
+        parts.append(
+            f"OUTPUT CONTRACT: {c.min_chars} to {c.max_chars} characters of prose; "
+            f"no headings, lists or notes."
+        )
         left = self.settings.max_requests - state.requests
         parts.append(f"Evidence requests left: {left}" + ("" if left else " (write the draft)"))
         if state.report is not None:
-            errors = "\n".join(f"- {e['id']}: {e['message']} ({e.get('evidence', '')})"
-                               for e in state.report["errors"])
-            parts.append(f"YOUR LAST DRAFT:\n{state.last_draft}\n\nTHE DETECTOR BLOCKED IT:\n"
-                         f"{errors}\nRevise the draft so that each of these is fixed.")
+            errors = "\n".join(
+                f"- {e['id']}: {e['message']} ({e.get('evidence', '')})"
+                for e in state.report["errors"]
+            )
+            parts.append(
+                f"YOUR LAST DRAFT:\n{state.last_draft}\n\nTHE DETECTOR BLOCKED IT:\n"
+                f"{errors}\nRevise the draft so that each of these is fixed."
+            )
         parts.append(self.instruction)
-        return (ChatMessage("system", ctx.role.system_text()), ChatMessage("user", "\n\n".join(parts)))
+        return (
+            ChatMessage("system", ctx.role.system_text()),
+            ChatMessage("user", "\n\n".join(parts)),
+        )
 
 
 class ChapterWriter(PerMessage):
@@ -276,37 +315,65 @@ class GateChapter(Action):
         sample, attempt = p["sample"], p["attempt"]
         draft = (artifacts / p["draft"]).read_text()
         manifest = _manifest(ctx.turn, p["manifest"])
-        report = await detect(ctx, draft=draft, sample=sample, outline=p["outline"],
-                              store=s.store, manifest=manifest, options=s.gate,
-                              timeout_s=s.stage_timeout_s, action=self.name)
+        report = await detect(
+            ctx,
+            draft=draft,
+            sample=sample,
+            outline=p["outline"],
+            store=s.store,
+            manifest=manifest,
+            options=s.gate,
+            timeout_s=s.stage_timeout_s,
+            action=self.name,
+        )
         rel = f"{sample}/report-{attempt}.json"
         ctx.turn.write_artifact(rel, json.dumps(report, indent=2, sort_keys=True) + "\n")  # first
         errors = [e["id"] for e in report["errors"]]
-        base = {"sample": sample, "attempt": attempt, "draft": p["draft"], "manifest": p["manifest"],
-                "report": rel, "errors": errors}
+        base = {
+            "sample": sample,
+            "attempt": attempt,
+            "draft": p["draft"],
+            "manifest": p["manifest"],
+            "report": rel,
+            "errors": errors,
+        }
         if report["passed"]:
-            receipt, digest = issue_receipt(artifacts, sample=sample, gate=ctx.role.name,
-                                            round=ctx.turn.round, subjects={
-                                                "draft": p["draft"], "manifest": p["manifest"],
-                                                "report": rel})
+            receipt, digest = issue_receipt(
+                artifacts,
+                sample=sample,
+                gate=ctx.role.name,
+                round=ctx.turn.round,
+                subjects={"draft": p["draft"], "manifest": p["manifest"], "report": rel},
+            )
             ctx.turn.emit("receipt_issued", sample=sample, receipt=digest, seq=receipt.seq)
-            return ActionResult(content=f"{sample}: draft {attempt} passed the gate; receipt {digest}",
-                                payload={**base, "verdict": "passed", "receipt": digest})
+            return ActionResult(
+                content=f"{sample}: draft {attempt} passed the gate; receipt {digest}",
+                payload={**base, "verdict": "passed", "receipt": digest},
+            )
         if attempt <= s.max_repairs:
-            return ActionResult(content=f"{sample}: draft {attempt} blocked: {', '.join(errors)}",
-                                payload={**base, "verdict": "failed"})
+            return ActionResult(
+                content=f"{sample}: draft {attempt} blocked: {', '.join(errors)}",
+                payload={**base, "verdict": "failed"},
+            )
         ctx.turn.write_artifact(f"{sample}/to_user.md", _to_user(sample, draft, report, attempt))
         return ActionResult(
             content=f"{sample}: draft {attempt} still fails the gate after {s.max_repairs} repairs "
-                    f"({', '.join(errors)}); it goes to the user with the detector's report",
-            payload={**base, "verdict": "needs_user"}, send_to=(USER,))
+            f"({', '.join(errors)}); it goes to the user with the detector's report",
+            payload={**base, "verdict": "needs_user"},
+            send_to=(USER,),
+        )
 
 
 def _to_user(sample: str, draft: str, report: dict[str, Any], attempt: int) -> str:
-    errors = "\n".join(f"- **{e['id']}** ({e['rule']}): {e['message']}"
-                       + (f" - `{e['evidence']}`" if e.get("evidence") else "") for e in report["errors"])
-    return (f"# {sample}: needs your decision\n\nDraft {attempt} did not pass the gate; it has "
-            f"no receipt.\n\n## Detector report\n\n{errors}\n\n## Draft\n\n{draft}\n")
+    errors = "\n".join(
+        f"- **{e['id']}** ({e['rule']}): {e['message']}"
+        + (f" - `{e['evidence']}`" if e.get("evidence") else "")
+        for e in report["errors"]
+    )
+    return (
+        f"# {sample}: needs your decision\n\nDraft {attempt} did not pass the gate; it has "
+        f"no receipt.\n\n## Detector report\n\n{errors}\n\n## Draft\n\n{draft}\n"
+    )
 
 
 class ChapterGate(PerMessage):
@@ -336,13 +403,22 @@ class DeliverChapter(Action):
         except ReceiptError as exc:
             raise Closed("receipt_invalid", str(exc)) from None
         if receipt.sample != p["sample"] or receipt.subjects["draft"].path != p["draft"]:
-            raise Closed("receipt_invalid", f"receipt {p['receipt']} is for {receipt.sample} "
-                                            f"{receipt.subjects['draft'].path}, not {p['sample']} {p['draft']}")
+            raise Closed(
+                "receipt_invalid",
+                f"receipt {p['receipt']} is for {receipt.sample} "
+                f"{receipt.subjects['draft'].path}, not {p['sample']} {p['draft']}",
+            )
         rel = f"{p['sample']}/chapter.md"
         ctx.turn.write_artifact(rel, (artifacts / p["draft"]).read_bytes())
-        return ActionResult(content=f"{p['sample']} delivered ({rel}, receipt {p['receipt']})",
-                            payload={"sample": p["sample"], "status": "delivered", "chapter": rel,
-                                     "receipt": p["receipt"]})
+        return ActionResult(
+            content=f"{p['sample']} delivered ({rel}, receipt {p['receipt']})",
+            payload={
+                "sample": p["sample"],
+                "status": "delivered",
+                "chapter": rel,
+                "receipt": p["receipt"],
+            },
+        )
 
 
 class ChapterPublisher(PerMessage):

@@ -6,6 +6,7 @@ pct_change.png is a PNG image of a plausible size. Prints each problem; exit 1 i
 """
 
 import csv
+import itertools
 import struct
 import sys
 from pathlib import Path
@@ -15,8 +16,10 @@ def expected() -> dict[str, dict[str, float]]:
     with open("prices.csv", newline="") as f:
         rows = list(csv.DictReader(f))
     series = [k for k in rows[0] if k != "date"]
-    return {now["date"]: {s: (float(now[s]) / float(before[s]) - 1) * 100 for s in series}
-            for before, now in zip(rows, rows[1:])}
+    return {
+        now["date"]: {s: (float(now[s]) / float(before[s]) - 1) * 100 for s in series}
+        for before, now in itertools.pairwise(rows)
+    }
 
 
 def check_table(want: dict[str, dict[str, float]]) -> list[str]:
@@ -52,7 +55,9 @@ def check_plot() -> list[str]:
 
 
 def main() -> int:
-    problems = check_plot() + check_table(expected())  # the one plot problem first: the list is cut at 20
+    problems = check_plot() + check_table(
+        expected()
+    )  # the one plot problem first: the list is cut at 20
     for problem in problems[:20]:
         print(problem)
     print("acceptance: ok" if not problems else f"acceptance: {len(problems)} problem(s)")

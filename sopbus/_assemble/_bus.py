@@ -18,14 +18,14 @@ from typing import TYPE_CHECKING, Any
 from sopbus.bus._errors import ConfigError
 
 if TYPE_CHECKING:
-    from sopbus.bus.scenario._types import Scenario
-    from sopbus.bus.store._store import RunStore
     from sopbus.bus._member import Member
     from sopbus.bus.llm._gateway import Gateway
     from sopbus.bus.llm._tape import CallLog
     from sopbus.bus.money._account import AccountShare
     from sopbus.bus.nats._remote import Coordinator
+    from sopbus.bus.scenario._types import Scenario
     from sopbus.bus.store._resume import Continuation
+    from sopbus.bus.store._store import RunStore
 
 WAIT_S = 10.0
 
@@ -52,8 +52,12 @@ async def probe(url: str) -> None:
 class Remote:
     """What a run over NATS adds to the plain run (nothing without ``--bus``)."""
 
-    def __init__(self, coordinator: Coordinator | None = None, pool: AccountShare | None = None,
-                 continuation: Continuation | None = None):
+    def __init__(
+        self,
+        coordinator: Coordinator | None = None,
+        pool: AccountShare | None = None,
+        continuation: Continuation | None = None,
+    ):
         self.coordinator, self.continuation = coordinator, continuation
         self.pool = pool
         self.log = coordinator.log if coordinator is not None else None
@@ -66,14 +70,21 @@ class Remote:
         if self.continuation is not None and self.continuation.resume:
             from sopbus.bus.llm._tape import read_calls
 
-            await self.coordinator.adopt(read_calls(self.continuation.run_dir), self.continuation.lost)
+            await self.coordinator.adopt(
+                read_calls(self.continuation.run_dir), self.continuation.lost
+            )
             await self.coordinator.rebase(gateway.budget.spent)
         return await self.coordinator.members(roles)
 
 
 @asynccontextmanager
-async def coordinated(bus: BusOptions | None, scenario: Scenario, as_run: str, store: RunStore,
-                      continuation: Continuation | None = None) -> AsyncIterator[Remote]:
+async def coordinated(
+    bus: BusOptions | None,
+    scenario: Scenario,
+    as_run: str,
+    store: RunStore,
+    continuation: Continuation | None = None,
+) -> AsyncIterator[Remote]:
     """The run over NATS for the block: ``as_run`` is the scenario as run (TOML), which the
     workers build the team from (a resume: ``continuation``)."""
     if bus is None:
@@ -83,7 +94,13 @@ async def coordinated(bus: BusOptions | None, scenario: Scenario, as_run: str, s
 
     files = [*scenario.fixture_paths(), *filter(None, [scenario.cassette_path()])]
     plan = plan_of(as_run, files, scenario.run.seed)
-    async with coordinating(bus.url, store, plan, cap=scenario.run.budget_usd, wait_s=bus.wait_s,
-                            remote=bus.remote,
-                            epoch=continuation.resume if continuation else 0) as coordinator:
+    async with coordinating(
+        bus.url,
+        store,
+        plan,
+        cap=scenario.run.budget_usd,
+        wait_s=bus.wait_s,
+        remote=bus.remote,
+        epoch=continuation.resume if continuation else 0,
+    ) as coordinator:
         yield Remote(coordinator, coordinator.pool, continuation)

@@ -21,7 +21,9 @@ from sopbus.bus._errors import ConfigError
 DOTENV = ".env"
 
 
-def run_environ(cwd: Path | None = None, environ: Mapping[str, str] | None = None) -> dict[str, str]:
+def run_environ(
+    cwd: Path | None = None, environ: Mapping[str, str] | None = None
+) -> dict[str, str]:
     """``environ`` (default ``os.environ``) over the ``.env`` file in ``cwd`` (default the
     working directory), when there is one. An unreadable file is a
     :class:`~sopbus.bus.ConfigError` naming it."""
@@ -34,7 +36,9 @@ def run_environ(cwd: Path | None = None, environ: Mapping[str, str] | None = Non
     try:
         values = dotenv_values(path)
     except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"cannot read {path}: {exc}; fix or remove the file "
-                          f"(it holds keys such as OPENAI_API_KEY=...)") from None
+        raise ConfigError(
+            f"cannot read {path}: {exc}; fix or remove the file "
+            f"(it holds keys such as OPENAI_API_KEY=...)"
+        ) from None
     # A line with a name and no `=` has no value (None): it sets nothing.
     return {**{k: v for k, v in values.items() if v is not None}, **base}

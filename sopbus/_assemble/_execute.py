@@ -23,32 +23,40 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import msgspec
-import trio
 from loguru import logger
 
 from sopbus.bus import _events as ev
-from sopbus.bus.money._budget import Budget
 from sopbus.bus._environment import Environment
-from sopbus.bus._errors import ConfigError
-from sopbus.bus.llm._gateway import Gateway
 from sopbus.bus._layout import SANDBOX_SCRATCH, SUMMARY
-from sopbus.bus._redact import redact_url
 from sopbus.bus._protocol import Provider
-from sopbus.bus.money._prices import PriceBook
+from sopbus.bus._redact import redact_url
 from sopbus.bus._run import Runner, RunResult
 from sopbus.bus._summary import RunSummary, decode_summary
-from sopbus.bus.scenario._load import scenario_to_builtins
-from sopbus.bus.scenario._types import Scenario
+from sopbus.bus.llm._gateway import Gateway
+from sopbus.bus.money._budget import Budget
+from sopbus.bus.money._prices import PriceBook
 from sopbus.bus.sandbox import SandboxSettings, check_backend, sweep_stale
 from sopbus.bus.sandbox import using as sandbox_using
+from sopbus.bus.scenario._load import scenario_to_builtins
+from sopbus.bus.scenario._types import Scenario
 from sopbus.bus.store._store import RunStore
-from ._logs import FILE_FORMAT, RedactedFile, configure_logging, redacting_stderr
+
+from ._logs import FILE_FORMAT, RedactedFile, redacting_stderr
 from ._progress import Progress
-from ._provider import checked_prices, endpoint, innermost, make_provider, opened_for_run, run_secrets, with_people
+from ._provider import (
+    checked_prices,
+    endpoint,
+    innermost,
+    make_provider,
+    opened_for_run,
+    run_secrets,
+    with_people,
+)
 
 if TYPE_CHECKING:
     from sopbus.bus.money._account import AccountShare
     from sopbus.bus.store._resume import Continuation
+
     from ._bus import BusOptions
 
 
@@ -60,11 +68,18 @@ class Outcome(NamedTuple):
     summary: RunSummary
 
 
-async def execute(scenario: Scenario, *, record: Path | None = None, progress: bool = False,
-                  environ: Mapping[str, str] | None = None,
-                  continuation: Continuation | None = None,
-                  human_input: Path | None = None, run_id: str | None = None,
-                  pool: AccountShare | None = None, bus: BusOptions | None = None) -> Outcome:
+async def execute(
+    scenario: Scenario,
+    *,
+    record: Path | None = None,
+    progress: bool = False,
+    environ: Mapping[str, str] | None = None,
+    continuation: Continuation | None = None,
+    human_input: Path | None = None,
+    run_id: str | None = None,
+    pool: AccountShare | None = None,
+    bus: BusOptions | None = None,
+) -> Outcome:
     """Builds and runs ``scenario``; every configuration mistake is raised as
     :class:`~sopbus.bus.ConfigError` before any call is made or any run directory is created
     (or, with a ``continuation``, changed). ``environ`` holds the keys and endpoints
@@ -80,8 +95,9 @@ async def execute(scenario: Scenario, *, record: Path | None = None, progress: b
 
         provider: Provider = Unplugged()
     else:
-        provider = with_people(checked.provider, team.roles, human_input,
-                                required=continuation is None)
+        provider = with_people(
+            checked.provider, team.roles, human_input, required=continuation is None
+        )
     for warning in checked.warnings:
         logger.warning(warning)
     if continuation is not None:
@@ -90,14 +106,22 @@ async def execute(scenario: Scenario, *, record: Path | None = None, progress: b
         store = RunStore.create(Path(scenario.run.runs_dir), scenario.name, run_id=run_id)
         store.lock()
     store.hide(run_secrets(scenario, env))
-    sink_id = logger.add(RedactedFile(store.run_dir / "run.log", store.redact), level="DEBUG",
-                         enqueue=False, format=FILE_FORMAT,
-                         filter=lambda record: record["extra"].get("run_id") == store.run_id)
+    sink_id = logger.add(
+        RedactedFile(store.run_dir / "run.log", store.redact),
+        level="DEBUG",
+        enqueue=False,
+        format=FILE_FORMAT,
+        filter=lambda record: record["extra"].get("run_id") == store.run_id,
+    )
     try:
-        with logger.contextualize(run_id=store.run_id), sandbox_using(_sandbox(scenario, store)), \
-                redacting_stderr(store.redact):
-            result = await _run(scenario, team, prices, provider, store, record, progress,
-                                continuation, pool, bus)
+        with (
+            logger.contextualize(run_id=store.run_id),
+            sandbox_using(_sandbox(scenario, store)),
+            redacting_stderr(store.redact),
+        ):
+            result = await _run(
+                scenario, team, prices, provider, store, record, progress, continuation, pool, bus
+            )
         if team.finish is not None:
             team.finish(store.artifacts_dir)
     finally:
@@ -123,39 +147,69 @@ def preflight(scenario: Scenario, environ: Mapping[str, str], *, live: bool = Tr
     the team (names in ``watch``, ``actions`` and ``send_to``), a price for every model it
     can call, the sandbox backend, the provider's settings (fixture files, a cassette, an
     API key). ``sopbus validate`` calls this too, so a file it passes is one ``run`` starts."""
-    from sopbus.sops import build_team
-
     from sopbus.bus.llm._fixtures import idea_warnings
+    from sopbus.sops import build_team
 
     team = build_team(scenario)
     prices = checked_prices(scenario, team.roles, endpoint=endpoint(scenario, environ))
     check_backend(scenario.sandbox.backend, where=f"{scenario.path}: [sandbox].backend")
     provider = make_provider(scenario, environ) if live else None
-    warnings = (idea_warnings(scenario.idea, scenario.fixture_paths())
-                if scenario.llm.provider == "sim" else [])
+    warnings = (
+        idea_warnings(scenario.idea, scenario.fixture_paths())
+        if scenario.llm.provider == "sim"
+        else []
+    )
     return Preflight(team, prices, provider, warnings)
 
 
-async def _run(scenario: Scenario, team: Any, prices: PriceBook, provider: Provider,
-               store: RunStore, record: Path | None, progress: bool,
-               continuation: Continuation | None, pool: AccountShare | None = None,
-               bus: BusOptions | None = None) -> RunResult:
+async def _run(
+    scenario: Scenario,
+    team: Any,
+    prices: PriceBook,
+    provider: Provider,
+    store: RunStore,
+    record: Path | None,
+    progress: bool,
+    continuation: Continuation | None,
+    pool: AccountShare | None = None,
+    bus: BusOptions | None = None,
+) -> RunResult:
     from sopbus.bus.llm._tape import CallLog
+
     from ._bus import coordinated
 
     as_run = scenario_as_run(scenario)
     store.write_scenario(as_run)
-    store.log(ev.RunStarted(run_id=store.run_id, scenario=scenario.name, mode=scenario.run.mode,
-                            seed=scenario.run.seed, max_rounds=scenario.run.max_rounds,
-                            settings={"provider": scenario.llm.provider, "model": scenario.llm.model,
-                                      "budget_usd": str(scenario.run.budget_usd), "sop": scenario.sop,
-                                      "scenario_path": str(scenario.path)}))
-    async with opened_for_run(provider, record) as live, \
-            coordinated(bus, scenario, as_run, store, continuation) as remote:
+    store.log(
+        ev.RunStarted(
+            run_id=store.run_id,
+            scenario=scenario.name,
+            mode=scenario.run.mode,
+            seed=scenario.run.seed,
+            max_rounds=scenario.run.max_rounds,
+            settings={
+                "provider": scenario.llm.provider,
+                "model": scenario.llm.model,
+                "budget_usd": str(scenario.run.budget_usd),
+                "sop": scenario.sop,
+                "scenario_path": str(scenario.path),
+            },
+        )
+    )
+    async with (
+        opened_for_run(provider, record) as live,
+        coordinated(bus, scenario, as_run, store, continuation) as remote,
+    ):
         journal = CallLog(store, first_call=continuation.first_call if continuation else 0)
-        gateway = Gateway(live, prices, Budget(scenario.run.budget_usd), sink=store.record_call,
-                          max_attempts=scenario.llm.max_attempts, journal=journal,
-                          pool=pool or remote.pool)
+        gateway = Gateway(
+            live,
+            prices,
+            Budget(scenario.run.budget_usd),
+            sink=store.record_call,
+            max_attempts=scenario.llm.max_attempts,
+            journal=journal,
+            pool=pool or remote.pool,
+        )
         asker: Any = gateway if continuation is None else continuation.wrap(gateway, store)
         summary = _summary_fields(scenario, store) | (continuation.summary if continuation else {})
         # A stop condition that watches spend or tokens (group chat's limits) reads them from
@@ -166,9 +220,18 @@ async def _run(scenario: Scenario, team: Any, prices: PriceBook, provider: Provi
         # The store takes a publish at once (over NATS: and puts its messages on the stream).
         env = Environment(store.run_id, log=remote.log or store)
         env.add_all(await remote.members(team.roles, gateway, journal))
-        runner = Runner(env, mode=scenario.run.mode, max_rounds=scenario.run.max_rounds,
-                        seed=team.seed, injections=team.injections, stop=team.stop,
-                        gateway=asker, store=store, summary=summary, judge=team.verdict)
+        runner = Runner(
+            env,
+            mode=scenario.run.mode,
+            max_rounds=scenario.run.max_rounds,
+            seed=team.seed,
+            injections=team.injections,
+            stop=team.stop,
+            gateway=asker,
+            store=store,
+            summary=summary,
+            judge=team.verdict,
+        )
         if not progress:
             return await runner.run()
         async with Progress(env, gateway, scenario, store.run_dir, runner) as shown:
@@ -211,8 +274,11 @@ def _sandbox(scenario: Scenario, store: RunStore) -> SandboxSettings:
     for stale in Path(scenario.run.runs_dir).glob(f"*/{SANDBOX_SCRATCH}"):
         sweep_stale(stale)
         _remove_if_empty(stale)
-    return SandboxSettings(backend=scenario.sandbox.backend, scratch_root=root,
-                           untrusted=scenario.llm.provider != "sim")
+    return SandboxSettings(
+        backend=scenario.sandbox.backend,
+        scratch_root=root,
+        untrusted=scenario.llm.provider != "sim",
+    )
 
 
 def _remove_if_empty(path: Path) -> None:
@@ -223,8 +289,12 @@ def _remove_if_empty(path: Path) -> None:
 
 
 def _summary_fields(scenario: Scenario, store: RunStore) -> dict[str, Any]:
-    return {"scenario": scenario.name, "scenario_path": str(scenario.path), "sop": scenario.sop,
-            "provider": scenario.llm.provider, "model": scenario.llm.model,
-            "seed": scenario.run.seed, "run_dir": str(store.run_dir)}
-
-
+    return {
+        "scenario": scenario.name,
+        "scenario_path": str(scenario.path),
+        "sop": scenario.sop,
+        "provider": scenario.llm.provider,
+        "model": scenario.llm.model,
+        "seed": scenario.run.seed,
+        "run_dir": str(store.run_dir),
+    }

@@ -47,7 +47,10 @@ def configure_logging(quiet: bool, verbose: bool = False) -> None:
     :func:`execute`)."""
     logger.remove()
     # Written through sys.stderr at call time, so that rich's live display can keep them above it.
-    logger.add(_to_stderr, level="WARNING" if quiet else "INFO",
-               colorize=sys.stderr.isatty(),
-               filter=lambda record: verbose or not record["extra"].get("cost"),
-               format="<green>{time:HH:mm:ss}</green> <level>{level: <7}</level> {message}")
+    logger.add(
+        _to_stderr,
+        level="WARNING" if quiet else "INFO",
+        colorize=sys.stderr.isatty(),
+        filter=lambda record: verbose or not record["extra"].get("cost"),
+        format="<green>{time:HH:mm:ss}</green> <level>{level: <7}</level> {message}",
+    )

@@ -49,14 +49,17 @@ class Progress:
         nursery.start_soon(self._live if self._tty else self._lines)
         return self
 
-    async def __aexit__(self, kind: type[BaseException] | None, exc: BaseException | None,
-                        tb: TracebackType | None) -> bool | None:
+    async def __aexit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> bool | None:
         self._cancel.cancel()
         handled = bool(await self._nursery_cm.__aexit__(kind, exc, tb))
         if not self._tty:
             rnd, published, spent, cap = self._state()
-            print(f"ended in round {rnd} | messages {published} | spent {money(spent)} of {money(cap)}",
-                  flush=True)
+            print(
+                f"ended in round {rnd} | messages {published} | spent {money(spent)} of {money(cap)}",
+                flush=True,
+            )
         return handled
 
     @asynccontextmanager
@@ -83,7 +86,7 @@ class Progress:
         """``Alice: WritePRD, Bob: WriteDesign``: the roles in their turn, cut to fit."""
         at_work = self._runner.at_work() if self._runner is not None else []
         text = ", ".join(f"{role}: {action}" if action else role for role, action in at_work)
-        return text if len(text) <= _WORKING_WIDTH else text[:_WORKING_WIDTH - 3] + "..."
+        return text if len(text) <= _WORKING_WIDTH else text[: _WORKING_WIDTH - 3] + "..."
 
     async def _lines(self) -> None:
         last, last_wait = -1, ""
@@ -93,9 +96,12 @@ class Progress:
                 if rnd != last:
                     last = rnd
                     working = self.working()
-                    print(f"round {rnd}/{self._max_rounds} | messages {published} | "
-                          f"spent {money(spent)} of {money(cap)}"
-                          + (f" | working: {working}" if working else ""), flush=True)
+                    print(
+                        f"round {rnd}/{self._max_rounds} | messages {published} | "
+                        f"spent {money(spent)} of {money(cap)}"
+                        + (f" | working: {working}" if working else ""),
+                        flush=True,
+                    )
                 waiting = self._waiting()
                 if waiting and waiting != last_wait:
                     print(waiting, flush=True)
@@ -105,21 +111,37 @@ class Progress:
     async def _live(self) -> None:
         from rich.console import Group
         from rich.live import Live
-        from rich.progress import BarColumn, Progress as Bar, TextColumn
+        from rich.progress import BarColumn, TextColumn
+        from rich.progress import Progress as Bar
         from rich.text import Text
 
-        bar = Bar(TextColumn("[bold]round {task.fields[round]}/{task.fields[max_rounds]}"),
-                  TextColumn("messages {task.fields[messages]}"), BarColumn(),
-                  TextColumn("${task.fields[spent]:.4f} of ${task.fields[cap]:.2f}"),
-                  TextColumn("[yellow]{task.fields[waiting]}"))
+        bar = Bar(
+            TextColumn("[bold]round {task.fields[round]}/{task.fields[max_rounds]}"),
+            TextColumn("messages {task.fields[messages]}"),
+            BarColumn(),
+            TextColumn("${task.fields[spent]:.4f} of ${task.fields[cap]:.2f}"),
+            TextColumn("[yellow]{task.fields[waiting]}"),
+        )
         rnd, published, spent, cap = self._state()
-        task = bar.add_task("spend", total=float(cap), round=rnd, max_rounds=self._max_rounds,
-                            messages=published, spent=spent, cap=cap, waiting="")
+        task = bar.add_task(
+            "spend",
+            total=float(cap),
+            round=rnd,
+            max_rounds=self._max_rounds,
+            messages=published,
+            spent=spent,
+            cap=cap,
+            waiting="",
+        )
 
         def frame(doing: str) -> Group:
-            streamed = [Text(line, no_wrap=True, overflow="ellipsis", style="dim")
-                        for line in self.live.lines()]
-            return Group(bar, Text(doing, no_wrap=True, overflow="ellipsis", style="dim"), *streamed)
+            streamed = [
+                Text(line, no_wrap=True, overflow="ellipsis", style="dim")
+                for line in self.live.lines()
+            ]
+            return Group(
+                bar, Text(doing, no_wrap=True, overflow="ellipsis", style="dim"), *streamed
+            )
 
         with Live(frame(""), refresh_per_second=10, transient=False) as live:
             self._bar = live
@@ -133,9 +155,15 @@ class Progress:
             live.update(frame("finished"), refresh=True)
 
     def _update(self, bar: Any, task: Any) -> None:
-        rnd, published, spent, cap = self._state()
-        bar.update(task, completed=float(spent), round=rnd, messages=published, spent=spent,
-                   waiting=self._waiting())
+        rnd, published, spent, _cap = self._state()
+        bar.update(
+            task,
+            completed=float(spent),
+            round=rnd,
+            messages=published,
+            spent=spent,
+            waiting=self._waiting(),
+        )
 
 
 def money(amount: Decimal) -> str:

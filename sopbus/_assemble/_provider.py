@@ -29,19 +29,24 @@ def innermost(provider: Any) -> Any:
     return provider
 
 
-def with_people(provider: Provider, roles: list[Any], human_input: Path | None, *,
-                 required: bool) -> Provider:
+def with_people(
+    provider: Provider, roles: list[Any], human_input: Path | None, *, required: bool
+) -> Provider:
     """The run's provider, with a person answering the roles declared ``human = true``."""
     humans = [role.name for role in roles if getattr(role, "human", False)]
     if not humans:
         return provider
     from sopbus.bus.llm._human import HumanProvider, HumanRouter, answers_for
 
-    answers = answers_for(human_input, interactive=sys.stdin.isatty(), humans=humans,
-                          required=required)
+    answers = answers_for(
+        human_input, interactive=sys.stdin.isatty(), humans=humans, required=required
+    )
     return HumanRouter(provider, HumanProvider(answers))
 
-def checked_prices(scenario: Scenario, roles: list[Any], *, endpoint: str | None = None) -> PriceBook:
+
+def checked_prices(
+    scenario: Scenario, roles: list[Any], *, endpoint: str | None = None
+) -> PriceBook:
     """The price book, with every model the team can call priced (else a ConfigError that
     names the model and the fix) before any call is made. ``endpoint`` (see :func:`endpoint`)
     lets genai-prices price a model at the provider that serves it."""
@@ -64,7 +69,9 @@ def endpoint(scenario: Scenario, environ: Mapping[str, str]) -> str | None:
     from sopbus.bus.llm._openai import DEFAULT_BASE_URL, openai_settings_from_env
 
     # Redacted: prices only need the host, and the quote names the endpoint it came from.
-    return redact_url(scenario.llm.base_url or openai_settings_from_env(environ).base_url or DEFAULT_BASE_URL)
+    return redact_url(
+        scenario.llm.base_url or openai_settings_from_env(environ).base_url or DEFAULT_BASE_URL
+    )
 
 
 def make_provider(scenario: Scenario, environ: Mapping[str, str]) -> Provider:
@@ -76,26 +83,38 @@ def make_provider(scenario: Scenario, environ: Mapping[str, str]) -> Provider:
         from sopbus.bus.llm._fixtures import load_fixtures
         from sopbus.bus.llm._sim import SimProvider
 
-        return SimProvider(seed=scenario.run.seed, latency_ms=llm.latency_ms,
-                           fixtures=load_fixtures(scenario.fixture_paths()), stream=llm.stream)
+        return SimProvider(
+            seed=scenario.run.seed,
+            latency_ms=llm.latency_ms,
+            fixtures=load_fixtures(scenario.fixture_paths()),
+            stream=llm.stream,
+        )
     if llm.provider == "replay":
         from sopbus.bus.llm._replay import ReplayProvider
 
         cassette = scenario.cassette_path()
         if cassette is None:
-            raise ConfigError(f"{scenario.path}: provider 'replay' needs a cassette: set "
-                              f"[llm].cassette to a file recorded with `sopbus run --record FILE`")
+            raise ConfigError(
+                f"{scenario.path}: provider 'replay' needs a cassette: set "
+                f"[llm].cassette to a file recorded with `sopbus run --record FILE`"
+            )
         return ReplayProvider(cassette)
     from sopbus.bus.llm._openai import OpenAIProvider, openai_settings_from_env
 
     env = openai_settings_from_env(environ)
     if not env.api_key:
-        raise ConfigError(f"{scenario.path}: provider 'openai' needs an API key: set "
-                          f"OPENAI_API_KEY in the environment or in a .env file in the working "
-                          f"directory (any value for a local server)")
-    return OpenAIProvider(base_url=_whole_url(scenario, env.base_url), api_key=env.api_key,
-                          timeout_s=llm.timeout_s, stream=llm.stream,
-                          max_tokens_param=llm.max_tokens_param)
+        raise ConfigError(
+            f"{scenario.path}: provider 'openai' needs an API key: set "
+            f"OPENAI_API_KEY in the environment or in a .env file in the working "
+            f"directory (any value for a local server)"
+        )
+    return OpenAIProvider(
+        base_url=_whole_url(scenario, env.base_url),
+        api_key=env.api_key,
+        timeout_s=llm.timeout_s,
+        stream=llm.stream,
+        max_tokens_param=llm.max_tokens_param,
+    )
 
 
 def _whole_url(scenario: Scenario, from_env: str | None) -> str | None:
@@ -107,8 +126,11 @@ def _whole_url(scenario: Scenario, from_env: str | None) -> str | None:
         return url or from_env
     if from_env is not None and redact_url(from_env) == url:
         return from_env
-    raise ConfigError(f"{scenario.path}: the base URL {url} had credentials, which a run does "
-                      f"not keep; set OPENAI_BASE_URL to the whole URL to run it again")
+    raise ConfigError(
+        f"{scenario.path}: the base URL {url} had credentials, which a run does "
+        f"not keep; set OPENAI_BASE_URL to the whole URL to run it again"
+    )
+
 
 @asynccontextmanager
 async def opened_for_run(provider: Provider, record: Path | None) -> AsyncIterator[Provider]:
@@ -119,6 +141,7 @@ async def opened_for_run(provider: Provider, record: Path | None) -> AsyncIterat
         provider = RecordingProvider(provider, record)
     async with opened(provider) as live:
         yield live
+
 
 def run_secrets(scenario: Scenario, environ: Mapping[str, str]) -> tuple[str, ...]:
     """What a run must never write: the credentials in its base URL (the scenario's or

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from types import ModuleType
 
 from sopbus.bus._errors import ConfigError
+
 from ._exit import ExitCode
 
 PROG = "sopbus"
@@ -37,8 +38,12 @@ exit codes:
 def command_modules() -> list[ModuleType]:
     """The ``_cmd_<name>`` modules of this package, in help order."""
     # A directory listing rather than pkgutil.iter_modules, which imports inspect (~15 ms).
-    names = [file[len("_cmd_"):-len(".py")] for directory in sys.modules[_PACKAGE].__path__
-             for file in os.listdir(directory) if file.startswith("_cmd_") and file.endswith(".py")]
+    names = [
+        file[len("_cmd_") : -len(".py")]
+        for directory in sys.modules[_PACKAGE].__path__
+        for file in os.listdir(directory)
+        if file.startswith("_cmd_") and file.endswith(".py")
+    ]
     names.sort(key=lambda n: (_ORDER.index(n) if n in _ORDER else len(_ORDER), n))
     return [importlib.import_module(f"{_PACKAGE}._cmd_{name}") for name in names]
 
@@ -47,12 +52,22 @@ class _Version(argparse.Action):
     """``--version``: the installed distribution's version, looked up only when asked
     (``importlib.metadata`` is not free, and ``--help`` must not pay for it)."""
 
-    def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS,
-                 default: str = argparse.SUPPRESS, help: str | None = None) -> None:
+    def __init__(
+        self,
+        option_strings: Sequence[str],
+        dest: str = argparse.SUPPRESS,
+        default: str = argparse.SUPPRESS,
+        help: str | None = None,
+    ) -> None:
         super().__init__(option_strings, dest=dest, default=default, nargs=0, help=help)
 
-    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
-                 values: object, option_string: str | None = None) -> None:
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: object,
+        option_string: str | None = None,
+    ) -> None:
         from importlib.metadata import PackageNotFoundError, version
 
         try:
@@ -67,8 +82,11 @@ def build_parser() -> argparse.ArgumentParser:
     """The ``sopbus`` parser, one subcommand per command module. Each subcommand's
     namespace carries its ``run`` function as ``args.handler``."""
     parser = argparse.ArgumentParser(
-        prog=PROG, epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
-        description="Run teams of LLM agents that work by a standard operating procedure.")
+        prog=PROG,
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Run teams of LLM agents that work by a standard operating procedure.",
+    )
     parser.add_argument("--version", action=_Version, help="print the version of sopbus and exit")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for module in command_modules():

@@ -29,7 +29,9 @@ def usd(text: str) -> Decimal:
     try:
         amount = Decimal(text)
     except InvalidOperation:
-        raise argparse.ArgumentTypeError(f"expected an amount of USD such as 3.0, got {text!r}") from None
+        raise argparse.ArgumentTypeError(
+            f"expected an amount of USD such as 3.0, got {text!r}"
+        ) from None
     if not amount.is_finite() or amount <= 0:
         raise argparse.ArgumentTypeError(f"expected an amount of USD greater than 0, got {text!r}")
     return amount
@@ -37,6 +39,7 @@ def usd(text: str) -> Decimal:
 
 def whole_number(minimum: int, what: str = "a whole number") -> Callable[[str], int]:
     """An argparse type: a whole number of ``minimum`` or more."""
+
     def parse(text: str) -> int:
         try:
             value = int(text)
@@ -45,6 +48,7 @@ def whole_number(minimum: int, what: str = "a whole number") -> Callable[[str], 
         if value < minimum:
             raise argparse.ArgumentTypeError(f"expected {minimum} or more, got {value}")
         return value
+
     return parse
 
 

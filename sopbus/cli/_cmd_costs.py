@@ -33,8 +33,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     output = parser.add_mutually_exclusive_group()
     output.add_argument("--json", action="store_true", help="print the report as JSON")
     output.add_argument("--csv", action="store_true", help="print the ledger as CSV")
-    parser.add_argument("--reprice", metavar="MODEL",
-                        help="what the same calls would have cost on MODEL")
+    parser.add_argument(
+        "--reprice", metavar="MODEL", help="what the same calls would have cost on MODEL"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -68,8 +69,11 @@ def report_for(run_dir: Path, lines: list[LedgerLine]) -> dict[str, Any]:
     from sopbus.bus._summary import read_summary
 
     summary = read_summary(run_dir)
-    return cost_report(lines, budget=_budget(run_dir, summary, lines),
-                       run_id=summary.run_id if summary is not None else run_dir.name)
+    return cost_report(
+        lines,
+        budget=_budget(run_dir, summary, lines),
+        run_id=summary.run_id if summary is not None else run_dir.name,
+    )
 
 
 def _budget(run_dir: Path, summary: RunSummary | None, lines: list[LedgerLine]) -> Decimal:
@@ -90,7 +94,9 @@ def repriced(lines: list[LedgerLine], model: str, run_dir: Path) -> list[LedgerL
     try:
         return reprice(lines, model, PriceBook.load(run_prices(run_dir)))
     except ConfigError as exc:
-        raise ConfigError(f"--reprice: {exc} (the run's prices are in {run_dir / 'scenario.toml'})") from None
+        raise ConfigError(
+            f"--reprice: {exc} (the run's prices are in {run_dir / 'scenario.toml'})"
+        ) from None
 
 
 def run_prices(run_dir: Path) -> dict[str, Any]:
@@ -118,12 +124,16 @@ def _print_report(report: dict[str, Any], run_dir: Path, actual: list[LedgerLine
     from sopbus.bus.money._budget import usd
 
     out = console()
-    out.print(f"[bold]costs of run {escape(report['run_id'])}[/] ({escape(str(run_dir))})",
-                  highlight=False)
+    out.print(
+        f"[bold]costs of run {escape(report['run_id'])}[/] ({escape(str(run_dir))})",
+        highlight=False,
+    )
     if "repriced_to" in report:
         models = ", ".join(sorted({line.model for line in actual})) or "-"
-        out.print(f"repriced on {report['repriced_to']}: the same tokens would have cost "
-                      f"${usd(report['total_usd'])} (actual ${usd(report['actual_total_usd'])} on {models})",
-                      highlight=False, markup=False)
+        out.print(
+            f"repriced on {report['repriced_to']}: the same tokens would have cost "
+            f"${usd(report['total_usd'])} (actual ${usd(report['actual_total_usd'])} on {models})",
+            highlight=False,
+            markup=False,
+        )
     out.print(render_table(report))
-

@@ -51,20 +51,26 @@ def first_difference(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> str | 
     for i, (x, y) in enumerate(zip(a, b, strict=False)):
         if x != y:
             fields = _differing(x, y)
-            detail = "; ".join(f"{name}: {_show(x_value)} vs {_show(y_value)}"
-                               for name, x_value, y_value in fields)
+            detail = "; ".join(
+                f"{name}: {_show(x_value)} vs {_show(y_value)}" for name, x_value, y_value in fields
+            )
             return f"message {i + 1} ({_where(x)}): {detail}"
     if len(a) == len(b):
         return None
     longer, extra = ("RUN1", a[len(b)]) if len(a) > len(b) else ("RUN2", b[len(a)])
-    return (f"{longer} has {abs(len(a) - len(b))} more message(s) after message {min(len(a), len(b))}; "
-            f"the first: {_where(extra)} {_show(extra['message'].get('content', ''))}")
+    return (
+        f"{longer} has {abs(len(a) - len(b))} more message(s) after message {min(len(a), len(b))}; "
+        f"the first: {_where(extra)} {_show(extra['message'].get('content', ''))}"
+    )
 
 
 def _differing(x: dict[str, Any], y: dict[str, Any]) -> list[tuple[str, Any, Any]]:
     flat_x, flat_y = _flatten(x), _flatten(y)
-    return [(name, flat_x.get(name), flat_y.get(name)) for name in sorted(flat_x.keys() | flat_y.keys())
-            if flat_x.get(name) != flat_y.get(name)]
+    return [
+        (name, flat_x.get(name), flat_y.get(name))
+        for name in sorted(flat_x.keys() | flat_y.keys())
+        if flat_x.get(name) != flat_y.get(name)
+    ]
 
 
 def _flatten(event: dict[str, Any]) -> dict[str, Any]:

@@ -14,8 +14,9 @@ HELP = "list the shipped scenarios (run one by name: sopbus run NAME)"
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--json", action="store_true",
-                        help="print a JSON array of {name, description, path}")
+    parser.add_argument(
+        "--json", action="store_true", help="print a JSON array of {name, description, path}"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -23,8 +24,15 @@ def run(args: argparse.Namespace) -> int:
 
     found = examples()
     if args.json:
-        print(json.dumps([{"name": e.name, "description": e.description, "path": str(e.path)}
-                          for e in found], indent=2))
+        print(
+            json.dumps(
+                [
+                    {"name": e.name, "description": e.description, "path": str(e.path)}
+                    for e in found
+                ],
+                indent=2,
+            )
+        )
         return 0
     width = max((len(e.name) for e in found), default=0)
     for example in found:

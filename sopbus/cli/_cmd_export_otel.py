@@ -19,9 +19,12 @@ HELP = "send a run's trace (run, rounds, turns, LLM calls) to an OpenTelemetry c
 
 def configure(parser: argparse.ArgumentParser) -> None:
     add_run_arg(parser)
-    parser.add_argument("--endpoint", metavar="URL",
-                        help="OTLP/HTTP endpoint, e.g. http://127.0.0.1:4318 (default: the "
-                             "OTEL_EXPORTER_OTLP_* variables, else http://localhost:4318)")
+    parser.add_argument(
+        "--endpoint",
+        metavar="URL",
+        help="OTLP/HTTP endpoint, e.g. http://127.0.0.1:4318 (default: the "
+        "OTEL_EXPORTER_OTLP_* variables, else http://localhost:4318)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:

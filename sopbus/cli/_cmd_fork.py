@@ -10,7 +10,6 @@ at round N+1). See :mod:`sopbus.bus.store._fork`.
 from __future__ import annotations
 
 import argparse
-
 from typing import TYPE_CHECKING
 
 from ._args import path_arg, whole_number
@@ -28,23 +27,48 @@ round_number = whole_number(0, "a round number")
 
 def configure(parser: argparse.ArgumentParser) -> None:
     add_run_arg(parser)
-    parser.add_argument("--at-round", metavar="N", type=round_number, required=True,
-                        help="the last round taken from RUN (0: none)")
-    parser.add_argument("--set", dest="settings", metavar="KEY=VALUE", action="append", default=[],
-                        help="change a setting of the scenario from round N+1 on (repeatable)")
-    parser.add_argument("--into", metavar="DIR", type=path_arg,
-                        help="the folder (such as runs) that gets the fork's new run directory "
-                             "(default: the folder RUN is in)")
-    parser.add_argument("--quiet", action="store_true", help="no progress display; only the summary")
-    parser.add_argument("-v", "--verbose", action="store_true",
-                        help="also print the cost line of every LLM call (always in run.log)")
+    parser.add_argument(
+        "--at-round",
+        metavar="N",
+        type=round_number,
+        required=True,
+        help="the last round taken from RUN (0: none)",
+    )
+    parser.add_argument(
+        "--set",
+        dest="settings",
+        metavar="KEY=VALUE",
+        action="append",
+        default=[],
+        help="change a setting of the scenario from round N+1 on (repeatable)",
+    )
+    parser.add_argument(
+        "--into",
+        metavar="DIR",
+        type=path_arg,
+        help="the folder (such as runs) that gets the fork's new run directory "
+        "(default: the folder RUN is in)",
+    )
+    parser.add_argument(
+        "--quiet", action="store_true", help="no progress display; only the summary"
+    )
+    parser.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="also print the cost line of every LLM call (always in run.log)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
     from sopbus.bus.store._fork import plan_fork
 
-    scenario, continuation = plan_fork(resolve_run(args.run, args.runs_dir), at_round=args.at_round,
-                                       settings=tuple(args.settings), into=args.into)
+    scenario, continuation = plan_fork(
+        resolve_run(args.run, args.runs_dir),
+        at_round=args.at_round,
+        settings=tuple(args.settings),
+        into=args.into,
+    )
     blame_settings(scenario, tuple(args.settings))
     from ._running import run_command
 

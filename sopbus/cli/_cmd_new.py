@@ -19,10 +19,15 @@ HELP = "write a starting team (scenario, Python roles, fixtures) into a folder"
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("directory", metavar="DIR", type=path_arg,
-                        help="the folder to write into (made if missing)")
-    parser.add_argument("--from", dest="source", metavar="NAME",
-                        help="copy this shipped scenario instead of the template (sopbus examples)")
+    parser.add_argument(
+        "directory", metavar="DIR", type=path_arg, help="the folder to write into (made if missing)"
+    )
+    parser.add_argument(
+        "--from",
+        dest="source",
+        metavar="NAME",
+        help="copy this shipped scenario instead of the template (sopbus examples)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:

@@ -27,12 +27,23 @@ HELP = "what a model costs per 1M input/output/cached tokens, and which source s
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("model", metavar="MODEL", nargs="?",
-                        help="a model name (without it: the models sopbus ships prices for)")
-    parser.add_argument("--scenario", metavar="FILE", type=path_arg,
-                        help="a scenario whose [prices] and endpoint count first")
-    parser.add_argument("--base-url", metavar="URL",
-                        help="the endpoint the model is called at (picks the provider's price)")
+    parser.add_argument(
+        "model",
+        metavar="MODEL",
+        nargs="?",
+        help="a model name (without it: the models sopbus ships prices for)",
+    )
+    parser.add_argument(
+        "--scenario",
+        metavar="FILE",
+        type=path_arg,
+        help="a scenario whose [prices] and endpoint count first",
+    )
+    parser.add_argument(
+        "--base-url",
+        metavar="URL",
+        help="the endpoint the model is called at (picks the provider's price)",
+    )
     parser.add_argument("--json", action="store_true", help="print JSON instead of text")
 
 
@@ -61,11 +72,10 @@ def _book(args: argparse.Namespace) -> PriceBook:
     overrides: dict[str, Any] = {}
     endpoint = args.base_url
     if args.scenario is not None:
-        from sopbus.bus import load_scenario
-        from sopbus._assemble._provider import endpoint as run_endpoint
         from sopbus._assemble._environ import run_environ
-
+        from sopbus._assemble._provider import endpoint as run_endpoint
         from sopbus._examples import scenario_path
+        from sopbus.bus import load_scenario
 
         scenario = load_scenario(scenario_path(args.scenario))
         overrides = scenario.price_table()
@@ -78,10 +88,14 @@ def describe(quote: Quote) -> list[str]:
     from sopbus.bus.money import usd
 
     price = quote.price
-    rows = [("", "input", "output", "cached input"),
-            ("base", usd(price.input), usd(price.output), usd(price.cached_input))]
-    rows += [(f"prompt > {t.above:,}", usd(t.input), usd(t.output), usd(t.cached_input))
-             for t in price.tiers]
+    rows = [
+        ("", "input", "output", "cached input"),
+        ("base", usd(price.input), usd(price.output), usd(price.cached_input)),
+    ]
+    rows += [
+        (f"prompt > {t.above:,}", usd(t.input), usd(t.output), usd(t.cached_input))
+        for t in price.tiers
+    ]
     width = max(len(r[0]) for r in rows)
     lines = [f"{quote.model}: USD per 1M tokens"]
     lines += ["  " + r[0].ljust(width) + "".join(c.rjust(14) for c in r[1:]) for r in rows]
@@ -90,8 +104,10 @@ def describe(quote: Quote) -> list[str]:
     lines.append(f"source:  {_source(quote)}")
     if quote.source == "genai-prices":
         name = f" ({quote.matched_name})" if quote.matched_name else ""
-        lines.append(f"matched: {quote.matched}{name} of {quote.provider_name} "
-                     f"[{quote.provider}], because {quote.how}")
+        lines.append(
+            f"matched: {quote.matched}{name} of {quote.provider_name} "
+            f"[{quote.provider}], because {quote.how}"
+        )
         if quote.also:
             lines.append(f"also listed by: {', '.join(quote.also)} (pick one with --base-url)")
     lines += [f"note:    {note}" for note in quote.notes]
@@ -106,8 +122,9 @@ def _source(quote: Quote) -> str:
         return f'scenario: its [prices."{quote.model}"] table (it comes first)'
     if quote.source == "sopbus":
         return f"sopbus: {PACKAGED} (no [prices] entry in the scenario)"
-    return (f"genai-prices {version()} (offline data; not in the scenario's [prices] "
-            f"nor in {PACKAGED})")
+    return (
+        f"genai-prices {version()} (offline data; not in the scenario's [prices] nor in {PACKAGED})"
+    )
 
 
 def _with_version(quote: Quote) -> dict[str, Any]:
@@ -129,7 +146,11 @@ def _print_list(quotes: list[Quote]) -> None:
     print(f"{'model'.ljust(width)}  {'input':>10}{'output':>10}{'cached':>10}  source")
     for q in quotes:
         p = q.price
-        print(f"{q.model.ljust(width)}  {usd(p.input):>10}{usd(p.output):>10}"
-              f"{usd(p.cached_input):>10}  {q.source}")
-    print(f"(USD per 1M tokens) Behind these, genai-prices {version()} knows "
-          f"{len(known_names()):,} models offline; `sopbus prices MODEL` shows one and why.")
+        print(
+            f"{q.model.ljust(width)}  {usd(p.input):>10}{usd(p.output):>10}"
+            f"{usd(p.cached_input):>10}  {q.source}"
+        )
+    print(
+        f"(USD per 1M tokens) Behind these, genai-prices {version()} knows "
+        f"{len(known_names()):,} models offline; `sopbus prices MODEL` shows one and why."
+    )

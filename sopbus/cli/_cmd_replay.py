@@ -18,12 +18,22 @@ HELP = "run a run again at no cost, every LLM answer taken from its recording"
 
 def configure(parser: argparse.ArgumentParser) -> None:
     add_run_arg(parser)
-    parser.add_argument("--into", metavar="DIR", type=path_arg,
-                        help="the folder (such as runs) that gets the replay's new run directory "
-                             "(default: the folder RUN is in)")
-    parser.add_argument("--quiet", action="store_true", help="no progress display; only the summary")
-    parser.add_argument("-v", "--verbose", action="store_true",
-                        help="also print the cost line of every LLM call (always in run.log)")
+    parser.add_argument(
+        "--into",
+        metavar="DIR",
+        type=path_arg,
+        help="the folder (such as runs) that gets the replay's new run directory "
+        "(default: the folder RUN is in)",
+    )
+    parser.add_argument(
+        "--quiet", action="store_true", help="no progress display; only the summary"
+    )
+    parser.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="also print the cost line of every LLM call (always in run.log)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:

@@ -18,8 +18,13 @@ HELP = "write a run's report: one offline HTML page with flow, money, calls, gra
 
 def configure(parser: argparse.ArgumentParser) -> None:
     add_run_arg(parser)
-    parser.add_argument("-o", "--output", metavar="FILE", type=Path,
-                        help="where to write the page (default: report.html in the run directory)")
+    parser.add_argument(
+        "-o",
+        "--output",
+        metavar="FILE",
+        type=Path,
+        help="where to write the page (default: report.html in the run directory)",
+    )
     parser.add_argument("--open", action="store_true", help="open the page in the default browser")
 
 
@@ -41,12 +46,18 @@ def write(run_dir: Path, output: Path | None) -> Path:
     from sopbus.bus.report import write_report
 
     if output is not None and output.is_dir():
-        raise ConfigError(f"-o {output} is a directory; give a file name, e.g. {output / 'report.html'}")
+        raise ConfigError(
+            f"-o {output} is a directory; give a file name, e.g. {output / 'report.html'}"
+        )
     if output is not None and not output.parent.is_dir():
-        raise ConfigError(f"cannot write -o {output}: directory {output.parent} does not exist; "
-                          f"create it first or choose another path")
+        raise ConfigError(
+            f"cannot write -o {output}: directory {output.parent} does not exist; "
+            f"create it first or choose another path"
+        )
     try:
         return write_report(run_dir, output)
     except OSError as exc:
-        raise ConfigError(f"cannot write the report to {exc.filename or output}: {exc.strerror}; "
-                          f"choose another path with -o FILE") from None
+        raise ConfigError(
+            f"cannot write the report to {exc.filename or output}: {exc.strerror}; "
+            f"choose another path with -o FILE"
+        ) from None

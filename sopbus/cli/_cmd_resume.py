@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import argparse
 
-from ._busargs import add_bus_args
 from ._args import path_arg, positive_int, usd
+from ._busargs import add_bus_args
 from ._runref import add_run_arg, resolve_run
 
 NAME = "resume"
@@ -21,16 +21,35 @@ HELP = "continue a killed or stopped run in its directory, paying no completed c
 
 def configure(parser: argparse.ArgumentParser) -> None:
     add_run_arg(parser)
-    parser.add_argument("--budget", dest="budget_usd", metavar="USD", type=usd,
-                        help="a new budget cap in USD (above what the run has spent)")
-    parser.add_argument("--max-rounds", metavar="N", type=positive_int,
-                        help="a new round limit (for a run stopped by its round limit)")
-    parser.add_argument("--human-input", metavar="PATH", type=path_arg,
-                        help="answers for roles with human = true that the recording lacks, one a "
-                             "line (default: ask on the terminal)")
-    parser.add_argument("--quiet", action="store_true", help="no progress display; only the summary")
-    parser.add_argument("-v", "--verbose", action="store_true",
-                        help="also print the cost line of every LLM call (always in run.log)")
+    parser.add_argument(
+        "--budget",
+        dest="budget_usd",
+        metavar="USD",
+        type=usd,
+        help="a new budget cap in USD (above what the run has spent)",
+    )
+    parser.add_argument(
+        "--max-rounds",
+        metavar="N",
+        type=positive_int,
+        help="a new round limit (for a run stopped by its round limit)",
+    )
+    parser.add_argument(
+        "--human-input",
+        metavar="PATH",
+        type=path_arg,
+        help="answers for roles with human = true that the recording lacks, one a "
+        "line (default: ask on the terminal)",
+    )
+    parser.add_argument(
+        "--quiet", action="store_true", help="no progress display; only the summary"
+    )
+    parser.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="also print the cost line of every LLM call (always in run.log)",
+    )
     add_bus_args(parser)
 
 
@@ -38,8 +57,9 @@ def run(args: argparse.Namespace) -> int:
     from sopbus.bus.store._resume import plan_resume
 
     run_dir = resolve_run(args.run, args.runs_dir)
-    scenario, continuation = plan_resume(run_dir, budget_usd=args.budget_usd,
-                                         max_rounds=args.max_rounds)
+    scenario, continuation = plan_resume(
+        run_dir, budget_usd=args.budget_usd, max_rounds=args.max_rounds
+    )
     from ._running import run_command
 
     return run_command(scenario, args, continuation)

@@ -40,10 +40,18 @@ def builtin_roles() -> list[dict[str, Any]]:
     import sopbus.roles.builtin  # noqa: F401  (registers the built-in roles and actions)
     from sopbus.roles import registry
 
-    return [{"name": cls.name, "profile": cls.profile, "goal": cls.goal,
-             "actions": _names(cls.actions), "watch": _names(cls.watch),
-             "react_mode": cls.react_mode, "module": cls.__module__}
-            for cls in registry.roles.values()]
+    return [
+        {
+            "name": cls.name,
+            "profile": cls.profile,
+            "goal": cls.goal,
+            "actions": _names(cls.actions),
+            "watch": _names(cls.watch),
+            "react_mode": cls.react_mode,
+            "module": cls.__module__,
+        }
+        for cls in registry.roles.values()
+    ]
 
 
 def _names(refs: Iterable[Any]) -> list[str]:
@@ -64,6 +72,10 @@ def _print_table(rows: list[dict[str, Any]]) -> None:
     for column in COLUMNS:
         table.add_column(column.replace("_", " "))
     for row in rows:
-        table.add_row(*(Text(", ".join(v) if isinstance(v, list) else str(v))
-                        for v in (row[c] for c in COLUMNS)))
+        table.add_row(
+            *(
+                Text(", ".join(v) if isinstance(v, list) else str(v))
+                for v in (row[c] for c in COLUMNS)
+            )
+        )
     out.print(table)

@@ -9,8 +9,8 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
-from ._busargs import add_bus_args
 from ._args import path_arg, positive_int, usd
+from ._busargs import add_bus_args
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -21,50 +21,108 @@ NAME = "run"
 HELP = "run a scenario: live progress, then a summary and the run directory"
 
 # Flags that override a value of the scenario file, as scenario_with_overrides names them.
-OVERRIDES = ("idea", "provider", "model", "base_url", "budget_usd", "max_rounds", "seed",
-             "mode", "runs_dir", "sandbox")
+OVERRIDES = (
+    "idea",
+    "provider",
+    "model",
+    "base_url",
+    "budget_usd",
+    "max_rounds",
+    "seed",
+    "mode",
+    "runs_dir",
+    "sandbox",
+)
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("scenario", metavar="SCENARIO", type=path_arg,
-                        help="a scenario file (TOML), or the name of a shipped one (sopbus examples)")
-    parser.add_argument("--idea", metavar="TEXT", help="the first message (overrides [scenario].idea)")
-    parser.add_argument("--provider", choices=("sim", "openai", "replay"),
-                        help="LLM provider (overrides [llm].provider)")
+    parser.add_argument(
+        "scenario",
+        metavar="SCENARIO",
+        type=path_arg,
+        help="a scenario file (TOML), or the name of a shipped one (sopbus examples)",
+    )
+    parser.add_argument(
+        "--idea", metavar="TEXT", help="the first message (overrides [scenario].idea)"
+    )
+    parser.add_argument(
+        "--provider",
+        choices=("sim", "openai", "replay"),
+        help="LLM provider (overrides [llm].provider)",
+    )
     parser.add_argument("--model", metavar="M", help="model name (overrides [llm].model)")
-    parser.add_argument("--base-url", metavar="URL",
-                        help="OpenAI-compatible endpoint (overrides [llm].base_url)")
-    parser.add_argument("--budget", dest="budget_usd", metavar="USD", type=usd,
-                        help="budget cap in USD (overrides [run].budget_usd)")
-    parser.add_argument("--max-rounds", metavar="N", type=positive_int,
-                        help="round limit (overrides [run].max_rounds)")
+    parser.add_argument(
+        "--base-url", metavar="URL", help="OpenAI-compatible endpoint (overrides [llm].base_url)"
+    )
+    parser.add_argument(
+        "--budget",
+        dest="budget_usd",
+        metavar="USD",
+        type=usd,
+        help="budget cap in USD (overrides [run].budget_usd)",
+    )
+    parser.add_argument(
+        "--max-rounds",
+        metavar="N",
+        type=positive_int,
+        help="round limit (overrides [run].max_rounds)",
+    )
     parser.add_argument("--seed", metavar="N", type=int, help="seed (overrides [run].seed)")
-    parser.add_argument("--mode", choices=("rounds", "events"),
-                        help="scheduling (overrides [run].mode)")
-    parser.add_argument("--runs-dir", metavar="DIR",
-                        help="where run directories go (overrides [run].runs_dir)")
-    parser.add_argument("--sandbox", choices=("auto", "bwrap", "local"),
-                        help="how model-written code runs (overrides [sandbox].backend): bwrap "
-                             "isolates it (bubblewrap), local does not, auto takes bwrap when "
-                             "installed")
-    parser.add_argument("--record", metavar="FILE", type=path_arg,
-                        help="record every LLM call into a replay cassette")
-    parser.add_argument("--inject", metavar="FILE", type=path_arg, action="append",
-                        help="a TOML file of [[inject]] entries (as in a scenario: round and "
-                             "message), added to the scenario's; may be given more than once")
-    parser.add_argument("--human-input", metavar="PATH", type=path_arg,
-                        help="answers for roles with human = true, one a line (a file or a named "
-                             "pipe; a JSON object for an action with output fields); default: ask "
-                             "on the terminal")
-    parser.add_argument("--otel", action="store_true",
-                        help="send the run's trace over OTLP/HTTP when it ends (also when an "
-                             "OTEL_EXPORTER_OTLP_ENDPOINT variable is set; needs sopbus[otel])")
-    parser.add_argument("--report", action="store_true",
-                        help="write the run's HTML report (report.html in the run directory) at the end")
-    parser.add_argument("--quiet", action="store_true",
-                        help="no progress display; only the summary")
-    parser.add_argument("-v", "--verbose", action="store_true",
-                        help="also print the cost line of every LLM call (always in run.log)")
+    parser.add_argument(
+        "--mode", choices=("rounds", "events"), help="scheduling (overrides [run].mode)"
+    )
+    parser.add_argument(
+        "--runs-dir", metavar="DIR", help="where run directories go (overrides [run].runs_dir)"
+    )
+    parser.add_argument(
+        "--sandbox",
+        choices=("auto", "bwrap", "local"),
+        help="how model-written code runs (overrides [sandbox].backend): bwrap "
+        "isolates it (bubblewrap), local does not, auto takes bwrap when "
+        "installed",
+    )
+    parser.add_argument(
+        "--record",
+        metavar="FILE",
+        type=path_arg,
+        help="record every LLM call into a replay cassette",
+    )
+    parser.add_argument(
+        "--inject",
+        metavar="FILE",
+        type=path_arg,
+        action="append",
+        help="a TOML file of [[inject]] entries (as in a scenario: round and "
+        "message), added to the scenario's; may be given more than once",
+    )
+    parser.add_argument(
+        "--human-input",
+        metavar="PATH",
+        type=path_arg,
+        help="answers for roles with human = true, one a line (a file or a named "
+        "pipe; a JSON object for an action with output fields); default: ask "
+        "on the terminal",
+    )
+    parser.add_argument(
+        "--otel",
+        action="store_true",
+        help="send the run's trace over OTLP/HTTP when it ends (also when an "
+        "OTEL_EXPORTER_OTLP_ENDPOINT variable is set; needs sopbus[otel])",
+    )
+    parser.add_argument(
+        "--report",
+        action="store_true",
+        help="write the run's HTML report (report.html in the run directory) at the end",
+    )
+    parser.add_argument(
+        "--quiet", action="store_true", help="no progress display; only the summary"
+    )
+    parser.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="also print the cost line of every LLM call (always in run.log)",
+    )
     add_bus_args(parser)
 
 
@@ -72,7 +130,9 @@ def run(args: argparse.Namespace) -> int:
     from sopbus._examples import scenario_path
     from sopbus.bus import load_scenario, scenario_with_overrides
 
-    scenario = scenario_with_overrides(load_scenario(scenario_path(args.scenario)), **overrides(args))
+    scenario = scenario_with_overrides(
+        load_scenario(scenario_path(args.scenario)), **overrides(args)
+    )
     for path in getattr(args, "inject", None) or ():
         scenario = with_injections(scenario, path)
     # Imported after loading, so that a wrong file is reported before anything heavy loads.
@@ -94,14 +154,18 @@ def with_injections(scenario: Scenario, path: Path) -> Scenario:
     except msgspec.ValidationError as exc:
         raise ConfigError(f"--inject file {path}: {str(exc).replace('`$', '`$.inject')}") from None
     if set(data) - {"inject"}:
-        raise ConfigError(f"--inject file {path} may hold only [[inject]] entries; found "
-                          f"{', '.join(sorted(set(data) - {'inject'}))}")
+        raise ConfigError(
+            f"--inject file {path} may hold only [[inject]] entries; found "
+            f"{', '.join(sorted(set(data) - {'inject'}))}"
+        )
     if not found:
         raise ConfigError(f"--inject file {path} has no [[inject]] entries")
     empty = [i for i, item in enumerate(found) if not item.content and item.payload is None]
     if empty:
-        raise ConfigError(f"--inject file {path}: $.inject[{empty[0]}] is an empty message; "
-                          f"give it content or a payload")
+        raise ConfigError(
+            f"--inject file {path}: $.inject[{empty[0]}] is an empty message; "
+            f"give it content or a payload"
+        )
     return msgspec.structs.replace(scenario, inject=(*scenario.inject, *found))
 
 

@@ -56,20 +56,30 @@ def run_row(run_dir: Path) -> dict[str, Any]:
     summary = read_summary(run_dir)
     row = _from_summary(summary) if summary is not None else _from_logs(run_dir)
     started = started_at(run_dir)
-    row.update(run_id=run_dir.name, started_at=started,
-               started=time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(started)),
-               run_dir=str(run_dir))
+    row.update(
+        run_id=run_dir.name,
+        started_at=started,
+        started=time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(started)),
+        run_dir=str(run_dir),
+    )
     return row
 
 
 def _from_summary(summary: RunSummary) -> dict[str, Any]:
     import msgspec
 
-    return {"scenario": summary.scenario, "status": summary.status,
-            "end_reason": summary.end_reason, "rounds": summary.rounds,
-            "verdict": msgspec.to_builtins(summary.verdict), "provider": summary.provider,
-            "simulated": summary.simulated, "total_usd": str(summary.total_usd),
-            "budget_usd": str(summary.budget_usd), "calls": summary.llm_calls}
+    return {
+        "scenario": summary.scenario,
+        "status": summary.status,
+        "end_reason": summary.end_reason,
+        "rounds": summary.rounds,
+        "verdict": msgspec.to_builtins(summary.verdict),
+        "provider": summary.provider,
+        "simulated": summary.simulated,
+        "total_usd": str(summary.total_usd),
+        "budget_usd": str(summary.budget_usd),
+        "calls": summary.llm_calls,
+    }
 
 
 def _from_logs(run_dir: Path) -> dict[str, Any]:
@@ -79,13 +89,22 @@ def _from_logs(run_dir: Path) -> dict[str, Any]:
 
     first = first_event(run_dir) or {}
     ledger = load_ledger(run_dir)
-    budget = first.get("settings", {}).get("budget_usd") or (ledger[-1].budget_usd if ledger else "0")
+    budget = first.get("settings", {}).get("budget_usd") or (
+        ledger[-1].budget_usd if ledger else "0"
+    )
     provider = first.get("settings", {}).get("provider", "")
-    return {"scenario": first.get("scenario", ""), "status": KILLED, "end_reason": UNFINISHED,
-            "rounds": _last_round(run_dir), "verdict": None, "provider": provider,
-            "simulated": provider == "sim",
-            "total_usd": str(ledger[-1].total_usd) if ledger else "0", "budget_usd": str(budget),
-            "calls": sum(1 for line in ledger if line.outcome != "refused")}
+    return {
+        "scenario": first.get("scenario", ""),
+        "status": KILLED,
+        "end_reason": UNFINISHED,
+        "rounds": _last_round(run_dir),
+        "verdict": None,
+        "provider": provider,
+        "simulated": provider == "sim",
+        "total_usd": str(ledger[-1].total_usd) if ledger else "0",
+        "budget_usd": str(budget),
+        "calls": sum(1 for line in ledger if line.outcome != "refused"),
+    }
 
 
 def _last_round(run_dir: Path) -> int:
@@ -106,16 +125,18 @@ def _columns() -> list[tuple[str, Callable[[dict[str, Any]], str], bool]]:
 
     from sopbus.bus.money._budget import usd
 
-    return [("run", lambda r: r["run_id"], True),
-            ("status", lambda r: r["status"], True),
-            ("verdict", _verdict_cell, True),
-            ("spend", lambda r: f"${usd(Decimal(r['total_usd']))}", True),
-            ("llm", lambda r: "sim" if r.get("simulated") else str(r.get("provider") or "?"), True),
-            ("ended by", lambda r: r["end_reason"], False),
-            ("calls", lambda r: str(r["calls"]), False),
-            ("budget", lambda r: f"${usd(Decimal(r['budget_usd']))}", False),
-            ("started", lambda r: r["started"], False),
-            ("scenario", lambda r: r["scenario"], False)]
+    return [
+        ("run", lambda r: r["run_id"], True),
+        ("status", lambda r: r["status"], True),
+        ("verdict", _verdict_cell, True),
+        ("spend", lambda r: f"${usd(Decimal(r['total_usd']))}", True),
+        ("llm", lambda r: "sim" if r.get("simulated") else str(r.get("provider") or "?"), True),
+        ("ended by", lambda r: r["end_reason"], False),
+        ("calls", lambda r: str(r["calls"]), False),
+        ("budget", lambda r: f"${usd(Decimal(r['budget_usd']))}", False),
+        ("started", lambda r: r["started"], False),
+        ("scenario", lambda r: r["scenario"], False),
+    ]
 
 
 def _verdict_cell(row: dict[str, Any]) -> str:
@@ -133,7 +154,9 @@ def _print_table(rows: list[dict[str, Any]], runs_dir: Path) -> None:
     from rich.text import Text
 
     out = console()
-    cells = [(header, [cell(row) for row in rows], essential) for header, cell, essential in _columns()]
+    cells = [
+        (header, [cell(row) for row in rows], essential) for header, cell, essential in _columns()
+    ]
     widths = [max(len(header), *map(len, column)) for header, column, _ in cells]
     essential = [w for w, (_, _, must) in zip(widths, cells, strict=True) if must]
     # Two spaces between columns; one when that is what lets the essential ones fit.
@@ -147,8 +170,9 @@ def _print_table(rows: list[dict[str, Any]], runs_dir: Path) -> None:
         out.print(Text("llm sim: simulated output (the sim provider), not a model's", style="dim"))
 
 
-def _print_columns(out: Any, rows: list[dict[str, Any]], cells: list[Any], widths: list[int],
-                   gap: int) -> None:
+def _print_columns(
+    out: Any, rows: list[dict[str, Any]], cells: list[Any], widths: list[int], gap: int
+) -> None:
     """One line per run: the essential columns, then the others while they fit."""
     from rich.table import Table
     from rich.text import Text
@@ -158,7 +182,9 @@ def _print_columns(out: Any, rows: list[dict[str, Any]], cells: list[Any], width
         if essential or used + gap + width <= out.width:
             chosen.append((header, column))
             used += gap + width
-    table = Table(box=None, pad_edge=False, header_style="bold", padding=(0, gap // 2, 0, gap - gap // 2))
+    table = Table(
+        box=None, pad_edge=False, header_style="bold", padding=(0, gap // 2, 0, gap - gap // 2)
+    )
     for header, _ in chosen:
         table.add_column(header, no_wrap=True, justify="right" if header in _RIGHT else "left")
     for i in range(len(rows)):
@@ -166,7 +192,9 @@ def _print_columns(out: Any, rows: list[dict[str, Any]], cells: list[Any], width
     out.print(table)
 
 
-def _print_stacked(out: Any, rows: list[dict[str, Any]], cells: list[Any], widths: list[int]) -> None:
+def _print_stacked(
+    out: Any, rows: list[dict[str, Any]], cells: list[Any], widths: list[int]
+) -> None:
     """A terminal too narrow for a run id beside the rest: the id on its own line, the
     other columns indented under it (whole, never cut)."""
     from rich.text import Text

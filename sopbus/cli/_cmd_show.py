@@ -35,12 +35,25 @@ def configure(parser: argparse.ArgumentParser) -> None:
     output = parser.add_mutually_exclusive_group()
     output.add_argument("--json", action="store_true", help="print JSON lines, one per message")
     output.add_argument("--full", action="store_true", help="print every message whole")
-    parser.add_argument("--role", action="append", metavar="NAME",
-                        help="only messages sent by this role (repeatable)")
-    parser.add_argument("--action", action="append", metavar="NAME",
-                        help="only messages caused by this action (repeatable)")
-    parser.add_argument("--round", action="append", metavar="N", type=whole_number(0, "a round number"),
-                        help="only messages of this round (repeatable)")
+    parser.add_argument(
+        "--role",
+        action="append",
+        metavar="NAME",
+        help="only messages sent by this role (repeatable)",
+    )
+    parser.add_argument(
+        "--action",
+        action="append",
+        metavar="NAME",
+        help="only messages caused by this action (repeatable)",
+    )
+    parser.add_argument(
+        "--round",
+        action="append",
+        metavar="N",
+        type=whole_number(0, "a round number"),
+        help="only messages of this round (repeatable)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -58,8 +71,13 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def selected(entries: list[dict[str, Any]], *, roles: list[str] | None = None,
-             actions: list[str] | None = None, rounds: list[int] | None = None) -> list[dict[str, Any]]:
+def selected(
+    entries: list[dict[str, Any]],
+    *,
+    roles: list[str] | None = None,
+    actions: list[str] | None = None,
+    rounds: list[int] | None = None,
+) -> list[dict[str, Any]]:
     """The entries that pass every filter given (``None``: no filter). A role or action
     name that no message of the run has is a :class:`~sopbus.bus.ConfigError` naming the ones
     it has: a typo would otherwise print nothing, as if the role had been silent."""
@@ -69,10 +87,17 @@ def selected(entries: list[dict[str, Any]], *, roles: list[str] | None = None,
             if name not in known:
                 from sopbus.bus import ConfigError, did_you_mean
 
-                raise ConfigError(f"{flag} {name!r}: no message of this run has it (the run's: "
-                                  f"{', '.join(known) or 'none'}){did_you_mean(name, known)}")
-    return [e for e in entries if (not roles or e["from"] in roles)
-            and (not actions or e["cause_by"] in actions) and (rounds is None or e["round"] in rounds)]
+                raise ConfigError(
+                    f"{flag} {name!r}: no message of this run has it (the run's: "
+                    f"{', '.join(known) or 'none'}){did_you_mean(name, known)}"
+                )
+    return [
+        e
+        for e in entries
+        if (not roles or e["from"] in roles)
+        and (not actions or e["cause_by"] in actions)
+        and (rounds is None or e["round"] in rounds)
+    ]
 
 
 def timeline(run_dir: Path) -> Iterator[dict[str, Any]]:
@@ -86,10 +111,16 @@ def timeline(run_dir: Path) -> Iterator[dict[str, Any]]:
         if kind not in ("message_published", "message_undelivered"):
             continue
         message = event["message"]
-        yield {"id": message["id"], "round": message["round"], "from": message["sent_from"],
-               "to": event.get("recipients", []), "cause_by": message["cause_by"],
-               "content": message["content"], "parents": message["parents"],
-               "undelivered": event.get("reason") if kind == "message_undelivered" else None}
+        yield {
+            "id": message["id"],
+            "round": message["round"],
+            "from": message["sent_from"],
+            "to": event.get("recipients", []),
+            "cause_by": message["cause_by"],
+            "content": message["content"],
+            "parents": message["parents"],
+            "undelivered": event.get("reason") if kind == "message_undelivered" else None,
+        }
 
 
 def first_line(text: str) -> str:
@@ -104,20 +135,42 @@ def _print_table(entries: list[dict[str, Any]], run_dir: Path) -> None:
     from rich.table import Table
     from rich.text import Text
 
-    table = Table(title=Text(f"messages of run {run_dir.name}"), title_justify="left",
-                  caption=Text(_ending(run_dir)), caption_justify="left")
-    rows = [[str(e["round"]), e["id"], e["from"],
-             UNDELIVERED if e["undelivered"] is not None else ", ".join(e["to"]), e["cause_by"],
-             first_line(e["content"])] for e in entries]
+    table = Table(
+        title=Text(f"messages of run {run_dir.name}"),
+        title_justify="left",
+        caption=Text(_ending(run_dir)),
+        caption_justify="left",
+    )
+    rows = [
+        [
+            str(e["round"]),
+            e["id"],
+            e["from"],
+            UNDELIVERED if e["undelivered"] is not None else ", ".join(e["to"]),
+            e["cause_by"],
+            first_line(e["content"]),
+        ]
+        for e in entries
+    ]
     # One line per message: the content is cut to what the other columns leave (rich would
     # otherwise squeeze every column alike on a narrow terminal and drop the short ones).
     out = console()
-    widths = [min(max([len(c), *(len(row[i]) for row in rows)]), 24) for i, c in enumerate(_COLUMNS)]
+    widths = [
+        min(max([len(c), *(len(row[i]) for row in rows)]), 24) for i, c in enumerate(_COLUMNS)
+    ]
     for column, width in zip(_COLUMNS, widths, strict=True):
-        table.add_column(column, justify="right" if column == "round" else "left", width=width,
-                         overflow="ellipsis")
-    table.add_column("content", no_wrap=True, overflow="ellipsis",
-                     max_width=max(12, min(90, out.width - sum(widths) - 3 * len(widths) - 4)))
+        table.add_column(
+            column,
+            justify="right" if column == "round" else "left",
+            width=width,
+            overflow="ellipsis",
+        )
+    table.add_column(
+        "content",
+        no_wrap=True,
+        overflow="ellipsis",
+        max_width=max(12, min(90, out.width - sum(widths) - 3 * len(widths) - 4)),
+    )
     for row in rows:
         style = "yellow" if row[3] == UNDELIVERED else ""
         table.add_row(*row[:3], Text(row[3], style=style), *map(Text, row[4:]))
@@ -135,8 +188,12 @@ def _print_full(entries: list[dict[str, Any]], run_dir: Path, total: int) -> Non
     out.print(Text(f"messages of run {run_dir.name} ({shown})", style="bold"))
     for e in entries:
         to = UNDELIVERED if e["undelivered"] is not None else ", ".join(e["to"])
-        out.print(Rule(Text(f"round {e['round']} | {e['id']} | {e['from']} -> {to} | {e['cause_by']}"),
-                       align="left"))
+        out.print(
+            Rule(
+                Text(f"round {e['round']} | {e['id']} | {e['from']} -> {to} | {e['cause_by']}"),
+                align="left",
+            )
+        )
         out.print(Text(e["content"].rstrip("\n") or "(no content)"), soft_wrap=True)
         out.print()
     out.print(Text(_ending(run_dir)))
@@ -151,6 +208,8 @@ def _ending(run_dir: Path) -> str:
     from ._summary import output_text, verdict_text
 
     verdict = verdict_text(summary.verdict) or "no verdict (the SOP states none)"
-    return (f"{summary.status} ({summary.end_reason}) after {summary.rounds} rounds; "
-            f"{summary.messages} messages, {summary.undelivered} undelivered; verdict {verdict}; "
-            f"{output_text(summary)}")
+    return (
+        f"{summary.status} ({summary.end_reason}) after {summary.rounds} rounds; "
+        f"{summary.messages} messages, {summary.undelivered} undelivered; verdict {verdict}; "
+        f"{output_text(summary)}"
+    )

@@ -31,48 +31,89 @@ HELP = "run a scenario's variants x seeds, --jobs at a time, under one budget"
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("scenario", metavar="SCENARIO", type=path_arg, nargs="?",
-                        help="a scenario file (TOML); its [sweep] table may declare the matrix")
+    parser.add_argument(
+        "scenario",
+        metavar="SCENARIO",
+        type=path_arg,
+        nargs="?",
+        help="a scenario file (TOML); its [sweep] table may declare the matrix",
+    )
     parser.add_argument("--seeds", metavar="N", type=positive_int, help="seeds 0 to N-1")
     parser.add_argument("--seed", metavar="A..B", help="seeds A to B (inclusive), or one seed")
-    parser.add_argument("--set", dest="settings", metavar="KEY=V1,V2", action="append", default=[],
-                        help="values to try for a dotted key of the scenario (repeatable; "
-                             "the variants are every combination)")
-    parser.add_argument("--jobs", metavar="J", type=positive_int,
-                        help="runs at a time (default: the cores; 4 for a real provider)")
+    parser.add_argument(
+        "--set",
+        dest="settings",
+        metavar="KEY=V1,V2",
+        action="append",
+        default=[],
+        help="values to try for a dotted key of the scenario (repeatable; "
+        "the variants are every combination)",
+    )
+    parser.add_argument(
+        "--jobs",
+        metavar="J",
+        type=positive_int,
+        help="runs at a time (default: the cores; 4 for a real provider)",
+    )
     parser.add_argument("--budget", metavar="USD", type=usd, help="the whole sweep's budget cap")
     parser.add_argument("--runs-dir", metavar="DIR", help="where the run directories go")
-    parser.add_argument("--sweeps-dir", metavar="DIR", type=path_arg, default=path_arg("sweeps"),
-                        help="where sweep directories go (default: sweeps)")
-    parser.add_argument("--bus", metavar="URL",
-                        help="run on NATS: queue the runs on the JetStream server at URL "
-                             "(nats://HOST:PORT) for `sopbus worker --bus URL` processes")
-    parser.add_argument("--lease", metavar="S", type=float, default=30.0,
-                        help="with --bus: seconds a worker may go silent before its run goes "
-                             "to another worker (default: 30)")
-    parser.add_argument("--resume", metavar="ID",
-                        help="continue an interrupted sweep: keep finished runs, resume "
-                             "interrupted ones, start the missing ones")
+    parser.add_argument(
+        "--sweeps-dir",
+        metavar="DIR",
+        type=path_arg,
+        default=path_arg("sweeps"),
+        help="where sweep directories go (default: sweeps)",
+    )
+    parser.add_argument(
+        "--bus",
+        metavar="URL",
+        help="run on NATS: queue the runs on the JetStream server at URL "
+        "(nats://HOST:PORT) for `sopbus worker --bus URL` processes",
+    )
+    parser.add_argument(
+        "--lease",
+        metavar="S",
+        type=float,
+        default=30.0,
+        help="with --bus: seconds a worker may go silent before its run goes "
+        "to another worker (default: 30)",
+    )
+    parser.add_argument(
+        "--resume",
+        metavar="ID",
+        help="continue an interrupted sweep: keep finished runs, resume "
+        "interrupted ones, start the missing ones",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
     from sopbus.bus import ConfigError
-
     from sopbus.sweep._record import resolve_sweep
     from sopbus.sweep._start import SweepArgs, new_sweep, resumed_sweep
 
     if args.lease <= 0:
         raise ConfigError(f"--lease {args.lease}: expected seconds greater than 0")
     if args.bus is not None and not args.bus.startswith(("nats://", "tls://")):
-        raise ConfigError(f"--bus {args.bus!r}: expected a NATS server's URL, such as "
-                          f"nats://127.0.0.1:4222")
+        raise ConfigError(
+            f"--bus {args.bus!r}: expected a NATS server's URL, such as nats://127.0.0.1:4222"
+        )
     if args.resume is not None:
-        given = [f for f, v in (("SCENARIO", args.scenario), ("--seeds", args.seeds),
-                                ("--seed", args.seed), ("--set", args.settings),
-                                ("--runs-dir", args.runs_dir)) if v]
+        given = [
+            f
+            for f, v in (
+                ("SCENARIO", args.scenario),
+                ("--seeds", args.seeds),
+                ("--seed", args.seed),
+                ("--set", args.settings),
+                ("--runs-dir", args.runs_dir),
+            )
+            if v
+        ]
         if given:
-            raise ConfigError(f"--resume continues the sweep as it was planned; drop "
-                              f"{', '.join(given)} (only --jobs and --budget may change)")
+            raise ConfigError(
+                f"--resume continues the sweep as it was planned; drop "
+                f"{', '.join(given)} (only --jobs and --budget may change)"
+            )
         sdir = resolve_sweep(args.resume, args.sweeps_dir)
         record = resumed_sweep(sdir, jobs=args.jobs, budget=args.budget)
     elif args.scenario is None:
@@ -80,10 +121,19 @@ def run(args: argparse.Namespace) -> int:
     else:
         from sopbus._examples import scenario_path
 
-        sdir, record = new_sweep(SweepArgs(
-            scenario=scenario_path(args.scenario), seeds=args.seeds, seed=args.seed, settings=tuple(args.settings),
-            jobs=args.jobs, budget=args.budget, runs_dir=args.runs_dir, sweeps_dir=args.sweeps_dir,
-            bus=args.bus))
+        sdir, record = new_sweep(
+            SweepArgs(
+                scenario=scenario_path(args.scenario),
+                seeds=args.seeds,
+                seed=args.seed,
+                settings=tuple(args.settings),
+                jobs=args.jobs,
+                budget=args.budget,
+                runs_dir=args.runs_dir,
+                sweeps_dir=args.sweeps_dir,
+                bus=args.bus,
+            )
+        )
     try:
         return _execute(sdir, record, args.lease)
     finally:
@@ -97,23 +147,22 @@ def _say(line: str) -> None:
 def _execute(sdir: SweepDir, record: SweepRecord, lease_s: float) -> int:
     import trio
 
-    from sopbus.bus import ConfigError
-
     from sopbus._assemble._logs import configure_logging
-
+    from sopbus.bus import ConfigError
     from sopbus.sweep._exec import drive
 
     configure_logging(quiet=True)
     todo = sum(e.state in ("pending", "interrupted") for e in record.runs)
     where = f"on the workers of {record.bus}" if record.bus else f"{record.jobs} at a time"
-    _say(f"sweep {record.sweep_id}: {len(record.variants)} variant(s) x {len(record.seeds)} "
-         f"seed(s), {todo} run(s) to go, {where} ({record.executor}), "
-         f"budget ${record.budget_usd}")
+    _say(
+        f"sweep {record.sweep_id}: {len(record.variants)} variant(s) x {len(record.seeds)} "
+        f"seed(s), {todo} run(s) to go, {where} ({record.executor}), "
+        f"budget ${record.budget_usd}"
+    )
     try:
         if record.bus is not None:
-            from sopbus.sweep._dispatch import drive_on_bus
-
             from sopbus.bus.nats import NatsUnavailable
+            from sopbus.sweep._dispatch import drive_on_bus
 
             try:
                 trio.run(drive_on_bus, sdir, record, _say, record.bus, lease_s)
@@ -146,19 +195,22 @@ def _stopped(sdir: SweepDir, record: SweepRecord) -> int:
     sdir.write(record)
     ended = sum(e.state == "done" for e in record.runs)
     if record.bus is not None:
-        _say(f"sopbus: interrupted: {ended} of {len(record.runs)} runs ended; the sweep was "
-             f"withdrawn from the workers of {record.bus} (their runs of it are cancelled)")
+        _say(
+            f"sopbus: interrupted: {ended} of {len(record.runs)} runs ended; the sweep was "
+            f"withdrawn from the workers of {record.bus} (their runs of it are cancelled)"
+        )
         return 130
-    _say(f"sopbus: interrupted: {ended} of {len(record.runs)} runs ended; continue with "
-         f"`sopbus sweep --resume {record.sweep_id}`")
+    _say(
+        f"sopbus: interrupted: {ended} of {len(record.runs)} runs ended; continue with "
+        f"`sopbus sweep --resume {record.sweep_id}`"
+    )
     return 130
 
 
 def _finished(sdir: SweepDir, record: SweepRecord) -> int:
-    from sopbus.cli._runref import console
-
-    from sopbus.sweep._stats import render, variant_rows
     from sopbus.bus.money._file_account import FileAccount
+    from sopbus.cli._runref import console
+    from sopbus.sweep._stats import render, variant_rows
 
     skipped = sum(e.state == "skipped" for e in record.runs)
     crashed = [e for e in record.runs if e.state == "crashed"]
@@ -167,8 +219,10 @@ def _finished(sdir: SweepDir, record: SweepRecord) -> int:
     state = FileAccount(sdir.account_path).read()
     console().print(render(record, variant_rows(record), state.spent))
     if skipped:
-        print(f"the sweep's budget ran out: {skipped} run(s) skipped (spent ${state.spent} of "
-              f"${state.cap}); raise it with `sopbus sweep --resume {record.sweep_id} --budget USD`")
+        print(
+            f"the sweep's budget ran out: {skipped} run(s) skipped (spent ${state.spent} of "
+            f"${state.cap}); raise it with `sopbus sweep --resume {record.sweep_id} --budget USD`"
+        )
     for entry in crashed:
         print(f"run {entry.run_id} could not be executed: {entry.error}")
     print(f"sweep directory: {sdir.path}")

@@ -18,8 +18,13 @@ HELP = "list the sweeps in a sweeps directory, newest first"
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--sweeps-dir", metavar="DIR", type=path_arg, default=path_arg("sweeps"),
-                        help="where sweep directories are (default: sweeps)")
+    parser.add_argument(
+        "--sweeps-dir",
+        metavar="DIR",
+        type=path_arg,
+        default=path_arg("sweeps"),
+        help="where sweep directories are (default: sweeps)",
+    )
     parser.add_argument("--json", action="store_true", help="print a JSON array instead of a table")
 
 
@@ -42,15 +47,26 @@ def sweep_row(sdir: Any) -> dict[str, Any]:
 
     record = sdir.read()
     spent = FileAccount(sdir.account_path).read().spent if sdir.account_path.is_file() else 0
-    count = {state: sum(e.state == state for e in record.runs)
-             for state in ("done", "skipped", "crashed")}
-    return {"sweep_id": record.sweep_id, "scenario": record.scenario,
-            "variants": len(record.variants), "seeds": len(record.seeds), "runs": len(record.runs),
-            "ended": count["done"], "skipped": count["skipped"], "crashed": count["crashed"],
-            "spent_usd": str(spent), "budget_usd": str(record.budget_usd), "state": record.state,
-            "resumes": record.resumes,
-            "started": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(record.created_at)),
-            "sweep_dir": str(sdir.path)}
+    count = {
+        state: sum(e.state == state for e in record.runs)
+        for state in ("done", "skipped", "crashed")
+    }
+    return {
+        "sweep_id": record.sweep_id,
+        "scenario": record.scenario,
+        "variants": len(record.variants),
+        "seeds": len(record.seeds),
+        "runs": len(record.runs),
+        "ended": count["done"],
+        "skipped": count["skipped"],
+        "crashed": count["crashed"],
+        "spent_usd": str(spent),
+        "budget_usd": str(record.budget_usd),
+        "state": record.state,
+        "resumes": record.resumes,
+        "started": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(record.created_at)),
+        "sweep_dir": str(sdir.path),
+    }
 
 
 def _print_table(rows: list[dict[str, Any]], where: str) -> None:
@@ -64,12 +80,27 @@ def _print_table(rows: list[dict[str, Any]], where: str) -> None:
     from ._runref import console
 
     table = Table(title=escape(f"sweeps in {where}/"), title_justify="left")
-    for column in ("sweep", "scenario", "matrix", "runs ended", "spend / budget", "state", "started"):
+    for column in (
+        "sweep",
+        "scenario",
+        "matrix",
+        "runs ended",
+        "spend / budget",
+        "state",
+        "started",
+    ):
         table.add_column(column, no_wrap=column == "sweep")
     for row in rows:
-        ended = f"{row['ended']}/{row['runs']}" + (f" ({row['skipped']} skipped)" if row["skipped"] else "")
-        table.add_row(escape(row["sweep_id"]), escape(row["scenario"]),
-                      f"{row['variants']} x {row['seeds']} seeds", ended,
-                      f"${usd(Decimal(row['spent_usd']))} / ${usd(Decimal(row['budget_usd']))}",
-                      row["state"], row["started"])
+        ended = f"{row['ended']}/{row['runs']}" + (
+            f" ({row['skipped']} skipped)" if row["skipped"] else ""
+        )
+        table.add_row(
+            escape(row["sweep_id"]),
+            escape(row["scenario"]),
+            f"{row['variants']} x {row['seeds']} seeds",
+            ended,
+            f"${usd(Decimal(row['spent_usd']))} / ${usd(Decimal(row['budget_usd']))}",
+            row["state"],
+            row["started"],
+        )
     console().print(table)

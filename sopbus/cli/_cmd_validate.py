@@ -28,10 +28,17 @@ HELP = "check a scenario file and print what it declares, without running it"
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("scenario", metavar="SCENARIO", type=path_arg,
-                        help="a scenario file (TOML), or the name of a shipped one (sopbus examples)")
-    parser.add_argument("--mermaid", action="store_true",
-                        help="print the watch graph as a Mermaid flowchart (warnings to stderr)")
+    parser.add_argument(
+        "scenario",
+        metavar="SCENARIO",
+        type=path_arg,
+        help="a scenario file (TOML), or the name of a shipped one (sopbus examples)",
+    )
+    parser.add_argument(
+        "--mermaid",
+        action="store_true",
+        help="print the watch graph as a Mermaid flowchart (warnings to stderr)",
+    )
 
 
 class Report:
@@ -46,9 +53,8 @@ class Report:
 
 
 def run(args: argparse.Namespace) -> int:
-    from sopbus.bus import load_scenario, scenario_warnings
-
     from sopbus._examples import scenario_path
+    from sopbus.bus import load_scenario, scenario_warnings
 
     scenario = load_scenario(scenario_path(args.scenario))  # a ConfigError exits 2 with its message
     report = Report(lines=describe(scenario), warnings=scenario_warnings(scenario))
@@ -74,10 +80,10 @@ def check_team(scenario: Scenario, report: Report) -> Team:
     """Makes every check ``sopbus run`` makes before it starts (the team, prices, the
     provider's settings: :func:`sopbus._assemble._execute.preflight`; a mistake raises ConfigError),
     adds the watch graph to ``report`` and its warnings before the file's own."""
+    from sopbus._assemble._environ import run_environ
+    from sopbus._assemble._execute import preflight
     from sopbus.sops import team_warnings
 
-    from sopbus._assemble._execute import preflight
-    from sopbus._assemble._environ import run_environ
     from ._graph import graph_text
 
     checked = preflight(scenario, run_environ())  # the keys run would see: env over ./.env
@@ -90,23 +96,39 @@ def check_team(scenario: Scenario, report: Report) -> Team:
 def describe(scenario: Scenario) -> list[str]:
     """A few aligned lines saying what ``scenario`` declares."""
     run, llm = scenario.run, scenario.llm
-    rows = [("scenario", scenario.name + (f": {scenario.info.description}"
-                                          if scenario.info.description else "")),
-            ("sop", _sop(scenario)),
-            ("idea", scenario.idea or "(none; give one with sopbus run --idea)"),
-            ("run", f"{run.mode} mode, at most {run.max_rounds} rounds, budget "
-                    f"${run.budget_usd}, seed {run.seed}, runs in {run.runs_dir}/"),
-            ("llm", f"{llm.provider} {llm.model}, temperature {llm.temperature}, "
-                    f"max_tokens {llm.max_tokens}, output {llm.output_mode}")]
+    rows = [
+        (
+            "scenario",
+            scenario.name + (f": {scenario.info.description}" if scenario.info.description else ""),
+        ),
+        ("sop", _sop(scenario)),
+        ("idea", scenario.idea or "(none; give one with sopbus run --idea)"),
+        (
+            "run",
+            f"{run.mode} mode, at most {run.max_rounds} rounds, budget "
+            f"${run.budget_usd}, seed {run.seed}, runs in {run.runs_dir}/",
+        ),
+        (
+            "llm",
+            f"{llm.provider} {llm.model}, temperature {llm.temperature}, "
+            f"max_tokens {llm.max_tokens}, output {llm.output_mode}",
+        ),
+    ]
     rows += [("fixture", str(p)) for p in scenario.fixture_paths()]
     cassette = scenario.cassette_path()
     if cassette is not None:
         rows.append(("cassette", str(cassette)))
-    rows += [("price", f"{model}: ${p.input} in, ${p.output} out per 1M tokens")
-             for model, p in scenario.prices.items()]
+    rows += [
+        ("price", f"{model}: ${p.input} in, ${p.output} out per 1M tokens")
+        for model, p in scenario.prices.items()
+    ]
     rows += [("role", _role(role)) for role in scenario.roles]
-    rows += [("action", f"{name} -> {_output(spec.output)}") for name, spec in scenario.actions.items()]
-    rows += [("inject", f"round {i.round}: {i.cause_by} from {i.sent_from}") for i in scenario.inject]
+    rows += [
+        ("action", f"{name} -> {_output(spec.output)}") for name, spec in scenario.actions.items()
+    ]
+    rows += [
+        ("inject", f"round {i.round}: {i.cause_by} from {i.sent_from}") for i in scenario.inject
+    ]
     return [f"{label:<9} {text}" for label, text in rows]
 
 

@@ -30,10 +30,18 @@ def run(args: argparse.Namespace) -> int:
     verdict = verify_run(run_dir)
     print(f"{run_dir}:")
     for report in verdict.files:
-        state = "intact" if report.intact else f"BROKEN at line {report.broken.line}" if report.broken else ""
+        state = (
+            "intact"
+            if report.intact
+            else f"BROKEN at line {report.broken.line}"
+            if report.broken
+            else ""
+        )
         torn = " (last line torn)" if report.torn else ""
-        print(f"  {report.path.relative_to(run_dir)}: {report.lines} lines, {state}{torn}, "
-              f"head {report.head.decode()}")
+        print(
+            f"  {report.path.relative_to(run_dir)}: {report.lines} lines, {state}{torn}, "
+            f"head {report.head.decode()}"
+        )
     if verdict.receipts:
         print(f"  receipts: {verdict.receipts}")
     for note in verdict.notes:

@@ -34,38 +34,70 @@ HELP = "host roles of runs (sopbus run --bus URL) and take sweep runs (sopbus sw
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--bus", metavar="URL", required=True,
-                        help="the NATS server of the runs (nats://HOST:PORT, 2.10+ with JetStream)")
-    parser.add_argument("--run", metavar="RUN", help="host roles of this run only, and exit when it ends")
-    parser.add_argument("--roles", metavar="A,B",
-                        help="the roles this worker may host (comma-separated; default: any)")
-    parser.add_argument("--workdir", metavar="DIR", type=Path, default=Path(".sopbus-worker"),
-                        help="where runs' files and artifacts are mirrored (default: .sopbus-worker)")
-    parser.add_argument("--lease", metavar="SECONDS", type=float, default=10.0,
-                        help="how long a claim outlives a silent worker (default 10)")
-    parser.add_argument("--jobs", metavar="N", type=positive_int,
-                        help="sweep runs taken from the work queues at once (default: the cores)")
-    parser.add_argument("--runs-dir", metavar="DIR", type=path_arg, default=path_arg("runs"),
-                        help="where the directories of sweep runs go (default: runs)")
-    parser.add_argument("--id", dest="worker_id", metavar="NAME",
-                        help="this worker's name in claims (default: host-pid-random)")
+    parser.add_argument(
+        "--bus",
+        metavar="URL",
+        required=True,
+        help="the NATS server of the runs (nats://HOST:PORT, 2.10+ with JetStream)",
+    )
+    parser.add_argument(
+        "--run", metavar="RUN", help="host roles of this run only, and exit when it ends"
+    )
+    parser.add_argument(
+        "--roles",
+        metavar="A,B",
+        help="the roles this worker may host (comma-separated; default: any)",
+    )
+    parser.add_argument(
+        "--workdir",
+        metavar="DIR",
+        type=Path,
+        default=Path(".sopbus-worker"),
+        help="where runs' files and artifacts are mirrored (default: .sopbus-worker)",
+    )
+    parser.add_argument(
+        "--lease",
+        metavar="SECONDS",
+        type=float,
+        default=10.0,
+        help="how long a claim outlives a silent worker (default 10)",
+    )
+    parser.add_argument(
+        "--jobs",
+        metavar="N",
+        type=positive_int,
+        help="sweep runs taken from the work queues at once (default: the cores)",
+    )
+    parser.add_argument(
+        "--runs-dir",
+        metavar="DIR",
+        type=path_arg,
+        default=path_arg("runs"),
+        help="where the directories of sweep runs go (default: runs)",
+    )
+    parser.add_argument(
+        "--id",
+        dest="worker_id",
+        metavar="NAME",
+        help="this worker's name in claims (default: host-pid-random)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
     import trio
 
+    from sopbus._assemble._bus import probe
+    from sopbus._assemble._logs import configure_logging
     from sopbus.bus import ConfigError
     from sopbus.bus.nats._worker import WorkerOptions
-
-    from sopbus._assemble._logs import configure_logging
-    from sopbus._assemble._bus import probe
 
     configure_logging(quiet=False)
     trio.run(probe, args.bus)  # an unreachable server: exit 2 with what to do
     roles = frozenset(r.strip() for r in args.roles.split(",") if r.strip()) if args.roles else None
     worker_id = args.worker_id or f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(2)}"
-    options = WorkerOptions(worker_id=worker_id, roles=roles, workdir=args.workdir.resolve(),
-                            lease_s=args.lease)
+    options = WorkerOptions(
+        worker_id=worker_id, roles=roles, workdir=args.workdir.resolve(), lease_s=args.lease
+    )
     try:
         jobs = args.jobs or os.cpu_count() or 1
         trio.run(_serve, args.bus, args.run, options, jobs, Path(args.runs_dir))
@@ -84,14 +116,16 @@ async def _serve(url: str, run_id: str | None, options: object, jobs: int, runs_
 
     from sopbus.bus.nats import open_link
     from sopbus.bus.nats._worker import WorkerOptions, serve
-
     from sopbus.sweep._queue import serve_queue
 
     assert isinstance(options, WorkerOptions)
     # SIGTERM ends the worker as Ctrl-C does: its claims are released on the way out.
     with trio.open_signal_receiver(signal.SIGTERM) as signals:
-        async with open_link(url, name=f"sopbus worker {options.worker_id}") as link, \
-                trio.open_nursery() as nursery:
+        async with (
+            open_link(url, name=f"sopbus worker {options.worker_id}") as link,
+            trio.open_nursery() as nursery,
+        ):
+
             async def on_term() -> None:
                 async for _ in signals:
                     nursery.cancel_scope.cancel()
@@ -99,6 +133,7 @@ async def _serve(url: str, run_id: str | None, options: object, jobs: int, runs_
             async def work() -> None:
                 await serve(link, build_team, options, run_id=run_id)
                 nursery.cancel_scope.cancel()
+
             nursery.start_soon(on_term)
             nursery.start_soon(work)
             if run_id is None:  # a worker for one run does not take sweep runs
@@ -108,11 +143,10 @@ async def _serve(url: str, run_id: str | None, options: object, jobs: int, runs_
 def build_team(plan: ScenarioPlan, workdir: Path) -> WorkerTeam:
     """The run's team, provider and prices, built from its plan as the coordinator built
     them: the files the scenario names are written under ``workdir`` and named there."""
+    from sopbus._assemble._environ import run_environ
+    from sopbus._assemble._provider import checked_prices, make_provider, with_people
     from sopbus.bus import load_scenario
     from sopbus.bus.nats._worker import WorkerTeam
-
-    from sopbus._assemble._provider import checked_prices, make_provider, with_people
-    from sopbus._assemble._environ import run_environ
 
     text = plan.text
     files = workdir / "files"
@@ -128,6 +162,11 @@ def build_team(plan: ScenarioPlan, workdir: Path) -> WorkerTeam:
     team = build(scenario)
     prices = checked_prices(scenario, team.roles)
     provider = with_people(make_provider(scenario, run_environ()), team.roles, None, required=False)
-    return WorkerTeam(roles=team.roles, provider=provider, prices=prices,
-                      cap=scenario.run.budget_usd, max_attempts=scenario.llm.max_attempts,
-                      build_again=lambda: build(scenario).roles)
+    return WorkerTeam(
+        roles=team.roles,
+        provider=provider,
+        prices=prices,
+        cap=scenario.run.budget_usd,
+        max_attempts=scenario.llm.max_attempts,
+        build_again=lambda: build(scenario).roles,
+    )

@@ -39,8 +39,11 @@ def routes(team: Team) -> list[Route]:
     for src, actions in g.publishes.items():
         named = bool(g.addresses.get(src))
         for action in actions:
-            found = [Route(a, b, act, "name" if named else "watch")
-                     for a, b, act in edges if a == src and act == action]
+            found = [
+                Route(a, b, act, "name" if named else "watch")
+                for a, b, act in edges
+                if a == src and act == action
+            ]
             out += found or [Route(src, None, action, "name" if named else "watch")]
     return out
 
@@ -59,7 +62,8 @@ def _seed_routes(message: Message, team: Team) -> list[Route]:
         how = "seed"
     dsts = [d for d in dsts if d != message.sent_from]
     return [Route(message.sent_from, d, message.cause_by, how) for d in dsts] or [
-        Route(message.sent_from, None, message.cause_by, how)]
+        Route(message.sent_from, None, message.cause_by, how)
+    ]
 
 
 def graph_text(team: Team) -> list[str]:
@@ -73,8 +77,10 @@ def graph_text(team: Team) -> list[str]:
     lines = ["watch graph (who watches what, who publishes what):"]
     for name, label in labels.items():
         sends = f"; sends to {', '.join(g.addresses[name])}" if g.addresses.get(name) else ""
-        lines.append(f"  {label:<{width}}  watches {', '.join(g.watches[name]) or 'nothing'}; "
-                     f"publishes {', '.join(g.publishes[name]) or 'nothing'}{sends}")
+        lines.append(
+            f"  {label:<{width}}  watches {', '.join(g.watches[name]) or 'nothing'}; "
+            f"publishes {', '.join(g.publishes[name]) or 'nothing'}{sends}"
+        )
     lines.append("routes:")
     for route in routes(team):
         dst = route.dst if route.dst is not None else "(nobody: undelivered)"
@@ -108,4 +114,6 @@ def mermaid(team: Team) -> str:
 
 def _label(text: str) -> str:
     """``text`` safe inside a quoted Mermaid label (Mermaid's own entity codes)."""
-    return text.replace("#", "#35;").replace('"', "#quot;").replace("<", "#lt;").replace(">", "#gt;")
+    return (
+        text.replace("#", "#35;").replace('"', "#quot;").replace("<", "#lt;").replace(">", "#gt;")
+    )

@@ -17,12 +17,17 @@ if TYPE_CHECKING:
     from sopbus.bus.store._resume import Continuation
 
 
-EXIT = {"completed": ExitCode.COMPLETED, "failed": ExitCode.FAILED,
-        "budget_exhausted": ExitCode.BUDGET_EXHAUSTED, "cancelled": ExitCode.INTERRUPTED}
+EXIT = {
+    "completed": ExitCode.COMPLETED,
+    "failed": ExitCode.FAILED,
+    "budget_exhausted": ExitCode.BUDGET_EXHAUSTED,
+    "cancelled": ExitCode.INTERRUPTED,
+}
 
 
-def run_command(scenario: Scenario, args: argparse.Namespace,
-                continuation: Continuation | None = None) -> int:
+def run_command(
+    scenario: Scenario, args: argparse.Namespace, continuation: Continuation | None = None
+) -> int:
     """``sopbus run`` (and resume, replay, fork with a ``continuation``): the run with live
     progress, then the summary; returns the exit code."""
     import trio
@@ -38,10 +43,17 @@ def run_command(scenario: Scenario, args: argparse.Namespace,
     from ._busargs import bus_options
 
     bus = bus_options(args)  # --bus: a NATS server that cannot be reached is said here
-    outcome = trio.run(lambda: execute(scenario, record=getattr(args, "record", None),
-                                       progress=not quiet, environ=environ,
-                                       continuation=continuation,
-                                       human_input=getattr(args, "human_input", None), bus=bus))
+    outcome = trio.run(
+        lambda: execute(
+            scenario,
+            record=getattr(args, "record", None),
+            progress=not quiet,
+            environ=environ,
+            continuation=continuation,
+            human_input=getattr(args, "human_input", None),
+            bus=bus,
+        )
+    )
     from ._summary import print_summary
 
     print_summary(outcome.summary, outcome.run_dir)

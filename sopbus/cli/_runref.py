@@ -16,21 +16,28 @@ from pathlib import Path
 from typing import Any
 
 from sopbus.bus._errors import ConfigError
+from sopbus.bus._layout import EVENTS
 
 DEFAULT_RUNS_DIR = "runs"
-from sopbus.bus._layout import EVENTS, SUMMARY
+
 LAST = "last"
 
 
 def add_runs_dir(parser: Any) -> None:
     """The ``--runs-dir`` flag that every command reading runs takes."""
-    parser.add_argument("--runs-dir", metavar="DIR", type=Path, default=Path(DEFAULT_RUNS_DIR),
-                        help=f"where run directories are (default: {DEFAULT_RUNS_DIR})")
+    parser.add_argument(
+        "--runs-dir",
+        metavar="DIR",
+        type=Path,
+        default=Path(DEFAULT_RUNS_DIR),
+        help=f"where run directories are (default: {DEFAULT_RUNS_DIR})",
+    )
 
 
 def add_run_arg(parser: Any) -> None:
-    parser.add_argument("run", metavar="RUN",
-                        help=f"a run id, a run directory, or '{LAST}' (the most recent run)")
+    parser.add_argument(
+        "run", metavar="RUN", help=f"a run id, a run directory, or '{LAST}' (the most recent run)"
+    )
     add_runs_dir(parser)
 
 
@@ -67,24 +74,30 @@ def resolve_run(ref: str, runs_dir: Path) -> Path:
 
 def _no_runs(runs_dir: Path, wanted: str) -> str:
     state = "is empty" if runs_dir.is_dir() else "does not exist"
-    return (f"cannot find {wanted}: {runs_dir}/ {state} (no directory with {EVENTS} in it); "
-            f"start one with `sopbus run SCENARIO --runs-dir {runs_dir}`, or point "
-            f"--runs-dir at the directory your runs went to")
+    return (
+        f"cannot find {wanted}: {runs_dir}/ {state} (no directory with {EVENTS} in it); "
+        f"start one with `sopbus run SCENARIO --runs-dir {runs_dir}`, or point "
+        f"--runs-dir at the directory your runs went to"
+    )
 
 
 def _no_such_run(ref: str, runs_dir: Path, runs: list[Path], prefixed: list[Path]) -> str:
     if prefixed:
         names = ", ".join(p.name for p in prefixed[:5])
-        return (f"run {ref!r} is ambiguous in {runs_dir}/: it starts {len(prefixed)} run ids "
-                f"({names}); give more of the id")
+        return (
+            f"run {ref!r} is ambiguous in {runs_dir}/: it starts {len(prefixed)} run ids "
+            f"({names}); give more of the id"
+        )
     from difflib import get_close_matches
 
     near = get_close_matches(ref, [p.name for p in runs], n=1, cutoff=0.6)
     hint = f" (did you mean {near[0]!r}?)" if near else ""
     recent = ", ".join(p.name for p in runs[:3])
-    return (f"no run {ref!r}{hint}: looked for {runs_dir / ref}/ and for a run directory "
-            f"{ref}/ ({EVENTS} in neither); the most recent runs in {runs_dir}/ are {recent}, "
-            f"or say '{LAST}' (list them with `sopbus runs --runs-dir {runs_dir}`)")
+    return (
+        f"no run {ref!r}{hint}: looked for {runs_dir / ref}/ and for a run directory "
+        f"{ref}/ ({EVENTS} in neither); the most recent runs in {runs_dir}/ are {recent}, "
+        f"or say '{LAST}' (list them with `sopbus runs --runs-dir {runs_dir}`)"
+    )
 
 
 def first_event(run_dir: Path) -> dict[str, Any] | None:

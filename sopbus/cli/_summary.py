@@ -36,8 +36,10 @@ def print_summary(summary: RunSummary, run_dir: Path) -> None:
         ("duration", f"{summary.duration_s:.2f} s"),
         ("run directory", str(run_dir)),
     ]
-    styles = {"verdict": _verdict_style(summary.verdict),
-              "output": "yellow" if summary.simulated else ""}
+    styles = {
+        "verdict": _verdict_style(summary.verdict),
+        "output": "yellow" if summary.simulated else "",
+    }
     for key, value in rows:
         if value:
             # Text, not markup: "[run].budget_usd" must print as written.
@@ -75,5 +77,7 @@ def _overrun(overrun: dict[str, Any] | None) -> str:
     if overrun is None:
         return ""
     cost = money(Decimal(str(overrun.get("cost_usd", 0))))
-    return (f"{overrun.get('provider')} billed {cost} for {overrun.get('role')}'s "
-            f"{overrun.get('action')} in round {overrun.get('round')}: {overrun.get('reason')}")
+    return (
+        f"{overrun.get('provider')} billed {cost} for {overrun.get('role')}'s "
+        f"{overrun.get('action')} in round {overrun.get('round')}: {overrun.get('reason')}"
+    )

@@ -32,13 +32,24 @@ from pathlib import Path
 import msgspec
 import trio
 
+from sopbus.bus._summary import encode_summary
 from sopbus.bus.money._account import AccountState
 from sopbus.bus.nats import open_link
 from sopbus.bus.nats._account import NatsAccount
 from sopbus.bus.nats._link import Link, Received
-from sopbus.bus.nats._sweep import (MAX_DELIVER, SWEEP, Puller, SweepNotice, delete_bucket, delete_queue,
-                             exhausted_job, exhausted_subject, open_sweep, submit, withdraw_notice)
-from sopbus.bus._summary import encode_summary
+from sopbus.bus.nats._sweep import (
+    MAX_DELIVER,
+    SWEEP,
+    Puller,
+    SweepNotice,
+    delete_bucket,
+    delete_queue,
+    exhausted_job,
+    exhausted_subject,
+    open_sweep,
+    submit,
+    withdraw_notice,
+)
 
 from ._exec import progress_line
 from ._record import RunEntry, SweepDir, SweepRecord
@@ -51,23 +62,32 @@ FINAL = ("done", "skipped", "crashed")
 _WIND_UP_S = 10.0
 
 
-async def drive_on_bus(sdir: SweepDir, record: SweepRecord, say: Say, url: str,
-                       lease_s: float) -> None:
+async def drive_on_bus(
+    sdir: SweepDir, record: SweepRecord, say: Say, url: str, lease_s: float
+) -> None:
     """Runs the sweep's pending runs on the workers of the server at ``url``."""
-    notice = SweepNotice(sweep_id=record.sweep_id, account_bucket=f"SOPBUS_SWEEP_{record.sweep_id}",
-                         executor=record.executor, lease_s=lease_s,
-                         fix="raise the sweep's budget (sopbus sweep --budget USD)")
+    notice = SweepNotice(
+        sweep_id=record.sweep_id,
+        account_bucket=f"SOPBUS_SWEEP_{record.sweep_id}",
+        executor=record.executor,
+        lease_s=lease_s,
+        fix="raise the sweep's budget (sopbus sweep --budget USD)",
+    )
     async with open_link(url, name=f"sopbus sweep {record.sweep_id}") as link:
         account = NatsAccount(link, notice.account_bucket, fix=notice.fix)
         await account.open(record.budget_usd)
         try:
             await open_sweep(link, notice)
-            await submit(link, record.sweep_id, [(e.run_id, _queued(sdir, record, e))
-                                                 for e in record.runs if e.state == "pending"])
-            say(f"queued on {url}; start workers with `sopbus worker --bus {url}` "
-                f"on any machine")
-            async with trio.open_nursery() as nursery, \
-                    link.subscribe(exhausted_subject(record.sweep_id)) as exhausted:
+            await submit(
+                link,
+                record.sweep_id,
+                [(e.run_id, _queued(sdir, record, e)) for e in record.runs if e.state == "pending"],
+            )
+            say(f"queued on {url}; start workers with `sopbus worker --bus {url}` on any machine")
+            async with (
+                trio.open_nursery() as nursery,
+                link.subscribe(exhausted_subject(record.sweep_id)) as exhausted,
+            ):
                 nursery.start_soon(_release_lapsed, account, lease_s)
                 await _collect(link, sdir, record, say, exhausted=exhausted)
                 nursery.cancel_scope.cancel()
@@ -80,14 +100,25 @@ async def drive_on_bus(sdir: SweepDir, record: SweepRecord, say: Say, url: str,
 
 
 def _queued(sdir: SweepDir, record: SweepRecord, entry: RunEntry) -> bytes:
-    return encode(QueuedRun(run_id=entry.run_id, variant=entry.variant, seed=entry.seed,
-                            scenario=sdir.variant_file(entry.variant).read_text(),
-                            origin=record.scenario_path))
+    return encode(
+        QueuedRun(
+            run_id=entry.run_id,
+            variant=entry.variant,
+            seed=entry.seed,
+            scenario=sdir.variant_file(entry.variant).read_text(),
+            origin=record.scenario_path,
+        )
+    )
 
 
-async def _collect(link: Link, sdir: SweepDir, record: SweepRecord, say: Say,
-                   until: tuple[str, ...] = ("pending", "running"),
-                   exhausted: trio.MemoryReceiveChannel[Received] | None = None) -> None:
+async def _collect(
+    link: Link,
+    sdir: SweepDir,
+    record: SweepRecord,
+    say: Say,
+    until: tuple[str, ...] = ("pending", "running"),
+    exhausted: trio.MemoryReceiveChannel[Received] | None = None,
+) -> None:
     """Applies the workers' events to ``record`` until no run is in a state of ``until``;
     and the server's advisories on ``exhausted``: a run whose job was delivered
     ``MAX_DELIVER`` times and never reported is ``crashed``."""
@@ -112,17 +143,25 @@ async def _collect(link: Link, sdir: SweepDir, record: SweepRecord, say: Say,
             await events.close()
 
 
-async def _given_up(link: Link, sdir: SweepDir, record: SweepRecord, by_id: dict[str, RunEntry],
-                    advisory: bytes, say: Say) -> None:
+async def _given_up(
+    link: Link,
+    sdir: SweepDir,
+    record: SweepRecord,
+    by_id: dict[str, RunEntry],
+    advisory: bytes,
+    say: Say,
+) -> None:
     """A job the queue gave up on (every worker that took it went silent): its run crashed."""
     job = await exhausted_job(link, record.sweep_id, advisory)
     entry = by_id.get(msgspec.json.decode(job, type=QueuedRun).run_id) if job else None
     if entry is None or entry.state in FINAL:
         return
     entry.state = "crashed"
-    entry.error = (f"its job was delivered {MAX_DELIVER} times and every worker that took it went "
-                   f"silent before reporting it (killed by the run? out of memory?); see the "
-                   f"workers' logs, then run it alone")
+    entry.error = (
+        f"its job was delivered {MAX_DELIVER} times and every worker that took it went "
+        f"silent before reporting it (killed by the run? out of memory?); see the "
+        f"workers' logs, then run it alone"
+    )
     sdir.write(record)
     say(progress_line(record, entry))
 
@@ -159,12 +198,22 @@ def _place(local: Path, event: RunEvent) -> None:
     local.mkdir()
     assert event.summary is not None  # _apply places only the reports that carry one
     (local / "summary.json").write_bytes(encode_summary(event.summary))
-    (local / WORKER_FILE).write_text(json.dumps({"worker": event.worker, "run_dir": str(remote),
-                                                   "ledger_usd": str(event.ledger_usd)}, indent=2))
+    (local / WORKER_FILE).write_text(
+        json.dumps(
+            {"worker": event.worker, "run_dir": str(remote), "ledger_usd": str(event.ledger_usd)},
+            indent=2,
+        )
+    )
 
 
-async def _wind_up(link: Link, sdir: SweepDir, record: SweepRecord, notice: SweepNotice,
-                   account: NatsAccount, say: Say) -> None:
+async def _wind_up(
+    link: Link,
+    sdir: SweepDir,
+    record: SweepRecord,
+    notice: SweepNotice,
+    account: NatsAccount,
+    say: Say,
+) -> None:
     """Withdraws the sweep, waits (a little) for the workers to report the runs of it they
     cancel, copies the books, then deletes the queue and the account."""
     try:

@@ -29,8 +29,8 @@ import msgspec
 import trio
 
 from sopbus.bus import SopbusError
-
 from sopbus.bus.money._file_account import FileAccount
+
 from ._job import Job, JobResult, run_job_guarded
 from ._record import RunEntry, SweepDir, SweepRecord
 from ._worker import PARENT_ENV
@@ -47,8 +47,9 @@ async def drive(sdir: SweepDir, record: SweepRecord, say: Say) -> None:
     """Runs every run of ``record`` that is not done; updates ``sweep.json`` as they go."""
     account = FileAccount(sdir.account_path)
     slots = trio.Semaphore(record.jobs)
-    todo = [e for e in record.runs if e.state == "interrupted"] + \
-           [e for e in record.runs if e.state == "pending"]
+    todo = [e for e in record.runs if e.state == "interrupted"] + [
+        e for e in record.runs if e.state == "pending"
+    ]
     async with _executor(record) as run_one, trio.open_nursery() as nursery:
         for entry in todo:
             await slots.acquire()
@@ -63,8 +64,15 @@ async def drive(sdir: SweepDir, record: SweepRecord, say: Say) -> None:
     sdir.write(record)
 
 
-async def _one(sdir: SweepDir, record: SweepRecord, entry: RunEntry, job: Job, run_one: RunOne,
-               slots: trio.Semaphore, say: Say) -> None:
+async def _one(
+    sdir: SweepDir,
+    record: SweepRecord,
+    entry: RunEntry,
+    job: Job,
+    run_one: RunOne,
+    slots: trio.Semaphore,
+    say: Say,
+) -> None:
     try:
         result = await run_one(job)
     except WorkerDied as exc:
@@ -80,17 +88,28 @@ async def _one(sdir: SweepDir, record: SweepRecord, entry: RunEntry, job: Job, r
 def progress_line(record: SweepRecord, entry: RunEntry) -> str:
     ended = sum(e.state in ("done", "crashed") for e in record.runs)
     reason = f" ({entry.end_reason})" if entry.end_reason != entry.status else ""
-    what = (f"{entry.status}{reason} ${entry.total_usd}" if entry.state == "done"
-            else f"{entry.state}: {entry.error}")
-    return (f"[{ended}/{len(record.runs)}] {entry.variant} seed {entry.seed}: {what} "
-            f"- run {entry.run_id}")
+    what = (
+        f"{entry.status}{reason} ${entry.total_usd}"
+        if entry.state == "done"
+        else f"{entry.state}: {entry.error}"
+    )
+    return (
+        f"[{ended}/{len(record.runs)}] {entry.variant} seed {entry.seed}: {what} "
+        f"- run {entry.run_id}"
+    )
 
 
 def _job(sdir: SweepDir, record: SweepRecord, entry: RunEntry) -> Job:
-    return Job(run_id=entry.run_id, runs_dir=record.runs_dir, account=str(sdir.account_path),
-               fix=f"raise the sweep's budget: sopbus sweep --resume {record.sweep_id} --budget USD",
-               origin=record.scenario_path, variant_file=str(sdir.variant_file(entry.variant)),
-               seed=entry.seed, resume=entry.state == "interrupted")
+    return Job(
+        run_id=entry.run_id,
+        runs_dir=record.runs_dir,
+        account=str(sdir.account_path),
+        fix=f"raise the sweep's budget: sopbus sweep --resume {record.sweep_id} --budget USD",
+        origin=record.scenario_path,
+        variant_file=str(sdir.variant_file(entry.variant)),
+        seed=entry.seed,
+        resume=entry.state == "interrupted",
+    )
 
 
 class _executor:
@@ -129,10 +148,18 @@ class WorkerPool:
         return result
 
     async def _start(self) -> _Worker:
-        worker = _Worker(await trio.lowlevel.open_process(
-            [sys.executable, "-m", "sopbus.sweep._worker"], stdin=-1, stdout=-1,
-            env={**os.environ, PARENT_ENV: str(os.getpid()),
-                 "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}))
+        worker = _Worker(
+            await trio.lowlevel.open_process(
+                [sys.executable, "-m", "sopbus.sweep._worker"],
+                stdin=-1,
+                stdout=-1,
+                env={
+                    **os.environ,
+                    PARENT_ENV: str(os.getpid()),
+                    "PYTHONPATH": os.pathsep.join(p for p in sys.path if p),
+                },
+            )
+        )
         self._all.add(worker)
         return worker
 

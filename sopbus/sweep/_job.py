@@ -31,6 +31,7 @@ from sopbus.bus.money._account import AccountShare, SharedAccount
 from sopbus.bus.money._file_account import FileAccount
 from sopbus.bus.scenario._load import load_scenario, scenario_with_overrides
 from sopbus.bus.scenario._types import Scenario
+
 from ._record import RunState
 
 
@@ -76,8 +77,8 @@ async def run_job(job: Job, account: SharedAccount | None = None) -> JobResult:
 
 
 async def _run_job(job: Job, account: SharedAccount) -> JobResult:
-    from sopbus._assemble._execute import execute
     from sopbus._assemble._environ import run_environ
+    from sopbus._assemble._execute import execute
 
     pool = AccountShare(account, job.run_id)
     run_dir = Path(job.runs_dir) / job.run_id
@@ -88,20 +89,28 @@ async def _run_job(job: Job, account: SharedAccount) -> JobResult:
 
             scenario, continuation = plan_resume(run_dir)
             carried = sum((line.cost_usd for line in continuation.carried), Decimal(0))
-            await account.rebase(job.run_id, carried + sum((c.amount for c in continuation.lost), Decimal(0)))
+            await account.rebase(
+                job.run_id, carried + sum((c.amount for c in continuation.lost), Decimal(0))
+            )
             outcome = await execute(scenario, continuation=continuation, pool=pool, environ=environ)
         else:
             if run_dir.exists():  # it died before its first call (no scenario.toml): anew
                 os.replace(run_dir, run_dir.with_name(f"{job.run_id}.dead-{os.getpid()}"))
             await account.rebase(job.run_id, job.spent_before)
-            outcome = await execute(job_scenario(job), run_id=job.run_id, pool=pool,
-                                    environ=environ)
+            outcome = await execute(
+                job_scenario(job), run_id=job.run_id, pool=pool, environ=environ
+            )
     except ConfigError as exc:
         return JobResult(run_id=job.run_id, state="crashed", error=str(exc))
     summary = outcome.summary
-    return JobResult(run_id=job.run_id, state="done", status=summary.status,
-                     end_reason=summary.end_reason, total_usd=summary.total_usd,
-                     verdict=summary.passed)
+    return JobResult(
+        run_id=job.run_id,
+        state="done",
+        status=summary.status,
+        end_reason=summary.end_reason,
+        total_usd=summary.total_usd,
+        verdict=summary.passed,
+    )
 
 
 @asynccontextmanager

@@ -39,8 +39,9 @@ class Variant(msgspec.Struct, frozen=True, kw_only=True):
         return " ".join(f"{k}={toml_literal(v)}" for k, v in self.settings) or "(as the file says)"
 
 
-def seeds_from(count: int | None, span: str | None, spec: int | str | Sequence[int] | None,
-               default: int) -> tuple[int, ...]:
+def seeds_from(
+    count: int | None, span: str | None, spec: int | str | Sequence[int] | None, default: int
+) -> tuple[int, ...]:
     """The seeds: ``--seeds N`` (0 to N-1), ``--seed A..B`` (inclusive), else the file's
     ``[sweep].seeds`` (a count, a range or a list), else the scenario's one seed."""
     if count is not None and span is not None:
@@ -53,8 +54,10 @@ def seeds_from(count: int | None, span: str | None, spec: int | str | Sequence[i
         return (default,)
     if isinstance(spec, int):
         if spec < 1:
-            raise ConfigError(f"[sweep].seeds = {spec}: expected a count of 1 or more, a range "
-                              f"such as \"0..4\", or a list of seeds")
+            raise ConfigError(
+                f"[sweep].seeds = {spec}: expected a count of 1 or more, a range "
+                f'such as "0..4", or a list of seeds'
+            )
         return tuple(range(spec))
     if isinstance(spec, str):
         return seed_range(spec, "[sweep].seeds")
@@ -67,8 +70,10 @@ def seed_range(text: str, where: str) -> tuple[int, ...]:
     match = _RANGE.fullmatch(text)
     first, last = (int(match[1]), int(match[2] or match[1])) if match else (1, 0)
     if first > last:
-        raise ConfigError(f"{where} {text!r}: expected a range of seeds A..B with A <= B, "
-                          f"such as 0..4 (or one seed)")
+        raise ConfigError(
+            f"{where} {text!r}: expected a range of seeds A..B with A <= B, "
+            f"such as 0..4 (or one seed)"
+        )
     return tuple(range(first, last + 1))
 
 
@@ -78,16 +83,20 @@ def variants_from(flags: Sequence[str], table: Mapping[str, Any]) -> tuple[Varia
     for flag in flags:
         key, sep, raw = flag.partition("=")
         if not sep or not key.strip() or not raw.strip():
-            raise ConfigError(f"--set {flag!r}: expected key=value1,value2,..., such as "
-                              f"llm.model=gpt-4o-mini,gpt-4o")
+            raise ConfigError(
+                f"--set {flag!r}: expected key=value1,value2,..., such as "
+                f"llm.model=gpt-4o-mini,gpt-4o"
+            )
         axes[key.strip()] = [toml_value(part) for part in split_values(raw)]
     for key, values in axes.items():
         if not values:
             raise ConfigError(f"[sweep.set] {key!r} has no values; give at least one")
     keys = list(axes)
     combos = itertools.product(*(axes[k] for k in keys))
-    return tuple(Variant(id=f"v{i}", settings=tuple(zip(keys, combo, strict=True)))
-                 for i, combo in enumerate(combos, start=1))
+    return tuple(
+        Variant(id=f"v{i}", settings=tuple(zip(keys, combo, strict=True)))
+        for i, combo in enumerate(combos, start=1)
+    )
 
 
 def _flat(table: Mapping[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
@@ -153,5 +162,7 @@ def sweep_budget(given: Decimal | None, file: Decimal | None, caps: Sequence[Dec
     if budget is None:
         return sum(caps, Decimal(0))
     if not budget.is_finite() or budget <= 0:
-        raise ConfigError(f"[sweep].budget_usd = {budget}: expected an amount of USD greater than 0")
+        raise ConfigError(
+            f"[sweep].budget_usd = {budget}: expected an amount of USD greater than 0"
+        )
     return budget

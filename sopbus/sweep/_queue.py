@@ -45,13 +45,13 @@ import msgspec
 import trio
 from loguru import logger
 
+from sopbus.bus._summary import read_summary
 from sopbus.bus.nats._account import NatsAccount
 from sopbus.bus.nats._link import Link
 from sopbus.bus.nats._sweep import WORKERS, Puller, SweepNotice, Taken, notices, report
+
 from ._exec import WorkerDied, WorkerPool
 from ._job import Job, JobResult, run_job_guarded
-from sopbus.bus._summary import read_summary
-
 from ._record import RunEntry, ended_as
 from ._wire import QueuedRun, RunEvent, encode
 
@@ -71,8 +71,9 @@ class _Sweep:
     withdrawn: trio.Event = field(default_factory=trio.Event)
 
 
-async def serve_queue(link: Link, *, jobs: int, runs_dir: Path,
-                      stop: trio.Event | None = None) -> None:
+async def serve_queue(
+    link: Link, *, jobs: int, runs_dir: Path, stop: trio.Event | None = None
+) -> None:
     """Takes sweep runs from the queues on ``link``'s server, ``jobs`` at a time, until
     ``stop`` is set (or the caller cancels). See the module docstring."""
     runs_dir = runs_dir.resolve()
@@ -129,8 +130,9 @@ class _Server:
             try:
                 await self._look()
             except Exception as exc:  # the server away for a moment: look again
-                logger.warning("cannot list the sweeps on {}: {}: {}", self.link.url,
-                               type(exc).__name__, exc)
+                logger.warning(
+                    "cannot list the sweeps on {}: {}: {}", self.link.url, type(exc).__name__, exc
+                )
             await trio.sleep(_LOOK_EVERY_S)
 
     async def _look(self) -> None:
@@ -142,7 +144,9 @@ class _Server:
             if sweep_id not in self.sweeps:
                 account = NatsAccount(self.link, notice.account_bucket, fix=notice.fix)
                 await account.open(None)
-                self.sweeps[sweep_id] = _Sweep(notice, Puller(self.link, sweep_id, WORKERS), account)
+                self.sweeps[sweep_id] = _Sweep(
+                    notice, Puller(self.link, sweep_id, WORKERS), account
+                )
                 logger.info("working for sweep {}", sweep_id)
 
     async def _forget(self, sweep_id: str) -> None:
@@ -162,12 +166,21 @@ class _Server:
                 event = await self._execute(sweep, run, taken.delivered)
                 keep.cancel_scope.cancel()
             if event is None:
-                event = self._ended(self.runs_dir / run.run_id, JobResult(
-                    run_id=run.run_id, state="interrupted", error="the sweep was withdrawn"))
-                logger.warning("sweep {} was withdrawn: run {} cancelled", sweep.notice.sweep_id,
-                               run.run_id)
-            await report(self.link, sweep.notice.sweep_id, f"{run.run_id}/ended/{taken.delivered}",
-                         encode(event))
+                event = self._ended(
+                    self.runs_dir / run.run_id,
+                    JobResult(
+                        run_id=run.run_id, state="interrupted", error="the sweep was withdrawn"
+                    ),
+                )
+                logger.warning(
+                    "sweep {} was withdrawn: run {} cancelled", sweep.notice.sweep_id, run.run_id
+                )
+            await report(
+                self.link,
+                sweep.notice.sweep_id,
+                f"{run.run_id}/ended/{taken.delivered}",
+                encode(event),
+            )
             await sweep.jobs.ack(taken)
             logger.info("sweep {} run {}: {}", sweep.notice.sweep_id, run.run_id, _said(event))
         except trio.Cancelled:
@@ -175,9 +188,13 @@ class _Server:
                 await _quietly(sweep.jobs.give_back(taken))
             raise
         except Exception as exc:  # the sweep was withdrawn, or the server went away
-            logger.warning("sweep {}: a job could not be reported ({}: {}); the queue gives it "
-                           "to a worker again after the lease", sweep.notice.sweep_id,
-                           type(exc).__name__, exc)
+            logger.warning(
+                "sweep {}: a job could not be reported ({}: {}); the queue gives it "
+                "to a worker again after the lease",
+                sweep.notice.sweep_id,
+                type(exc).__name__,
+                exc,
+            )
         finally:
             self.slots.release()
 
@@ -192,24 +209,45 @@ class _Server:
         run_dir = self.runs_dir / run.run_id
         entry = RunEntry(run_id=run.run_id, variant=run.variant, seed=run.seed)
         if ended_as(entry, run_dir):  # it ended here; the worker died before reporting it
-            result = JobResult(run_id=run.run_id, state="done", status=entry.status,
-                               end_reason=entry.end_reason, total_usd=entry.total_usd,
-                               verdict=entry.verdict)
+            result = JobResult(
+                run_id=run.run_id,
+                state="done",
+                status=entry.status,
+                end_reason=entry.end_reason,
+                total_usd=entry.total_usd,
+                verdict=entry.verdict,
+            )
             return self._ended(run_dir, result)
         state = await sweep.account.state()
         fresh = delivered == 1 and not run_dir.exists()
         if fresh and state.refused:
             return self._ended(run_dir, JobResult(run_id=run.run_id, state="skipped"))
         with trio.CancelScope(shield=True):  # a publish is quick; a cancelled one leaves noise
-            await report(self.link, sweep.notice.sweep_id, f"{run.run_id}/started/{delivered}",
-                         encode(RunEvent(kind="started", run_id=run.run_id, worker=self.worker,
-                                         run_dir=str(run_dir))))
+            await report(
+                self.link,
+                sweep.notice.sweep_id,
+                f"{run.run_id}/started/{delivered}",
+                encode(
+                    RunEvent(
+                        kind="started", run_id=run.run_id, worker=self.worker, run_dir=str(run_dir)
+                    )
+                ),
+            )
         resume = (run_dir / "scenario.toml").is_file()
-        job = Job(run_id=run.run_id, runs_dir=str(self.runs_dir), account=sweep.notice.account_bucket,
-                  bus=self.link.url, fix=sweep.notice.fix, origin=run.origin,
-                  variant_file=str(self._variant_file(sweep, run)), seed=run.seed, resume=resume,
-                  spent_before=Decimal(0) if fresh or resume else
-                  state.by_holder.get(run.run_id, Decimal(0)))
+        job = Job(
+            run_id=run.run_id,
+            runs_dir=str(self.runs_dir),
+            account=sweep.notice.account_bucket,
+            bus=self.link.url,
+            fix=sweep.notice.fix,
+            origin=run.origin,
+            variant_file=str(self._variant_file(sweep, run)),
+            seed=run.seed,
+            resume=resume,
+            spent_before=Decimal(0)
+            if fresh or resume
+            else state.by_holder.get(run.run_id, Decimal(0)),
+        )
         return self._ended(run_dir, await self._run(sweep, job))
 
     async def _run(self, sweep: _Sweep, job: Job) -> JobResult:
@@ -231,15 +269,24 @@ class _Server:
         return path
 
     def _ended(self, run_dir: Path, result: JobResult) -> RunEvent:
-        from sopbus.bus.money._ledger import LedgerLine
         from sopbus.bus._jsonl import read_jsonl
+        from sopbus.bus.money._ledger import LedgerLine
 
         costs = run_dir / "costs.jsonl"
-        ledger = sum((line.cost_usd for line in read_jsonl(costs, LedgerLine)), Decimal(0)) \
-            if costs.is_file() else None
-        return RunEvent(kind="ended", run_id=result.run_id, worker=self.worker,
-                        run_dir=str(run_dir), result=result, summary=read_summary(run_dir),
-                        ledger_usd=ledger)
+        ledger = (
+            sum((line.cost_usd for line in read_jsonl(costs, LedgerLine)), Decimal(0))
+            if costs.is_file()
+            else None
+        )
+        return RunEvent(
+            kind="ended",
+            run_id=result.run_id,
+            worker=self.worker,
+            run_dir=str(run_dir),
+            result=result,
+            summary=read_summary(run_dir),
+            ledger_usd=ledger,
+        )
 
     async def aclose(self) -> None:
         await self.pool.aclose()

@@ -20,7 +20,7 @@ import io
 import os
 from decimal import Decimal
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 import msgspec
 
@@ -28,6 +28,7 @@ from sopbus.bus._dirlock import try_lock
 from sopbus.bus._errors import ConfigError
 from sopbus.bus._jsonl import encode_json
 from sopbus.bus._summary import RunSummary, read_summary
+
 from ._plan import Variant
 
 SWEEP = "sweep.json"
@@ -103,7 +104,9 @@ class SweepDir:
         except FileNotFoundError:
             raise ConfigError(f"{self.path} is not a sweep directory (no {SWEEP} in it)") from None
         except msgspec.DecodeError as exc:
-            raise ConfigError(f"{self.path / SWEEP} is damaged ({exc}); it cannot be resumed") from None
+            raise ConfigError(
+                f"{self.path / SWEEP} is damaged ({exc}); it cannot be resumed"
+            ) from None
 
     def write(self, record: SweepRecord, *, results: bool = True) -> None:
         """``sweep.json``, and ``results.csv`` unless only a run's start changed."""
@@ -121,8 +124,10 @@ class SweepDir:
         a :class:`~sopbus.bus.ConfigError` when another process holds it."""
         fd = try_lock(self.path)
         if fd is None:
-            raise ConfigError(f"sweep {self.sweep_id} is still running in another process "
-                              f"({self.path}); wait for it, or stop it first")
+            raise ConfigError(
+                f"sweep {self.sweep_id} is still running in another process "
+                f"({self.path}); wait for it, or stop it first"
+            )
         self._lock_fd = fd
 
     def unlock(self) -> None:
@@ -166,13 +171,30 @@ def resolve_sweep(ref: str, sweeps_dir: Path) -> SweepDir:
         return matches[0]
     listed = ", ".join(d.sweep_id for d in known[:3]) or "none"
     what = "is ambiguous" if matches else "not found"
-    raise ConfigError(f"sweep {ref!r} {what} in {sweeps_dir}/ (the newest there: {listed}); "
-                      f"list them with `sopbus sweeps --sweeps-dir {sweeps_dir}`")
+    raise ConfigError(
+        f"sweep {ref!r} {what} in {sweeps_dir}/ (the newest there: {listed}); "
+        f"list them with `sopbus sweeps --sweeps-dir {sweeps_dir}`"
+    )
 
 
-RESULT_COLUMNS = ("sweep_id", "variant", "settings", "seed", "run_id", "state", "status",
-                  "end_reason", "verdict", "total_usd", "llm_calls", "prompt_tokens",
-                  "completion_tokens", "rounds", "duration_s", "error")
+RESULT_COLUMNS = (
+    "sweep_id",
+    "variant",
+    "settings",
+    "seed",
+    "run_id",
+    "state",
+    "status",
+    "end_reason",
+    "verdict",
+    "total_usd",
+    "llm_calls",
+    "prompt_tokens",
+    "completion_tokens",
+    "rounds",
+    "duration_s",
+    "error",
+)
 
 
 def results_csv(record: SweepRecord, cache: dict[str, RunSummary] | None = None) -> str:
@@ -187,13 +209,31 @@ def results_csv(record: SweepRecord, cache: dict[str, RunSummary] | None = None)
         if entry.state == "done" and summary is not None:
             cache[entry.run_id] = summary
         verdict = None if summary is None else summary.passed
-        figures = ["", "", "", "", "", ""] if summary is None else [
-            summary.total_usd, summary.llm_calls, summary.prompt_tokens,
-            summary.completion_tokens, summary.rounds, summary.duration_s]
-        writer.writerow([
-            record.sweep_id, entry.variant, record.variant(entry.variant).label, entry.seed,
-            entry.run_id, entry.state, entry.status or "", entry.end_reason or "",
-            "" if verdict is None else str(verdict).lower(), *figures, entry.error or ""])
+        figures = (
+            ["", "", "", "", "", ""]
+            if summary is None
+            else [
+                summary.total_usd,
+                summary.llm_calls,
+                summary.prompt_tokens,
+                summary.completion_tokens,
+                summary.rounds,
+                summary.duration_s,
+            ]
+        )
+        writer.writerow(
+            [
+                record.sweep_id,
+                entry.variant,
+                record.variant(entry.variant).label,
+                entry.seed,
+                entry.run_id,
+                entry.state,
+                entry.status or "",
+                entry.end_reason or "",
+                "" if verdict is None else str(verdict).lower(),
+                *figures,
+                entry.error or "",
+            ]
+        )
     return out.getvalue()
-
-

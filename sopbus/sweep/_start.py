@@ -19,15 +19,16 @@ from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
 
+from sopbus._assemble._environ import run_environ
+from sopbus._assemble._execute import scenario_as_run
+from sopbus._assemble._provider import checked_prices, endpoint
 from sopbus.bus._errors import ConfigError
 from sopbus.bus.money._file_account import FileAccount
 from sopbus.bus.scenario._load import load_scenario
 from sopbus.bus.scenario._types import Scenario, SweepSpec
 from sopbus.bus.store._resume import ledger_of
 from sopbus.bus.store._store import is_locked, new_run_id
-from sopbus._assemble._execute import scenario_as_run
-from sopbus._assemble._provider import checked_prices, endpoint
-from sopbus._assemble._environ import run_environ
+
 from ._plan import Variant, seeds_from, sweep_budget, variant_scenario, variants_from
 from ._record import RunEntry, SweepDir, SweepRecord, ended_as
 
@@ -54,22 +55,37 @@ def new_sweep(args: SweepArgs) -> tuple[SweepDir, SweepRecord]:
     seeds = seeds_from(args.seeds, args.seed, spec.seeds, base.run.seed)
     variants = variants_from(args.settings, spec.set)
     scenarios = {v.id: _checked(variant_scenario(base, v)) for v in variants}
-    budget = sweep_budget(args.budget, spec.budget_usd,
-                          [scenarios[v.id].run.budget_usd for v in variants for _ in seeds])
+    budget = sweep_budget(
+        args.budget,
+        spec.budget_usd,
+        [scenarios[v.id].run.budget_usd for v in variants for _ in seeds],
+    )
     real = any(s.llm.provider == "openai" for s in scenarios.values())
     sweep_id = new_run_id(f"{base.name}-sweep")
     sdir = SweepDir(args.sweeps_dir / sweep_id)
     (sdir.path / "variants").mkdir(parents=True)
     sdir.lock()
     record = SweepRecord(
-        sweep_id=sweep_id, scenario=base.name, scenario_path=str(base.path),
-        runs_dir=str(Path(args.runs_dir or base.run.runs_dir).resolve()), budget_usd=budget,
+        sweep_id=sweep_id,
+        scenario=base.name,
+        scenario_path=str(base.path),
+        runs_dir=str(Path(args.runs_dir or base.run.runs_dir).resolve()),
+        budget_usd=budget,
         jobs=args.jobs or spec.jobs or (4 if real else os.cpu_count() or 1),
-        executor="tasks" if real else "processes", seeds=seeds, variants=variants,
-        runs=[RunEntry(run_id=f"{sweep_id}-{v.id}-s{seed}", variant=v.id, seed=seed)
-              for seed in seeds for v in variants],
-        created_at=time.time(), bus=args.bus)
-    (sdir.path / "scenario.toml").write_text(scenario_as_run(variant_scenario(base, Variant(id="v0", settings=()))))
+        executor="tasks" if real else "processes",
+        seeds=seeds,
+        variants=variants,
+        runs=[
+            RunEntry(run_id=f"{sweep_id}-{v.id}-s{seed}", variant=v.id, seed=seed)
+            for seed in seeds
+            for v in variants
+        ],
+        created_at=time.time(),
+        bus=args.bus,
+    )
+    (sdir.path / "scenario.toml").write_text(
+        scenario_as_run(variant_scenario(base, Variant(id="v0", settings=())))
+    )
     for vid, scenario in scenarios.items():
         sdir.variant_file(vid).write_text(scenario_as_run(scenario))
     FileAccount.create(sdir.account_path, budget)
@@ -92,16 +108,20 @@ def resumed_sweep(sdir: SweepDir, *, jobs: int | None, budget: Decimal | None) -
     sdir.lock()
     record = sdir.read()
     if record.bus is not None:
-        raise ConfigError(f"sweep {record.sweep_id} ran on the workers of {record.bus}; resuming "
-                          f"a sweep on NATS is not supported yet: start it again")
+        raise ConfigError(
+            f"sweep {record.sweep_id} ran on the workers of {record.bus}; resuming "
+            f"a sweep on NATS is not supported yet: start it again"
+        )
     account = FileAccount(sdir.account_path)
     for entry in record.runs:
         _reconcile(entry, Path(record.runs_dir) / entry.run_id, account)
     if budget is not None:
         spent = account.read().spent
         if budget < spent:
-            raise ConfigError(f"--budget {budget}: sweep {record.sweep_id} has already spent "
-                              f"${spent}; give a budget above that")
+            raise ConfigError(
+                f"--budget {budget}: sweep {record.sweep_id} has already spent "
+                f"${spent}; give a budget above that"
+            )
         account.set_cap(budget)
         record.budget_usd = budget
     record.jobs = jobs or record.jobs
@@ -113,7 +133,9 @@ def resumed_sweep(sdir: SweepDir, *, jobs: int | None, budget: Decimal | None) -
 
 def _reconcile(entry: RunEntry, run_dir: Path, account: FileAccount) -> None:
     if ended_as(entry, run_dir):
-        account.rebase_now(entry.run_id, sum((l.cost_usd for l in ledger_of(run_dir)), Decimal(0)))
+        account.rebase_now(
+            entry.run_id, sum((line.cost_usd for line in ledger_of(run_dir)), Decimal(0))
+        )
     elif run_dir.is_dir():
         _wait_unlocked(run_dir)
         entry.state = "interrupted"
@@ -128,6 +150,8 @@ def _wait_unlocked(run_dir: Path) -> None:
     deadline = time.monotonic() + 10
     while is_locked(run_dir):
         if time.monotonic() > deadline:
-            raise ConfigError(f"run {run_dir.name} is still executing in another process "
-                              f"({run_dir}); stop it before resuming its sweep")
+            raise ConfigError(
+                f"run {run_dir.name} is still executing in another process "
+                f"({run_dir}); stop it before resuming its sweep"
+            )
         time.sleep(0.05)

@@ -21,9 +21,25 @@ from sopbus.bus._summary import RunSummary, read_summary
 
 from ._record import SweepRecord
 
-COLUMNS = ("variant", "settings", "runs", "ended", "skipped", "unfinished", "verdicts",
-           "passed", "pass_rate", "spend_mean_usd", "spend_median_usd", "spend_max_usd",
-           "spend_total_usd", "tokens_mean", "wall_s_mean", "rounds_mean", "end_reasons")
+COLUMNS = (
+    "variant",
+    "settings",
+    "runs",
+    "ended",
+    "skipped",
+    "unfinished",
+    "verdicts",
+    "passed",
+    "pass_rate",
+    "spend_mean_usd",
+    "spend_median_usd",
+    "spend_max_usd",
+    "spend_total_usd",
+    "tokens_mean",
+    "wall_s_mean",
+    "rounds_mean",
+    "end_reasons",
+)
 
 
 def variant_rows(record: SweepRecord) -> list[dict[str, Any]]:
@@ -42,13 +58,19 @@ def _row(record: SweepRecord, vid: str, label: str, done: list[RunSummary]) -> d
     verdicts = [v for s in done if (v := s.passed) is not None]
     passed = sum(verdicts)
     return {
-        "variant": vid, "settings": label, "runs": len(entries), "ended": len(done),
+        "variant": vid,
+        "settings": label,
+        "runs": len(entries),
+        "ended": len(done),
         "skipped": sum(e.state == "skipped" for e in entries),
         "unfinished": len(entries) - len(done) - sum(e.state == "skipped" for e in entries),
-        "verdicts": len(verdicts), "passed": passed,
+        "verdicts": len(verdicts),
+        "passed": passed,
         "pass_rate": round(passed / len(verdicts), 4) if verdicts else None,
-        "spend_mean_usd": _mean(spend), "spend_median_usd": statistics.median(spend) if spend else None,
-        "spend_max_usd": max(spend) if spend else None, "spend_total_usd": sum(spend, Decimal(0)),
+        "spend_mean_usd": _mean(spend),
+        "spend_median_usd": statistics.median(spend) if spend else None,
+        "spend_max_usd": max(spend) if spend else None,
+        "spend_total_usd": sum(spend, Decimal(0)),
         "tokens_mean": _fmean([s.prompt_tokens + s.completion_tokens for s in done]),
         "wall_s_mean": _fmean([s.duration_s for s in done]),
         "rounds_mean": _fmean([s.rounds for s in done]),
@@ -82,17 +104,37 @@ def render(record: SweepRecord, rows: list[dict[str, Any]], spent: Decimal | Non
     from sopbus.bus.money._budget import usd
 
     spend = f"${usd(spent)} of " if spent is not None else ""
-    title = (f"sweep {record.sweep_id}: {record.scenario}, {len(record.variants)} variant(s) x "
-             f"{len(record.seeds)} seed(s), {spend}${usd(record.budget_usd)}")
+    title = (
+        f"sweep {record.sweep_id}: {record.scenario}, {len(record.variants)} variant(s) x "
+        f"{len(record.seeds)} seed(s), {spend}${usd(record.budget_usd)}"
+    )
     table = Table(title=escape(title), title_justify="left")
-    for column in ("variant", "settings", "runs", "verdict pass", "spend mean / median / max",
-                   "tokens", "wall s", "rounds", "end reasons"):
-        table.add_column(column, justify="left" if column in ("variant", "settings", "end reasons") else "right")
+    for column in (
+        "variant",
+        "settings",
+        "runs",
+        "verdict pass",
+        "spend mean / median / max",
+        "tokens",
+        "wall s",
+        "rounds",
+        "end reasons",
+    ):
+        table.add_column(
+            column, justify="left" if column in ("variant", "settings", "end reasons") else "right"
+        )
     for row in rows:
-        table.add_row(row["variant"], escape(row["settings"]), _runs_cell(row), _pass_cell(row),
-                      _spend_cell(row), _num(row["tokens_mean"], 0), _num(row["wall_s_mean"], 2),
-                      _num(row["rounds_mean"], 1),
-                      escape(", ".join(f"{k} x{n}" for k, n in row["end_reasons"].items())) or "-")
+        table.add_row(
+            row["variant"],
+            escape(row["settings"]),
+            _runs_cell(row),
+            _pass_cell(row),
+            _spend_cell(row),
+            _num(row["tokens_mean"], 0),
+            _num(row["wall_s_mean"], 2),
+            _num(row["rounds_mean"], 1),
+            escape(", ".join(f"{k} x{n}" for k, n in row["end_reasons"].items())) or "-",
+        )
     return table
 
 
@@ -114,8 +156,10 @@ def _spend_cell(row: dict[str, Any]) -> str:
 
     if row["spend_mean_usd"] is None:
         return "-"
-    return " / ".join(f"${usd(row[k].quantize(Decimal('0.000001')))}"
-                      for k in ("spend_mean_usd", "spend_median_usd", "spend_max_usd"))
+    return " / ".join(
+        f"${usd(row[k].quantize(Decimal('0.000001')))}"
+        for k in ("spend_mean_usd", "spend_median_usd", "spend_max_usd")
+    )
 
 
 def _num(value: float | None, digits: int) -> str:

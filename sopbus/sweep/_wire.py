@@ -11,7 +11,7 @@ the sweep's record needs of the run directory, which stays on the worker.
 from __future__ import annotations
 
 from decimal import Decimal
-from typing import Any, Literal
+from typing import Literal
 
 import msgspec
 

@@ -49,6 +49,7 @@ async def _guarded(job: Job) -> tuple[JobResult, bool]:
     box: dict[str, Any] = {}
     with trio.open_signal_receiver(signal.SIGTERM) as signals:
         async with trio.open_nursery() as nursery:
+
             async def work() -> None:
                 box["result"] = await run_job_guarded(job)
                 nursery.cancel_scope.cancel()
@@ -58,8 +59,9 @@ async def _guarded(job: Job) -> tuple[JobResult, bool]:
                 box["stopped"] = True
                 nursery.cancel_scope.cancel()
                 break
-    result = box.get("result") or JobResult(run_id=job.run_id, state="interrupted",
-                                            error="cancelled by the sweep (SIGTERM)")
+    result = box.get("result") or JobResult(
+        run_id=job.run_id, state="interrupted", error="cancelled by the sweep (SIGTERM)"
+    )
     return result, bool(box.get("stopped"))
 
 

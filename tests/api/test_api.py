@@ -19,11 +19,10 @@ from decimal import Decimal
 from pathlib import Path
 
 import pytest
-import trio
 
 import sopbus
-from sopbus.bus import ConfigError, Message, load_ledger
 from sopbus import RunOutcome, Verdict
+from sopbus.bus import ConfigError, Message, load_ledger
 from support.paths import ROOT
 
 TEAM = ROOT / "tests" / "data" / "resume_team" / "relay_sop.py"
@@ -66,9 +65,14 @@ def python(script: str, cwd: Path) -> list[dict[str, object]]:
     env = dict(os.environ)
     # Warnings are errors, as in the suite (a trio/asyncio signal clash would warn).
     warnings = ["-W", "error", "-W", "ignore:open_binary is deprecated:DeprecationWarning"]
-    done = subprocess.run([sys.executable, *warnings, "-c", REPORT + textwrap.dedent(script)],
-                          cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=180)
+    done = subprocess.run(
+        [sys.executable, *warnings, "-c", REPORT + textwrap.dedent(script)],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     assert done.returncode == 0, done.stderr
     assert "Traceback" not in done.stderr
     return [json.loads(line) for line in done.stdout.splitlines()]
@@ -79,11 +83,20 @@ def check_report(found: dict[str, object], cwd: Path) -> None:
     assert run_dir.is_absolute() and run_dir.parent == cwd / "runs"
     summary = json.loads((run_dir / "summary.json").read_text())
     assert (found["run_id"], found["status"], found["end_reason"]) == (
-        summary["run_id"], "completed", summary["end_reason"])
+        summary["run_id"],
+        "completed",
+        summary["end_reason"],
+    )
     assert found["total_usd"] == summary["total_usd"] and Decimal(summary["total_usd"]) > 0
     assert found["llm_calls"] == summary["llm_calls"] == 5 and found["rounds"] == summary["rounds"]
-    assert found["messages"] == ["UserRequirement", "RelayPlan", "RelayDraft", "RelayDraft",
-                                 "RelayEdit", "RelayCheck"]
+    assert found["messages"] == [
+        "UserRequirement",
+        "RelayPlan",
+        "RelayDraft",
+        "RelayDraft",
+        "RelayEdit",
+        "RelayCheck",
+    ]
     assert found["artifacts"] == ARTIFACTS
     assert found["plan"] == (run_dir / "artifacts" / "plan.md").read_text()
     assert found["ok"] is True and found["verdict"] is None
@@ -92,21 +105,26 @@ def check_report(found: dict[str, object], cwd: Path) -> None:
 @pytest.mark.slow
 def test_a_plain_script_runs_a_scenario_and_gets_its_outcome(tmp_path: Path) -> None:
     scenario = relay(tmp_path)
-    (found,) = python(f"""
+    (found,) = python(
+        f"""
         import json
         from sopbus import run_scenario
         report("plain", run_scenario({str(scenario)!r}, runs_dir="runs"))
-    """, cwd=tmp_path)
+    """,
+        cwd=tmp_path,
+    )
     check_report(found, tmp_path)
 
 
 @pytest.mark.slow
 def test_inside_a_running_asyncio_loop_both_the_blocking_and_the_awaitable_forms_work(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     # A Jupyter cell runs inside the kernel's asyncio loop: `asyncio.run` and `trio.run`
     # cannot be called there. Both forms are called from inside asyncio.run(...).
     scenario = relay(tmp_path, latency=50)
-    blocking, awaited, ticks = python(f"""
+    blocking, awaited, ticks = python(
+        f"""
         import asyncio, json
         from sopbus import run_scenario, run_scenario_asyncio
         async def main():
@@ -123,7 +141,9 @@ def test_inside_a_running_asyncio_loop_both_the_blocking_and_the_awaitable_forms
             report("awaited", result)
             print(json.dumps({{"ticks": ticks}}))
         asyncio.run(main())
-    """, cwd=tmp_path)
+    """,
+        cwd=tmp_path,
+    )
     check_report(blocking, tmp_path)
     check_report(awaited, tmp_path)
     assert blocking["run_id"] != awaited["run_id"]
@@ -133,8 +153,9 @@ def test_inside_a_running_asyncio_loop_both_the_blocking_and_the_awaitable_forms
 
 
 async def test_a_trio_program_awaits_run_scenario_async(tmp_path: Path) -> None:
-    result = await sopbus.run_scenario_async(relay(tmp_path), runs_dir=tmp_path / "runs",
-                                             max_rounds=2, environ={})
+    result = await sopbus.run_scenario_async(
+        relay(tmp_path), runs_dir=tmp_path / "runs", max_rounds=2, environ={}
+    )
     assert isinstance(result, RunOutcome)
     assert (result.status, result.end_reason, result.rounds) == ("completed", "max_rounds", 2)
     assert sorted(result.artifacts()) == ["drafts/ann.md", "drafts/ben.md", "plan.md"]
@@ -143,7 +164,7 @@ async def test_a_trio_program_awaits_run_scenario_async(tmp_path: Path) -> None:
     assert ledger == load_ledger(result.run_dir) and len(ledger) == result.llm_calls == 3
     assert sum((line.cost_usd for line in ledger), Decimal(0)) == result.total_usd
     assert result.budget_usd == Decimal("1.0")
-    with pytest.raises(KeyError, match="has no artifact 'final.md'; it has: drafts/ann.md"):
+    with pytest.raises(KeyError, match=r"has no artifact 'final.md'; it has: drafts/ann.md"):
         result.read_artifact("final.md")
 
 
@@ -161,7 +182,9 @@ def test_the_trio_form_under_asyncio_says_which_form_to_use(tmp_path: Path) -> N
 
 
 def test_a_bad_override_is_a_config_error_before_anything_runs(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="unknown override 'max_round'.*did you mean 'max_rounds'"):
+    with pytest.raises(
+        ConfigError, match=r"unknown override 'max_round'.*did you mean 'max_rounds'"
+    ):
         sopbus.run_scenario(relay(tmp_path), max_round=3, runs_dir=tmp_path / "runs")
     with pytest.raises(ConfigError, match="--mode 'fast'"):
         sopbus.run_scenario(relay(tmp_path), mode="fast", runs_dir=tmp_path / "runs")
@@ -171,16 +194,21 @@ def test_a_bad_override_is_a_config_error_before_anything_runs(tmp_path: Path) -
 
 
 def test_an_exhausted_budget_is_an_outcome_not_an_exception(tmp_path: Path) -> None:
-    result = sopbus.run_scenario(relay(tmp_path), budget_usd="0.0001", runs_dir=tmp_path / "runs",
-                                 environ={})
+    result = sopbus.run_scenario(
+        relay(tmp_path), budget_usd="0.0001", runs_dir=tmp_path / "runs", environ={}
+    )
     assert (result.status, result.end_reason, result.ok) == (
-        "budget_exhausted", "budget_exhausted", False)
+        "budget_exhausted",
+        "budget_exhausted",
+        False,
+    )
     assert result.total_usd <= Decimal("0.0001")
 
 
 def test_open_reads_a_runs_verdict_and_a_missing_summary_is_explained(tmp_path: Path) -> None:
-    result = sopbus.run_scenario(relay(tmp_path), runs_dir=tmp_path / "runs", max_rounds=1,
-                                 environ={})
+    result = sopbus.run_scenario(
+        relay(tmp_path), runs_dir=tmp_path / "runs", max_rounds=1, environ={}
+    )
     path = result.run_dir / "summary.json"
     summary = json.loads(path.read_text())
     path.write_text(json.dumps({**summary, "verdict": {"passed": False, "reason": "tests failed"}}))
@@ -188,7 +216,7 @@ def test_open_reads_a_runs_verdict_and_a_missing_summary_is_explained(tmp_path: 
     assert again.verdict == Verdict(passed=False, reason="tests failed") and not again.ok
     assert (again.run_id, again.total_usd) == (result.run_id, result.total_usd)
     path.unlink()
-    with pytest.raises(ConfigError, match="has no summary.json.*sopbus resume"):
+    with pytest.raises(ConfigError, match=r"has no summary.json.*sopbus resume"):
         RunOutcome.open(result.run_dir)
 
 
@@ -213,11 +241,17 @@ def test_a_jupyter_notebook_runs_a_scenario_with_both_forms(tmp_path: Path) -> N
         "print(r2.status, r2.llm_calls, r2.run_id != r.run_id)",
     ]
     notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
-    client = nbclient.NotebookClient(notebook, kernel_name="python3", timeout=120,
-                                     resources={"metadata": {"path": str(tmp_path)}})
+    client = nbclient.NotebookClient(
+        notebook,
+        kernel_name="python3",
+        timeout=120,
+        resources={"metadata": {"path": str(tmp_path)}},
+    )
     client.execute()
-    printed = ["".join(o.get("text", "") for o in cell.outputs if o.get("name") == "stdout")
-               for cell in notebook.cells]
+    printed = [
+        "".join(o.get("text", "") for o in cell.outputs if o.get("name") == "stdout")
+        for cell in notebook.cells
+    ]
     assert printed[1] == f"completed 5 {ARTIFACTS}\n"
     assert printed[2] == "completed 5 True\n"
     assert len(list((tmp_path / "runs").iterdir())) == 2
@@ -225,7 +259,8 @@ def test_a_jupyter_notebook_runs_a_scenario_with_both_forms(tmp_path: Path) -> N
 
 @pytest.mark.slow
 def test_interrupting_a_blocking_run_under_a_loop_cancels_it_and_keeps_its_summary(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     # As a notebook's "interrupt kernel" does: SIGINT while run_scenario waits for its
     # worker thread under a running loop (run_until_complete keeps Python's SIGINT handler).
     import signal
@@ -243,8 +278,14 @@ def test_interrupting_a_blocking_run_under_a_loop_cancels_it_and_keeps_its_summa
         asyncio.new_event_loop().run_until_complete(main())
     """
     env = dict(os.environ)
-    child = subprocess.Popen([sys.executable, "-c", textwrap.dedent(script)], cwd=tmp_path, env=env,
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    child = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(script)],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         deadline = time.monotonic() + 60
         while not started(tmp_path) and time.monotonic() < deadline:
@@ -268,14 +309,17 @@ def started(cwd: Path) -> bool:
     return any("round_started" in p.read_text() for p in cwd.glob("runs/*/events.jsonl"))
 
 
-def test_cancelling_the_asyncio_form_cancels_the_run_and_waits_for_its_summary(tmp_path: Path) -> None:
+def test_cancelling_the_asyncio_form_cancels_the_run_and_waits_for_its_summary(
+    tmp_path: Path,
+) -> None:
     import asyncio
 
     scenario = relay(tmp_path, latency=3_000)
 
     async def main() -> None:
-        task = asyncio.create_task(sopbus.run_scenario_asyncio(scenario, runs_dir=tmp_path / "runs",
-                                                               environ={}))
+        task = asyncio.create_task(
+            sopbus.run_scenario_asyncio(scenario, runs_dir=tmp_path / "runs", environ={})
+        )
         while not started(tmp_path):
             await asyncio.sleep(0.02)
         task.cancel()
@@ -285,4 +329,8 @@ def test_cancelling_the_asyncio_form_cancels_the_run_and_waits_for_its_summary(t
     asyncio.run(main())
     (run_dir,) = (tmp_path / "runs").iterdir()
     summary = json.loads((run_dir / "summary.json").read_text())  # written before the await ended
-    assert (summary["status"], summary["end_reason"], summary["rounds"]) == ("cancelled", "cancelled", 1)
+    assert (summary["status"], summary["end_reason"], summary["rounds"]) == (
+        "cancelled",
+        "cancelled",
+        1,
+    )

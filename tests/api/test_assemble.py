@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from sopbus.bus import ConfigError, load_scenario, read_jsonl, scenario_with_overrides
 from sopbus._assemble import execute
+from sopbus.bus import ConfigError, load_scenario, read_jsonl, scenario_with_overrides
 
 TEAM = """
 [scenario]
@@ -50,11 +50,15 @@ async def test_a_toml_team_runs_on_the_simulator_and_keeps_everything(tmp_path: 
     assert kinds[0] == "run_started" and kinds[-1] == "run_ended"
     published = [e["message"] for e in events if e["kind"] == "message_published"]
     assert [(m["cause_by"], m["sent_from"]) for m in published] == [
-        ("UserRequirement", "Boss"), ("Draft", "Writer")]
+        ("UserRequirement", "Boss"),
+        ("Draft", "Writer"),
+    ]
     assert set(published[1]["payload"]) == {"title", "body"}
     ledger = list(read_jsonl(run_dir / "costs.jsonl"))
     assert [(c["role"], c["action"], c["model"]) for c in ledger] == [
-        ("Writer", "Draft", "gpt-4o-mini"), ("Rita", "Review", "gpt-4o")]
+        ("Writer", "Draft", "gpt-4o-mini"),
+        ("Rita", "Review", "gpt-4o"),
+    ]
     summary = json.loads((run_dir / "summary.json").read_text())
     total = sum((Decimal(c["cost_usd"]) for c in ledger), Decimal(0))
     assert Decimal(summary["total_usd"]) == total > 0

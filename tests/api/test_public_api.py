@@ -70,16 +70,21 @@ def test_every_error_a_user_can_meet_derives_from_one_base() -> None:
     from sopbus.roles.book._board import BoardError
     from sopbus.roles.book._tools import ToolError
 
-    errors = [getattr(sopbus, n) for n in PUBLIC if n.endswith(("Error", "Exhausted", "Overrun",
-                                                                  "Unavailable", "Died", "StopRun"))]
+    errors = [
+        getattr(sopbus, n)
+        for n in PUBLIC
+        if n.endswith(("Error", "Exhausted", "Overrun", "Unavailable", "Died", "StopRun"))
+    ]
     assert len(errors) == 9
     for error in [*errors, TypeSpecError, BoardError, ToolError]:
         assert issubclass(error, sopbus.SopbusError), error
 
 
 def test_import_sopbus_loads_nothing_heavy() -> None:
-    code = ("import sys, sopbus\n"
-            "print(sorted(m for m in ('trio', 'openai', 'pydantic', 'rich', 'loguru') if m in sys.modules))")
+    code = (
+        "import sys, sopbus\n"
+        "print(sorted(m for m in ('trio', 'openai', 'pydantic', 'rich', 'loguru') if m in sys.modules))"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
@@ -88,9 +93,9 @@ def test_import_sopbus_loads_nothing_heavy() -> None:
 def test_there_is_one_helper_of_each_kind() -> None:
     """One ``closest``, one exception-group walker, one redaction (docs/design/style.md: one helper per
     job): the copies that were are gone."""
-    import sopbus.roles._registry as registry
     import sopbus.bus._run as run
     import sopbus.bus.nats._host as host
+    import sopbus.roles._registry as registry
     import sopbus.roles.company._util as util
 
     assert not hasattr(registry, "closest") or registry.closest is sopbus.bus.closest

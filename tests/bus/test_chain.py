@@ -41,15 +41,15 @@ def test_each_line_carries_the_previous_lines_hash(tmp_path: Path) -> None:
     prev = GENESIS
     for line in lines(path):
         cut = line.rindex(b'","_h":"')
-        assert hashlib.sha256(prev + line[:cut]).hexdigest()[:32].encode() == line[cut + 8:-2]
-        prev = line[cut + 8:-2]
+        assert hashlib.sha256(prev + line[:cut]).hexdigest()[:32].encode() == line[cut + 8 : -2]
+        prev = line[cut + 8 : -2]
     report = verify_file(path)
     assert report.intact and report.lines == 3 and report.head.decode() == decoded[-1]["_h"]
 
 
 def test_reading_gives_the_records_as_written(tmp_path: Path) -> None:
     path = tmp_path / "x.jsonl"
-    records = [{"n": 1, "text": "a\nb \"q\" _prev"}, {}, {"n": 3, "_h": "own field"}]
+    records = [{"n": 1, "text": 'a\nb "q" _prev'}, {}, {"n": 3, "_h": "own field"}]
     write(path, records)
     assert list(read_jsonl(path)) == records
     # typed reads work with strict structs: the chain fields never reach the decoder
@@ -68,11 +68,17 @@ def test_a_non_object_record_is_refused(tmp_path: Path) -> None:
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.dictionaries(st.text(max_size=5), st.integers() | st.text(max_size=20), max_size=4),
-                min_size=1, max_size=8),
-       st.data())
-def test_editing_any_byte_names_that_line(tmp_path_factory: pytest.TempPathFactory,
-                                          records: list[dict[str, Any]], data: st.DataObject) -> None:
+@given(
+    st.lists(
+        st.dictionaries(st.text(max_size=5), st.integers() | st.text(max_size=20), max_size=4),
+        min_size=1,
+        max_size=8,
+    ),
+    st.data(),
+)
+def test_editing_any_byte_names_that_line(
+    tmp_path_factory: pytest.TempPathFactory, records: list[dict[str, Any]], data: st.DataObject
+) -> None:
     path = tmp_path_factory.mktemp("edit") / "x.jsonl"
     write(path, records)
     original = lines(path)
@@ -80,7 +86,7 @@ def test_editing_any_byte_names_that_line(tmp_path_factory: pytest.TempPathFacto
     line = bytearray(original[index])
     pos = data.draw(st.integers(0, len(line) - 1))
     line[pos] = data.draw(st.integers(32, 126).filter(lambda b: b != line[pos]))
-    edited = [*original[:index], bytes(line), *original[index + 1:]]
+    edited = [*original[:index], bytes(line), *original[index + 1 :]]
     path.write_bytes(b"\n".join(edited) + b"\n")
     broken = verify_file(path).broken
     assert broken is not None and broken.line == index + 1
@@ -148,10 +154,24 @@ def test_unchained_lines_are_reported(tmp_path: Path) -> None:
 def test_the_ledger_reads_back_through_its_struct(tmp_path: Path) -> None:
     from decimal import Decimal
 
-    line = LedgerLine(seq=1, round=1, role="r", action="a", provider="sim", model="m",
-                      prompt_tokens=1, completion_tokens=2, cached_tokens=0,
-                      cost_usd=Decimal("0.001"), total_usd=Decimal("0.001"),
-                      budget_usd=Decimal("1"), attempt=1, outcome="ok", latency_ms=1.0, t=2.0)
+    line = LedgerLine(
+        seq=1,
+        round=1,
+        role="r",
+        action="a",
+        provider="sim",
+        model="m",
+        prompt_tokens=1,
+        completion_tokens=2,
+        cached_tokens=0,
+        cost_usd=Decimal("0.001"),
+        total_usd=Decimal("0.001"),
+        budget_usd=Decimal("1"),
+        attempt=1,
+        outcome="ok",
+        latency_ms=1.0,
+        t=2.0,
+    )
     write(tmp_path / "costs.jsonl", [line])
     assert list(read_jsonl(tmp_path / "costs.jsonl", LedgerLine)) == [line]
 
@@ -170,14 +190,19 @@ def test_a_batch_is_sealed_once_on_its_last_line(tmp_path: Path) -> None:
     write_batches(path, [[Rec(1), Rec(2), Rec(3)], [Rec(4)]])
     got = lines(path)
     assert [b'"_h":"' in line for line in got] == [False, False, True, True]
-    assert list(msgspec.json.decode(got[2]))[-3:] == ["_prev", "_c", "_h"]  # one check per earlier line
+    assert list(msgspec.json.decode(got[2]))[-3:] == [
+        "_prev",
+        "_c",
+        "_h",
+    ]  # one check per earlier line
     assert verify_file(path).intact and [r.n for r in read_jsonl(path, Rec)] == [1, 2, 3, 4]
 
 
 @settings(max_examples=80, deadline=None)
 @given(st.lists(st.integers(1, 5), min_size=1, max_size=5), st.data())
-def test_editing_any_byte_of_a_batch_names_that_line(tmp_path_factory: pytest.TempPathFactory,
-                                                    sizes: list[int], data: st.DataObject) -> None:
+def test_editing_any_byte_of_a_batch_names_that_line(
+    tmp_path_factory: pytest.TempPathFactory, sizes: list[int], data: st.DataObject
+) -> None:
     path = tmp_path_factory.mktemp("batch") / "x.jsonl"
     n = iter(range(100))
     write_batches(path, [[{"n": next(n), "text": "abc"} for _ in range(size)] for size in sizes])
@@ -186,7 +211,7 @@ def test_editing_any_byte_of_a_batch_names_that_line(tmp_path_factory: pytest.Te
     line = bytearray(original[index])
     pos = data.draw(st.integers(0, len(line) - 1))
     line[pos] = data.draw(st.integers(32, 126).filter(lambda b: b != line[pos]))
-    path.write_bytes(b"\n".join([*original[:index], bytes(line), *original[index + 1:]]) + b"\n")
+    path.write_bytes(b"\n".join([*original[:index], bytes(line), *original[index + 1 :]]) + b"\n")
     broken = verify_file(path).broken
     assert broken is not None and broken.line == index + 1, broken
     assert broken.problem in ("edited", "unchained")
@@ -218,7 +243,7 @@ def test_a_batch_cut_short_is_torn_and_the_next_writer_seals_it(tmp_path: Path) 
     write_batches(path, [[Rec(1)], [Rec(2), Rec(3), Rec(4)]])
     whole = path.read_bytes()
     cut = whole.index(b'{"n":4')  # killed mid-write: lines 2 and 3 are complete, 4 is not
-    path.write_bytes(whole[:cut + 5])
+    path.write_bytes(whole[: cut + 5])
     report = verify_file(path)
     assert report.intact and report.torn is not None and report.torn.line == 2
     assert "2 complete line(s) without their seal" in report.torn.detail

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -14,9 +13,9 @@ import pytest
 import trio
 
 from sopbus.bus import BudgetExhausted, Environment, Message, StopRun, Turn, run_team
+from support.cli import ARGV
 from support.fakes import Echo
 from support.paths import ROOT
-from support.cli import ARGV
 
 GO = Message(cause_by="Go", sent_from="Boss")
 
@@ -42,8 +41,15 @@ class Fanout(Echo):
 @pytest.mark.parametrize("mode", ["rounds", "events"])
 async def test_budget_exhausted_inside_a_roles_nursery_ends_on_the_budget(mode: str) -> None:
     env = Environment()
-    env.add_all([Fanout("Writer", BudgetExhausted("needs $0.01; $0.001 left of $1.00"),
-                        BudgetExhausted("needs $0.02; $0.001 left of $1.00"))])
+    env.add_all(
+        [
+            Fanout(
+                "Writer",
+                BudgetExhausted("needs $0.01; $0.001 left of $1.00"),
+                BudgetExhausted("needs $0.02; $0.001 left of $1.00"),
+            )
+        ]
+    )
     result = await run_team(env, mode=mode, seed=[GO])
     assert (result.end_reason, result.error) == ("budget_exhausted", None)
     assert "left of $1.00" in result.detail
@@ -78,15 +84,34 @@ CAPS = ["0.000001", "0.0003"]
 @pytest.mark.parametrize("mode", ["rounds", "events"])
 @pytest.mark.parametrize("scenario", SCENARIOS)
 def test_every_shipped_scenario_ends_a_tiny_budget_with_exit_3(
-        scenario: str, mode: str, cap: str, tmp_path: Path) -> None:
+    scenario: str, mode: str, cap: str, tmp_path: Path
+) -> None:
     answers = tmp_path / "answers.jsonl"  # for a scenario with a person in the loop
     answers.write_text('{"approved": true, "note": "ok"}\n' * 20)
     runs = tmp_path / "runs"
     done = subprocess.run(
-        [*ARGV, "run", f"scenarios/{scenario}", "--budget", cap,
-         "--mode", mode, "--runs-dir", str(runs), "--quiet",
-         *(["--human-input", str(answers)] if "human = true" in (ROOT / "scenarios" / scenario).read_text() else [])],
-        cwd=ROOT, capture_output=True, text=True, timeout=300)
+        [
+            *ARGV,
+            "run",
+            f"scenarios/{scenario}",
+            "--budget",
+            cap,
+            "--mode",
+            mode,
+            "--runs-dir",
+            str(runs),
+            "--quiet",
+            *(
+                ["--human-input", str(answers)]
+                if "human = true" in (ROOT / "scenarios" / scenario).read_text()
+                else []
+            ),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 3, done.stdout + done.stderr
     assert "Traceback" not in done.stderr and "ExceptionGroup" not in done.stdout + done.stderr
     [run_dir] = [p for p in runs.iterdir() if p.is_dir()]

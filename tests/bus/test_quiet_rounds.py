@@ -20,16 +20,18 @@ import pytest
 
 from sopbus.bus import Environment, Message, RunStore, Turn, read_jsonl, run_team
 from sopbus.bus._chain import verify_file
+from support.cli import ARGV
 from support.fakes import Echo
 from support.paths import ROOT
-from support.cli import ARGV
 
 GO = Message(cause_by="A0", sent_from="Boss")
 
 
 def ring(n: int, on_step: Callable[[Sequence[Message], Turn], None] | None = None) -> list[Echo]:
     """``n`` roles passing tokens around: role i watches ``A{i}`` and answers ``A{i+1}``."""
-    return [Echo(f"r{i}", [f"A{i}"], replies=[f"A{(i + 1) % n}"], on_step=on_step) for i in range(n)]
+    return [
+        Echo(f"r{i}", [f"A{i}"], replies=[f"A{(i + 1) % n}"], on_step=on_step) for i in range(n)
+    ]
 
 
 def on_disk(path: Path) -> list[dict[str, Any]]:
@@ -56,10 +58,14 @@ async def run(tmp: Path, team: list[Any], max_rounds: int, seed: Sequence[Messag
     return log
 
 
-def looking(log: Path, seen: list[tuple[int, list[int]]]) -> Callable[[Sequence[Message], Turn], None]:
+def looking(
+    log: Path, seen: list[tuple[int, list[int]]]
+) -> Callable[[Sequence[Message], Turn], None]:
     """An ``on_step`` that notes, at each turn, the rounds whose end is on disk."""
+
     def look(news: Sequence[Message], turn: Turn) -> None:
         seen.append((turn.round, ended_rounds(log)))
+
     return look
 
 
@@ -82,14 +88,18 @@ async def test_concurrent_turns_find_every_earlier_round_on_disk(tmp_path: Path)
     # Two tokens in a ring of four: each round has two turns, run in a nursery.
     seen: list[tuple[int, list[int]]] = []
     seed = [GO, Message(cause_by="A2", sent_from="Boss")]
-    log = await run(tmp_path, ring(4, on_step=looking(tmp_path / "events.jsonl", seen)), max_rounds=8,
-                    seed=seed)
+    log = await run(
+        tmp_path, ring(4, on_step=looking(tmp_path / "events.jsonl", seen)), max_rounds=8, seed=seed
+    )
     assert seen == [(r, list(range(1, r))) for r in range(1, 9) for _ in range(2)]
     assert [k for k in sealed_lines(log) if k != "role_joined"] == (
-        ["message_published"] + ["round_ended"] * 8 + ["run_ended"])
+        ["message_published"] + ["round_ended"] * 8 + ["run_ended"]
+    )
 
 
-async def test_a_round_that_logs_more_is_written_as_it_logs_and_again_when_it_ends(tmp_path: Path) -> None:
+async def test_a_round_that_logs_more_is_written_as_it_logs_and_again_when_it_ends(
+    tmp_path: Path,
+) -> None:
     seen: list[tuple[int, list[int]]] = []
     look = looking(tmp_path / "events.jsonl", seen)
 
@@ -104,8 +114,11 @@ async def test_a_round_that_logs_more_is_written_as_it_logs_and_again_when_it_en
     # Round 4: its note "looked" is written at once (after its round_started), its message with
     # its end.
     assert kinds == ["message_published"] + ["round_ended"] * 3 + ["looked", "round_ended"] + (
-        ["round_ended"] * 2 + ["run_ended"])
-    assert [(e["kind"], e["round"]) for e in on_disk(log) if e["kind"] == "round_started"] == [("round_started", 4)]
+        ["round_ended"] * 2 + ["run_ended"]
+    )
+    assert [(e["kind"], e["round"]) for e in on_disk(log) if e["kind"] == "round_started"] == [
+        ("round_started", 4)
+    ]
 
 
 # A ring whose every turn first appends its round to a marker file (one os.write, kept by the
@@ -140,8 +153,11 @@ def run_and_kill(tmp: Path, stuck_at: int, kill_after: int) -> tuple[Path, int]:
     directory and the last round whose turn started."""
     run_dir, marker = tmp / "run", tmp / "marker"
     env = {**os.environ, "PYTHONPATH": str(ROOT / "tests")}
-    proc = subprocess.Popen([sys.executable, "-c", textwrap.dedent(KILLED), str(run_dir), str(marker),
-                             str(stuck_at)], env=env, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(KILLED), str(run_dir), str(marker), str(stuck_at)],
+        env=env,
+        stderr=subprocess.PIPE,
+    )
     try:
         deadline = time.monotonic() + 60  # a guard against a hung test, not a timing assertion
         size = sum(len(f"{r}\n") for r in range(1, kill_after + 1))  # the marker up to kill_after
@@ -158,15 +174,18 @@ def run_and_kill(tmp: Path, stuck_at: int, kill_after: int) -> tuple[Path, int]:
     return run_dir, started[-1]
 
 
-def test_a_run_killed_while_a_turn_blocks_keeps_every_ended_round_and_verifies(tmp_path: Path) -> None:
+def test_a_run_killed_while_a_turn_blocks_keeps_every_ended_round_and_verifies(
+    tmp_path: Path,
+) -> None:
     run_dir, last = run_and_kill(tmp_path, stuck_at=50, kill_after=50)
     assert last == 50
     log = run_dir / "events.jsonl"
     assert ended_rounds(log) == list(range(1, 50))
     published = [e["message"]["round"] for e in on_disk(log) if e["kind"] == "message_published"]
-    assert published == list(range(0, 50))  # the seed, then one message a round
-    done = subprocess.run([*ARGV, "verify", str(run_dir)], cwd=ROOT,
-                          capture_output=True, text=True, timeout=120)
+    assert published == list(range(50))  # the seed, then one message a round
+    done = subprocess.run(
+        [*ARGV, "verify", str(run_dir)], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "events.jsonl" in done.stdout and done.stdout.strip().endswith("intact")
 
@@ -181,10 +200,12 @@ def test_a_run_killed_mid_flight_keeps_every_round_that_ended_and_verifies(tmp_p
     assert rounds == list(range(1, len(rounds) + 1))  # whole rounds, in order, from the first
     assert len(rounds) >= last - 1  # every round that ended before the last turn began
     published = [e["message"]["round"] for e in on_disk(log) if e["kind"] == "message_published"]
-    assert published[:len(rounds) + 1] == list(range(0, len(rounds) + 1))  # each with its message
+    assert published[: len(rounds) + 1] == list(range(len(rounds) + 1))  # each with its message
 
 
-async def test_an_error_of_the_loop_itself_is_raised_as_it_is_with_the_log_on(tmp_path: Path) -> None:
+async def test_an_error_of_the_loop_itself_is_raised_as_it_is_with_the_log_on(
+    tmp_path: Path,
+) -> None:
     def stop(published: Sequence[Message], rnd: int) -> str | None:
         if rnd == 3:
             raise ValueError(f"a broken stop condition in round {rnd}")

@@ -4,36 +4,46 @@ the run's copy of its scenario keeps the URL with the credentials blanked."""
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from sopbus.bus._redact import redact_text, redact_url, url_secrets
-from support.openai_server import Answer, Fail, OpenAIServer
-from support.paths import ROOT
 from support.cli import sopbus as cli
+from support.openai_server import Answer, Fail, OpenAIServer
 from support.teams import pipeline
 
 PASSWORD = "hunter2-pass-77"
 QUERY_KEY = "qk-5511-secret"
 API_KEY = "sk-live-abcdef123456"
-PAIR = pipeline(("Dora", "Draft"), ("Pete", "Polish"),
-                llm={"provider": "openai", "max_tokens": 100, "max_attempts": 1})
+PAIR = pipeline(
+    ("Dora", "Draft"),
+    ("Pete", "Polish"),
+    llm={"provider": "openai", "max_tokens": 100, "max_attempts": 1},
+)
 
 
 def test_redact_url() -> None:
     assert redact_url("http://bob:pw@host:8000/v1") == "http://***@host:8000/v1"
-    assert redact_url("https://host/v1?api-key=abc&x=1&access_token=t0k") == \
-        "https://host/v1?api-key=***&x=1&access_token=***"
+    assert (
+        redact_url("https://host/v1?api-key=abc&x=1&access_token=t0k")
+        == "https://host/v1?api-key=***&x=1&access_token=***"
+    )
     assert redact_url("http://host/v1") == "http://host/v1"
     assert redact_url("not a url") == "not a url"
     assert set(url_secrets("http://bob:pw-99@h/v1?key=k3y9&sig=%2Fs1")) == {
-        "bob:pw-99", "pw-99", "k3y9", "%2Fs1", "/s1"}
-    assert redact_text("at http://bob:pw-99@h/v1", url_secrets("http://bob:pw-99@h/v1")) == "at http://***@h/v1"
+        "bob:pw-99",
+        "pw-99",
+        "k3y9",
+        "%2Fs1",
+        "/s1",
+    }
+    assert (
+        redact_text("at http://bob:pw-99@h/v1", url_secrets("http://bob:pw-99@h/v1"))
+        == "at http://***@h/v1"
+    )
 
 
 @pytest.fixture
@@ -42,8 +52,11 @@ def server() -> Iterator[OpenAIServer]:
         yield s
 
 
-def sopbus(*args: str | Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+def sopbus(
+    *args: str | Path, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     return cli(*args, env={"OPENAI_API_KEY": API_KEY, **(env or {})}, timeout=120)
+
 
 def with_credentials(base_url: str) -> str:
     return base_url.replace("http://", f"http://bob:{PASSWORD}@") + f"?api-key={QUERY_KEY}"
@@ -51,19 +64,28 @@ def with_credentials(base_url: str) -> str:
 
 def leaks(done: subprocess.CompletedProcess[str], runs: Path) -> list[str]:
     """Where any of the secrets shows up: the outputs, or a file of the run directory."""
-    found = [name for name, text in (("stdout", done.stdout), ("stderr", done.stderr))
-             if any(s in text for s in (PASSWORD, QUERY_KEY, API_KEY))]
+    found = [
+        name
+        for name, text in (("stdout", done.stdout), ("stderr", done.stderr))
+        if any(s in text for s in (PASSWORD, QUERY_KEY, API_KEY))
+    ]
     for path in runs.rglob("*"):
-        if path.is_file() and any(s.encode() in path.read_bytes() for s in (PASSWORD, QUERY_KEY, API_KEY)):
+        if path.is_file() and any(
+            s.encode() in path.read_bytes() for s in (PASSWORD, QUERY_KEY, API_KEY)
+        ):
             found.append(str(path.relative_to(runs)))
     return found
 
 
 @pytest.mark.parametrize("case", ["answered", "http error", "unreachable"])
-def test_no_secret_of_the_base_url_is_written(case: str, server: OpenAIServer, tmp_path: Path) -> None:
+def test_no_secret_of_the_base_url_is_written(
+    case: str, server: OpenAIServer, tmp_path: Path
+) -> None:
     scripts: dict[str, list[Answer | Fail]] = {
         "answered": [Answer("a draft"), Answer("a haiku")],
-        "http error": [Fail(400, message="bad request")], "unreachable": [Answer("unused")]}
+        "http error": [Fail(400, message="bad request")],
+        "unreachable": [Answer("unused")],
+    }
     server.script(*scripts[case])
     url = with_credentials(server.base_url if case != "unreachable" else "http://127.0.0.1:9/v1")
     scenario = tmp_path / "pair.toml"
@@ -73,7 +95,8 @@ def test_no_secret_of_the_base_url_is_written(case: str, server: OpenAIServer, t
     assert done.returncode == (0 if case == "answered" else 1), done.stderr
     [run_dir] = list(runs.iterdir())
     assert {"scenario.toml", "events.jsonl", "costs.jsonl", "summary.json", "run.log"} <= {
-        p.name for p in run_dir.iterdir()}
+        p.name for p in run_dir.iterdir()
+    }
     assert leaks(done, runs) == []
     kept = (run_dir / "scenario.toml").read_text()
     assert f'base_url = "{redact_url(url)}"' in kept and "***@127.0.0.1" in kept
@@ -83,7 +106,8 @@ def test_no_secret_of_the_base_url_is_written(case: str, server: OpenAIServer, t
 
 
 def test_a_run_with_credentials_resumes_with_the_whole_url_from_the_environment(
-        server: OpenAIServer, tmp_path: Path) -> None:
+    server: OpenAIServer, tmp_path: Path
+) -> None:
     server.script(Answer("a draft"), Answer("a haiku"))
     url = with_credentials(server.base_url)
     scenario = tmp_path / "pair.toml"

@@ -29,9 +29,16 @@ def streams(draw: st.DrawFn, team: list[Echo]) -> list[Message]:
     senders = [r.name for r in team] + ["Boss"]
     msgs = []
     for _ in range(draw(st.integers(0, 60))):
-        to = draw(st.one_of(st.just(()), st.lists(st.sampled_from(addresses), max_size=3).map(tuple)))
-        msgs.append(Message(cause_by=draw(st.sampled_from(ACTIONS + ["Unwatched"])),
-                            sent_from=draw(st.sampled_from(senders)), send_to=to))
+        to = draw(
+            st.one_of(st.just(()), st.lists(st.sampled_from(addresses), max_size=3).map(tuple))
+        )
+        msgs.append(
+            Message(
+                cause_by=draw(st.sampled_from([*ACTIONS, "Unwatched"])),
+                sent_from=draw(st.sampled_from(senders)),
+                send_to=to,
+            )
+        )
     return msgs
 
 

@@ -9,8 +9,18 @@ from pathlib import Path
 import pytest
 import trio
 
-from sopbus.bus import (BudgetExhausted, Environment, Injection, Message, RunStore, StopRun, Turn,
-                 logical_view, read_jsonl, run_team)
+from sopbus.bus import (
+    BudgetExhausted,
+    Environment,
+    Injection,
+    Message,
+    RunStore,
+    StopRun,
+    Turn,
+    logical_view,
+    read_jsonl,
+    run_team,
+)
 from support.fakes import Echo
 
 IDEA = Message(cause_by="UserRequirement", sent_from="Boss", content="make a game")
@@ -27,7 +37,9 @@ def pipeline(delays: Sequence[float]) -> list[Echo]:
     ]
 
 
-async def run_pipeline(tmp: Path, delays: Sequence[float], mode: str = "rounds") -> tuple[object, Path]:
+async def run_pipeline(
+    tmp: Path, delays: Sequence[float], mode: str = "rounds"
+) -> tuple[object, Path]:
     store = RunStore(tmp, "run")
     env = Environment("run", log=store.log)
     env.add_all(pipeline(delays))
@@ -36,9 +48,11 @@ async def run_pipeline(tmp: Path, delays: Sequence[float], mode: str = "rounds")
     return result, tmp / "events.jsonl"
 
 
-async def test_rounds_mode_logs_the_same_whatever_order_calls_finish(tmp_path: Path, autojump_clock: object) -> None:
+async def test_rounds_mode_logs_the_same_whatever_order_calls_finish(
+    tmp_path: Path, autojump_clock: object
+) -> None:
     r1, log1 = await run_pipeline(tmp_path / "a", [1, 2, 3, 0.5, 1])
-    r2, log2 = await run_pipeline(tmp_path / "b", [0.1, 0.2, 0.5, 3, 0.1])
+    _r2, log2 = await run_pipeline(tmp_path / "b", [0.1, 0.2, 0.5, 3, 0.1])
     events1 = list(logical_view(read_jsonl(log1)))
     events2 = list(logical_view(read_jsonl(log2)))
     assert events1 == events2
@@ -46,7 +60,13 @@ async def test_rounds_mode_logs_the_same_whatever_order_calls_finish(tmp_path: P
     published = [e["message"] for e in events1 if e["kind"].startswith("message_")]
     # QA reads both files in one turn; nobody watches its tests, so they are kept as undelivered
     assert [m["cause_by"] for m in published] == [
-        "UserRequirement", "WritePRD", "WriteDesign", "WriteCode", "WriteCode", "WriteTest"]
+        "UserRequirement",
+        "WritePRD",
+        "WriteDesign",
+        "WriteCode",
+        "WriteCode",
+        "WriteTest",
+    ]
     assert events1[-3]["kind"] == "message_undelivered"
     assert events1[-3]["reason"] == "no role watches WriteTest"
     # Eng1 and Eng2 publish in declared order, whatever finished first.
@@ -61,7 +81,16 @@ async def test_events_mode_delivers_everything(tmp_path: Path, autojump_clock: o
     published = [e for e in events if e["kind"].startswith("message_")]
     # Eng1 and Eng2 finish at different times, so QA reacts to each file on its own
     assert sorted(e["message"]["cause_by"] for e in published) == sorted(
-        ["UserRequirement", "WritePRD", "WriteDesign", "WriteCode", "WriteCode", "WriteTest", "WriteTest"])
+        [
+            "UserRequirement",
+            "WritePRD",
+            "WriteDesign",
+            "WriteCode",
+            "WriteCode",
+            "WriteTest",
+            "WriteTest",
+        ]
+    )
     assert result.end_reason == "idle"  # type: ignore[attr-defined]
     # round is the causal depth: QA's tests are four steps from the idea
     assert max(e["message"]["round"] for e in published) == 4
@@ -80,7 +109,9 @@ async def test_events_mode_reacts_before_slow_peers_finish(autojump_clock: objec
     assert seen_at and seen_at[0] - start < 2  # rounds mode would wait for `slow` (100 s)
 
 
-async def test_a_failing_role_stops_the_run_with_its_traceback(tmp_path: Path, autojump_clock: object) -> None:
+async def test_a_failing_role_stops_the_run_with_its_traceback(
+    tmp_path: Path, autojump_clock: object
+) -> None:
     def boom(news: Sequence[Message], turn: Turn) -> None:
         raise ValueError("the model said something we did not expect")
 
@@ -96,7 +127,9 @@ async def test_a_failing_role_stops_the_run_with_its_traceback(tmp_path: Path, a
     ended = events[-1]
     assert ended["kind"] == "run_ended" and ended["reason"] == "error"
     assert "ValueError" in ended["traceback"]
-    assert not any(e["kind"] == "message_published" and e["message"]["cause_by"] == "Never" for e in events)
+    assert not any(
+        e["kind"] == "message_published" and e["message"]["cause_by"] == "Never" for e in events
+    )
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["status"] == "failed" and summary["end_reason"] == "error"
 
@@ -127,8 +160,13 @@ async def test_stop_run_and_stop_conditions_end_with_stop_condition(mode: str) -
 
     env = Environment()
     env.add_all([Echo("A", ["Ping"], replies=["Pong"]), Echo("B", ["Pong"], replies=["Ping"])])
-    result = await run_team(env, mode=mode, max_rounds=50, seed=[Message(cause_by="Ping", sent_from="Boss")],
-                            stop=lambda published, rnd: "three rounds" if rnd >= 3 else None)
+    result = await run_team(
+        env,
+        mode=mode,
+        max_rounds=50,
+        seed=[Message(cause_by="Ping", sent_from="Boss")],
+        stop=lambda published, rnd: "three rounds" if rnd >= 3 else None,
+    )
     assert result.end_reason == "stop_condition" and result.rounds == 3
 
 
@@ -136,7 +174,9 @@ async def test_stop_run_and_stop_conditions_end_with_stop_condition(mode: str) -
 async def test_round_limit_ends_a_conversation_that_would_not_stop(mode: str) -> None:
     env = Environment()
     env.add_all([Echo("A", ["Ping"], replies=["Pong"]), Echo("B", ["Pong"], replies=["Ping"])])
-    result = await run_team(env, mode=mode, max_rounds=7, seed=[Message(cause_by="Ping", sent_from="Boss")])
+    result = await run_team(
+        env, mode=mode, max_rounds=7, seed=[Message(cause_by="Ping", sent_from="Boss")]
+    )
     assert result.end_reason == "max_rounds"
     assert result.published == 8  # the seed and one message per round
 
@@ -145,8 +185,15 @@ async def test_injections_arrive_at_their_round_and_idle_waits_for_them() -> Non
     env = Environment()
     a = Echo("A", ["Edit"])
     env.add(a)
-    result = await run_team(env, max_rounds=10, injections=[
-        Injection(round=4, message=Message(cause_by="Edit", sent_from="User", content="shorter"))])
+    result = await run_team(
+        env,
+        max_rounds=10,
+        injections=[
+            Injection(
+                round=4, message=Message(cause_by="Edit", sent_from="User", content="shorter")
+            )
+        ],
+    )
     assert [m.round for m in a.seen] == [4]
     assert result.end_reason == "idle"
 
@@ -159,7 +206,12 @@ async def test_a_role_hired_mid_run_gets_messages_from_the_next_delivery() -> No
         if "Newbie" not in env:
             env.add(hire)
 
-    env.add_all([Echo("A", ["Ping"], replies=["Pong"], on_step=hire_once), Echo("B", ["Pong"], replies=["Ping"])])
+    env.add_all(
+        [
+            Echo("A", ["Ping"], replies=["Pong"], on_step=hire_once),
+            Echo("B", ["Pong"], replies=["Ping"]),
+        ]
+    )
     await run_team(env, max_rounds=4, seed=[Message(cause_by="Ping", sent_from="Boss")])
     assert [m.cause_by for m in hire.seen] == ["Pong", "Pong"]
     env.remove("Newbie")
@@ -168,7 +220,8 @@ async def test_a_role_hired_mid_run_gets_messages_from_the_next_delivery() -> No
 
 @pytest.mark.parametrize("mode", ["rounds", "events"])
 async def test_a_cancelled_run_records_cancelled_and_keeps_its_log(
-        tmp_path: Path, mode: str, autojump_clock: object) -> None:
+    tmp_path: Path, mode: str, autojump_clock: object
+) -> None:
     store = RunStore(tmp_path, "run")
     env = Environment("run", log=store.log)
     slow = Echo("Slow", ["Go"], replies=["Done"], delay=100)
@@ -178,7 +231,11 @@ async def test_a_cancelled_run_records_cancelled_and_keeps_its_log(
     store.close()
     assert slow.cancelled
     events = list(read_jsonl(tmp_path / "events.jsonl"))
-    assert (events[-1]["kind"], events[-1]["reason"], events[-1]["detail"]) == ("run_ended", "cancelled", "Cancelled")
+    assert (events[-1]["kind"], events[-1]["reason"], events[-1]["detail"]) == (
+        "run_ended",
+        "cancelled",
+        "Cancelled",
+    )
     assert events[2]["kind"] == "message_published" and events[2]["message"]["cause_by"] == "Go"
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert (summary["status"], summary["end_reason"]) == ("cancelled", "cancelled")

@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 
 from sopbus.bus import PriceBook
-from support.paths import DATA, ROOT
 from support.cli import sopbus
+from support.paths import DATA, ROOT
 
 pytestmark = pytest.mark.slow  # every test here starts sopbus as a subprocess
 
@@ -60,40 +60,72 @@ def run_dir(work: Path) -> Path:
 
 def test_run_exits_0_and_leaves_a_run_directory(run_dir: Path) -> None:
     assert {p.name for p in run_dir.iterdir()} >= {
-        "events.jsonl", "costs.jsonl", "summary.json", "scenario.toml", "artifacts"}
+        "events.jsonl",
+        "costs.jsonl",
+        "summary.json",
+        "scenario.toml",
+        "artifacts",
+    }
     summary = json.loads((run_dir / "summary.json").read_text())
-    assert (summary["status"], summary["end_reason"], summary["llm_calls"]) == ("completed", "idle", 2)
+    assert (summary["status"], summary["end_reason"], summary["llm_calls"]) == (
+        "completed",
+        "idle",
+        2,
+    )
     assert summary["run_id"] == run_dir.name and summary["scenario"] == "review pair"
 
 
 def test_a_tiny_budget_exits_3_and_the_ledger_shows_the_refusal(tmp_path: Path) -> None:
-    done = sopbus("run", PAIR, "--runs-dir", "tight", "--budget", "0.00001", "--quiet", cwd=tmp_path)
+    done = sopbus(
+        "run", PAIR, "--runs-dir", "tight", "--budget", "0.00001", "--quiet", cwd=tmp_path
+    )
     assert done.returncode == 3, done.stderr
     (run,) = (tmp_path / "tight").iterdir()
     assert json.loads((run / "summary.json").read_text())["end_reason"] == "budget_exhausted"
     assert [line["outcome"] for line in jsonl(run / "costs.jsonl")] == ["refused"]
     report = json.loads(ok("costs", "last", "--runs-dir", "tight", "--json", cwd=tmp_path))
-    assert (report["calls"], Decimal(report["total_usd"]), report["budget_usd"]) == (0, 0, "0.00001")
+    assert (report["calls"], Decimal(report["total_usd"]), report["budget_usd"]) == (
+        0,
+        0,
+        "0.00001",
+    )
     listed = json.loads(ok("runs", "--runs-dir", "tight", "--json", cwd=tmp_path))
-    assert [(r["status"], r["end_reason"]) for r in listed] == [("budget_exhausted", "budget_exhausted")]
+    assert [(r["status"], r["end_reason"]) for r in listed] == [
+        ("budget_exhausted", "budget_exhausted")
+    ]
 
 
 def test_an_action_that_fails_for_good_exits_1_with_the_reason(tmp_path: Path) -> None:
     # The writer's answers always miss `body`: one ask and two repairs, then the run fails.
     (tmp_path / "no_body.toml").write_text(
         "# SIMULATED OUTPUT: canned answers for sopbus's sim provider; no model wrote them.\n"
-        "simulated = true\n[[fixture]]\naction = \"Draft\"\nresponses = ['{\"title\": \"T\"}']\n")
+        'simulated = true\n[[fixture]]\naction = "Draft"\nresponses = [\'{"title": "T"}\']\n'
+    )
     scenario = tmp_path / "pair.toml"
-    scenario.write_text(PAIR.read_text().replace("max_tokens = 256", 'max_tokens = 256\nfixtures = ["no_body.toml"]'))
+    scenario.write_text(
+        PAIR.read_text().replace(
+            "max_tokens = 256", 'max_tokens = 256\nfixtures = ["no_body.toml"]'
+        )
+    )
     done = sopbus("run", scenario, "--runs-dir", "runs", "--quiet", cwd=tmp_path)
     assert done.returncode == 1, done.stderr
     assert "Traceback" not in done.stderr + done.stdout
     assert "failed (error)" in done.stdout and "Field required" in done.stdout
     (run,) = (tmp_path / "runs").iterdir()
     summary = json.loads((run / "summary.json").read_text())
-    assert (summary["status"], summary["end_reason"], summary["llm_calls"]) == ("failed", "error", 3)
-    assert summary["error"].startswith("role 'Writer' failed in round 1: ModelOutputError: action 'Draft'")
-    assert [(line["role"], line["attempt"]) for line in jsonl(run / "costs.jsonl")] == [("Writer", 1), ("Writer", 2), ("Writer", 3)]
+    assert (summary["status"], summary["end_reason"], summary["llm_calls"]) == (
+        "failed",
+        "error",
+        3,
+    )
+    assert summary["error"].startswith(
+        "role 'Writer' failed in round 1: ModelOutputError: action 'Draft'"
+    )
+    assert [(line["role"], line["attempt"]) for line in jsonl(run / "costs.jsonl")] == [
+        ("Writer", 1),
+        ("Writer", 2),
+        ("Writer", 3),
+    ]
     (row,) = json.loads(ok("runs", "--json", cwd=tmp_path))
     assert (row["status"], row["end_reason"], row["calls"]) == ("failed", "error", 3)
 
@@ -105,7 +137,12 @@ def test_runs_lists_the_run_from_its_summary(work: Path, run_dir: Path) -> None:
     summary = json.loads((run_dir / "summary.json").read_text())
     (row,) = json.loads(ok("runs", "--json", cwd=work))
     assert row["run_id"] == run_dir.name and row["scenario"] == "review pair"
-    assert (row["status"], row["end_reason"], row["calls"], row["rounds"]) == ("completed", "idle", 2, 3)
+    assert (row["status"], row["end_reason"], row["calls"], row["rounds"]) == (
+        "completed",
+        "idle",
+        2,
+        3,
+    )
     assert (row["total_usd"], row["budget_usd"]) == (summary["total_usd"], "1.0")
     assert row["started_at"] == summary["started_at"]
     table = ok("runs", cwd=work)
@@ -113,8 +150,9 @@ def test_runs_lists_the_run_from_its_summary(work: Path, run_dir: Path) -> None:
     assert "review pair" in line and "completed" in line and "idle" in line and "$1.00" in line
 
 
-def copy_run(src: Path, runs: Path, name: str, *, started_at: float | None = None,
-             events: int | None = None) -> Path:
+def copy_run(
+    src: Path, runs: Path, name: str, *, started_at: float | None = None, events: int | None = None
+) -> Path:
     """A copy of the run ``src`` as ``runs/name``. With ``started_at`` its summary says it
     started then; with ``events`` it has no summary and only its first ``events`` event
     lines plus half of the next one, as if killed while writing."""
@@ -168,21 +206,30 @@ def test_runs_in_an_empty_or_missing_directory(tmp_path: Path) -> None:
 
 
 def test_run_can_be_an_id_a_prefix_a_directory_or_last(work: Path, run_dir: Path) -> None:
-    ids = {ref: json.loads(ok("costs", ref, "--json", cwd=work))["run_id"]
-           for ref in (run_dir.name, run_dir.name[:18], str(run_dir), f"runs/{run_dir.name}", "last")}
+    ids = {
+        ref: json.loads(ok("costs", ref, "--json", cwd=work))["run_id"]
+        for ref in (run_dir.name, run_dir.name[:18], str(run_dir), f"runs/{run_dir.name}", "last")
+    }
     assert set(ids.values()) == {run_dir.name}
 
 
-@pytest.mark.parametrize(("ref", "runs_dir", "fragments"), [
-    ("nope", "runs", ["no run 'nope'", "looked for runs/nope/", "the most recent runs in runs/"]),
-    ("last", "missing", ["cannot find the last run", "missing/ does not exist"]),
-    ("last", "empty", ["cannot find the last run", "empty/ is empty"]),
-    ("abc", "empty", ["cannot find run 'abc'", "empty/ is empty"]),
-])
+@pytest.mark.parametrize(
+    ("ref", "runs_dir", "fragments"),
+    [
+        (
+            "nope",
+            "runs",
+            ["no run 'nope'", "looked for runs/nope/", "the most recent runs in runs/"],
+        ),
+        ("last", "missing", ["cannot find the last run", "missing/ does not exist"]),
+        ("last", "empty", ["cannot find the last run", "empty/ is empty"]),
+        ("abc", "empty", ["cannot find run 'abc'", "empty/ is empty"]),
+    ],
+)
 @pytest.mark.parametrize("command", ["show", "costs"])
 def test_a_run_that_cannot_be_found_exits_2_saying_what_and_where(
-        tmp_path: Path, run_dir: Path, command: str, ref: str, runs_dir: str,
-        fragments: list[str]) -> None:
+    tmp_path: Path, run_dir: Path, command: str, ref: str, runs_dir: str, fragments: list[str]
+) -> None:
     copy_run(run_dir, tmp_path / "runs", run_dir.name)
     (tmp_path / "empty").mkdir()
     done = sopbus(command, ref, "--runs-dir", runs_dir, cwd=tmp_path)
@@ -196,7 +243,11 @@ def test_an_ambiguous_prefix_exits_2_naming_the_candidates(tmp_path: Path, run_d
     copy_run(run_dir, tmp_path / "runs", "2026-b")
     done = sopbus("show", "2026", cwd=tmp_path)
     assert done.returncode == 2
-    assert "run '2026' is ambiguous" in done.stderr and "2026-a" in done.stderr and "2026-b" in done.stderr
+    assert (
+        "run '2026' is ambiguous" in done.stderr
+        and "2026-a" in done.stderr
+        and "2026-b" in done.stderr
+    )
 
 
 # -- show -----------------------------------------------------------------------------------
@@ -204,10 +255,13 @@ def test_an_ambiguous_prefix_exits_2_naming_the_candidates(tmp_path: Path, run_d
 
 def test_show_json_is_the_message_timeline(work: Path) -> None:
     shown = [json.loads(line) for line in ok("show", "last", "--json", cwd=work).splitlines()]
-    assert [(m["id"], m["round"], m["from"], m["to"], m["cause_by"], m["parents"]) for m in shown] == [
+    assert [
+        (m["id"], m["round"], m["from"], m["to"], m["cause_by"], m["parents"]) for m in shown
+    ] == [
         ("m1", 0, "Boss", ["Writer"], "UserRequirement", []),
         ("m2", 1, "Writer", ["Rita"], "Draft", ["m1"]),
-        ("m3", 2, "Rita", [], "Review", ["m2"])]
+        ("m3", 2, "Rita", [], "Review", ["m2"]),
+    ]
     assert [m["undelivered"] for m in shown] == [None, None, "no role watches Review"]
     assert shown[0]["content"] == "a todo app for the command line"
 
@@ -236,7 +290,9 @@ def test_costs_json_totals_equal_the_ledger_and_the_summary(work: Path, run_dir:
     for key, field in (("by_role", "role"), ("by_action", "action"), ("by_model", "model")):
         expected: dict[str, Decimal] = {}
         for line in ledger:
-            expected[line[field]] = expected.get(line[field], Decimal(0)) + Decimal(line["cost_usd"])
+            expected[line[field]] = expected.get(line[field], Decimal(0)) + Decimal(
+                line["cost_usd"]
+            )
         assert {k: Decimal(v["cost_usd"]) for k, v in report[key].items()} == expected
     assert set(report["by_role"]) == {"Writer", "Rita"}
     assert report["by_role"]["Rita"]["prompt_tokens"] == ledger[1]["prompt_tokens"]
@@ -258,13 +314,26 @@ def test_costs_csv_is_the_ledger(work: Path, run_dir: Path) -> None:
     assert len(rows) == len(ledger) == 2
     for row, line in zip(rows, ledger, strict=True):
         assert (int(row["seq"]), row["role"], row["action"], row["model"]) == (
-            line["seq"], line["role"], line["action"], line["model"])
+            line["seq"],
+            line["role"],
+            line["action"],
+            line["model"],
+        )
         assert Decimal(row["cost_usd"]) == Decimal(line["cost_usd"])
 
 
-def expected_cost(ledger: list[dict[str, Any]], inp: Decimal, out: Decimal, cached: Decimal) -> Decimal:
-    return sum(((line["prompt_tokens"] - line["cached_tokens"]) * inp + line["cached_tokens"] * cached
-                + line["completion_tokens"] * out) / Decimal(1_000_000) for line in ledger)
+def expected_cost(
+    ledger: list[dict[str, Any]], inp: Decimal, out: Decimal, cached: Decimal
+) -> Decimal:
+    return sum(
+        (
+            (line["prompt_tokens"] - line["cached_tokens"]) * inp
+            + line["cached_tokens"] * cached
+            + line["completion_tokens"] * out
+        )
+        / Decimal(1_000_000)
+        for line in ledger
+    )
 
 
 def test_reprice_on_a_packaged_model(work: Path, run_dir: Path) -> None:
@@ -279,7 +348,9 @@ def test_reprice_on_a_packaged_model(work: Path, run_dir: Path) -> None:
     assert list(report["by_model"]) == ["gpt-4o"] and report["repriced_to"] == "gpt-4o"
     table = ok("costs", "last", "--reprice", "gpt-4o", cwd=work)
     assert "repriced on gpt-4o: the same tokens would have cost $" in table
-    csv_rows = list(csv.DictReader(io.StringIO(ok("costs", "last", "--csv", "--reprice", "gpt-4o", cwd=work))))
+    csv_rows = list(
+        csv.DictReader(io.StringIO(ok("costs", "last", "--csv", "--reprice", "gpt-4o", cwd=work)))
+    )
     assert {row["model"] for row in csv_rows} == {"gpt-4o"}
     assert Decimal(csv_rows[-1]["total_usd"]) == want
 
@@ -305,11 +376,13 @@ def test_json_and_csv_are_exclusive(work: Path) -> None:
 # -- validate -------------------------------------------------------------------------------
 
 
-def test_validate_prints_the_watch_graph_and_warns_about_the_unwatched_action(tmp_path: Path) -> None:
+def test_validate_prints_the_watch_graph_and_warns_about_the_unwatched_action(
+    tmp_path: Path,
+) -> None:
     lines = ok("validate", PAIR, cwd=tmp_path).splitlines()
     assert lines[0] == f"{PAIR}: ok"
     start = lines.index("watch graph (who watches what, who publishes what):")
-    assert lines[start + 1:start + 8] == [
+    assert lines[start + 1 : start + 8] == [
         "  Writer (Technical Writer)  watches UserRequirement; publishes Draft",
         "  Rita (Reviewer)            watches Draft; publishes Review",
         "routes:",
@@ -317,17 +390,21 @@ def test_validate_prints_the_watch_graph_and_warns_about_the_unwatched_action(tm
         "  Writer --Draft--> Rita",
         "  Rita --Review--> (nobody: undelivered)",
         "warning: action Review (published by Rita) is watched by nobody; its messages "
-        "will be recorded as undelivered"]
+        "will be recorded as undelivered",
+    ]
 
 
 def mermaid_edges(text: str) -> set[tuple[str, str, str, str]]:
     """(from, arrow, action, to) with node ids replaced by their labels' first line."""
     import re
 
-    names = {m[1]: m[2] for m in re.finditer(r'^\s+(\w+)\W*"([^"<]*)', text, re.M)
-             if "|" not in m[0]}
-    return {(names[m[1]], m[2], m[3], names[m[4]])
-            for m in re.finditer(r'^\s+(\w+) (-->|==>|-\.->)\|"([^"]*)"\| (\w+)$', text, re.M)}
+    names = {
+        m[1]: m[2] for m in re.finditer(r'^\s+(\w+)\W*"([^"<]*)', text, re.M) if "|" not in m[0]
+    }
+    return {
+        (names[m[1]], m[2], m[3], names[m[4]])
+        for m in re.finditer(r'^\s+(\w+) (-->|==>|-\.->)\|"([^"]*)"\| (\w+)$', text, re.M)
+    }
 
 
 def test_validate_mermaid_prints_a_flowchart_with_the_routes(tmp_path: Path) -> None:
@@ -335,8 +412,10 @@ def test_validate_mermaid_prints_a_flowchart_with_the_routes(tmp_path: Path) -> 
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[0] == "flowchart LR"
     assert mermaid_edges(done.stdout) == {
-        ("Boss", "-->", "UserRequirement", "Writer"), ("Writer", "-->", "Draft", "Rita"),
-        ("Rita", "-.->", "Review", "undelivered")}
+        ("Boss", "-->", "UserRequirement", "Writer"),
+        ("Writer", "-->", "Draft", "Rita"),
+        ("Rita", "-.->", "Review", "undelivered"),
+    }
     assert "ok" not in done.stdout  # only the chart, so that it can be piped to a .mmd file
     assert "warning: action Review (published by Rita) is watched by nobody" in done.stderr
 
@@ -360,7 +439,9 @@ def test_a_typo_in_watch_exits_2_with_the_closest_name(tmp_path: Path) -> None:
     for args in (("validate", path), ("validate", path, "--mermaid"), ("run", path, "--quiet")):
         done = sopbus(*args, cwd=tmp_path)
         assert done.returncode == 2 and done.stdout == ""
-        assert "unknown action 'Drafts' at $.roles[1].watch[0] (did you mean 'Draft'?)" in done.stderr
+        assert (
+            "unknown action 'Drafts' at $.roles[1].watch[0] (did you mean 'Draft'?)" in done.stderr
+        )
         assert "Traceback" not in done.stderr
     assert not (tmp_path / "runs").exists()
 
@@ -383,18 +464,29 @@ print(json.dumps(rows))
 
 def test_roles_lists_the_builtin_registry(tmp_path: Path) -> None:
     listed = json.loads(ok("roles", "--json", cwd=tmp_path))
-    assert all(set(row) == {"name", "profile", "goal", "actions", "watch", "react_mode", "module"}
-               for row in listed)
+    assert all(
+        set(row) == {"name", "profile", "goal", "actions", "watch", "react_mode", "module"}
+        for row in listed
+    )
     assert all(isinstance(n, str) for row in listed for n in (*row["actions"], *row["watch"]))
     # A fresh process that resolves each built-in role as a team would (instances resolve
     # their actions and watch list by name): the listing says the same.
-    done = subprocess.run([sys.executable, "-c", REFERENCE], cwd=ROOT, capture_output=True, text=True,
-                          env=dict(os.environ), timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-c", REFERENCE],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env=dict(os.environ),
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     by_name = {row["name"]: row for row in listed}
     for name, profile, actions, watch in json.loads(done.stdout):
         assert (by_name[name]["profile"], by_name[name]["actions"], by_name[name]["watch"]) == (
-            profile, actions, watch)
+            profile,
+            actions,
+            watch,
+        )
     # Roles declared by a scenario live in that scenario's registry, not among the built-ins.
     assert not {"Writer", "Rita"} & set(by_name)
 
@@ -409,5 +501,7 @@ def test_roles_table_has_the_columns(tmp_path: Path) -> None:
     columns = [c.strip() for c in header.strip("┃│ ").split("┃")]
     assert columns == ["name", "profile", "actions", "watch", "react mode"]
     for row in listed:
-        (line,) = [ln for ln in table.splitlines() if ln.strip("│ ").split("│")[0].strip() == row["name"]]
+        (line,) = [
+            ln for ln in table.splitlines() if ln.strip("│ ").split("│")[0].strip() == row["name"]
+        ]
         assert row["react_mode"] in line and (not row["actions"] or row["actions"][0] in line)

@@ -13,14 +13,22 @@ from pathlib import Path
 import pytest
 
 from sopbus.bus import ConfigError
-from sopbus.cli import ExitCode, main
-from sopbus.cli import _args, _cmd_run, _cmd_validate
+from sopbus.cli import ExitCode, _args, _cmd_run, _cmd_validate, main
 from sopbus.cli._app import build_parser
-from support.paths import DATA, ROOT
 from support.cli import ARGV, sopbus
+from support.paths import DATA, ROOT
 
 BAD = DATA / "bad_scenarios"
-HEAVY = ("trio", "openai", "rich", "pydantic", "loguru", "bpe_openai", "sopbus.roles", "sopbus.sops")
+HEAVY = (
+    "trio",
+    "openai",
+    "rich",
+    "pydantic",
+    "loguru",
+    "bpe_openai",
+    "sopbus.roles",
+    "sopbus.sops",
+)
 
 
 def heavy(modules: set[str]) -> list[str]:
@@ -32,22 +40,32 @@ def good_file(directory: Path) -> Path:
     (directory / "fixtures").mkdir()
     # A real fixture file: validate loads it as run does (an empty one is refused by both).
     (directory / "fixtures" / "team.toml").write_text(
-        "simulated = true\n[[fixture]]\naction = \"WritePRD\"\nresponses = ['{}']\n", encoding="utf-8")
+        "simulated = true\n[[fixture]]\naction = \"WritePRD\"\nresponses = ['{}']\n",
+        encoding="utf-8",
+    )
     path = directory / "ok.toml"
-    path.write_text('[scenario]\nname = "demo"\nsop = "software_company"\nidea = "a todo CLI"\n'
-                    '[run]\nbudget_usd = 0.5\n[llm]\nfixtures = ["fixtures/team.toml"]\n'
-                    '[sop]\nreview = true\n[[roles]]\nname = "Rita"\nprofile = "Code Reviewer"\n'
-                    'watch = ["WriteCode"]\nactions = ["ReviewCode"]\n'
-                    '[actions.ReviewCode]\ninstruction = "Review."\n'
-                    'output = { approved = "bool", problems = "list[str]" }\n'
-                    '[[inject]]\nround = 20\ncontent = "late"\n', encoding="utf-8")
+    path.write_text(
+        '[scenario]\nname = "demo"\nsop = "software_company"\nidea = "a todo CLI"\n'
+        '[run]\nbudget_usd = 0.5\n[llm]\nfixtures = ["fixtures/team.toml"]\n'
+        '[sop]\nreview = true\n[[roles]]\nname = "Rita"\nprofile = "Code Reviewer"\n'
+        'watch = ["WriteCode"]\nactions = ["ReviewCode"]\n'
+        '[actions.ReviewCode]\ninstruction = "Review."\n'
+        'output = { approved = "bool", problems = "list[str]" }\n'
+        '[[inject]]\nround = 20\ncontent = "late"\n',
+        encoding="utf-8",
+    )
     return path
 
 
 def test_exit_codes_are_the_documented_ones() -> None:
     assert [int(c) for c in ExitCode] == [0, 1, 2, 3, 4, 130]
-    assert (ExitCode.COMPLETED, ExitCode.FAILED, ExitCode.USAGE, ExitCode.BUDGET_EXHAUSTED,
-            ExitCode.VERDICT_FAILED) == (0, 1, 2, 3, 4)
+    assert (
+        ExitCode.COMPLETED,
+        ExitCode.FAILED,
+        ExitCode.USAGE,
+        ExitCode.BUDGET_EXHAUSTED,
+        ExitCode.VERDICT_FAILED,
+    ) == (0, 1, 2, 3, 4)
 
 
 def test_help_lists_the_commands_and_exit_codes() -> None:
@@ -69,11 +87,19 @@ def test_version_prints_the_installed_version() -> None:
 def test_help_imports_nothing_heavy() -> None:
     # -X importtime lists every module imported; `--help` must stay clear of these.
     done = subprocess.run(
-        [sys.executable, "-X", "importtime", "-m", "sopbus", "--help"], cwd=ROOT,
-        env=dict(os.environ), capture_output=True, text=True, timeout=120)
+        [sys.executable, "-X", "importtime", "-m", "sopbus", "--help"],
+        cwd=ROOT,
+        env=dict(os.environ),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0
-    imported = {line.rsplit("|", 1)[1].strip() for line in done.stderr.splitlines()
-                if line.startswith("import time:") and "|" in line}
+    imported = {
+        line.rsplit("|", 1)[1].strip()
+        for line in done.stderr.splitlines()
+        if line.startswith("import time:") and "|" in line
+    }
     assert "sopbus.cli._app" in imported  # the listing is real
     # sopbus/__init__.py and sopbus/bus/__init__.py re-export many names, so this needs them
     # to load their heavy modules (gateway, openai, tokens, environment) lazily; see
@@ -83,13 +109,21 @@ def test_help_imports_nothing_heavy() -> None:
 
 def test_the_cli_frame_itself_adds_no_heavy_import() -> None:
     # What sopbus.cli imports on top of `import sopbus.bus`: the frame's own share of --help.
-    code = ("import sys, sopbus.bus; before = set(sys.modules)\n"
-            "from sopbus.cli._app import build_parser; build_parser()\n"
-            f"heavy = {HEAVY!r}\n"
-            "print(sorted({h for h in heavy for m in set(sys.modules) - before\n"
-            "             if m == h or m.startswith(h + '.')}))")
-    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
-                          env=dict(os.environ), timeout=120)
+    code = (
+        "import sys, sopbus.bus; before = set(sys.modules)\n"
+        "from sopbus.cli._app import build_parser; build_parser()\n"
+        f"heavy = {HEAVY!r}\n"
+        "print(sorted({h for h in heavy for m in set(sys.modules) - before\n"
+        "             if m == h or m.startswith(h + '.')}))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env=dict(os.environ),
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
 
@@ -118,8 +152,10 @@ def test_validate_on_a_broken_file_exits_2_with_the_message(tmp_path: Path) -> N
     done = sopbus("validate", BAD / "run_unknown_key.toml")
     assert done.returncode == 2
     assert done.stdout == ""
-    assert done.stderr.startswith(f"sopbus: error: {BAD / 'run_unknown_key.toml'}: unknown key "
-                                  "`max_round` - at `$.run.max_round`")
+    assert done.stderr.startswith(
+        f"sopbus: error: {BAD / 'run_unknown_key.toml'}: unknown key "
+        "`max_round` - at `$.run.max_round`"
+    )
     assert "did you mean `max_rounds`?" in done.stderr
     assert "Traceback" not in done.stderr
 
@@ -134,12 +170,16 @@ def test_validate_passes_on_every_shipped_scenario(path: Path) -> None:
 
 @pytest.mark.parametrize("path", sorted(BAD.glob("*.toml")), ids=lambda p: p.stem)
 def test_validate_in_process_fails_on_every_broken_file(
-        path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main(["validate", str(path)]) == ExitCode.USAGE
     err = capsys.readouterr().err
     assert err.startswith(f"sopbus: error: {path}: ")
-    fragments = [line.removeprefix("# expect: ") for line in path.read_text().splitlines()
-                 if line.startswith("# expect: ")]
+    fragments = [
+        line.removeprefix("# expect: ")
+        for line in path.read_text().splitlines()
+        if line.startswith("# expect: ")
+    ]
     assert fragments and all(f in err for f in fragments)
 
 
@@ -165,30 +205,61 @@ def test_run_reports_a_broken_scenario_as_a_config_error() -> None:
 
 
 def test_run_parses_every_flag(tmp_path: Path) -> None:
-    args = build_parser().parse_args([
-        "run", "s.toml", "--idea", "a game", "--provider", "openai", "--model", "gpt-4o",
-        "--base-url", "http://127.0.0.1:9", "--budget", "0.30", "--max-rounds", "4",
-        "--seed", "3", "--mode", "events", "--runs-dir", "out", "--record", "tape.jsonl",
-        "--quiet"])
+    args = build_parser().parse_args(
+        [
+            "run",
+            "s.toml",
+            "--idea",
+            "a game",
+            "--provider",
+            "openai",
+            "--model",
+            "gpt-4o",
+            "--base-url",
+            "http://127.0.0.1:9",
+            "--budget",
+            "0.30",
+            "--max-rounds",
+            "4",
+            "--seed",
+            "3",
+            "--mode",
+            "events",
+            "--runs-dir",
+            "out",
+            "--record",
+            "tape.jsonl",
+            "--quiet",
+        ]
+    )
     assert args.handler is _cmd_run.run
     assert (args.scenario, args.record, args.quiet) == (Path("s.toml"), Path("tape.jsonl"), True)
     assert _cmd_run.overrides(args) == {
-        "idea": "a game", "provider": "openai", "model": "gpt-4o",
-        "base_url": "http://127.0.0.1:9", "budget_usd": Decimal("0.30"), "max_rounds": 4,
-        "seed": 3, "mode": "events", "runs_dir": "out"}
+        "idea": "a game",
+        "provider": "openai",
+        "model": "gpt-4o",
+        "base_url": "http://127.0.0.1:9",
+        "budget_usd": Decimal("0.30"),
+        "max_rounds": 4,
+        "seed": 3,
+        "mode": "events",
+        "runs_dir": "out",
+    }
     bare = build_parser().parse_args(["run", "s.toml"])
     assert _cmd_run.overrides(bare) == {} and (bare.record, bare.quiet) == (None, False)
 
 
-@pytest.mark.parametrize(("text", "error"), [("0", "greater than 0"), ("nan", "greater than 0"),
-                                             ("abc", "such as 3.0")])
+@pytest.mark.parametrize(
+    ("text", "error"), [("0", "greater than 0"), ("nan", "greater than 0"), ("abc", "such as 3.0")]
+)
 def test_budget_flag_rejects_non_positive_amounts(text: str, error: str) -> None:
     with pytest.raises(argparse.ArgumentTypeError, match=error):
         _args.usd(text)
 
 
 def test_config_error_from_a_command_is_printed_without_traceback(
-        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     def fail(args: argparse.Namespace) -> int:
         raise ConfigError("x.toml: something - at `$.run`")
 
@@ -197,7 +268,9 @@ def test_config_error_from_a_command_is_printed_without_traceback(
     assert capsys.readouterr().err == "sopbus: error: x.toml: something - at `$.run`\n"
 
 
-def test_ctrl_c_exits_130(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+def test_ctrl_c_exits_130(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     def interrupted(args: argparse.Namespace) -> int:
         raise KeyboardInterrupt
 
@@ -209,8 +282,13 @@ def test_ctrl_c_exits_130(monkeypatch: pytest.MonkeyPatch, capsys: pytest.Captur
 def test_a_reader_that_goes_away_gets_no_traceback() -> None:
     # `sopbus roles --json | head -1`: the pipe closes before sopbus has written everything.
     env = dict(os.environ)
-    proc = subprocess.Popen([*ARGV, "roles", "--json"], cwd=ROOT, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [*ARGV, "roles", "--json"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     assert proc.stdout is not None and proc.stderr is not None
     proc.stdout.close()
     err = proc.stderr.read().decode()
@@ -219,8 +297,9 @@ def test_a_reader_that_goes_away_gets_no_traceback() -> None:
     assert err == ""
 
 
-def test_ctrl_c_inside_a_run_exits_130_too(monkeypatch: pytest.MonkeyPatch,
-                                          capsys: pytest.CaptureFixture[str]) -> None:
+def test_ctrl_c_inside_a_run_exits_130_too(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     def interrupted_run(args: argparse.Namespace) -> int:  # trio's nurseries wrap the interrupt
         raise BaseExceptionGroup("run", [BaseExceptionGroup("turns", [KeyboardInterrupt()])])
 

@@ -11,7 +11,6 @@ import pty
 import re
 import struct
 import subprocess
-import sys
 import termios
 from pathlib import Path
 
@@ -19,8 +18,8 @@ import pytest
 
 from sopbus.bus import Message, Turn
 from sopbus.roles import Action, ActionContext, ActionResult, Registry, Role
-from support.paths import DATA, ROOT
 from support.cli import ARGV
+from support.paths import DATA
 
 PAIR = DATA / "scenarios" / "review_pair.toml"
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
@@ -33,8 +32,9 @@ def on_a_terminal(args: list[str], cwd: Path) -> tuple[int, str]:
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
     env = {**os.environ, "TERM": "xterm"}
     env.pop("COLUMNS", None)
-    child = subprocess.Popen([*ARGV, *args], cwd=cwd, env=env,
-                             stdin=slave, stdout=slave, stderr=slave, close_fds=True)
+    child = subprocess.Popen(
+        [*ARGV, *args], cwd=cwd, env=env, stdin=slave, stdout=slave, stderr=slave, close_fds=True
+    )
     os.close(slave)
     drawn = b""
     while True:
@@ -53,7 +53,9 @@ def on_a_terminal(args: list[str], cwd: Path) -> tuple[int, str]:
 def test_the_live_view_names_who_is_at_work_and_ends_on_the_final_round(tmp_path: Path) -> None:
     # Each simulated call takes 0.4 s, so the display (polling every 0.1 s) sees every turn.
     scenario = tmp_path / "slow_pair.toml"
-    scenario.write_text(PAIR.read_text().replace("max_tokens = 256", "max_tokens = 256\nlatency_ms = 400"))
+    scenario.write_text(
+        PAIR.read_text().replace("max_tokens = 256", "max_tokens = 256\nlatency_ms = 400")
+    )
     code, drawn = on_a_terminal(["run", str(scenario), "--runs-dir", "runs"], tmp_path)
     assert code == 0, drawn
     (run,) = (tmp_path / "runs").iterdir()
@@ -106,20 +108,27 @@ async def test_an_action_keeps_its_result_in_its_artifact_file(tmp_path: Path) -
     kept = _Kept(tmp_path)
     clerk = Clerk(registry=REG)
     turn = Turn(run_id="r", round=3, role=clerk.name, services=kept)
-    (said,) = await clerk.step([Message(cause_by="Ask", sent_from="Customer", content="how much?")], turn)
+    (said,) = await clerk.step(
+        [Message(cause_by="Ask", sent_from="Customer", content="how much?")], turn
+    )
     assert said.content == "12 CNY"
     assert json.loads(kept.written["quotes/3_Clerk.json"]) == {"price": 12, "currency": "CNY"}
     text = Quote(artifact="notes/{action}.md")
     assert text.artifact == "notes/{action}.md"
 
 
-@pytest.mark.parametrize("template, problem", [
-    ("../up.md", "leaves the run's artifacts/ directory"),
-    ("/etc/x.md", "leaves the run's artifacts/ directory"),
-    ("a/{who}.md", "unknown placeholder {who}"),
-    ("a/{round.md", "bad artifact path"),
-])
-def test_a_bad_artifact_path_is_refused_when_the_action_is_made(template: str, problem: str) -> None:
+@pytest.mark.parametrize(
+    "template, problem",
+    [
+        ("../up.md", "leaves the run's artifacts/ directory"),
+        ("/etc/x.md", "leaves the run's artifacts/ directory"),
+        ("a/{who}.md", "unknown placeholder {who}"),
+        ("a/{round.md", "bad artifact path"),
+    ],
+)
+def test_a_bad_artifact_path_is_refused_when_the_action_is_made(
+    template: str, problem: str
+) -> None:
     from sopbus.bus import ConfigError
 
     with pytest.raises(ConfigError, match=re.escape(problem)):

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import grimp
 import pytest
+
 from support.installed import ROOT, installed_tree, package_dirs
 
 # The import graph of the installed layout, as (importer, imported) pairs; with
@@ -40,15 +41,27 @@ def _env(tree: Path) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def edges(tree: Path) -> list[tuple[str, str]]:
-    done = subprocess.run([sys.executable, "-c", GRAPH], cwd=tree, env=_env(tree),
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-c", GRAPH],
+        cwd=tree,
+        env=_env(tree),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     return [(a, b) for a, b in json.loads(done.stdout)]
 
 
 def test_import_linter_contracts_hold(tree: Path) -> None:
-    done = subprocess.run([str(Path(sys.executable).parent / "lint-imports"), "--no-cache"],
-                          cwd=tree, env=_env(tree), capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [str(Path(sys.executable).parent / "lint-imports"), "--no-cache"],
+        cwd=tree,
+        env=_env(tree),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "0 broken" in done.stdout
 
@@ -94,7 +107,9 @@ def _cycles(graph: grimp.ImportGraph) -> list[list[str]]:
                     index[child] = low[child] = len(index)
                     stack.append(child)
                     on_stack.add(child)
-                    work.append((child, iter(sorted(graph.find_modules_directly_imported_by(child)))))
+                    work.append(
+                        (child, iter(sorted(graph.find_modules_directly_imported_by(child))))
+                    )
                 elif child in on_stack:
                     low[node] = min(low[node], index[child])
                 continue

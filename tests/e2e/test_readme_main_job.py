@@ -19,12 +19,23 @@ import subprocess
 from pathlib import Path
 
 import pytest
+
 from support.paths import ROOT
 
 pytestmark = pytest.mark.slow
 
-_NOT_SOURCE = shutil.ignore_patterns(".venv", "venv", "runs", ".git", "__pycache__", "*.egg-info",
-                                     ".mypy_cache", ".pytest_cache", "build", "dist")
+_NOT_SOURCE = shutil.ignore_patterns(
+    ".venv",
+    "venv",
+    "runs",
+    ".git",
+    "__pycache__",
+    "*.egg-info",
+    ".mypy_cache",
+    ".pytest_cache",
+    "build",
+    "dist",
+)
 
 
 def main_job_line() -> str:
@@ -42,7 +53,9 @@ def test_the_line_installs_without_test_extras_and_runs_the_main_job() -> None:
 
 
 def _line_env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME")}
+    env = {
+        k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME")
+    }
     # `python3` must be the system's, not this test run's venv (the line makes its own).
     venv_bin = os.environ.get("VIRTUAL_ENV", "/nonexistent") + "/bin"
     env["PATH"] = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep) if p != venv_bin)
@@ -51,8 +64,14 @@ def _line_env() -> dict[str, str]:
 
 
 def _run_line(tree: Path, extra: str = "") -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["bash", "-c", main_job_line() + extra], cwd=tree, env=_line_env(),
-                          capture_output=True, text=True, timeout=1800)
+    return subprocess.run(
+        ["bash", "-c", main_job_line() + extra],
+        cwd=tree,
+        env=_line_env(),
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
 
 
 def _assert_qa_passed(run: Path) -> dict[str, object]:

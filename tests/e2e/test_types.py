@@ -12,9 +12,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from support.installed import ROOT, installed_tree
 
 from sopbus._examples import write_team
+from support.installed import ROOT, installed_tree
 
 
 @pytest.mark.slow
@@ -23,7 +23,12 @@ def test_mypy_finds_no_errors_in_the_packages_and_tests(tmp_path: Path) -> None:
     shutil.copytree(ROOT / "tests", tree / "tests", ignore=shutil.ignore_patterns("__pycache__"))
     # The module `sopbus new` writes is a user's first Python of sopbus: it must type-check.
     (module,) = [p for p in write_team(tree / "new-team") if p.suffix == ".py"]
-    done = subprocess.run([sys.executable, "-m", "mypy", "sopbus", "tests", str(module)], cwd=tree,
-                          capture_output=True, text=True, timeout=900)
+    done = subprocess.run(
+        [sys.executable, "-m", "mypy", "sopbus", "tests", str(module)],
+        cwd=tree,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "Success: no issues found" in done.stdout

@@ -25,8 +25,8 @@ from pathlib import Path
 
 import pytest
 
-from support.sandbox import needs_bwrap
 from support.paths import ROOT
+from support.sandbox import needs_bwrap
 
 pytestmark = pytest.mark.slow
 
@@ -39,12 +39,23 @@ class Installed:
     bin: Path
     user: Path  # the user's folder: bus.py, roles.py, sops.py that raise
 
-    def run(self, *args: str, cwd: Path | None = None, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-        env = {k: v for k, v in os.environ.items()
-               if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME", "COLUMNS")}
+    def run(
+        self, *args: str, cwd: Path | None = None, timeout: float = 300
+    ) -> subprocess.CompletedProcess[str]:
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME", "COLUMNS")
+        }
         env["PATH"] = f"{self.bin}{os.pathsep}{env.get('PATH', '')}"
-        return subprocess.run(list(args), cwd=cwd or self.user, env=env, capture_output=True,
-                              text=True, timeout=timeout)
+        return subprocess.run(
+            list(args),
+            cwd=cwd or self.user,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
 
 
 @pytest.fixture(scope="module")
@@ -53,21 +64,73 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Installed]:
     # Built from a copy: setuptools writes build/ and *.egg-info beside the sources, and a
     # stale build/ in the checkout would leak old modules into later wheels.
     source = tmp / "source"
-    shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(
-        ".git", ".venv", "build", "dist", "*.egg-info", "runs", "sweeps", "__pycache__", ".*_cache"))
-    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
-                            "-q", "-w", str(tmp / "dist"), str(source)],
-                           capture_output=True, text=True, timeout=600)
+    shutil.copytree(
+        ROOT,
+        source,
+        ignore=shutil.ignore_patterns(
+            ".git",
+            ".venv",
+            "build",
+            "dist",
+            "*.egg-info",
+            "runs",
+            "sweeps",
+            "__pycache__",
+            ".*_cache",
+        ),
+    )
+    built = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "-w",
+            str(tmp / "dist"),
+            str(source),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert built.returncode == 0, built.stdout + built.stderr
     (wheel,) = (tmp / "dist").glob("sopbus-*.whl")
     venv = tmp / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
-    purelib = Path(subprocess.run([str(venv / "bin" / "python"), "-c",
-                                   "import sysconfig; print(sysconfig.get_path('purelib'))"],
-                                  capture_output=True, text=True, check=True).stdout.strip())
-    done = subprocess.run([sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"),
-                           "install", "-q", "--no-deps", "--no-index", str(wheel)],
-                          capture_output=True, text=True, timeout=600)
+    subprocess.run(
+        [sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120
+    )
+    purelib = Path(
+        subprocess.run(
+            [
+                str(venv / "bin" / "python"),
+                "-c",
+                "import sysconfig; print(sysconfig.get_path('purelib'))",
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    )
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "--python",
+            str(venv / "bin" / "python"),
+            "install",
+            "-q",
+            "--no-deps",
+            "--no-index",
+            str(wheel),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     # The dependencies: this environment's site-packages as a plain path entry, after the
     # venv's own (a plain entry's .pth files are not run, so the checkout's editable
@@ -84,12 +147,22 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Installed]:
 
 def test_the_wheel_installs_one_top_level_name_with_its_data(installed: Installed) -> None:
     names = zipfile.ZipFile(installed.wheel).namelist()
-    assert {n.split("/")[0] for n in names} == {"sopbus", f"{installed.wheel.name.split('-py')[0]}.dist-info"}
-    for needed in ("sopbus/bus/money/prices.toml", "sopbus/bus/report/static/report.css",
-                   "sopbus/scenarios/software_company.toml", "sopbus/scenarios/fixtures/software_company.toml",
-                   "sopbus/scenarios/data/book_writer/outline.toml", "sopbus/scenarios/my_reviewer.py",
-                   "sopbus/_templates/team/scenario.toml", "sopbus/_templates/team/team.py.txt",
-                   "sopbus/cli/__main__.py", "sopbus/__main__.py"):
+    assert {n.split("/")[0] for n in names} == {
+        "sopbus",
+        f"{installed.wheel.name.split('-py')[0]}.dist-info",
+    }
+    for needed in (
+        "sopbus/bus/money/prices.toml",
+        "sopbus/bus/report/static/report.css",
+        "sopbus/scenarios/software_company.toml",
+        "sopbus/scenarios/fixtures/software_company.toml",
+        "sopbus/scenarios/data/book_writer/outline.toml",
+        "sopbus/scenarios/my_reviewer.py",
+        "sopbus/_templates/team/scenario.toml",
+        "sopbus/_templates/team/team.py.txt",
+        "sopbus/cli/__main__.py",
+        "sopbus/__main__.py",
+    ):
         assert needed in names, needed
     entry = next(n for n in names if n.endswith("entry_points.txt"))
     assert "sopbus = sopbus.cli:main" in zipfile.ZipFile(installed.wheel).read(entry).decode()
@@ -109,11 +182,13 @@ def test_the_cli_runs_from_outside_the_checkout(installed: Installed) -> None:
 
 
 @pytest.mark.parametrize("sandbox", ["local", pytest.param("bwrap", marks=needs_bwrap)])
-def test_the_main_job_runs_by_name_with_the_users_modules_beside_it(installed: Installed,
-                                                                      sandbox: str) -> None:
+def test_the_main_job_runs_by_name_with_the_users_modules_beside_it(
+    installed: Installed, sandbox: str
+) -> None:
     runs = f"runs-{sandbox}"
-    done = installed.run("sopbus", "run", "software_company", "--sandbox", sandbox,
-                         "--runs-dir", runs, "--quiet")
+    done = installed.run(
+        "sopbus", "run", "software_company", "--sandbox", sandbox, "--runs-dir", runs, "--quiet"
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     (run,) = (installed.user / runs).iterdir()
     summary = json.loads((run / "summary.json").read_text())
@@ -122,9 +197,11 @@ def test_the_main_job_runs_by_name_with_the_users_modules_beside_it(installed: I
 
 
 def test_the_python_api_runs_a_shipped_scenario_by_name(installed: Installed) -> None:
-    code = ("import sopbus\n"
-            "r = sopbus.run_scenario('flower_shop', runs_dir='api-runs')\n"
-            "print(r.status, r.summary.scenario, r.ok, type(r.verdict).__name__)\n")
+    code = (
+        "import sopbus\n"
+        "r = sopbus.run_scenario('flower_shop', runs_dir='api-runs')\n"
+        "print(r.status, r.summary.scenario, r.ok, type(r.verdict).__name__)\n"
+    )
     done = installed.run(str(installed.bin / "python"), "-c", code)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.split() == ["completed", "flower-shop", "True", "NoneType"]
@@ -134,7 +211,11 @@ def test_a_new_team_validates_and_runs_with_a_verdict(installed: Installed) -> N
     made = installed.run("sopbus", "new", "my-team")
     assert made.returncode == 0, made.stderr
     team = installed.user / "my-team"
-    assert sorted(p.name for p in team.iterdir()) == ["fixtures.toml", "my_team_team.py", "scenario.toml"]
+    assert sorted(p.name for p in team.iterdir()) == [
+        "fixtures.toml",
+        "my_team_team.py",
+        "scenario.toml",
+    ]
     checked = installed.run("sopbus", "validate", "scenario.toml", cwd=team)
     assert checked.returncode == 0, checked.stderr
     ran = installed.run("sopbus", "run", "scenario.toml", "--quiet", cwd=team)
@@ -147,6 +228,10 @@ def test_a_new_team_validates_and_runs_with_a_verdict(installed: Installed) -> N
     copied = installed.run("sopbus", "new", "company", "--from", "software_company_python_reviewer")
     assert copied.returncode == 0, copied.stderr
     assert (installed.user / "company" / "my_reviewer.py").is_file()
-    valid = installed.run("sopbus", "validate", "software_company_python_reviewer.toml",
-                          cwd=installed.user / "company")
+    valid = installed.run(
+        "sopbus",
+        "validate",
+        "software_company_python_reviewer.toml",
+        cwd=installed.user / "company",
+    )
     assert valid.returncode == 0, valid.stderr

@@ -10,8 +10,20 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from loguru import logger
 
-from sopbus.bus import (Budget, BudgetExhausted, ChatMessage, Completion, ConfigError, Gateway,
-                 LedgerLine, LLMRequest, PriceBook, ProviderError, SimProvider, Usage)
+from sopbus.bus import (
+    Budget,
+    BudgetExhausted,
+    ChatMessage,
+    Completion,
+    ConfigError,
+    Gateway,
+    LedgerLine,
+    LLMRequest,
+    PriceBook,
+    ProviderError,
+    SimProvider,
+    Usage,
+)
 from sopbus.bus.llm._tokens import prompt_upper_bound
 
 PRICES = PriceBook.load({"test-model": {"input": 1000, "output": 2000}})
@@ -35,20 +47,38 @@ class Scripted:
         return step
 
 
-def answer(prompt: int = 10, completion: int = 5, cached: int = 0, replayed: bool = False) -> Completion:
-    return Completion(text="ok", usage=Usage(prompt, completion, cached), model="test-model",
-                      provider="scripted", replayed=replayed)
+def answer(
+    prompt: int = 10, completion: int = 5, cached: int = 0, replayed: bool = False
+) -> Completion:
+    return Completion(
+        text="ok",
+        usage=Usage(prompt, completion, cached),
+        model="test-model",
+        provider="scripted",
+        replayed=replayed,
+    )
 
 
 def request(model: str = "test-model", max_tokens: int = 100, text: str = "hello") -> LLMRequest:
-    return LLMRequest(messages=(ChatMessage("user", text),), model=model, max_tokens=max_tokens,
-                      role="Alice", action="WritePRD")
+    return LLMRequest(
+        messages=(ChatMessage("user", text),),
+        model=model,
+        max_tokens=max_tokens,
+        role="Alice",
+        action="WritePRD",
+    )
 
 
 def gateway(provider: object, cap: str = "10", **kw: object) -> tuple[Gateway, list[LedgerLine]]:
     lines: list[LedgerLine] = []
-    gw = Gateway(provider, PRICES, Budget(Decimal(cap)), sink=lines.append,  # type: ignore[arg-type]
-                 clock=lambda: 1700000000.0, **kw)  # type: ignore[arg-type]
+    gw = Gateway(
+        provider,  # type: ignore[arg-type]
+        PRICES,
+        Budget(Decimal(cap)),
+        sink=lines.append,
+        clock=lambda: 1700000000.0,
+        **kw,  # type: ignore[arg-type]
+    )
     return gw, lines
 
 
@@ -56,14 +86,38 @@ async def test_a_call_is_priced_settled_and_ledgered(autojump_clock: object) -> 
     gw, lines = gateway(Scripted(answer(10, 5, cached=4)))
     completion = await gw.complete(request(), round=3)
     assert completion.text == "ok"
-    cost = Decimal("0.001") * 6 + Decimal("0.001") * 4 + Decimal("0.002") * 5  # cached at input price
-    assert lines == [LedgerLine(
-        seq=1, round=3, role="Alice", action="WritePRD", provider="scripted", model="test-model",
-        prompt_tokens=10, completion_tokens=5, cached_tokens=4, cost_usd=cost, total_usd=cost,
-        budget_usd=Decimal(10), attempt=1, outcome="ok", price_source="scenario",
-        latency_ms=250.0, t=1700000000.0)]
-    assert gw.stats() == {"total_usd": cost, "budget_usd": Decimal(10), "llm_calls": 1,
-                          "prompt_tokens": 10, "completion_tokens": 5, "overrun": None}
+    cost = (
+        Decimal("0.001") * 6 + Decimal("0.001") * 4 + Decimal("0.002") * 5
+    )  # cached at input price
+    assert lines == [
+        LedgerLine(
+            seq=1,
+            round=3,
+            role="Alice",
+            action="WritePRD",
+            provider="scripted",
+            model="test-model",
+            prompt_tokens=10,
+            completion_tokens=5,
+            cached_tokens=4,
+            cost_usd=cost,
+            total_usd=cost,
+            budget_usd=Decimal(10),
+            attempt=1,
+            outcome="ok",
+            price_source="scenario",
+            latency_ms=250.0,
+            t=1700000000.0,
+        )
+    ]
+    assert gw.stats() == {
+        "total_usd": cost,
+        "budget_usd": Decimal(10),
+        "llm_calls": 1,
+        "prompt_tokens": 10,
+        "completion_tokens": 5,
+        "overrun": None,
+    }
     assert gw.budget.reserved == 0
 
 
@@ -78,7 +132,8 @@ async def test_the_cost_line_has_metagpts_form(autojump_clock: object) -> None:
         logger.remove(handler)
     assert messages == [
         "Total running cost: $0.020 | Max budget: $1.000 | Current cost: $0.020, prompt_tokens: 10, completion_tokens: 5",
-        "Total running cost: $0.040 | Max budget: $1.000 | Current cost: $0.020, prompt_tokens: 10, completion_tokens: 5"]
+        "Total running cost: $0.040 | Max budget: $1.000 | Current cost: $0.020, prompt_tokens: 10, completion_tokens: 5",
+    ]
 
 
 async def test_retries_honour_retry_after_and_ledger_every_attempt(autojump_clock: object) -> None:
@@ -88,7 +143,9 @@ async def test_retries_honour_retry_after_and_ledger_every_attempt(autojump_cloc
     await gw.complete(request(), round=1, attempt=2)
     assert trio.current_time() - start == pytest.approx(30.0 + 2 * 0.25)
     assert [(line.outcome, line.attempt, line.cost_usd) for line in lines] == [
-        ("error", 2, Decimal(0)), ("ok", 3, Decimal("0.02"))]
+        ("error", 2, Decimal(0)),
+        ("ok", 3, Decimal("0.02")),
+    ]
     assert gw.stats()["llm_calls"] == 2 and gw.budget.reserved == 0
 
 
@@ -128,8 +185,9 @@ async def test_a_refused_call_is_ledgered_and_never_made(autojump_clock: object)
     with pytest.raises(BudgetExhausted):
         await gw.complete(request(max_tokens=100), round=2)
     assert provider.calls == 0
-    assert [(l.outcome, l.prompt_tokens, l.cost_usd, l.total_usd) for l in lines] == [
-        ("refused", 0, Decimal(0), Decimal(0))]
+    assert [(ln.outcome, ln.prompt_tokens, ln.cost_usd, ln.total_usd) for ln in lines] == [
+        ("refused", 0, Decimal(0), Decimal(0))
+    ]
     assert gw.stats()["llm_calls"] == 0
 
 
@@ -146,7 +204,9 @@ async def test_a_replayed_answer_costs_nothing_and_reserves_nothing(autojump_clo
     provider.free = True  # type: ignore[attr-defined]
     gw, lines = gateway(provider, cap="0")
     await gw.complete(request(), round=1)
-    assert [(l.outcome, l.prompt_tokens, l.cost_usd) for l in lines] == [("replayed", 100, Decimal(0))]
+    assert [(ln.outcome, ln.prompt_tokens, ln.cost_usd) for ln in lines] == [
+        ("replayed", 100, Decimal(0))
+    ]
 
 
 async def test_a_cancelled_call_releases_its_reservation(autojump_clock: object) -> None:
@@ -159,23 +219,37 @@ async def test_a_cancelled_call_releases_its_reservation(autojump_clock: object)
 
 # The cap, under concurrency -------------------------------------------------------------
 
+
 def _requests(sizes: Sequence[tuple[int, int]]) -> list[LLMRequest]:
     words = "alpha beta gamma delta epsilon zeta theta kappa lambda sigma".split()
-    return [LLMRequest(messages=(ChatMessage("user", " ".join(words[: 1 + n % 10]) * (1 + n)),),
-                       model="gpt-4o", max_tokens=max_tokens, role=f"r{n % 3}", action=f"A{i % 4}")
-            for i, (n, max_tokens) in enumerate(sizes)]
+    return [
+        LLMRequest(
+            messages=(ChatMessage("user", " ".join(words[: 1 + n % 10]) * (1 + n)),),
+            model="gpt-4o",
+            max_tokens=max_tokens,
+            role=f"r{n % 3}",
+            action=f"A{i % 4}",
+        )
+        for i, (n, max_tokens) in enumerate(sizes)
+    ]
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(sizes=st.lists(st.tuples(st.integers(0, 30), st.integers(1, 3000)), min_size=1, max_size=40),
-       cap=st.decimals(min_value=0, max_value=Decimal("0.4"), places=5), seed=st.integers(0, 99))
-def test_concurrent_calls_never_spend_past_the_cap(sizes: list[tuple[int, int]], cap: Decimal,
-                                                    seed: int) -> None:
+@given(
+    sizes=st.lists(st.tuples(st.integers(0, 30), st.integers(1, 3000)), min_size=1, max_size=40),
+    cap=st.decimals(min_value=0, max_value=Decimal("0.4"), places=5),
+    seed=st.integers(0, 99),
+)
+def test_concurrent_calls_never_spend_past_the_cap(
+    sizes: list[tuple[int, int]], cap: Decimal, seed: int
+) -> None:
     requests = _requests(sizes)
     price = PRICES.price("gpt-4o")
     worst = [price.worst_case(prompt_upper_bound(r), r.max_tokens) for r in requests]
     lines: list[LedgerLine] = []
-    gw = Gateway(SimProvider(seed=seed, latency_ms=(0, 200)), PRICES, Budget(cap), sink=lines.append)
+    gw = Gateway(
+        SimProvider(seed=seed, latency_ms=(0, 200)), PRICES, Budget(cap), sink=lines.append
+    )
     refused: list[LLMRequest] = []
 
     async def call(r: LLMRequest) -> None:
@@ -195,8 +269,10 @@ def test_concurrent_calls_never_spend_past_the_cap(sizes: list[tuple[int, int]],
     assert sum(line.cost_usd for line in lines) == gw.stats()["total_usd"] == gw.budget.spent
     assert [line.seq for line in lines] == list(range(1, len(requests) + 1))
     assert all(line.total_usd <= cap for line in lines)
-    assert sorted(l.outcome for l in lines) == sorted(["refused"] * len(refused) + ["ok"] * (len(requests) - len(refused)))
-    by_action = {(l.role, l.action, l.cost_usd) for l in lines if l.outcome == "ok"}
+    assert sorted(ln.outcome for ln in lines) == sorted(
+        ["refused"] * len(refused) + ["ok"] * (len(requests) - len(refused))
+    )
+    by_action = {(ln.role, ln.action, ln.cost_usd) for ln in lines if ln.outcome == "ok"}
     assert len(by_action) >= 1 or refused
     if cap < max(worst):  # that call can never fit, whatever the interleaving
         assert refused

@@ -10,19 +10,46 @@ from typing import Any
 
 import pytest
 
-from sopbus.bus import (Budget, BudgetExhausted, ChatMessage, Gateway, LedgerLine, LLMRequest,
-                 OpenAIProvider, PriceBook, ProviderError, ProviderOverrun, Usage)
+from sopbus.bus import (
+    Budget,
+    BudgetExhausted,
+    ChatMessage,
+    Gateway,
+    LedgerLine,
+    LLMRequest,
+    OpenAIProvider,
+    PriceBook,
+    ProviderError,
+    ProviderOverrun,
+    Usage,
+)
 from sopbus.bus.llm._tokens import prompt_upper_bound
 from sopbus.bus.llm._wire import body_limit
-
-from support.openai_server import (Answer, BadChunk, Cut, Fail, Huge, OpenAIServer, Raw, Reply,
-                           StreamError, Trickle)
+from support.openai_server import (
+    Answer,
+    BadChunk,
+    Cut,
+    Fail,
+    Huge,
+    OpenAIServer,
+    Raw,
+    Reply,
+    StreamError,
+    Trickle,
+)
 
 PRICES = PriceBook.load()
 PRICE = PRICES.price("gpt-4o-mini")
-REQUEST = LLMRequest(messages=(ChatMessage("system", "You are an architect."),
-                               ChatMessage("user", "Design a todo app.")),
-                     model="gpt-4o-mini", max_tokens=300, role="Bob", action="WriteDesign")
+REQUEST = LLMRequest(
+    messages=(
+        ChatMessage("system", "You are an architect."),
+        ChatMessage("user", "Design a todo app."),
+    ),
+    model="gpt-4o-mini",
+    max_tokens=300,
+    role="Bob",
+    action="WriteDesign",
+)
 RESERVED = PRICE.worst_case(prompt_upper_bound(REQUEST), REQUEST.max_tokens)
 HTML = b"<html><head><title>502 Bad Gateway</title></head><body>nginx</body></html>"
 
@@ -48,18 +75,32 @@ class Outcome:
         return sum((line.cost_usd for line in self.lines), Decimal(0))
 
 
-async def call(server: OpenAIServer, *replies: Reply, stream: bool = False, cap: str = "1",
-               timeout_s: float = 10.0, max_attempts: int = 3, **provider: Any) -> Outcome:
+async def call(
+    server: OpenAIServer,
+    *replies: Reply,
+    stream: bool = False,
+    cap: str = "1",
+    timeout_s: float = 10.0,
+    max_attempts: int = 3,
+    **provider: Any,
+) -> Outcome:
     server.script(*replies)
     lines: list[LedgerLine] = []
 
     async def no_wait(seconds: float) -> None:
         pass
 
-    async with OpenAIProvider(base_url=server.base_url, api_key="sk-test", timeout_s=timeout_s,
-                              stream=stream, **provider) as openai:
-        gateway = Gateway(openai, PRICES, Budget(Decimal(cap)), sink=lines.append,
-                          max_attempts=max_attempts, sleep=no_wait)
+    async with OpenAIProvider(
+        base_url=server.base_url, api_key="sk-test", timeout_s=timeout_s, stream=stream, **provider
+    ) as openai:
+        gateway = Gateway(
+            openai,
+            PRICES,
+            Budget(Decimal(cap)),
+            sink=lines.append,
+            max_attempts=max_attempts,
+            sleep=no_wait,
+        )
         try:
             result: str | BaseException = (await gateway.complete(REQUEST, round=1)).text
         except (ProviderError, BudgetExhausted) as error:
@@ -75,7 +116,8 @@ def estimated_errors(lines: list[LedgerLine]) -> list[tuple[str, Decimal, bool]]
 
 
 async def test_completion_tokens_above_max_tokens_are_an_overrun_that_ends_the_budget(
-        server: OpenAIServer) -> None:
+    server: OpenAIServer,
+) -> None:
     inflated = Answer("fine", prompt_tokens=30, completion_tokens=10 * REQUEST.max_tokens)
     out = await call(server, inflated, Answer("never asked"))
 
@@ -86,7 +128,11 @@ async def test_completion_tokens_above_max_tokens_are_an_overrun_that_ends_the_b
     assert line.cost_usd == PRICE.cost(Usage(30, 3000)) > RESERVED  # what the provider billed
     assert not line.estimated and len(server.requests) == 1  # not retried
     overrun = out.gateway.stats()["overrun"]
-    assert overrun["reported"] == {"prompt_tokens": 30, "completion_tokens": 3000, "cached_tokens": 0}
+    assert overrun["reported"] == {
+        "prompt_tokens": 30,
+        "completion_tokens": 3000,
+        "cached_tokens": 0,
+    }
     assert overrun["allowed"]["completion_tokens"] == 300 and overrun["cost_usd"] == line.cost_usd
     with pytest.raises(BudgetExhausted, match="cannot be true"):  # the budget is closed
         await out.gateway.complete(REQUEST, round=2)
@@ -104,7 +150,8 @@ async def test_negative_usage_never_gives_money_back(server: OpenAIServer) -> No
 
 
 async def test_huge_usage_is_ledgered_as_billed_past_the_cap_and_named_in_the_overrun(
-        server: OpenAIServer) -> None:
+    server: OpenAIServer,
+) -> None:
     out = await call(server, Answer("fine", prompt_tokens=10**12, completion_tokens=10), cap="0.01")
 
     assert isinstance(out.error, ProviderOverrun)
@@ -112,13 +159,17 @@ async def test_huge_usage_is_ledgered_as_billed_past_the_cap_and_named_in_the_ov
     billed = PRICE.cost(Usage(10**12, 10))
     assert line.cost_usd == line.total_usd == billed == out.gateway.budget.spent  # $150,000.000006
     overrun = out.gateway.stats()["overrun"]
-    assert overrun["over_cap_usd"] == billed - Decimal("0.01") and "above the $" in overrun["reason"]
+    assert (
+        overrun["over_cap_usd"] == billed - Decimal("0.01") and "above the $" in overrun["reason"]
+    )
 
 
 async def test_more_prompt_tokens_than_the_bound_within_the_reservation_is_no_overrun(
-        server: OpenAIServer) -> None:
-    out = await call(server, Answer("fine", prompt_tokens=prompt_upper_bound(REQUEST) + 50,
-                                    completion_tokens=10))
+    server: OpenAIServer,
+) -> None:
+    out = await call(
+        server, Answer("fine", prompt_tokens=prompt_upper_bound(REQUEST) + 50, completion_tokens=10)
+    )
     assert out.result == "fine" and out.lines[0].outcome == "ok"
     assert out.gateway.budget.closed is None
 
@@ -126,24 +177,39 @@ async def test_more_prompt_tokens_than_the_bound_within_the_reservation_is_no_ov
 # -- answers that are no chat completions ---------------------------------------------------
 
 
-@pytest.mark.parametrize("reply, says", [
-    (Raw(HTML), "<html><head><title>502 Bad Gateway"),
-    (Raw(b'{"choices": [{"message": {"content": "cut', content_type="application/json"), '{"choices"'),
-    (Raw(b'{"unexpected": true}', content_type="application/json"), "unexpected"),
-])
+@pytest.mark.parametrize(
+    "reply, says",
+    [
+        (Raw(HTML), "<html><head><title>502 Bad Gateway"),
+        (
+            Raw(b'{"choices": [{"message": {"content": "cut', content_type="application/json"),
+            '{"choices"',
+        ),
+        (Raw(b'{"unexpected": true}', content_type="application/json"), "unexpected"),
+    ],
+)
 async def test_a_200_that_is_no_chat_completion_is_a_provider_error_naming_the_server(
-        server: OpenAIServer, reply: Raw, says: str) -> None:
-    out = await call(server, reply, Answer("second time lucky", prompt_tokens=20, completion_tokens=4))
+    server: OpenAIServer, reply: Raw, says: str
+) -> None:
+    out = await call(
+        server, reply, Answer("second time lucky", prompt_tokens=20, completion_tokens=4)
+    )
 
     assert out.result == "second time lucky"  # retried: the next answer was fine
     (first, second) = out.lines
-    assert (first.outcome, first.cost_usd, first.estimated, first.status) == ("error", RESERVED, True, None)
+    assert (first.outcome, first.cost_usd, first.estimated, first.status) == (
+        "error",
+        RESERVED,
+        True,
+        None,
+    )
     assert server.base_url in (first.error or "") and says in (first.error or "")
     assert second.outcome == "ok" and second.cost_usd == PRICE.cost(Usage(20, 4))
 
 
 async def test_a_body_past_the_size_bound_is_refused_without_being_read_whole(
-        server: OpenAIServer) -> None:
+    server: OpenAIServer,
+) -> None:
     limit = body_limit(REQUEST.max_tokens)
     for stream in (False, True):
         out = await call(server, Huge(64 * 1024 * 1024), stream=stream)
@@ -156,13 +222,19 @@ async def test_a_body_past_the_size_bound_is_refused_without_being_read_whole(
 # -- streams ------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("reply, says", [
-    (Cut(Answer("a design in pieces", chunks=4), events=2), "before the answer was whole"),
-    (BadChunk(Answer("a design in pieces", chunks=4), after=2), "malformed stream chunk"),
-])
+@pytest.mark.parametrize(
+    "reply, says",
+    [
+        (Cut(Answer("a design in pieces", chunks=4), events=2), "before the answer was whole"),
+        (BadChunk(Answer("a design in pieces", chunks=4), after=2), "malformed stream chunk"),
+    ],
+)
 async def test_a_broken_stream_is_retried_and_its_attempt_counted_at_its_reservation(
-        server: OpenAIServer, reply: Reply, says: str) -> None:
-    out = await call(server, reply, Answer("whole", prompt_tokens=25, completion_tokens=2), stream=True)
+    server: OpenAIServer, reply: Reply, says: str
+) -> None:
+    out = await call(
+        server, reply, Answer("whole", prompt_tokens=25, completion_tokens=2), stream=True
+    )
 
     assert out.result == "whole"
     first = out.lines[0]
@@ -177,15 +249,23 @@ async def test_a_plain_answer_cut_half_way_is_retried(server: OpenAIServer) -> N
     assert "broke off" in (out.lines[0].error or "")
 
 
-async def test_an_error_event_in_a_stream_is_its_http_status_and_retried(server: OpenAIServer) -> None:
-    out = await call(server, StreamError(Answer("partial answer", chunks=3), after=1, code="500"),
-                     StreamError(Answer("x"), after=0, code="503"),
-                     Answer("whole", prompt_tokens=25, completion_tokens=2), stream=True)
+async def test_an_error_event_in_a_stream_is_its_http_status_and_retried(
+    server: OpenAIServer,
+) -> None:
+    out = await call(
+        server,
+        StreamError(Answer("partial answer", chunks=3), after=1, code="500"),
+        StreamError(Answer("x"), after=0, code="503"),
+        Answer("whole", prompt_tokens=25, completion_tokens=2),
+        stream=True,
+    )
 
     assert out.result == "whole"
     mid, first, ok = out.lines
     assert (mid.outcome, mid.status, mid.estimated, mid.cost_usd) == ("error", 500, True, RESERVED)
-    assert mid.error is not None and server.base_url in mid.error and "the backend failed" in mid.error
+    assert (
+        mid.error is not None and server.base_url in mid.error and "the backend failed" in mid.error
+    )
     # an error before any content: nothing was generated, so, like an HTTP 503, it cost nothing
     assert (first.status, first.estimated, first.cost_usd) == (503, False, 0)
     assert ok.outcome == "ok"
@@ -202,9 +282,11 @@ async def test_an_error_event_with_a_client_code_is_not_retried(server: OpenAISe
 
 @pytest.mark.parametrize("stream", [False, True])
 async def test_a_server_that_trickles_a_byte_a_second_is_cut_off_at_timeout_s(
-        server: OpenAIServer, stream: bool) -> None:
-    out = await call(server, Trickle(Answer("slowly " * 10)), stream=stream, timeout_s=0.5,
-                     max_attempts=2)
+    server: OpenAIServer, stream: bool
+) -> None:
+    out = await call(
+        server, Trickle(Answer("slowly " * 10)), stream=stream, timeout_s=0.5, max_attempts=2
+    )
 
     assert isinstance(out.error, ProviderError) and "timeout_s=0.5" in str(out.error)
     assert estimated_errors(out.lines) == [("error", RESERVED, True)] * 2
@@ -215,9 +297,14 @@ async def test_a_server_that_trickles_a_byte_a_second_is_cut_off_at_timeout_s(
 
 
 async def test_an_http_error_records_its_status_and_message_and_costs_nothing(
-        server: OpenAIServer) -> None:
-    out = await call(server, Fail(500, message="upstream exploded\nstack trace line"),
-                     Fail(429, {"retry-after": "0"}, message="slow down"), Answer("ok"))
+    server: OpenAIServer,
+) -> None:
+    out = await call(
+        server,
+        Fail(500, message="upstream exploded\nstack trace line"),
+        Fail(429, {"retry-after": "0"}, message="slow down"),
+        Answer("ok"),
+    )
     first, second, ok = out.lines
     assert (first.status, first.cost_usd, first.estimated) == (500, 0, False)
     assert first.error == f"{server.base_url} answered HTTP 500: upstream exploded"

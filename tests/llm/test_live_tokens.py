@@ -6,19 +6,27 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pexpect
 
-from sopbus.bus import ChatMessage, LedgerLine, LLMRequest, OpenAIProvider, read_jsonl, without_wall_clock
+from sopbus.bus import (
+    ChatMessage,
+    LedgerLine,
+    LLMRequest,
+    OpenAIProvider,
+    read_jsonl,
+    without_wall_clock,
+)
 from sopbus.bus.llm._live import LiveText
-from support.paths import ROOT
 from support.cli import ARGV
+from support.paths import ROOT
 
-POEM = ("Roses wait in the cold room\nstems cut at dawn for the market\n"
-        "a card that says happy birthday\nand a van that leaves at half past four")
+POEM = (
+    "Roses wait in the cold room\nstems cut at dawn for the market\n"
+    "a card that says happy birthday\nand a van that leaves at half past four"
+)
 
 SCENARIO = """
 [scenario]
@@ -53,8 +61,9 @@ actions = ["WritePoem"]
 
 def _scenario(tmp: Path, stream: bool) -> Path:
     poem = json.dumps(POEM)  # a JSON string is a TOML basic string
-    (tmp / "poems.toml").write_text(f'simulated = true\n[[fixture]]\naction = "WritePoem"\n'
-                                    f'responses = [{poem}, {poem}]\n')
+    (tmp / "poems.toml").write_text(
+        f'simulated = true\n[[fixture]]\naction = "WritePoem"\nresponses = [{poem}, {poem}]\n'
+    )
     path = tmp / f"poet_{stream}.toml"
     path.write_text(SCENARIO.replace("{stream}", str(stream).lower()))
     return path
@@ -69,16 +78,21 @@ _ORDER_FIELDS = ("seq", "total_usd")
 def _ledger(runs: Path) -> list[dict[str, Any]]:
     (run_dir,) = [p for p in runs.iterdir() if p.is_dir()]
     lines = [without_wall_clock(LedgerLine(**line)) for line in read_jsonl(run_dir / "costs.jsonl")]
-    return sorted(({k: v for k, v in line.items() if k not in _ORDER_FIELDS} for line in lines),
-                  key=lambda line: (line["round"], line["role"], line["attempt"]))
+    return sorted(
+        ({k: v for k, v in line.items() if k not in _ORDER_FIELDS} for line in lines),
+        key=lambda line: (line["round"], line["role"], line["attempt"]),
+    )
 
 
 def _messages(runs: Path) -> list[dict[str, Any]]:
     from sopbus.bus import logical_view
 
     (run_dir,) = [p for p in runs.iterdir() if p.is_dir()]
-    return [e for e in logical_view(read_jsonl(run_dir / "events.jsonl"))
-            if e["kind"] in ("message_published", "message_undelivered")]
+    return [
+        e
+        for e in logical_view(read_jsonl(run_dir / "events.jsonl"))
+        if e["kind"] in ("message_published", "message_undelivered")
+    ]
 
 
 def _summary(runs: Path) -> dict[str, Any]:
@@ -89,10 +103,15 @@ def _summary(runs: Path) -> dict[str, Any]:
 
 def test_streamed_text_shows_in_the_live_view_each_call_on_its_own_line(tmp_path: Path) -> None:
     scenario = _scenario(tmp_path, stream=True)
-    child = pexpect.spawn(ARGV[0], [*ARGV[1:], "run", str(scenario), "--runs-dir",
-                                           str(tmp_path / "runs")], cwd=str(ROOT),
-                          env={**os.environ, "NO_COLOR": "1"}, encoding="utf-8", timeout=60,
-                          dimensions=(30, 150))
+    child = pexpect.spawn(
+        ARGV[0],
+        [*ARGV[1:], "run", str(scenario), "--runs-dir", str(tmp_path / "runs")],
+        cwd=str(ROOT),
+        env={**os.environ, "NO_COLOR": "1"},
+        encoding="utf-8",
+        timeout=60,
+        dimensions=(30, 150),
+    )
     # Mid-call: the latest line of each call in flight, the two concurrent calls apart.
     child.expect(r"Poet: WritePoem \| stems cut at")
     child.expect(r"Critic: WritePoem \| [a-z]")
@@ -107,9 +126,13 @@ def test_a_streamed_run_logs_and_ledgers_as_without_streaming(tmp_path: Path) ->
         runs[stream] = tmp_path / f"runs_{stream}"
         scenario = _scenario(tmp_path, stream=stream)
         # Not --quiet: the progress display is what a streaming provider streams into.
-        done = subprocess.run([*ARGV, "run", str(scenario), "--runs-dir",
-                               str(runs[stream])], cwd=ROOT, capture_output=True, text=True,
-                              timeout=120)
+        done = subprocess.run(
+            [*ARGV, "run", str(scenario), "--runs-dir", str(runs[stream])],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert done.returncode == 0, done.stderr
     assert _ledger(runs[True]) == _ledger(runs[False])
     assert _messages(runs[True]) == _messages(runs[False])
@@ -132,11 +155,18 @@ async def test_the_openai_provider_feeds_the_stream_piece_by_piece_from_a_real_s
     from support.openai_server import Answer, OpenAIServer
 
     live = _Watched()
-    request = LLMRequest(messages=(ChatMessage("user", "A poem."),), model="gpt-4o-mini",
-                         max_tokens=100, role="Poet", action="WritePoem")
+    request = LLMRequest(
+        messages=(ChatMessage("user", "A poem."),),
+        model="gpt-4o-mini",
+        max_tokens=100,
+        role="Poet",
+        action="WritePoem",
+    )
     with OpenAIServer() as server:
         server.script(Answer("first line\nsecond line of the poem", chunks=4))
-        async with OpenAIProvider(base_url=server.base_url, api_key="sk-x", stream=True) as provider:
+        async with OpenAIProvider(
+            base_url=server.base_url, api_key="sk-x", stream=True
+        ) as provider:
             provider.live = live
             completion = await provider.complete(request)
     assert completion.text == "first line\nsecond line of the poem"

@@ -6,15 +6,31 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from sopbus.bus import (Budget, ChatMessage, ConfigError, Gateway, LedgerLine, LLMRequest, PriceBook,
-                 RecordingProvider, ReplayProvider, SimProvider, request_key)
+from sopbus.bus import (
+    Budget,
+    ChatMessage,
+    ConfigError,
+    Gateway,
+    LedgerLine,
+    LLMRequest,
+    PriceBook,
+    RecordingProvider,
+    ReplayProvider,
+    SimProvider,
+    request_key,
+)
 
 PRICES = PriceBook.load()
 
 
 def ask(text: str, role: str = "Alice", action: str = "WritePRD") -> LLMRequest:
-    return LLMRequest(messages=(ChatMessage("user", text),), model="gpt-4o", role=role, action=action,
-                      schema={"type": "object", "properties": {"title": {"type": "string"}}})
+    return LLMRequest(
+        messages=(ChatMessage("user", text),),
+        model="gpt-4o",
+        role=role,
+        action=action,
+        schema={"type": "object", "properties": {"title": {"type": "string"}}},
+    )
 
 
 def test_the_key_covers_what_the_model_sees_and_not_who_asks() -> None:
@@ -23,7 +39,9 @@ def test_the_key_covers_what_the_model_sees_and_not_who_asks() -> None:
     assert request_key(base) != request_key(ask("plan a gam"))
     assert request_key(base) != request_key(msgspec.structs.replace(base, max_tokens=5))
     assert request_key(base) != request_key(msgspec.structs.replace(base, output_mode="prompt"))
-    reordered = msgspec.structs.replace(base, schema={"properties": {"title": {"type": "string"}}, "type": "object"})
+    reordered = msgspec.structs.replace(
+        base, schema={"properties": {"title": {"type": "string"}}, "type": "object"}
+    )
     assert request_key(base) == request_key(reordered)  # dict order is not meaning
 
 
@@ -41,9 +59,11 @@ async def test_a_recorded_run_replays_the_same_answers_for_free(tmp_path: Path) 
     answers = [await gw.complete(r, round=1) for r in requests]
     assert [a.text for a in answers] == [o.text for o in originals]
     assert all(a.replayed for a in answers)
-    assert [(l.outcome, l.prompt_tokens, l.completion_tokens, l.cost_usd) for l in replayed] == [
-        ("replayed", o.prompt_tokens, o.completion_tokens, Decimal(0)) for o in recorded]
-    assert gw.stats()["total_usd"] == 0 and sum(l.cost_usd for l in recorded) > 0
+    assert [
+        (line.outcome, line.prompt_tokens, line.completion_tokens, line.cost_usd)
+        for line in replayed
+    ] == [("replayed", o.prompt_tokens, o.completion_tokens, Decimal(0)) for o in recorded]
+    assert gw.stats()["total_usd"] == 0 and sum(line.cost_usd for line in recorded) > 0
 
 
 async def test_one_key_asked_twice_replays_in_recorded_order(tmp_path: Path) -> None:

@@ -15,11 +15,21 @@ from sopbus.bus import ChatMessage, ConfigError, LLMRequest, SimProvider, load_f
 from sopbus.bus.llm._tokens import count_prompt, count_text
 
 
-def ask(text: str = "Write a PRD for a terminal snake game with levels and high scores",
-        schema: dict[str, Any] | None = None, max_tokens: int = 2000, action: str = "WritePRD",
-        role: str = "Alice") -> LLMRequest:
-    return LLMRequest(messages=(ChatMessage("system", "You are a product manager."), ChatMessage("user", text)),
-                      model="gpt-4o-mini", schema=schema, max_tokens=max_tokens, action=action, role=role)
+def ask(
+    text: str = "Write a PRD for a terminal snake game with levels and high scores",
+    schema: dict[str, Any] | None = None,
+    max_tokens: int = 2000,
+    action: str = "WritePRD",
+    role: str = "Alice",
+) -> LLMRequest:
+    return LLMRequest(
+        messages=(ChatMessage("system", "You are a product manager."), ChatMessage("user", text)),
+        model="gpt-4o-mini",
+        schema=schema,
+        max_tokens=max_tokens,
+        action=action,
+        role=role,
+    )
 
 
 class Color(enum.Enum):
@@ -71,13 +81,17 @@ async def test_same_seed_same_answer_other_seed_or_input_other_answer() -> None:
     a = await SimProvider(seed=7).complete(ask(schema=schema))
     b = await SimProvider(seed=7).complete(ask(schema=schema))
     c = await SimProvider(seed=8).complete(ask(schema=schema))
-    d = await SimProvider(seed=7).complete(ask("Write a PRD for a recipe sharing website", schema=schema))
+    d = await SimProvider(seed=7).complete(
+        ask("Write a PRD for a recipe sharing website", schema=schema)
+    )
     assert a == b and a.text != c.text and a.text != d.text
     assert "recipe" in d.text.lower()
 
 
 async def test_free_text_is_a_paragraph_about_the_prompt() -> None:
-    completion = await SimProvider().complete(ask("Review the caching layer for the billing service"))
+    completion = await SimProvider().complete(
+        ask("Review the caching layer for the billing service")
+    )
     assert completion.text.count(".") >= 3 and completion.text[0].isupper()
     assert any(w in completion.text for w in ("caching", "billing", "layer", "service", "review"))
 
@@ -91,6 +105,7 @@ async def test_the_answer_never_passes_max_tokens(max_tokens: int) -> None:
 
 async def test_latency_sleeps_on_trios_clock(autojump_clock: object) -> None:
     import trio
+
     start = trio.current_time()
     await SimProvider(latency_ms=250).complete(ask())
     assert trio.current_time() - start == pytest.approx(0.25)
@@ -98,12 +113,24 @@ async def test_latency_sleeps_on_trios_clock(autojump_clock: object) -> None:
 
 # Random pydantic models -----------------------------------------------------------------
 
-_leaf = st.sampled_from([
-    str, int, float, bool, Literal["a", "b", "c"], Color, datetime.date, uuid.UUID,
-    Annotated[int, Field(ge=-5, le=5)], Annotated[float, Field(gt=0.5, le=0.75)],
-    Annotated[str, Field(min_length=3, max_length=6)], Annotated[int, Field(multiple_of=7, ge=1)],
-    Annotated[int, Field(lt=-10)], Annotated[int, Field(gt=500)],
-])
+_leaf = st.sampled_from(
+    [
+        str,
+        int,
+        float,
+        bool,
+        Literal["a", "b", "c"],
+        Color,
+        datetime.date,
+        uuid.UUID,
+        Annotated[int, Field(ge=-5, le=5)],
+        Annotated[float, Field(gt=0.5, le=0.75)],
+        Annotated[str, Field(min_length=3, max_length=6)],
+        Annotated[int, Field(multiple_of=7, ge=1)],
+        Annotated[int, Field(lt=-10)],
+        Annotated[int, Field(gt=500)],
+    ]
+)
 
 
 def _wrap(inner: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
@@ -133,8 +160,11 @@ def models(draw: st.DrawFn, depth: int = 0) -> type[BaseModel]:
 
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(model=models(), seed=st.integers(0, 2**32), words=st.text(min_size=0, max_size=80))
-def test_output_validates_against_random_pydantic_models(model: type[BaseModel], seed: int, words: str) -> None:
+def test_output_validates_against_random_pydantic_models(
+    model: type[BaseModel], seed: int, words: str
+) -> None:
     import trio
+
     request = ask(f"Plan {words}", schema=model.model_json_schema(), max_tokens=100_000)
     completion = trio.run(SimProvider(seed=seed).complete, request)
     model.model_validate_json(completion.text)
@@ -142,7 +172,7 @@ def test_output_validates_against_random_pydantic_models(model: type[BaseModel],
 
 # Fixtures -------------------------------------------------------------------------------
 
-FIXTURE = '''# SIMULATED OUTPUT: canned answers for sopbus's sim provider; no model wrote them.
+FIXTURE = """# SIMULATED OUTPUT: canned answers for sopbus's sim provider; no model wrote them.
 simulated = true
 
 [[fixture]]
@@ -154,7 +184,7 @@ responses = ['{"title": "Snake v1"}', { title = "Snake v2", goals = ["speed"] }]
 action = "WritePRD"
 role = "Carol"
 responses = ["Carol's PRD"]
-'''
+"""
 
 
 async def test_fixtures_answer_in_order_and_the_last_repeats(tmp_path: Path) -> None:
@@ -162,8 +192,11 @@ async def test_fixtures_answer_in_order_and_the_last_repeats(tmp_path: Path) -> 
     path.write_text(FIXTURE)
     sim = SimProvider(fixtures=load_fixtures([path]))
     texts = [(await sim.complete(ask())).text for _ in range(3)]
-    assert texts == ['{"title": "Snake v1"}', '{"title":"Snake v2","goals":["speed"]}',
-                     '{"title":"Snake v2","goals":["speed"]}']
+    assert texts == [
+        '{"title": "Snake v1"}',
+        '{"title":"Snake v2","goals":["speed"]}',
+        '{"title":"Snake v2","goals":["speed"]}',
+    ]
     first = await sim.complete(ask())
     assert first.usage.completion_tokens == count_text(texts[1], "gpt-4o-mini")
     assert (await sim.complete(ask("a recipe site", role="Carol"))).text == "Carol's PRD"
@@ -179,13 +212,19 @@ async def test_a_fixture_longer_than_max_tokens_is_a_config_error(tmp_path: Path
         await sim.complete(ask(max_tokens=2))
 
 
-@pytest.mark.parametrize("text, fragment", [
-    ('[[fixture]]\naction = "A"\nresponses = ["x"]\n', "simulated = true"),
-    ("simulated = true\n", "no [[fixture]] entries"),
-    ('simulated = true\n[[fixture]]\naction = "A"\n', "non-empty responses"),
-    ('simulated = true\n[[fixture]]\naction = "A"\nresponses = ["x"]\nreply = 1\n', "unknown key(s) reply"),
-    ("simulated = true\n[[fixture]\n", "the fixture file is not valid TOML"),
-])
+@pytest.mark.parametrize(
+    "text, fragment",
+    [
+        ('[[fixture]]\naction = "A"\nresponses = ["x"]\n', "simulated = true"),
+        ("simulated = true\n", "no [[fixture]] entries"),
+        ('simulated = true\n[[fixture]]\naction = "A"\n', "non-empty responses"),
+        (
+            'simulated = true\n[[fixture]]\naction = "A"\nresponses = ["x"]\nreply = 1\n',
+            "unknown key(s) reply",
+        ),
+        ("simulated = true\n[[fixture]\n", "the fixture file is not valid TOML"),
+    ],
+)
 def test_fixture_file_mistakes_name_the_file(tmp_path: Path, text: str, fragment: str) -> None:
     path = tmp_path / "bad.toml"
     path.write_text(text)

@@ -38,9 +38,14 @@ def test_a_reservation_closes_once() -> None:
 
 
 def _request(model: str, schema: dict[str, Any] | None = None) -> LLMRequest:
-    return LLMRequest(messages=(ChatMessage("system", "You are an architect."),
-                                ChatMessage("user", "Design a key-value store with 日本語 notes.")),
-                      model=model, schema=schema)
+    return LLMRequest(
+        messages=(
+            ChatMessage("system", "You are an architect."),
+            ChatMessage("user", "Design a key-value store with 日本語 notes."),
+        ),
+        model=model,
+        schema=schema,
+    )
 
 
 @pytest.mark.parametrize("model", ["gpt-4o", "gpt-3.5-turbo", "llama-3-70b"])
@@ -61,6 +66,10 @@ def test_prompt_mode_instruction_fits_the_schema_overhead() -> None:
     schema = {"type": "object", "properties": {"name": {"type": "string"}}}
     request = _request("gpt-4o", schema)
     written = with_schema_instruction(request)
-    added = count_text(written[0].content, "gpt-4o") - count_text(request.messages[0].content, "gpt-4o")
-    schema_tokens = count_text('{"type":"object","properties":{"name":{"type":"string"}}}', "gpt-4o")
+    added = count_text(written[0].content, "gpt-4o") - count_text(
+        request.messages[0].content, "gpt-4o"
+    )
+    schema_tokens = count_text(
+        '{"type":"object","properties":{"name":{"type":"string"}}}', "gpt-4o"
+    )
     assert 0 < added - schema_tokens <= SCHEMA_OVERHEAD

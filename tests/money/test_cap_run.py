@@ -18,8 +18,20 @@ import trio.testing
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sopbus.bus import (Budget, ChatMessage, Environment, Gateway, LLMRequest, Message, PriceBook,
-                 RunStore, SimProvider, Turn, read_jsonl, run_team)
+from sopbus.bus import (
+    Budget,
+    ChatMessage,
+    Environment,
+    Gateway,
+    LLMRequest,
+    Message,
+    PriceBook,
+    RunStore,
+    SimProvider,
+    Turn,
+    read_jsonl,
+    run_team,
+)
 
 PRICES = PriceBook.load({})
 WORDS = "alpha beta gamma delta epsilon zeta theta kappa lambda sigma".split()
@@ -35,27 +47,47 @@ class Caller:
     async def step(self, news: Sequence[Message], turn: Turn) -> Sequence[Message]:
         for words, max_tokens in self.calls:
             text = " ".join(WORDS[: 1 + words % 10]) * (1 + words)
-            await turn.ask(LLMRequest(messages=(ChatMessage("user", text),), model="gpt-4o-mini",
-                                      max_tokens=max_tokens, action="Talk"))
+            await turn.ask(
+                LLMRequest(
+                    messages=(ChatMessage("user", text),),
+                    model="gpt-4o-mini",
+                    max_tokens=max_tokens,
+                    action="Talk",
+                )
+            )
         return [Message(cause_by="Go", sent_from=self.name)]
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(team=st.lists(st.lists(st.tuples(st.integers(0, 30), st.integers(1, 4000)), min_size=1, max_size=4),
-                     min_size=1, max_size=12),
-       cap=st.decimals(min_value=0, max_value=Decimal("0.05"), places=6), seed=st.integers(0, 99))
+@given(
+    team=st.lists(
+        st.lists(st.tuples(st.integers(0, 30), st.integers(1, 4000)), min_size=1, max_size=4),
+        min_size=1,
+        max_size=12,
+    ),
+    cap=st.decimals(min_value=0, max_value=Decimal("0.05"), places=6),
+    seed=st.integers(0, 99),
+)
 def test_a_run_never_spends_past_its_cap_and_its_files_agree(
-        team: list[list[tuple[int, int]]], cap: Decimal, seed: int) -> None:
+    team: list[list[tuple[int, int]]], cap: Decimal, seed: int
+) -> None:
     with TemporaryDirectory() as tmp:
         run_dir = Path(tmp)
         store = RunStore(run_dir, "run")
         env = Environment("run", log=store.log)
         env.add_all(Caller(f"r{i}", calls) for i, calls in enumerate(team))
-        gw = Gateway(SimProvider(seed=seed, latency_ms=(0, 300)), PRICES, Budget(cap), sink=store.record_call)
+        gw = Gateway(
+            SimProvider(seed=seed, latency_ms=(0, 300)), PRICES, Budget(cap), sink=store.record_call
+        )
 
         async def main() -> str:
-            result = await run_team(env, max_rounds=4, gateway=gw, store=store,
-                                    seed=[Message(cause_by="Go", sent_from="Boss")])
+            result = await run_team(
+                env,
+                max_rounds=4,
+                gateway=gw,
+                store=store,
+                seed=[Message(cause_by="Go", sent_from="Boss")],
+            )
             return result.end_reason
 
         end_reason = trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))

@@ -6,21 +6,45 @@ from pathlib import Path
 import msgspec
 from rich.console import Console
 
-from sopbus.bus import (Budget, BudgetExhausted, ChatMessage, Gateway, JsonlWriter, LedgerLine, LLMRequest,
-                 PriceBook, SimProvider, cost_report, ledger_csv, load_ledger, render_table,
-                 report_json, reprice, without_wall_clock)
+from sopbus.bus import (
+    Budget,
+    BudgetExhausted,
+    ChatMessage,
+    Gateway,
+    JsonlWriter,
+    LedgerLine,
+    LLMRequest,
+    PriceBook,
+    SimProvider,
+    cost_report,
+    ledger_csv,
+    load_ledger,
+    render_table,
+    report_json,
+    reprice,
+    without_wall_clock,
+)
 
 PRICES = PriceBook.load()
 
 
 async def make_run(run_dir: Path, cap: str = "0.05") -> Gateway:
-    calls = [("Alice", "WritePRD", "gpt-4o"), ("Bob", "WriteDesign", "gpt-4o-mini"),
-             ("Bob", "WriteDesign", "gpt-4o-mini"), ("Carol", "WriteCode", "gpt-4o")]
+    calls = [
+        ("Alice", "WritePRD", "gpt-4o"),
+        ("Bob", "WriteDesign", "gpt-4o-mini"),
+        ("Bob", "WriteDesign", "gpt-4o-mini"),
+        ("Carol", "WriteCode", "gpt-4o"),
+    ]
     with JsonlWriter(run_dir / "costs.jsonl") as writer:
         gw = Gateway(SimProvider(seed=5), PRICES, Budget(Decimal(cap)), sink=writer.write)
         for i, (role, action, model) in enumerate(calls):
-            request = LLMRequest(messages=(ChatMessage("user", f"step {i} of a snake game"),),
-                                 model=model, max_tokens=400 if i < 3 else 20000, role=role, action=action)
+            request = LLMRequest(
+                messages=(ChatMessage("user", f"step {i} of a snake game"),),
+                model=model,
+                max_tokens=400 if i < 3 else 20000,
+                role=role,
+                action=action,
+            )
             try:
                 await gw.complete(request, round=i)
             except BudgetExhausted:
@@ -31,7 +55,12 @@ async def make_run(run_dir: Path, cap: str = "0.05") -> Gateway:
 async def test_report_groups_by_role_action_model_and_sums_to_the_gateway(tmp_path: Path) -> None:
     gw = await make_run(tmp_path)
     lines = load_ledger(tmp_path)
-    assert [line.outcome for line in lines] == ["ok", "ok", "ok", "refused"]  # 20000 tokens of gpt-4o > $0.05
+    assert [line.outcome for line in lines] == [
+        "ok",
+        "ok",
+        "ok",
+        "refused",
+    ]  # 20000 tokens of gpt-4o > $0.05
     report = cost_report(lines, run_id="r1")
     assert report["total_usd"] == gw.stats()["total_usd"] == lines[-1].total_usd
     assert (report["run_id"], report["budget_usd"], report["calls"]) == ("r1", Decimal("0.05"), 3)
@@ -40,11 +69,18 @@ async def test_report_groups_by_role_action_model_and_sums_to_the_gateway(tmp_pa
     bob = report["by_role"]["Bob"]
     assert bob["calls"] == 2 and bob["cost_usd"] == lines[1].cost_usd + lines[2].cost_usd
     assert bob["prompt_tokens"] == lines[1].prompt_tokens + lines[2].prompt_tokens
-    assert report["by_action"]["WriteCode"] == {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0,
-                                                "cost_usd": Decimal(0)}
+    assert report["by_action"]["WriteCode"] == {
+        "calls": 0,
+        "prompt_tokens": 0,
+        "completion_tokens": 0,
+        "cost_usd": Decimal(0),
+    }
     assert sum(e["cost_usd"] for e in report["by_model"].values()) == report["total_usd"]
     decoded = msgspec.json.decode(report_json(report))
-    assert decoded["total_usd"] == str(report["total_usd"]) and decoded["by_model"]["gpt-4o"]["calls"] == 1
+    assert (
+        decoded["total_usd"] == str(report["total_usd"])
+        and decoded["by_model"]["gpt-4o"]["calls"] == 1
+    )
 
 
 async def test_money_is_stored_as_decimal_strings(tmp_path: Path) -> None:
@@ -82,17 +118,37 @@ async def test_table_and_csv(tmp_path: Path) -> None:
 def test_an_empty_or_missing_ledger(tmp_path: Path) -> None:
     assert load_ledger(tmp_path) == []
     report = cost_report([], budget=Decimal("2"))
-    assert (report["total_usd"], report["budget_usd"], report["calls"], report["by_role"]) == (0, 2, 0, {})
+    assert (report["total_usd"], report["budget_usd"], report["calls"], report["by_role"]) == (
+        0,
+        2,
+        0,
+        {},
+    )
 
 
 def test_reprice_keeps_lines_counted_at_their_reservation() -> None:
     def line(outcome: str, cost: str, estimated: bool = False) -> LedgerLine:
-        return LedgerLine(seq=1, round=1, role="Bob", action="WriteDesign", provider="openai",
-                          model="gpt-4o-mini", prompt_tokens=0, completion_tokens=0, cached_tokens=0,
-                          cost_usd=Decimal(cost), total_usd=Decimal(cost), budget_usd=Decimal(1),
-                          attempt=1, outcome=outcome, estimated=estimated, latency_ms=0.0, t=0.0)  # type: ignore[arg-type]
+        return LedgerLine(
+            seq=1,
+            round=1,
+            role="Bob",
+            action="WriteDesign",
+            provider="openai",
+            model="gpt-4o-mini",
+            prompt_tokens=0,
+            completion_tokens=0,
+            cached_tokens=0,
+            cost_usd=Decimal(cost),
+            total_usd=Decimal(cost),
+            budget_usd=Decimal(1),
+            attempt=1,
+            outcome=outcome,  # type: ignore[arg-type]
+            estimated=estimated,
+            latency_ms=0.0,
+            t=0.0,
+        )
 
     lines = [line("error", "0.002", estimated=True), line("lost", "0.003"), line("error", "0")]
     repriced = reprice(lines, "gpt-4o", PRICES)
-    assert [l.cost_usd for l in repriced] == [Decimal("0.002"), Decimal("0.003"), Decimal(0)]
+    assert [ln.cost_usd for ln in repriced] == [Decimal("0.002"), Decimal("0.003"), Decimal(0)]
     assert repriced[-1].total_usd == Decimal("0.005")

@@ -8,9 +8,6 @@ in turning its data into a :class:`~sopbus.bus.Price` (tiers, cached tokens) sho
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
@@ -18,33 +15,51 @@ from pathlib import Path
 import genai_prices
 import pytest
 
+from sopbus._assemble import execute
 from sopbus.bus import ConfigError, PriceBook, Usage, load_ledger, load_scenario
 from sopbus.bus.money import usd
-from sopbus._assemble import execute
-from support.paths import ROOT
 from support.cli import sopbus
 from support.teams import pipeline
 
 
 def team(runs: Path | str, model: str, extra: str = "") -> str:
-    return pipeline(("Wes", "Write"), ("Rae", "Read"), name="priced",
-                     run={"runs_dir": str(runs), "budget_usd": 1.0},
-                     llm={"model": model, "max_tokens": 200},
-                     role_llm={"Rae": {"model": "gemini-2.5-flash"}}, extra=extra)
+    return pipeline(
+        ("Wes", "Write"),
+        ("Rae", "Read"),
+        name="priced",
+        run={"runs_dir": str(runs), "budget_usd": 1.0},
+        llm={"model": model, "max_tokens": 200},
+        role_llm={"Rae": {"model": "gemini-2.5-flash"}},
+        extra=extra,
+    )
 
 
 def library_cost(model: str, usage: Usage, at: datetime | None = None) -> Decimal:
     """What genai-prices itself says ``usage`` costs on ``model``."""
     found = genai_prices.calc_price(
-        genai_prices.Usage(input_tokens=usage.prompt_tokens, cache_read_tokens=usage.cached_tokens,
-                           output_tokens=usage.completion_tokens), model, genai_request_timestamp=at)
+        genai_prices.Usage(
+            input_tokens=usage.prompt_tokens,
+            cache_read_tokens=usage.cached_tokens,
+            output_tokens=usage.completion_tokens,
+        ),
+        model,
+        genai_request_timestamp=at,
+    )
     return found.total_price
 
 
-@pytest.mark.parametrize("model, provider", [
-    ("claude-sonnet-4-5", "anthropic"), ("claude-3-5-haiku-latest", "anthropic"),
-    ("gemini-2.5-pro", "google"), ("gemini-2.0-flash", "google")])
-def test_claude_and_gemini_are_priced_by_genai_prices_as_it_prices_them(model: str, provider: str) -> None:
+@pytest.mark.parametrize(
+    "model, provider",
+    [
+        ("claude-sonnet-4-5", "anthropic"),
+        ("claude-3-5-haiku-latest", "anthropic"),
+        ("gemini-2.5-pro", "google"),
+        ("gemini-2.0-flash", "google"),
+    ],
+)
+def test_claude_and_gemini_are_priced_by_genai_prices_as_it_prices_them(
+    model: str, provider: str
+) -> None:
     quote = PriceBook.load().quote(model)
     assert (quote.source, quote.provider, quote.matched) == ("genai-prices", provider, model)
     for usage in (Usage(1_000, 500, 200), Usage(12_345, 678, 0), Usage(250_000, 4_000, 50_000)):
@@ -71,9 +86,14 @@ def test_a_price_that_changes_with_the_hour_is_taken_at_its_peak() -> None:
     # DeepSeek's off-peak discount, or whichever model the installed data gives hours to.
     from genai_prices import data_snapshot, types
 
-    hourly = [m.id for p in data_snapshot.get_snapshot().providers if p.id == "deepseek"
-              for m in p.models if isinstance(m.prices, list) and any(
-                  isinstance(c.constraint, types.TimeOfDateConstraint) for c in m.prices)]
+    hourly = [
+        m.id
+        for p in data_snapshot.get_snapshot().providers
+        if p.id == "deepseek"
+        for m in p.models
+        if isinstance(m.prices, list)
+        and any(isinstance(c.constraint, types.TimeOfDateConstraint) for c in m.prices)
+    ]
     if not hourly:
         pytest.skip("the installed genai-prices gives no DeepSeek model prices by the hour")
     model = hourly[0]
@@ -100,7 +120,8 @@ def test_the_scenario_comes_first_then_sopbus_then_the_library() -> None:
 def test_the_endpoint_picks_the_provider_that_serves_the_model() -> None:
     by_name = PriceBook.load().quote("claude-sonnet-4-5")
     on_google = PriceBook.load(endpoint="https://europe-west1-aiplatform.googleapis.com/v1").quote(
-        "claude-sonnet-4-5")
+        "claude-sonnet-4-5"
+    )
     assert (by_name.provider, on_google.provider) == ("anthropic", "google")
     assert "endpoint" in on_google.how and "anthropic" in on_google.also
     hosted = PriceBook.load().quote("llama-3.3-70b-versatile")  # only hosts list Llama
@@ -114,7 +135,9 @@ def test_a_model_no_source_knows_is_a_config_error_with_close_names_and_the_fix(
     assert "no price for model 'claude-sonet-4-5'" in message
     assert "genai-prices " + genai_prices.__version__ in message and "claude-sonnet-4-5" in message
     assert '[prices."claude-sonet-4-5"] input = ..., output = ...' in message
-    with pytest.raises(ConfigError, match="in the scenario's \\[prices\\] and bus/money/prices.toml;"):
+    with pytest.raises(
+        ConfigError, match=r"in the scenario's \[prices\] and bus/money/prices.toml;"
+    ):
         PriceBook.load(library=False).price("claude-sonnet-4-5")
 
 
@@ -124,17 +147,24 @@ async def test_each_ledger_line_names_the_source_that_priced_its_call(tmp_path: 
     path.write_text(team(tmp_path / "runs", "claude-sonnet-4-5"))
     outcome = await execute(load_scenario(path), environ={})
     lines = load_ledger(outcome.run_dir)
-    assert [(l.role, l.model, l.price_source) for l in lines] == [
-        ("Wes", "claude-sonnet-4-5", "genai-prices"), ("Rae", "gemini-2.5-flash", "genai-prices")]
+    assert [(ln.role, ln.model, ln.price_source) for ln in lines] == [
+        ("Wes", "claude-sonnet-4-5", "genai-prices"),
+        ("Rae", "gemini-2.5-flash", "genai-prices"),
+    ]
     for line in lines:
         usage = Usage(line.prompt_tokens, line.completion_tokens, line.cached_tokens)
         assert line.cost_usd == library_cost(line.model, usage) > 0
     assert '"price_source":"genai-prices"' in (outcome.run_dir / "costs.jsonl").read_text()
 
-    path.write_text(team(runs=tmp_path / "runs", model="gpt-4o-mini",
-                                extra='[prices."gemini-2.5-flash"]\ninput = 1\noutput = 2'))
+    path.write_text(
+        team(
+            runs=tmp_path / "runs",
+            model="gpt-4o-mini",
+            extra='[prices."gemini-2.5-flash"]\ninput = 1\noutput = 2',
+        )
+    )
     outcome = await execute(load_scenario(path), environ={})
-    assert [l.price_source for l in load_ledger(outcome.run_dir)] == ["sopbus", "scenario"]
+    assert [ln.price_source for ln in load_ledger(outcome.run_dir)] == ["sopbus", "scenario"]
 
 
 async def test_an_unknown_model_stops_the_run_before_it_starts(tmp_path: Path) -> None:
@@ -154,9 +184,16 @@ def test_sopbus_prices_shows_a_claude_models_rates_and_why() -> None:
     lines = done.stdout.splitlines()
     assert lines[0] == "claude-sonnet-4-5: USD per 1M tokens"
     assert lines[1].split() == ["input", "output", "cached", "input"]
-    assert lines[2].split() == ["base", *(usd(r) for r in (price.input, price.output, price.cached_input))]
-    assert lines[3].split() == ["prompt", ">", f"{tier.above:,}",
-                                *(usd(r) for r in (tier.input, tier.output, tier.cached_input))]
+    assert lines[2].split() == [
+        "base",
+        *(usd(r) for r in (price.input, price.output, price.cached_input)),
+    ]
+    assert lines[3].split() == [
+        "prompt",
+        ">",
+        f"{tier.above:,}",
+        *(usd(r) for r in (tier.input, tier.output, tier.cached_input)),
+    ]
     assert f"source:  genai-prices {genai_prices.__version__}" in done.stdout
     assert "matched: claude-sonnet-4-5 (Claude Sonnet 4.5) of Anthropic [anthropic]" in done.stdout
 
@@ -167,7 +204,10 @@ def test_sopbus_prices_json_list_and_unknown_model(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     record = json.loads(done.stdout)
     assert (record["source"], record["provider"], Decimal(record["price"]["input"])) == (
-        "genai-prices", "google", PriceBook.load().price("gemini-2.5-pro").input)
+        "genai-prices",
+        "google",
+        PriceBook.load().price("gemini-2.5-pro").input,
+    )
     assert record["library_version"] == genai_prices.__version__
 
     listed = sopbus("prices")
@@ -175,11 +215,16 @@ def test_sopbus_prices_json_list_and_unknown_model(tmp_path: Path) -> None:
     assert f"genai-prices {genai_prices.__version__} knows" in listed.stdout
 
     scenario = tmp_path / "s.toml"
-    scenario.write_text(team(runs="runs", model="gpt-4o-mini",
-                                    extra='[prices."gpt-4o-mini"]\ninput = 9\noutput = 9'))
+    scenario.write_text(
+        team(
+            runs="runs", model="gpt-4o-mini", extra='[prices."gpt-4o-mini"]\ninput = 9\noutput = 9'
+        )
+    )
     mine = sopbus("prices", "gpt-4o-mini", "--scenario", str(scenario))
     assert mine.returncode == 0 and "source:  scenario" in mine.stdout and "9.00" in mine.stdout
 
     unknown = sopbus("prices", "house-model-7")
     assert unknown.returncode == 2 and unknown.stdout == ""
-    assert "no price for model 'house-model-7'" in unknown.stderr and "Traceback" not in unknown.stderr
+    assert (
+        "no price for model 'house-model-7'" in unknown.stderr and "Traceback" not in unknown.stderr
+    )

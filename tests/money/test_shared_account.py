@@ -22,13 +22,19 @@ import trio
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sopbus.bus import (Budget, BudgetExhausted, Completion, Gateway, LedgerLine, LLMRequest,
-                 ProviderError)
+from sopbus.bus import (
+    Budget,
+    BudgetExhausted,
+    Completion,
+    Gateway,
+    LedgerLine,
+    LLMRequest,
+    ProviderError,
+)
 from sopbus.bus.money._account import AccountShare, Hold
 from sopbus.bus.money._file_account import FileAccount
+from support.accounts import PRICES, Answering, Hanging, request
 from support.paths import ROOT
-from support.accounts import Answering, Hanging, PRICES, request
-
 
 RESERVER = textwrap.dedent("""
     import json, random, sys
@@ -77,9 +83,14 @@ def test_reservers_in_several_processes_never_pass_the_cap(seed: int, tmp_path: 
     FileAccount.create(path, cap)
     script = tmp_path / "reserver.py"
     script.write_text(RESERVER)
-    procs = [subprocess.Popen([sys.executable, str(script), str(path), str(seed * 10 + p), "6"],
-                              cwd=ROOT, stdout=subprocess.PIPE)
-             for p in range(4)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, str(script), str(path), str(seed * 10 + p), "6"],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+        )
+        for p in range(4)
+    ]
     reported: list[Decimal] = []
     for proc in procs:
         out, _ = proc.communicate(timeout=300)
@@ -96,10 +107,13 @@ def test_reservers_in_several_processes_never_pass_the_cap(seed: int, tmp_path: 
 
 
 @settings(max_examples=60, deadline=None)
-@given(cap=st.integers(0, 1000), ops=st.lists(st.tuples(st.integers(0, 2), st.integers(0, 300)),
-                                              max_size=40))
-def test_the_account_keeps_the_books_of_a_reference_model(tmp_path_factory: pytest.TempPathFactory,
-                                                           cap: int, ops: list[tuple[int, int]]) -> None:
+@given(
+    cap=st.integers(0, 1000),
+    ops=st.lists(st.tuples(st.integers(0, 2), st.integers(0, 300)), max_size=40),
+)
+def test_the_account_keeps_the_books_of_a_reference_model(
+    tmp_path_factory: pytest.TempPathFactory, cap: int, ops: list[tuple[int, int]]
+) -> None:
     path = tmp_path_factory.mktemp("acct") / "budget.json"
     account = FileAccount.create(path, Decimal(cap))
     holds: list[Hold] = []
@@ -129,8 +143,10 @@ def test_a_refusal_names_the_amounts_and_the_fix(tmp_path: Path) -> None:
     account.settle_now(account.reserve_now("a", Decimal("0.03")), Decimal("0.03"))
     with pytest.raises(BudgetExhausted) as info:
         account.reserve_now("b", Decimal("0.021"))
-    assert str(info.value) == ("next call needs up to $0.021; $0.02 left of the shared $0.05 ($0.03 "
-                               "spent, $0.00 held by calls in flight of all runs); raise it with X")
+    assert str(info.value) == (
+        "next call needs up to $0.021; $0.02 left of the shared $0.05 ($0.03 "
+        "spent, $0.00 held by calls in flight of all runs); raise it with X"
+    )
     assert account.read().refused == 1 and account.read().held == 0
 
 
@@ -147,12 +163,18 @@ def test_a_rebase_sets_a_holders_spend_and_drops_its_holds(tmp_path: Path) -> No
     assert account.read().by_holder == {"killed": Decimal("0.4"), "alive": Decimal("0.05")}
 
 
-def shared_gateway(tmp_path: Path, provider: object, *, sweep: str, run: str
-                   ) -> tuple[Gateway, FileAccount, list[LedgerLine]]:
+def shared_gateway(
+    tmp_path: Path, provider: object, *, sweep: str, run: str
+) -> tuple[Gateway, FileAccount, list[LedgerLine]]:
     account = FileAccount.create(tmp_path / "budget.json", Decimal(sweep))
     lines: list[LedgerLine] = []
-    gateway = Gateway(provider, PRICES, Budget(Decimal(run)), sink=lines.append,  # type: ignore[arg-type]
-                      pool=AccountShare(account, "run-1"))
+    gateway = Gateway(
+        provider,  # type: ignore[arg-type]
+        PRICES,
+        Budget(Decimal(run)),
+        sink=lines.append,
+        pool=AccountShare(account, "run-1"),
+    )
     return gateway, account, lines
 
 
@@ -174,7 +196,7 @@ async def test_the_sweeps_cap_refuses_a_call_the_runs_cap_allows(tmp_path: Path)
 
 async def test_the_runs_cap_refusing_gives_the_sweeps_hold_back(tmp_path: Path) -> None:
     gateway, account, lines = shared_gateway(tmp_path, Answering(), sweep="10", run="0.02")
-    with pytest.raises(BudgetExhausted, match="raise \\[run\\].budget_usd"):
+    with pytest.raises(BudgetExhausted, match=r"raise \[run\].budget_usd"):
         await gateway.complete(request(max_tokens=100), round=1)
     state = account.read()
     assert (state.held, state.spent, state.refused) == (0, 0, 0)
@@ -201,7 +223,8 @@ class CutMidStream:
 
 
 async def test_an_attempt_that_may_have_been_billed_costs_its_reservation_in_the_sweep_too(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     gateway, account, lines = shared_gateway(tmp_path, CutMidStream(), sweep="1", run="1")
     with pytest.raises(ProviderError):
         await gateway.complete(request(), round=1)

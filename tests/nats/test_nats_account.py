@@ -34,11 +34,10 @@ from sopbus.bus.money._account import AccountShare, AccountState, Hold, SharedAc
 from sopbus.bus.money._file_account import FileAccount
 from sopbus.bus.nats import Link, open_link
 from sopbus.bus.nats._account import NatsAccount
-from support.nats_server import NatsServer, server_env
 from support.accounts import PRICES, Answering, Hanging
 from support.accounts import request as llm_request
+from support.nats_server import NatsServer, server_env
 from support.paths import ROOT
-
 
 MakeAccount = Callable[[Decimal, str], Awaitable[SharedAccount]]
 
@@ -61,13 +60,16 @@ async def new_nats_account(link: Link, cap: Decimal, fix: str = "raise the budge
 
 # -- the behaviour both accounts share --------------------------------------------------
 
+
 @pytest.fixture(params=["file", "nats"])
 async def make_account(request: pytest.FixtureRequest, tmp_path: Path, link: Link) -> MakeAccount:
     """A factory of new accounts of either kind: ``await make(cap, fix)``."""
+
     async def make(cap: Decimal, fix: str) -> SharedAccount:
         if request.param == "file":
             return FileAccount.create(tmp_path / f"{secrets.token_hex(4)}.json", cap, fix=fix)
         return await new_nats_account(link, cap, fix)
+
     return make
 
 
@@ -76,8 +78,10 @@ async def test_a_refusal_names_the_amounts_and_the_fix(make_account: MakeAccount
     await account.settle(await account.reserve("a", Decimal("0.03")), Decimal("0.03"))
     with pytest.raises(BudgetExhausted) as info:
         await account.reserve("b", Decimal("0.021"))
-    assert str(info.value) == ("next call needs up to $0.021; $0.02 left of the shared $0.05 ($0.03 "
-                               "spent, $0.00 held by calls in flight of all runs); raise it with X")
+    assert str(info.value) == (
+        "next call needs up to $0.021; $0.02 left of the shared $0.05 ($0.03 "
+        "spent, $0.00 held by calls in flight of all runs); raise it with X"
+    )
     state = await account.state()
     assert state.refused == 1 and state.held == 0
 
@@ -98,10 +102,13 @@ async def test_a_rebase_sets_a_holders_spend_and_drops_its_holds(make_account: M
 
 
 @settings(max_examples=25, deadline=None)
-@given(cap=st.integers(0, 1000), ops=st.lists(st.tuples(st.integers(0, 3), st.integers(0, 300)),
-                                              max_size=30))
+@given(
+    cap=st.integers(0, 1000),
+    ops=st.lists(st.tuples(st.integers(0, 3), st.integers(0, 300)), max_size=30),
+)
 def test_the_nats_account_keeps_the_books_of_a_reference_model(
-        shared_nats_server: NatsServer, cap: int, ops: list[tuple[int, int]]) -> None:
+    shared_nats_server: NatsServer, cap: int, ops: list[tuple[int, int]]
+) -> None:
     async def play() -> None:
         async with open_link(shared_nats_server.url) as link:
             account = await new_nats_account(link, Decimal(cap))
@@ -131,6 +138,7 @@ def test_the_nats_account_keeps_the_books_of_a_reference_model(
 
 # -- opening: created once, joined by the others ----------------------------------------
 
+
 async def test_a_worker_joins_with_no_cap_and_a_different_cap_is_refused(link: Link) -> None:
     name = bucket()
     await NatsAccount(link, name).open(Decimal("2.5"))
@@ -138,17 +146,21 @@ async def test_a_worker_joins_with_no_cap_and_a_different_cap_is_refused(link: L
     await joined.open(None)
     assert (await joined.state()).cap == Decimal("2.5")
     await NatsAccount(link, name).open(Decimal("2.50"))  # the same cap, written otherwise
-    with pytest.raises(ConfigError, match=rf"{name}/budget .* already exists with a cap of \$2.50, "
-                                          r"not \$3.00: join it without a cap"):
+    with pytest.raises(
+        ConfigError,
+        match=rf"{name}/budget .* already exists with a cap of \$2.50, "
+        r"not \$3.00: join it without a cap",
+    ):
         await NatsAccount(link, name).open(Decimal(3))
-    with pytest.raises(ConfigError, match="no shared account at .*creates it with the cap"):
+    with pytest.raises(ConfigError, match=r"no shared account at .*creates it with the cap"):
         await NatsAccount(link, bucket()).open(None)
     with pytest.raises(RuntimeError, match="open"):
         await NatsAccount(link, name).state()
 
 
 async def test_of_processes_opening_at_once_exactly_one_creates_the_account(
-        shared_nats_server: NatsServer) -> None:
+    shared_nats_server: NatsServer,
+) -> None:
     name, outcomes = bucket(), dict[int, str]()
 
     async def opener(i: int) -> None:  # a link each: separate connections, as processes have
@@ -181,10 +193,18 @@ async def test_a_new_cap_restarts_the_refusal_count(link: Link) -> None:
 
 # -- a run's gateway drawing on the account --------------------------------------------
 
-def gateway_on(account: NatsAccount, provider: object, run: str) -> tuple[Gateway, list[LedgerLine]]:
+
+def gateway_on(
+    account: NatsAccount, provider: object, run: str
+) -> tuple[Gateway, list[LedgerLine]]:
     lines: list[LedgerLine] = []
-    gateway = Gateway(provider, PRICES, Budget(Decimal(run)), sink=lines.append,  # type: ignore[arg-type]
-                      pool=AccountShare(account, "run-1"))
+    gateway = Gateway(
+        provider,  # type: ignore[arg-type]
+        PRICES,
+        Budget(Decimal(run)),
+        sink=lines.append,
+        pool=AccountShare(account, "run-1"),
+    )
     return gateway, lines
 
 
@@ -200,7 +220,7 @@ async def test_a_call_settles_in_the_run_and_in_the_shared_account(link: Link) -
 async def test_the_shared_cap_refuses_a_call_the_runs_cap_allows(link: Link) -> None:
     account = await new_nats_account(link, Decimal("0.02"), fix="raise --budget")
     gateway, lines = gateway_on(account, Answering(), run="10")
-    with pytest.raises(BudgetExhausted, match="left of the shared .*raise --budget"):
+    with pytest.raises(BudgetExhausted, match=r"left of the shared .*raise --budget"):
         await gateway.complete(llm_request(max_tokens=100), round=1)
     assert [line.outcome for line in lines] == ["refused"]
     assert gateway.budget.reserved == 0 and (await account.state()).refused == 1
@@ -228,6 +248,7 @@ async def test_calls_cancelled_at_any_moment_leave_nothing_held(link: Link) -> N
 
 
 # -- leases ------------------------------------------------------------------------------
+
 
 async def test_lapsed_leases_release_their_holds_and_nothing_else(link: Link) -> None:
     account = await new_nats_account(link, Decimal(1))
@@ -317,8 +338,9 @@ class Outcome:
     final: AccountState
 
 
-def run_reservers(server: NatsServer, tmp_path: Path, seed: int, mode: str, processes: int = 3,
-                  tasks: int = 16) -> Outcome:
+def run_reservers(
+    server: NatsServer, tmp_path: Path, seed: int, mode: str, processes: int = 3, tasks: int = 16
+) -> Outcome:
     """``processes`` reserver processes of ``tasks`` trio tasks each on one new account,
     started together, while this process samples the account's state."""
     rng = random.Random(seed)
@@ -331,11 +353,26 @@ def run_reservers(server: NatsServer, tmp_path: Path, seed: int, mode: str, proc
             account = NatsAccount(link, name)
             await account.open(cap)
             holders = [f"p{seed}-{p}" for p in range(processes)]
-            procs = [subprocess.Popen([sys.executable, str(script), server.url, name, holder,
-                                       str(seed * 10 + p), str(tasks), mode],
-                                      cwd=ROOT, env=server_env(), stdin=subprocess.PIPE,
-                                      stdout=subprocess.PIPE, text=True)
-                     for p, holder in enumerate(holders)]
+            procs = [
+                subprocess.Popen(
+                    [
+                        sys.executable,
+                        str(script),
+                        server.url,
+                        name,
+                        holder,
+                        str(seed * 10 + p),
+                        str(tasks),
+                        mode,
+                    ],
+                    cwd=ROOT,
+                    env=server_env(),
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    text=True,
+                )
+                for p, holder in enumerate(holders)
+            ]
             try:
                 for proc in procs:  # all connected and opened: start them together
                     assert proc.stdout is not None and proc.stdout.readline() == "ready\n"
@@ -367,7 +404,9 @@ def violations(outcome: Outcome) -> list[str]:
     found = []
     for i, sample in enumerate(outcome.samples):
         if sample.spent + sample.held > outcome.cap:
-            found.append(f"sample {i}: {sample.spent} spent + {sample.held} held > cap {outcome.cap}")
+            found.append(
+                f"sample {i}: {sample.spent} spent + {sample.held} held > cap {outcome.cap}"
+            )
         if i and sample.spent < outcome.samples[i - 1].spent:
             found.append(f"sample {i}: spend went down to {sample.spent}")
     final, reported = outcome.final, Decimal(0)
@@ -375,7 +414,9 @@ def violations(outcome: Outcome) -> list[str]:
         theirs = sum(map(Decimal, report["settled"]), Decimal(0))
         reported += theirs
         if final.by_holder.get(holder, Decimal(0)) != theirs:
-            found.append(f"{holder} settled {theirs}, the account says {final.by_holder.get(holder)}")
+            found.append(
+                f"{holder} settled {theirs}, the account says {final.by_holder.get(holder)}"
+            )
         if report["vanished"]:
             found.append(f"{holder}: {report['vanished']} holds vanished before they were settled")
     refusals = sum(report["refusals"] for report in outcome.reports.values())
@@ -389,8 +430,9 @@ def violations(outcome: Outcome) -> list[str]:
 
 
 @pytest.mark.slow
-def test_reservers_in_several_processes_never_pass_the_cap(shared_nats_server: NatsServer,
-                                                            tmp_path: Path) -> None:
+def test_reservers_in_several_processes_never_pass_the_cap(
+    shared_nats_server: NatsServer, tmp_path: Path
+) -> None:
     outcome = run_reservers(shared_nats_server, tmp_path, seed=1, mode="cas")
     assert violations(outcome) == []
     assert len(outcome.samples) > 20  # the watcher saw the account while it changed
@@ -400,8 +442,9 @@ def test_reservers_in_several_processes_never_pass_the_cap(shared_nats_server: N
 
 
 @pytest.mark.slow
-def test_the_control_without_compare_and_swap_fails_those_checks(shared_nats_server: NatsServer,
-                                                                 tmp_path: Path) -> None:
+def test_the_control_without_compare_and_swap_fails_those_checks(
+    shared_nats_server: NatsServer, tmp_path: Path
+) -> None:
     outcome = run_reservers(shared_nats_server, tmp_path, seed=2, mode="blind")
     assert violations(outcome) != []  # lost updates: the checks above can fail
 
@@ -435,15 +478,20 @@ HOLDER = textwrap.dedent("""
 
 @pytest.mark.slow
 async def test_a_killed_holders_holds_are_released_after_its_lease_and_not_before(
-        shared_nats_server: NatsServer, link: Link, tmp_path: Path) -> None:
+    shared_nats_server: NatsServer, link: Link, tmp_path: Path
+) -> None:
     lease = 2.0
     account = await new_nats_account(link, Decimal(1))
     mine = await account.reserve("survivor", Decimal("0.15"))
     script = tmp_path / "holder.py"
     script.write_text(HOLDER)
-    with subprocess.Popen([sys.executable, str(script), shared_nats_server.url, account.bucket,
-                           str(lease)], cwd=ROOT, env=server_env(), stdout=subprocess.PIPE,
-                          text=True) as proc:
+    with subprocess.Popen(
+        [sys.executable, str(script), shared_nats_server.url, account.bucket, str(lease)],
+        cwd=ROOT,
+        env=server_env(),
+        stdout=subprocess.PIPE,
+        text=True,
+    ) as proc:
         try:
             assert proc.stdout is not None and proc.stdout.readline() == "ready\n"
             alive_until = time.time() + lease * 1.25
@@ -464,14 +512,19 @@ async def test_a_killed_holders_holds_are_released_after_its_lease_and_not_befor
         await trio.sleep(0.05)
     assert released == ["doomed"] and asked >= until  # after the lease, not before
     state = await account.state()
-    assert (state.held, state.spent) == (Decimal("0.15"), 0)  # the survivor's hold alone, nothing spent
+    assert (state.held, state.spent) == (
+        Decimal("0.15"),
+        0,
+    )  # the survivor's hold alone, nothing spent
     await account.settle(mine, Decimal("0.1"))
     assert (await account.state()).by_holder == {"survivor": Decimal("0.1")}
 
 
 async def lease_of(link: Link, account: NatsAccount, holder: str) -> float:
     """A holder's lease as the account stores it (read past the protocol, for the test)."""
+
     async def get(nc: Any, js: Any) -> bytes:
         kv = await js.key_value(account.bucket)
         return bytes((await kv.get(account.key)).value)
+
     return float(json.loads(await link.call(get))["leases"][holder])

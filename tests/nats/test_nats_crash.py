@@ -24,21 +24,23 @@ from typing import Any
 
 import pytest
 import trio
+from test_nats_run import ENGINEER, finish, run_dir_of, sopbus, workers
 
 from sopbus.cli._cmd_diff import first_difference, messages
 from support.nats_server import NatsServer
-from test_nats_run import ENGINEER, finish, run_dir_of, sopbus, workers
 from support.paths import ROOT
 
-__all__ = ["shared_nats_server", "workers"]
+__all__ = ["workers"]  # a fixture of test_nats_run, used here
 
 COMPANY = ROOT / "scenarios" / "software_company.toml"
 FIXTURES = ROOT / "scenarios" / "fixtures" / "software_company.toml"
 
 
 def slow_company(tmp_path: Path) -> Path:
-    text = COMPANY.read_text().replace('fixtures = ["fixtures/software_company.toml"]',
-                                       f'fixtures = ["{FIXTURES}"]\nlatency_ms = 300')
+    text = COMPANY.read_text().replace(
+        'fixtures = ["fixtures/software_company.toml"]',
+        f'fixtures = ["{FIXTURES}"]\nlatency_ms = 300',
+    )
     text = text.replace("[scenario]\n", "[scenario]\nallow_outside = true\n", 1)
     path = tmp_path / "slow_company.toml"
     path.write_text(text)
@@ -78,8 +80,10 @@ def mid_turn(run_dir: Path) -> bool:
     """The engineer has had an answer in its building turn and not yet published."""
     seen = events(run_dir)
     called = any(e.get("kind") == "llm_called" and e.get("role") == ENGINEER for e in seen)
-    published = any(e.get("kind") == "message_published" and e["message"].get("sent_from") == ENGINEER
-                    for e in seen)
+    published = any(
+        e.get("kind") == "message_published" and e["message"].get("sent_from") == ENGINEER
+        for e in seen
+    )
     return called and not published
 
 
@@ -91,18 +95,36 @@ def holder(url: str, run_id: str, role: str) -> str | None:
         async with open_link(url) as link:
             found = (await RunBoard(link, run_id).claims([role])).get(role)
             return found.worker if found else None
+
     return trio.run(claims)
 
 
-def engineer_with_a_standby(url: str, workers: Callable[..., subprocess.Popen[bytes]],
-                            tmp_path: Path) -> tuple[dict[str, subprocess.Popen[bytes]], subprocess.Popen[bytes], Path]:
+def engineer_with_a_standby(
+    url: str, workers: Callable[..., subprocess.Popen[bytes]], tmp_path: Path
+) -> tuple[dict[str, subprocess.Popen[bytes]], subprocess.Popen[bytes], Path]:
     """The slow company with the engineer on one of two workers that may host it (1.5 s
     leases): the workers by name, the coordinator, and the run directory once it exists."""
     scenario = slow_company(tmp_path)
-    hosts = {name: workers("--roles", ENGINEER, "--lease", "1.5", "--id", name) for name in ("w1", "w2")}
+    hosts = {
+        name: workers("--roles", ENGINEER, "--lease", "1.5", "--id", name) for name in ("w1", "w2")
+    }
     runs = tmp_path / "nats"
-    coordinator = sopbus("run", str(scenario), "--quiet", "--sandbox", "local", "--runs-dir", str(runs),
-                         "--bus", url, "--remote", ENGINEER, "--wait-workers", "30", cwd=tmp_path)
+    coordinator = sopbus(
+        "run",
+        str(scenario),
+        "--quiet",
+        "--sandbox",
+        "local",
+        "--runs-dir",
+        str(runs),
+        "--bus",
+        url,
+        "--remote",
+        ENGINEER,
+        "--wait-workers",
+        "30",
+        cwd=tmp_path,
+    )
     run_dir = wait_for(lambda: runs.is_dir() and next(iter(runs.iterdir()), None), coordinator)
     return hosts, coordinator, run_dir
 
@@ -113,15 +135,18 @@ def assert_paid_once(run_dir: Path, local: Path, tmp_path: Path) -> None:
     calls counted ``lost``; no answer recorded twice; and ``sopbus verify`` finds it intact."""
     lines, local_lines = ledger(run_dir), ledger(local)
     answered = Counter((x["round"], x["role"], x["action"]) for x in lines if x["outcome"] == "ok")
-    assert answered == Counter((x["round"], x["role"], x["action"]) for x in local_lines
-                               if x["outcome"] == "ok")
+    assert answered == Counter(
+        (x["round"], x["role"], x["action"]) for x in local_lines if x["outcome"] == "ok"
+    )
     lost = [x for x in lines if x["outcome"] == "lost"]
     assert all(x["role"] == ENGINEER for x in lost)
     spent = Decimal(json.loads((run_dir / "summary.json").read_text())["total_usd"])
     local_spent = Decimal(json.loads((local / "summary.json").read_text())["total_usd"])
     assert spent == local_spent + sum((Decimal(x["cost_usd"]) for x in lost), Decimal(0))
-    keys = Counter((c["round"], c["role"], c["key"]) for c in map(json.loads,
-                   (run_dir / "calls.jsonl").read_text().splitlines()))
+    keys = Counter(
+        (c["round"], c["role"], c["key"])
+        for c in map(json.loads, (run_dir / "calls.jsonl").read_text().splitlines())
+    )
     assert max(keys.values()) == 1
     code, out = finish(sopbus("verify", str(run_dir), cwd=tmp_path))
     assert code == 0 and "intact" in out, out
@@ -132,15 +157,28 @@ def in_process(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The slow company run in one process, uninterrupted: the reference."""
     folder = tmp_path_factory.mktemp("in-process")
     runs = folder / "local"
-    code, out = finish(sopbus("run", str(slow_company(folder)), "--quiet", "--sandbox", "local",
-                              "--runs-dir", str(runs), cwd=folder))
+    code, out = finish(
+        sopbus(
+            "run",
+            str(slow_company(folder)),
+            "--quiet",
+            "--sandbox",
+            "local",
+            "--runs-dir",
+            str(runs),
+            cwd=folder,
+        )
+    )
     assert code == 0, out
     return run_dir_of(runs)
 
 
 def test_a_worker_killed_mid_turn_is_replaced_and_nothing_is_lost_or_paid_twice(
-        shared_nats_server: NatsServer, workers: Callable[..., subprocess.Popen[bytes]],
-        in_process: Path, tmp_path: Path) -> None:
+    shared_nats_server: NatsServer,
+    workers: Callable[..., subprocess.Popen[bytes]],
+    in_process: Path,
+    tmp_path: Path,
+) -> None:
     hosts, coordinator, run_dir = engineer_with_a_standby(shared_nats_server.url, workers, tmp_path)
     wait_for(lambda: mid_turn(run_dir), coordinator)
     killed = holder(shared_nats_server.url, run_dir.name, ENGINEER)
@@ -158,8 +196,11 @@ def test_a_worker_killed_mid_turn_is_replaced_and_nothing_is_lost_or_paid_twice(
 
 
 def test_a_killed_coordinator_resumes_over_nats_with_its_workers(
-        shared_nats_server: NatsServer, workers: Callable[..., subprocess.Popen[bytes]],
-        in_process: Path, tmp_path: Path) -> None:
+    shared_nats_server: NatsServer,
+    workers: Callable[..., subprocess.Popen[bytes]],
+    in_process: Path,
+    tmp_path: Path,
+) -> None:
     """kill -9 of `sopbus run --bus` while the engineer's turn runs on its worker; `sopbus
     resume RUN --bus URL` runs the run again from its recording and the stream: the worker
     starts the role afresh and takes every answer it already had from the stream, answers
@@ -169,16 +210,27 @@ def test_a_killed_coordinator_resumes_over_nats_with_its_workers(
     workers("--roles", ENGINEER, "--id", "w-engineer")
     runs = tmp_path / "nats"
     bus = ("--bus", shared_nats_server.url, "--remote", ENGINEER, "--wait-workers", "30")
-    coordinator = sopbus("run", str(scenario), "--quiet", "--sandbox", "local", "--runs-dir", str(runs),
-                         *bus, cwd=tmp_path)
+    coordinator = sopbus(
+        "run",
+        str(scenario),
+        "--quiet",
+        "--sandbox",
+        "local",
+        "--runs-dir",
+        str(runs),
+        *bus,
+        cwd=tmp_path,
+    )
     run_dir = wait_for(lambda: runs.is_dir() and next(iter(runs.iterdir()), None), coordinator)
     wait_for(lambda: mid_turn(run_dir), coordinator)
     coordinator.send_signal(signal.SIGKILL)
     coordinator.communicate()
     assert not (run_dir / "summary.json").exists()
 
-    code, out = finish(sopbus("resume", run_dir.name, "--runs-dir", str(runs), "--quiet", *bus,
-                              cwd=tmp_path), timeout=120)
+    code, out = finish(
+        sopbus("resume", run_dir.name, "--runs-dir", str(runs), "--quiet", *bus, cwd=tmp_path),
+        timeout=120,
+    )
     assert code == 0, out
     local = in_process
     assert first_difference(messages(run_dir), messages(local)) is None
@@ -188,8 +240,13 @@ def test_a_killed_coordinator_resumes_over_nats_with_its_workers(
     lines, local_lines = ledger(run_dir), ledger(local)
     ok = Counter((x["round"], x["role"], x["action"]) for x in lines if x["outcome"] == "ok")
     lost = Counter((x["round"], x["role"], x["action"]) for x in lines if x["outcome"] == "lost")
-    wanted = Counter((x["round"], x["role"], x["action"]) for x in local_lines if x["outcome"] == "ok")
+    wanted = Counter(
+        (x["round"], x["role"], x["action"]) for x in local_lines if x["outcome"] == "ok"
+    )
     assert ok <= wanted and wanted <= ok + lost, (ok, lost, wanted)
-    assert sum(ok.values()) > 0 and ok[(4, ENGINEER, "WriteCode")] + lost[(4, ENGINEER, "WriteCode")] >= 4
+    assert (
+        sum(ok.values()) > 0
+        and ok[(4, ENGINEER, "WriteCode")] + lost[(4, ENGINEER, "WriteCode")] >= 4
+    )
     code, out = finish(sopbus("verify", str(run_dir), cwd=tmp_path))
     assert code == 0 and "intact" in out, out

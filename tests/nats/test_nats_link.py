@@ -6,14 +6,15 @@ import pytest
 import trio
 
 from sopbus.bus.nats import NatsUnavailable, open_link
-from support.nats_server import NatsServer, free_port, require_server  # noqa: F401
+from support.nats_server import NatsServer, free_port, require_server
 
 
 async def test_publish_many_then_read_back_in_order(shared_nats_server):
     async with open_link(shared_nats_server.url) as link:
         await link.call(lambda nc, js: js.add_stream(name="LINK1", subjects=["link1.>"]))
-        acks = await link.publish_many([(f"link1.{i % 3}", str(i).encode(), {"Nats-Msg-Id": f"id{i}"})
-                                        for i in range(500)])
+        acks = await link.publish_many(
+            [(f"link1.{i % 3}", str(i).encode(), {"Nats-Msg-Id": f"id{i}"}) for i in range(500)]
+        )
         assert [a.seq for a in acks] == list(range(1, 501))
         again = await link.publish_many([("link1.0", b"dup", {"Nats-Msg-Id": "id0"})])
         assert again[0].duplicate  # the server dropped it by message id
@@ -48,15 +49,18 @@ async def test_subscribe_hands_messages_to_trio(shared_nats_server):
 
 async def test_request_without_responder_times_out(shared_nats_server):
     async with open_link(shared_nats_server.url) as link:
-        with pytest.raises(TimeoutError, match="no answer on nobody.home"):
+        with pytest.raises(TimeoutError, match=r"no answer on nobody.home"):
             await link.request("nobody.home", b"?", timeout=0.5)
 
 
 async def test_cancelling_a_call_returns_at_once(shared_nats_server):
     async with open_link(shared_nats_server.url) as link:
+
         async def slow(nc, js):
             import asyncio
+
             await asyncio.sleep(30)
+
         with trio.move_on_after(0.2) as scope:
             await link.call(slow)
         assert scope.cancelled_caught
@@ -68,7 +72,10 @@ async def _true():
 
 
 async def test_no_server_is_a_clear_error():
-    with pytest.raises(NatsUnavailable, match=r"cannot reach a NATS server at nats://127.0.0.1:\d+.*nats-server -js"):
+    with pytest.raises(
+        NatsUnavailable,
+        match=r"cannot reach a NATS server at nats://127.0.0.1:\d+.*nats-server -js",
+    ):
         async with open_link(f"nats://127.0.0.1:{free_port()}", connect_timeout=1):
             pass
 
@@ -108,8 +115,13 @@ async def test_sweeps_that_cannot_be_listed_are_an_error_not_none(tmp_path):
     # may not.
     from sopbus.bus.nats._sweep import SweepNotice, notices, open_sweep
 
-    notice = SweepNotice(sweep_id="20261201-000000-listing-0b0b", account_bucket="SOPBUS_SWEEP_LISTING",
-                         executor="processes", lease_s=5.0, fix="raise the budget")
+    notice = SweepNotice(
+        sweep_id="20261201-000000-listing-0b0b",
+        account_bucket="SOPBUS_SWEEP_LISTING",
+        executor="processes",
+        lease_s=5.0,
+        fix="raise the budget",
+    )
     free = NatsServer(require_server(), tmp_path / "nats")
     free.start()
     try:
@@ -122,7 +134,8 @@ async def test_sweeps_that_cannot_be_listed_are_an_error_not_none(tmp_path):
     denied.start()
     try:
         async with open_link(f"nats://w:w@127.0.0.1:{denied.port}") as link:
-            with trio.fail_after(60), pytest.raises(Exception):  # whichever error the link says
+            # whichever error the link says: the point is that it does not say "no sweep"
+            with trio.fail_after(60), pytest.raises(Exception):  # noqa: B017
                 await notices(link)
     finally:
         denied.stop()

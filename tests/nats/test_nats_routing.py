@@ -28,8 +28,20 @@ from support.routing import reference
 _runs = itertools.count()
 
 # Names a scenario may give (the subject layer must escape all but the first few).
-NAMES = ["Alice", "bob_2", "qa-lead", "qa.lead", "Product Manager", "a>b", "x*y", "Zoë",
-         "~7E", "tab\there", "a/b\\c", "role-x"]
+NAMES = [
+    "Alice",
+    "bob_2",
+    "qa-lead",
+    "qa.lead",
+    "Product Manager",
+    "a>b",
+    "x*y",
+    "Zoë",
+    "~7E",
+    "tab\there",
+    "a/b\\c",
+    "role-x",
+]
 ACTIONS = ["A0", "A1", "Write.PRD", "Review Code", "*", ">", "A~2E"]
 
 
@@ -63,6 +75,7 @@ class Records:
 
 # -- the subject tokens ----------------------------------------------------------------------
 
+
 @settings(max_examples=300, deadline=None)
 @given(name=st.text(max_size=20))
 def test_token_is_one_subject_token_and_reverses(name: str) -> None:
@@ -88,6 +101,7 @@ def test_escaped_names_read_well_and_bad_tokens_are_refused() -> None:
 
 # -- the conformance property -----------------------------------------------------------------
 
+
 @st.composite
 def teams(draw: st.DrawFn) -> list[Echo]:
     names = draw(st.lists(st.sampled_from(NAMES), min_size=1, max_size=6, unique=True))
@@ -110,17 +124,27 @@ def publishes(draw: st.DrawFn, team: list[Echo]) -> list[list[Message]]:
         parents = tuple(f"m{i}" for i in range(1, draw(st.integers(0, 3)) + 1))
         batch = []
         for _ in range(draw(st.integers(1, 5))):
-            to = draw(st.one_of(st.just(()), st.lists(st.sampled_from(addresses), max_size=3).map(tuple)))
-            batch.append(Message(cause_by=draw(st.sampled_from(ACTIONS + ["Unwatched"])),
-                                 sent_from=draw(st.sampled_from(senders)), send_to=to,
-                                 content=f"batch {b}", parents=parents))
+            to = draw(
+                st.one_of(st.just(()), st.lists(st.sampled_from(addresses), max_size=3).map(tuple))
+            )
+            batch.append(
+                Message(
+                    cause_by=draw(st.sampled_from([*ACTIONS, "Unwatched"])),
+                    sent_from=draw(st.sampled_from(senders)),
+                    send_to=to,
+                    content=f"batch {b}",
+                    parents=parents,
+                )
+            )
         batches.append(batch)
     return batches
 
 
 @settings(max_examples=30, deadline=None)
 @given(data=st.data())
-async def test_each_consumer_yields_what_the_reference_routes(shared_nats_server, data: st.DataObject) -> None:
+async def test_each_consumer_yields_what_the_reference_routes(
+    shared_nats_server, data: st.DataObject
+) -> None:
     team = data.draw(teams())
     batches = data.draw(publishes(team))
     async with open_link(shared_nats_server.url) as link:
@@ -143,6 +167,7 @@ async def test_each_consumer_yields_what_the_reference_routes(shared_nats_server
 
 # -- the parts, one by one --------------------------------------------------------------------
 
+
 async def test_parents_named_by_parents_as_reach_the_stream_whole(shared_nats_server) -> None:
     async with open_link(shared_nats_server.url) as link:
         stream = RunStream(link, run_id())
@@ -151,10 +176,22 @@ async def test_parents_named_by_parents_as_reach_the_stream_whole(shared_nats_se
         env = Environment(stream.run_id, log=StreamLog(inner, stream))
         env.add(Echo("Reader", ["Draft"]))
         first = env.publish_all([Message(cause_by="Start", sent_from="Boss") for _ in range(2)])
-        answers = env.publish_all([Message(cause_by="Draft", sent_from="Writer",
-                                           parents=(first[0].id, first[1].id), content=str(i))
-                                   for i in range(3)])
-        assert [r.parents_as for r in inner.records[-3:]] == ["", "m3", "m3"]  # shortened in the log
+        answers = env.publish_all(
+            [
+                Message(
+                    cause_by="Draft",
+                    sent_from="Writer",
+                    parents=(first[0].id, first[1].id),
+                    content=str(i),
+                )
+                for i in range(3)
+            ]
+        )
+        assert [r.parents_as for r in inner.records[-3:]] == [
+            "",
+            "m3",
+            "m3",
+        ]  # shortened in the log
         assert len(inner.records) == 1 + 2 + 3  # role_joined, then every message record
         await stream.settle()
         got = await (await stream.open_inbox("Reader", ["Draft"])).read_available(timeout=0)
@@ -168,12 +205,14 @@ async def test_names_that_need_escaping_route_like_any(shared_nats_server) -> No
         stream, env = await new_run(link)
         env.add(Echo("qa.lead x>y", ["Write PRD.v2*"], aliases=["lead.alias"]))
         env.add(Echo("qa", ["Write PRD"]))
-        sent = env.publish_all([
-            Message(cause_by="Write PRD.v2*", sent_from="Boss"),
-            Message(cause_by="Write PRD", sent_from="Boss"),  # not "Write PRD.v2*"'s watchers
-            Message(cause_by="Note", sent_from="qa", send_to=("lead.alias",)),
-            Message(cause_by="Write PRD.v2*", sent_from="qa.lead x>y"),  # its own: excluded
-        ])
+        sent = env.publish_all(
+            [
+                Message(cause_by="Write PRD.v2*", sent_from="Boss"),
+                Message(cause_by="Write PRD", sent_from="Boss"),  # not "Write PRD.v2*"'s watchers
+                Message(cause_by="Note", sent_from="qa", send_to=("lead.alias",)),
+                Message(cause_by="Write PRD.v2*", sent_from="qa.lead x>y"),  # its own: excluded
+            ]
+        )
         await stream.settle()
         lead = await stream.open_inbox("qa.lead x>y", ["Write PRD.v2*"])
         qa = await stream.open_inbox("qa", ["Write PRD"])
@@ -187,10 +226,14 @@ async def read_setup(link: Link) -> tuple[RunStream, list[Message]]:
     stream, env = await new_run(link)
     env.add(Echo("Dev", ["Spec"]))
     env.add(Echo("QA", ["Spec"]))
-    sent = env.publish_all([Message(cause_by="Spec", sent_from="Boss", content="1"),
-                            Message(cause_by="Bug", sent_from="QA", send_to=("Dev",)),
-                            Message(cause_by="Spec", sent_from="Dev"),  # Dev's own
-                            Message(cause_by="Spec", sent_from="Boss", content="4")])
+    sent = env.publish_all(
+        [
+            Message(cause_by="Spec", sent_from="Boss", content="1"),
+            Message(cause_by="Bug", sent_from="QA", send_to=("Dev",)),
+            Message(cause_by="Spec", sent_from="Dev"),  # Dev's own
+            Message(cause_by="Spec", sent_from="Boss", content="4"),
+        ]
+    )
     await stream.settle()
     return stream, sent
 
@@ -222,7 +265,9 @@ async def test_a_missing_id_times_out_by_name(shared_nats_server) -> None:
         await drop(link, stream)
 
 
-async def test_held_messages_wait_for_their_turn_and_older_ones_are_passed_over(shared_nats_server) -> None:
+async def test_held_messages_wait_for_their_turn_and_older_ones_are_passed_over(
+    shared_nats_server,
+) -> None:
     async with open_link(shared_nats_server.url) as link:
         stream, env = await new_run(link)
         early = env.publish(Message(cause_by="Spec", sent_from="Boss"))  # before Dev joined
@@ -246,8 +291,12 @@ async def test_a_resumed_coordinator_publishes_nothing_twice(shared_nats_server)
             await stream.create()
             env = Environment(rid, log=StreamLog(None, stream))
             env.add(Echo("Dev", ["Spec"]))
-            sent = env.publish_all([Message(cause_by="Spec", sent_from="Boss"),
-                                    Message(cause_by="Bug", sent_from="QA", send_to=("Dev",))])
+            sent = env.publish_all(
+                [
+                    Message(cause_by="Spec", sent_from="Boss"),
+                    Message(cause_by="Bug", sent_from="QA", send_to=("Dev",)),
+                ]
+            )
             await stream.settle()
             seqs.append([stream.seq(m.id, "Dev") for m in sent])
         info = await link.call(lambda nc, js: js.stream_info(stream.name))
@@ -263,21 +312,27 @@ async def test_settle_without_a_stream_says_what_is_missing(shared_nats_server) 
         env.publish(Message(cause_by="Spec", sent_from="Boss"))
         with trio.fail_after(10):
             for _ in range(2):  # and it stays failed
-                with pytest.raises(StreamError, match=r"cannot put message m1 on sopbus\.\S+\.act\.Spec: "
-                                                      r"no stream .*SOPBUS_\S+ is missing: create it"):
+                with pytest.raises(
+                    StreamError,
+                    match=r"cannot put message m1 on sopbus\.\S+\.act\.Spec: "
+                    r"no stream .*SOPBUS_\S+ is missing: create it",
+                ):
                     await stream.settle()
         with pytest.raises(KeyError, match="m1 is not on stream"):
             stream.seq("m1")
 
 
-async def test_batches_put_while_others_await_their_acks_keep_publish_order(shared_nats_server) -> None:
+async def test_batches_put_while_others_await_their_acks_keep_publish_order(
+    shared_nats_server,
+) -> None:
     async with open_link(shared_nats_server.url) as link:
         stream, env = await new_run(link)
         env.add(Echo("Dev", ["Spec"]))
         sent: list[Message] = []
         for b in range(40):  # each publish_all is one put; the sender does not wait for acks
-            sent += env.publish_all([Message(cause_by="Spec", sent_from="Boss", content=f"{b}.{i}")
-                                     for i in range(25)])
+            sent += env.publish_all(
+                [Message(cause_by="Spec", sent_from="Boss", content=f"{b}.{i}") for i in range(25)]
+            )
             await trio.sleep(0)
         with trio.fail_after(20):
             await stream.settle()
@@ -290,7 +345,9 @@ async def test_batches_put_while_others_await_their_acks_keep_publish_order(shar
         await drop(link, stream)
 
 
-async def test_a_read_cut_short_loses_nothing_and_the_link_still_closes_at_once(shared_nats_server) -> None:
+async def test_a_read_cut_short_loses_nothing_and_the_link_still_closes_at_once(
+    shared_nats_server,
+) -> None:
     with trio.fail_after(10):  # and closing the link does not wait out a drain timeout (30 s)
         async with open_link(shared_nats_server.url) as link:
             stream, env = await new_run(link)
@@ -300,8 +357,9 @@ async def test_a_read_cut_short_loses_nothing_and_the_link_still_closes_at_once(
             with trio.move_on_after(0.3) as scope:
                 await inbox.read_available(timeout=5)  # cancelled while its pull waits
             assert scope.cancelled_caught
-            sent = env.publish_all([Message(cause_by="Spec", sent_from="Boss", content=str(i))
-                                    for i in range(3)])
+            sent = env.publish_all(
+                [Message(cause_by="Spec", sent_from="Boss", content=str(i)) for i in range(3)]
+            )
             await stream.settle()
             got: list[Message] = []
             while len(got) < 3:  # the pull left open on the server takes them: held for this read
@@ -310,7 +368,9 @@ async def test_a_read_cut_short_loses_nothing_and_the_link_still_closes_at_once(
             await drop(link, stream)
 
 
-async def test_a_closed_inbox_leaves_its_unacked_messages_to_the_next_host(shared_nats_server) -> None:
+async def test_a_closed_inbox_leaves_its_unacked_messages_to_the_next_host(
+    shared_nats_server,
+) -> None:
     async with open_link(shared_nats_server.url) as link:
         stream, sent = await read_setup(link)
         want = [(m.id, stream.seq(m.id, "Dev")) for m in sent if m.sent_from != "Dev"]
@@ -336,7 +396,10 @@ async def test_after_a_failed_put_nothing_more_is_sent(shared_nats_server) -> No
         assert stream.seq(first.id) == 1
         await drop(link, stream)  # the stream is lost under the run
         env.publish(Message(cause_by="Spec", sent_from="Boss"))
-        with trio.fail_after(10), pytest.raises(StreamError, match=r"cannot put message m2 .* is missing"):
+        with (
+            trio.fail_after(10),
+            pytest.raises(StreamError, match=r"cannot put message m2 .* is missing"),
+        ):
             await stream.settle()
         await stream.create()  # back, but the run's stream has a hole now: it stays failed
         env.publish(Message(cause_by="Spec", sent_from="Boss"))

@@ -14,7 +14,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from decimal import Decimal
@@ -25,11 +24,9 @@ import pytest
 import trio
 
 from sopbus.cli._cmd_diff import first_difference, messages
+from support.cli import start
 from support.nats_server import NatsServer, free_port, server_env
 from support.paths import ROOT
-from support.cli import start
-
-__all__ = ["shared_nats_server"]
 
 COMPANY = ROOT / "scenarios" / "software_company.toml"
 ENGINEER, QA = "Alex", "Edward"
@@ -38,19 +35,29 @@ ENGINEER, QA = "Alex", "Edward"
 def sopbus(*argv: str, cwd: Path) -> subprocess.Popen[bytes]:
     return start(*argv, cwd=cwd, env=server_env())
 
+
 def finish(proc: subprocess.Popen[bytes], timeout: float = 90) -> tuple[int, str]:
     out, err = proc.communicate(timeout=timeout)
     return proc.returncode, (out + err).decode(errors="replace")
 
 
 @pytest.fixture
-def workers(shared_nats_server: NatsServer, tmp_path: Path) -> Iterator[Callable[..., subprocess.Popen[bytes]]]:
+def workers(
+    shared_nats_server: NatsServer, tmp_path: Path
+) -> Iterator[Callable[..., subprocess.Popen[bytes]]]:
     """Starts `sopbus worker` processes for the test; every one is stopped at its end."""
     started: list[subprocess.Popen[bytes]] = []
 
     def start(*argv: str) -> subprocess.Popen[bytes]:
-        proc = sopbus("worker", "--bus", shared_nats_server.url, "--workdir",
-                      str(tmp_path / f"worker{len(started)}"), *argv, cwd=tmp_path)
+        proc = sopbus(
+            "worker",
+            "--bus",
+            shared_nats_server.url,
+            "--workdir",
+            str(tmp_path / f"worker{len(started)}"),
+            *argv,
+            cwd=tmp_path,
+        )
         started.append(proc)
         return proc
 
@@ -68,8 +75,19 @@ def run_dir_of(runs: Path) -> Path:
 
 def company_run(tmp_path: Path, name: str, *bus: str) -> Path:
     runs = tmp_path / name
-    code, out = finish(sopbus("run", str(COMPANY), "--quiet", "--sandbox", "local",
-                              "--runs-dir", str(runs), *bus, cwd=tmp_path))
+    code, out = finish(
+        sopbus(
+            "run",
+            str(COMPANY),
+            "--quiet",
+            "--sandbox",
+            "local",
+            "--runs-dir",
+            str(runs),
+            *bus,
+            cwd=tmp_path,
+        )
+    )
     assert code == 0, out
     return run_dir_of(runs)
 
@@ -81,12 +99,23 @@ def in_process(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_company_with_engineer_and_qa_on_two_workers_logs_as_in_process(
-        shared_nats_server: NatsServer, workers: Callable[..., subprocess.Popen[bytes]],
-        in_process: Path, tmp_path: Path) -> None:
+    shared_nats_server: NatsServer,
+    workers: Callable[..., subprocess.Popen[bytes]],
+    in_process: Path,
+    tmp_path: Path,
+) -> None:
     workers("--roles", ENGINEER, "--id", "w-engineer")
     workers("--roles", QA, "--id", "w-qa")
-    remote = company_run(tmp_path, "nats", "--bus", shared_nats_server.url,
-                         "--remote", f"{ENGINEER},{QA}", "--wait-workers", "30")
+    remote = company_run(
+        tmp_path,
+        "nats",
+        "--bus",
+        shared_nats_server.url,
+        "--remote",
+        f"{ENGINEER},{QA}",
+        "--wait-workers",
+        "30",
+    )
     local = in_process
 
     over_nats, in_one = messages(remote), messages(local)
@@ -115,21 +144,42 @@ def test_company_with_engineer_and_qa_on_two_workers_logs_as_in_process(
 
 
 def test_a_refusal_on_a_worker_ends_the_run_on_its_budget(
-        shared_nats_server: NatsServer, workers: Callable[..., subprocess.Popen[bytes]],
-        tmp_path: Path) -> None:
+    shared_nats_server: NatsServer, workers: Callable[..., subprocess.Popen[bytes]], tmp_path: Path
+) -> None:
     """The engineer's first file does not fit under the run's cap on its worker: the refusal
     travels back as data, the run ends ``budget_exhausted`` (exit 3) in the coordinator,
     and the cap held in the run's account across the processes."""
     workers("--roles", ENGINEER, "--id", "w-poor")
     runs = tmp_path / "runs"
-    code, out = finish(sopbus("run", str(COMPANY), "--quiet", "--sandbox", "local", "--runs-dir",
-                              str(runs), "--budget", "0.003", "--bus", shared_nats_server.url,
-                              "--remote", ENGINEER, "--wait-workers", "30", cwd=tmp_path))
+    code, out = finish(
+        sopbus(
+            "run",
+            str(COMPANY),
+            "--quiet",
+            "--sandbox",
+            "local",
+            "--runs-dir",
+            str(runs),
+            "--budget",
+            "0.003",
+            "--bus",
+            shared_nats_server.url,
+            "--remote",
+            ENGINEER,
+            "--wait-workers",
+            "30",
+            cwd=tmp_path,
+        )
+    )
     assert code == 3, out
     run_dir = run_dir_of(runs)
     summary = json.loads((run_dir / "summary.json").read_text())
-    assert summary["end_reason"] == "budget_exhausted" and "next call needs up to" in summary["detail"]
-    refused = [e["call"] for e in _events(run_dir, "llm_called") if e["call"]["outcome"] == "refused"]
+    assert (
+        summary["end_reason"] == "budget_exhausted" and "next call needs up to" in summary["detail"]
+    )
+    refused = [
+        e["call"] for e in _events(run_dir, "llm_called") if e["call"]["outcome"] == "refused"
+    ]
     assert refused and all(call["role"] == ENGINEER for call in refused)
     state = trio.run(_account_state, shared_nats_server.url, run_dir.name)
     assert state.spent == Decimal(summary["total_usd"]) <= Decimal("0.003")
@@ -137,32 +187,57 @@ def test_a_refusal_on_a_worker_ends_the_run_on_its_budget(
 
 
 def test_without_workers_every_role_runs_in_the_coordinator(
-        shared_nats_server: NatsServer, in_process: Path, tmp_path: Path) -> None:
+    shared_nats_server: NatsServer, in_process: Path, tmp_path: Path
+) -> None:
     remote = company_run(tmp_path, "nats", "--bus", shared_nats_server.url, "--wait-workers", "0.3")
     assert first_difference(messages(remote), messages(in_process)) is None
 
 
 def test_a_missing_remote_role_is_said_with_the_command_to_start_its_worker(
-        shared_nats_server: NatsServer, tmp_path: Path) -> None:
-    code, out = finish(sopbus("run", str(COMPANY), "--quiet", "--runs-dir", str(tmp_path / "runs"),
-                              "--bus", shared_nats_server.url, "--remote", QA,
-                              "--wait-workers", "0.5", cwd=tmp_path))
+    shared_nats_server: NatsServer, tmp_path: Path
+) -> None:
+    code, out = finish(
+        sopbus(
+            "run",
+            str(COMPANY),
+            "--quiet",
+            "--runs-dir",
+            str(tmp_path / "runs"),
+            "--bus",
+            shared_nats_server.url,
+            "--remote",
+            QA,
+            "--wait-workers",
+            "0.5",
+            cwd=tmp_path,
+        )
+    )
     assert code == 2, out
     assert f"no worker claimed {QA} within 0.5 s" in out and "sopbus worker --bus" in out
 
 
 def test_no_server_is_a_usage_error_before_any_run_directory(tmp_path: Path) -> None:
     url = f"nats://127.0.0.1:{free_port()}"
-    code, out = finish(sopbus("run", str(COMPANY), "--quiet", "--runs-dir", str(tmp_path / "runs"),
-                              "--bus", url, cwd=tmp_path))
+    code, out = finish(
+        sopbus(
+            "run",
+            str(COMPANY),
+            "--quiet",
+            "--runs-dir",
+            str(tmp_path / "runs"),
+            "--bus",
+            url,
+            cwd=tmp_path,
+        )
+    )
     assert code == 2, out
     assert f"cannot reach a NATS server at {url}" in out and "Traceback" not in out
     assert not (tmp_path / "runs").exists()
 
 
 def test_a_stopped_worker_gives_its_claims_back(
-        shared_nats_server: NatsServer, workers: Callable[..., subprocess.Popen[bytes]],
-        tmp_path: Path) -> None:
+    shared_nats_server: NatsServer, workers: Callable[..., subprocess.Popen[bytes]], tmp_path: Path
+) -> None:
     """A worker holding a role of a run waiting for workers releases it on SIGTERM, so
     another worker can claim it at once (not after the lease)."""
     from sopbus.bus.nats import NatsAccount, open_link
@@ -182,8 +257,13 @@ def test_a_stopped_worker_gives_its_claims_back(
             board = RunBoard(link, run_id)
             await board.open()
             await NatsAccount(link, bucket_name(run_id)).open(Decimal("1"))
-            await board.put_scenario(ScenarioPlan(text=COMPANY.read_text().replace(
-                'fixtures = ["fixtures/software_company.toml"]', "")))
+            await board.put_scenario(
+                ScenarioPlan(
+                    text=COMPANY.read_text().replace(
+                        'fixtures = ["fixtures/software_company.toml"]', ""
+                    )
+                )
+            )
             await announce(link, run_id, "waiting")
 
     trio.run(announce_run)
@@ -222,5 +302,8 @@ def _costs(cwd: Path, run_dir: Path) -> Any:
 
 def _artifacts(run_dir: Path) -> dict[str, bytes]:
     root = run_dir / "artifacts"
-    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*"))
-            if p.is_file() and "__pycache__" not in p.parts and ".pytest_cache" not in p.parts}
+    return {
+        p.relative_to(root).as_posix(): p.read_bytes()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and "__pycache__" not in p.parts and ".pytest_cache" not in p.parts
+    }

@@ -14,7 +14,6 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -24,14 +23,24 @@ from typing import Any
 
 import pytest
 
-from sopbus.cli._cmd_diff import messages
 from sopbus.bus.money._file_account import FileAccount
 from sopbus.bus.store._verify import verify_run
-from support.nats_server import NatsServer  # noqa: F401 (fixture)
-from support.openai_server import Answer, OpenAIServer
-from support.killed_runs import wait_for
-from support.sweeps import COMPANY, greet_sweep, in_flight, ledger, record, sopbus, spent, summary, sweep_dir
+from sopbus.cli._cmd_diff import messages
 from support.cli import ARGV
+from support.killed_runs import wait_for
+from support.nats_server import NatsServer
+from support.openai_server import Answer, OpenAIServer
+from support.sweeps import (
+    COMPANY,
+    greet_sweep,
+    in_flight,
+    ledger,
+    record,
+    sopbus,
+    spent,
+    summary,
+    sweep_dir,
+)
 
 MATRIX = ["--seeds", "1", "--set", "sop.review=true,false"]
 
@@ -45,16 +54,22 @@ class Worker:
         home.mkdir(parents=True, exist_ok=True)
         with open(self.log, "wb") as log:
             self.proc = subprocess.Popen(
-                [*ARGV, "worker", "--bus", url, "--jobs", str(jobs),
-                 "--runs-dir", str(self.runs)], cwd=home, stdout=log, stderr=log,
-                env={**os.environ, **(env or {})})
+                [*ARGV, "worker", "--bus", url, "--jobs", str(jobs), "--runs-dir", str(self.runs)],
+                cwd=home,
+                stdout=log,
+                stderr=log,
+                env={**os.environ, **(env or {})},
+            )
 
     def wait_ready(self) -> None:
         wait_for(lambda: "taking sweep runs from" in self.log.read_text() or None, self.proc)
 
     def run_ids(self) -> set[str]:
-        return {p.name for p in self.runs.iterdir() if (p / "summary.json").is_file()} \
-            if self.runs.is_dir() else set()
+        return (
+            {p.name for p in self.runs.iterdir() if (p / "summary.json").is_file()}
+            if self.runs.is_dir()
+            else set()
+        )
 
     def stop(self) -> None:
         if self.proc.poll() is None:
@@ -63,8 +78,9 @@ class Worker:
 
 
 @contextmanager
-def workers(tmp_path: Path, url: str, count: int = 2,
-            env: dict[str, str] | None = None) -> Iterator[list[Worker]]:
+def workers(
+    tmp_path: Path, url: str, count: int = 2, env: dict[str, str] | None = None
+) -> Iterator[list[Worker]]:
     started = [Worker(tmp_path / f"worker-{i}", url, env=env) for i in range(count)]
     try:
         for worker in started:
@@ -86,19 +102,35 @@ def shown(sweeps: Path) -> dict[str, dict[str, Any]]:
 def books_balance(sdir: Path, runs: Path) -> Decimal:
     """The sweep's account (copied from NATS at its end) booked what the runs' ledgers say."""
     state = FileAccount(sdir / "budget.json").read()
-    ledgers = {e["run_id"]: spent(runs / e["run_id"]) for e in record(sdir)["runs"]
-               if (runs / e["run_id"]).exists()}
-    assert {k: v for k, v in state.by_holder.items() if v} == {k: v for k, v in ledgers.items() if v}
+    ledgers = {
+        e["run_id"]: spent(runs / e["run_id"])
+        for e in record(sdir)["runs"]
+        if (runs / e["run_id"]).exists()
+    }
+    assert {k: v for k, v in state.by_holder.items() if v} == {
+        k: v for k, v in ledgers.items() if v
+    }
     assert state.held == 0 and state.spent <= state.cap
     return state.spent
 
 
 @pytest.mark.slow
 def test_a_sweep_on_two_workers_finds_what_the_same_sweep_finds_locally(
-        tmp_path: Path, shared_nats_server: NatsServer) -> None:
+    tmp_path: Path, shared_nats_server: NatsServer
+) -> None:
     url = shared_nats_server.url
-    local = sopbus(tmp_path, "sweep", str(COMPANY), *MATRIX, "--jobs", "2",
-                   "--runs-dir", "local-runs", "--sweeps-dir", "local-sweeps")
+    local = sopbus(
+        tmp_path,
+        "sweep",
+        str(COMPANY),
+        *MATRIX,
+        "--jobs",
+        "2",
+        "--runs-dir",
+        "local-runs",
+        "--sweeps-dir",
+        "local-sweeps",
+    )
     assert local.returncode == 0, local.stderr
     with workers(tmp_path, url) as (one, two):
         done = sopbus(tmp_path, "sweep", str(COMPANY), *MATRIX, "--bus", url, "--runs-dir", "runs")
@@ -115,25 +147,53 @@ def test_a_sweep_on_two_workers_finds_what_the_same_sweep_finds_locally(
         assert (runs / entry["run_id"]).resolve().parent in (one.runs.resolve(), two.runs.resolve())
         assert summary(runs / entry["run_id"])["seed"] == entry["seed"]
     # Same findings per variant as the local sweep of the same matrix.
-    keys = ("runs", "ended", "skipped", "verdicts", "passed", "pass_rate", "spend_total_usd",
-            "spend_max_usd", "tokens_mean", "rounds_mean", "end_reasons")
+    keys = (
+        "runs",
+        "ended",
+        "skipped",
+        "verdicts",
+        "passed",
+        "pass_rate",
+        "spend_total_usd",
+        "spend_max_usd",
+        "tokens_mean",
+        "rounds_mean",
+        "end_reasons",
+    )
     here, there = shown(tmp_path / "sweeps"), shown(tmp_path / "local-sweeps")
-    assert {v: [row[k] for k in keys] for v, row in here.items()} == \
-        {v: [row[k] for k in keys] for v, row in there.items()}
+    assert {v: [row[k] for k in keys] for v, row in here.items()} == {
+        v: [row[k] for k in keys] for v, row in there.items()
+    }
     assert here["v1"]["pass_rate"] == 1.0 and here["v1"]["ended"] == 1
     total = books_balance(sdir, runs)
     assert total == sum((Decimal(e["total_usd"]) for e in data["runs"]), Decimal(0)) > 0
-    assert re.search(r"\[2/2\] v\d seed \d: completed \(idle\) \$[\d.]+ - run \S+ on \S+:\d+", done.stderr)
+    assert re.search(
+        r"\[2/2\] v\d seed \d: completed \(idle\) \$[\d.]+ - run \S+ on \S+:\d+", done.stderr
+    )
 
 
 @pytest.mark.slow
 def test_the_sweeps_budget_holds_across_both_workers_and_the_rest_is_skipped(
-        tmp_path: Path, shared_nats_server: NatsServer) -> None:
+    tmp_path: Path, shared_nats_server: NatsServer
+) -> None:
     url = shared_nats_server.url
     budget = Decimal("0.012")  # a run costs $0.0036 to $0.0043, but reserves much more
     with workers(tmp_path, url) as (one, two):
-        done = sopbus(tmp_path, "sweep", str(COMPANY), "--seeds", "3", "--set", "sop.review=true,false",
-                      "--budget", str(budget), "--bus", url, "--runs-dir", "runs")
+        done = sopbus(
+            tmp_path,
+            "sweep",
+            str(COMPANY),
+            "--seeds",
+            "3",
+            "--set",
+            "sop.review=true,false",
+            "--budget",
+            str(budget),
+            "--bus",
+            url,
+            "--runs-dir",
+            "runs",
+        )
     assert done.returncode == 3, done.stderr
     sdir, runs = sweep_dir(tmp_path / "sweeps"), tmp_path / "runs"
     data = record(sdir)
@@ -147,21 +207,26 @@ def test_the_sweeps_budget_holds_across_both_workers_and_the_rest_is_skipped(
     total = sum((spent(runs / e["run_id"]) for e in ran), Decimal(0))
     assert 0 < total <= budget  # every ledger of every run on both workers, under the one cap
     assert books_balance(sdir, runs) == total
-    refused = [line for e in ran for line in ledger(runs / e["run_id"]) if line.outcome == "refused"]
+    refused = [
+        line for e in ran for line in ledger(runs / e["run_id"]) if line.outcome == "refused"
+    ]
     assert refused and any(e["end_reason"] == "budget_exhausted" for e in ran)
     assert {w for w in (one, two) if w.run_ids()} == {one, two}  # both drew on it
 
 
 @pytest.mark.slow
 def test_a_sweep_on_a_real_provider_runs_as_tasks_on_the_workers_with_their_keys(
-        tmp_path: Path, shared_nats_server: NatsServer) -> None:
+    tmp_path: Path, shared_nats_server: NatsServer
+) -> None:
     url = shared_nats_server.url
     with OpenAIServer() as server:
         server.script(Answer("hello", prompt_tokens=20, completion_tokens=10))
         scenario = greet_sweep(tmp_path, server.base_url, 'seeds = "3..4"')
         # The key is the workers' (they make the calls); the sweep only plans.
         with workers(tmp_path, url, env={"OPENAI_API_KEY": "sk-test"}) as (one, two):
-            done = sopbus(tmp_path, "sweep", str(scenario), "--bus", url, env={"OPENAI_API_KEY": "sk-plan"})
+            done = sopbus(
+                tmp_path, "sweep", str(scenario), "--bus", url, env={"OPENAI_API_KEY": "sk-plan"}
+            )
         assert done.returncode == 0, done.stderr
         temperatures = sorted(r.body["temperature"] for r in server.requests)
         keys = {r.headers.get("authorization") for r in server.requests}
@@ -177,24 +242,43 @@ def test_a_sweep_on_a_real_provider_runs_as_tasks_on_the_workers_with_their_keys
 def victim_run(worker: Worker) -> Path | None:
     """A run of ``worker`` that has paid for calls and has one in flight."""
     dirs = [d for d in worker.runs.iterdir() if d.is_dir()] if worker.runs.is_dir() else []
-    return next((d for d in dirs if not (d / "summary.json").is_file() and in_flight(d)
-                 and spent(d) > 0), None)
+    return next(
+        (d for d in dirs if not (d / "summary.json").is_file() and in_flight(d) and spent(d) > 0),
+        None,
+    )
 
 
 @pytest.mark.slow
 def test_a_worker_killed_mid_run_leaves_its_run_to_the_other_worker(
-        tmp_path: Path, shared_nats_server: NatsServer) -> None:
+    tmp_path: Path, shared_nats_server: NatsServer
+) -> None:
     url = shared_nats_server.url
     with workers(tmp_path, url) as (one, two):
         sweep = subprocess.Popen(
-            [*ARGV, "sweep", str(COMPANY), "--seeds", "2", "--bus", url,
-             "--lease", "3", "--set", "llm.latency_ms=150", "--runs-dir", "runs"],
-            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            [
+                *ARGV,
+                "sweep",
+                str(COMPANY),
+                "--seeds",
+                "2",
+                "--bus",
+                url,
+                "--lease",
+                "3",
+                "--set",
+                "llm.latency_ms=150",
+                "--runs-dir",
+                "runs",
+            ],
+            cwd=tmp_path,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
         try:
             killed_dir = wait_for(lambda: victim_run(one), sweep)
             one.proc.send_signal(signal.SIGKILL)  # its run process notices and dies with it
             one.proc.wait()
-            out, err = sweep.communicate(timeout=300)
+            _out, err = sweep.communicate(timeout=300)
         finally:
             if sweep.poll() is None:
                 sweep.kill()
@@ -206,7 +290,9 @@ def test_a_worker_killed_mid_run_leaves_its_run_to_the_other_worker(
     assert not (killed_dir / "summary.json").exists()  # the dead attempt stays as it was
     assert two.run_ids() == {e["run_id"] for e in data["runs"]}  # the survivor did both
     assert (runs / victim).resolve() == (two.runs / victim).resolve()
-    assert re.search(rf"completed \(idle\) \$[\d.]+ - run {victim} on \S+:{two.proc.pid}", err.decode())
+    assert re.search(
+        rf"completed \(idle\) \$[\d.]+ - run {victim} on \S+:{two.proc.pid}", err.decode()
+    )
     # The sim's runs of one variant cost the same: the second attempt ran the whole run,
     # and the account kept what the dead attempt had paid besides (nothing held is left).
     other = next(e["run_id"] for e in data["runs"] if e["run_id"] != victim)
@@ -223,40 +309,84 @@ def test_a_workers_run_the_sweep_cannot_see_is_kept_as_its_summary(tmp_path: Pat
     from sopbus.sweep._wire import RunEvent
 
     def ended(total: str) -> RunSummary:
-        return RunSummary(run_id="r1", status="completed", end_reason="idle", total_usd=Decimal(total))
+        return RunSummary(
+            run_id="r1", status="completed", end_reason="idle", total_usd=Decimal(total)
+        )
 
-    event = RunEvent(kind="ended", run_id="r1", worker="gpu-box:42", run_dir="/elsewhere/runs/r1",
-                     result=JobResult(run_id="r1", state="done", status="completed"),
-                     summary=ended("0.5"), ledger_usd=Decimal("0.5"))
+    event = RunEvent(
+        kind="ended",
+        run_id="r1",
+        worker="gpu-box:42",
+        run_dir="/elsewhere/runs/r1",
+        result=JobResult(run_id="r1", state="done", status="completed"),
+        summary=ended("0.5"),
+        ledger_usd=Decimal("0.5"),
+    )
     _place(tmp_path / "runs" / "r1", event)
     assert read_summary(tmp_path / "runs" / "r1") == event.summary
     where = json.loads((tmp_path / "runs" / "r1" / "worker.json").read_text())
     assert where == {"worker": "gpu-box:42", "run_dir": "/elsewhere/runs/r1", "ledger_usd": "0.5"}
     # A later attempt's report (another worker took the run again) replaces the first.
     newer = ended("0.25")
-    later = RunEvent(kind="ended", run_id="r1", worker="cpu-box:7", run_dir=str(tmp_path / "w2" / "r1"),
-                     result=JobResult(run_id="r1", state="done", status="completed"),
-                     summary=newer, ledger_usd=Decimal("0.25"))
+    later = RunEvent(
+        kind="ended",
+        run_id="r1",
+        worker="cpu-box:7",
+        run_dir=str(tmp_path / "w2" / "r1"),
+        result=JobResult(run_id="r1", state="done", status="completed"),
+        summary=newer,
+        ledger_usd=Decimal("0.25"),
+    )
     (tmp_path / "w2" / "r1").mkdir(parents=True)
     (tmp_path / "w2" / "r1" / "summary.json").write_bytes(encode_summary(newer))
     _place(tmp_path / "runs" / "r1", later)
     assert (tmp_path / "runs" / "r1").resolve() == (tmp_path / "w2" / "r1").resolve()
-    assert json.loads((tmp_path / "runs" / "r1" / "summary.json").read_text())["total_usd"] == "0.25"
+    assert (
+        json.loads((tmp_path / "runs" / "r1" / "summary.json").read_text())["total_usd"] == "0.25"
+    )
 
 
 @pytest.mark.slow
 def test_a_worker_restarted_on_its_runs_resumes_the_run_and_pays_no_call_twice(
-        tmp_path: Path, shared_nats_server: NatsServer) -> None:
+    tmp_path: Path, shared_nats_server: NatsServer
+) -> None:
     url = shared_nats_server.url
-    base = sopbus(tmp_path, "sweep", str(COMPANY), "--seeds", "1", "--set", "llm.latency_ms=0",
-                  "--runs-dir", "base-runs", "--sweeps-dir", "base-sweeps")
+    base = sopbus(
+        tmp_path,
+        "sweep",
+        str(COMPANY),
+        "--seeds",
+        "1",
+        "--set",
+        "llm.latency_ms=0",
+        "--runs-dir",
+        "base-runs",
+        "--sweeps-dir",
+        "base-sweeps",
+    )
     assert base.returncode == 0, base.stderr
-    (twin,) = [p for p in (tmp_path / "base-runs").iterdir()]
+    (twin,) = list((tmp_path / "base-runs").iterdir())
     with workers(tmp_path, url, count=1) as (first,):
         sweep = subprocess.Popen(
-            [*ARGV, "sweep", str(COMPANY), "--seeds", "1", "--bus", url,
-             "--lease", "3", "--set", "llm.latency_ms=150", "--runs-dir", "runs"],
-            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            [
+                *ARGV,
+                "sweep",
+                str(COMPANY),
+                "--seeds",
+                "1",
+                "--bus",
+                url,
+                "--lease",
+                "3",
+                "--set",
+                "llm.latency_ms=150",
+                "--runs-dir",
+                "runs",
+            ],
+            cwd=tmp_path,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
         try:
             run_dir = wait_for(lambda: victim_run(first), sweep)
             first.proc.send_signal(signal.SIGKILL)
@@ -264,7 +394,7 @@ def test_a_worker_restarted_on_its_runs_resumes_the_run_and_pays_no_call_twice(
             again = Worker(first.home, url)  # restarted: the same machine, the same runs
             try:
                 again.wait_ready()
-                out, err = sweep.communicate(timeout=300)
+                _out, err = sweep.communicate(timeout=300)
             finally:
                 again.stop()
         finally:
@@ -277,8 +407,9 @@ def test_a_worker_restarted_on_its_runs_resumes_the_run_and_pays_no_call_twice(
     lost = [line for line in lines if line.outcome == "lost"]
     assert lost  # the call in flight at the kill, counted at its reservation
     # Every call answered before the kill was answered again from the run's recording.
-    assert sorted((l.round, l.role, l.action) for l in lines if l.outcome == "ok") == \
-        sorted((l.round, l.role, l.action) for l in ledger(twin) if l.outcome == "ok")
+    assert sorted((ln.round, ln.role, ln.action) for ln in lines if ln.outcome == "ok") == sorted(
+        (ln.round, ln.role, ln.action) for ln in ledger(twin) if ln.outcome == "ok"
+    )
     assert spent(run_dir) == spent(twin) + sum((line.cost_usd for line in lost), Decimal(0))
     assert books_balance(sdir, tmp_path / "runs") == spent(run_dir)
     assert messages(run_dir) == messages(twin)  # killed, resumed: the run it would have been
@@ -297,15 +428,30 @@ async def server_has(url: str, stream: str) -> bool:
 
 @pytest.mark.slow
 def test_ctrl_c_withdraws_the_sweep_and_its_workers_cancel_their_runs_of_it(
-        tmp_path: Path, shared_nats_server: NatsServer) -> None:
+    tmp_path: Path, shared_nats_server: NatsServer
+) -> None:
     import trio
 
     url = shared_nats_server.url
     with workers(tmp_path, url, count=1) as (worker,):
         sweep = subprocess.Popen(
-            [*ARGV, "sweep", str(COMPANY), "--seeds", "3", "--bus", url,
-             "--set", "llm.latency_ms=300", "--runs-dir", "runs"],
-            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            [
+                *ARGV,
+                "sweep",
+                str(COMPANY),
+                "--seeds",
+                "3",
+                "--bus",
+                url,
+                "--set",
+                "llm.latency_ms=300",
+                "--runs-dir",
+                "runs",
+            ],
+            cwd=tmp_path,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
         run_dir = wait_for(lambda: victim_run(worker), sweep)
         sweep.send_signal(signal.SIGINT)
         _, err = sweep.communicate(timeout=60)
@@ -326,22 +472,39 @@ def test_ctrl_c_withdraws_the_sweep_and_its_workers_cancel_their_runs_of_it(
 
 
 def test_a_run_that_every_worker_dies_on_is_given_up_after_three_deliveries(
-        tmp_path: Path, shared_nats_server: NatsServer) -> None:
+    tmp_path: Path, shared_nats_server: NatsServer
+) -> None:
     """A job that kills every worker that takes it is not delivered forever: after
     ``MAX_DELIVER`` (3) deliveries the queue gives it up and the sweep counts it crashed."""
     from sopbus.bus.nats._sweep import MAX_DELIVER
 
     url = shared_nats_server.url
     sweep = subprocess.Popen(
-        [*ARGV, "sweep", str(COMPANY), "--seeds", "1", "--bus", url,
-         "--lease", "1", "--set", "llm.latency_ms=300", "--runs-dir", "runs"],
-        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        [
+            *ARGV,
+            "sweep",
+            str(COMPANY),
+            "--seeds",
+            "1",
+            "--bus",
+            url,
+            "--lease",
+            "1",
+            "--set",
+            "llm.latency_ms=300",
+            "--runs-dir",
+            "runs",
+        ],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     killed = []
     try:
         for attempt in range(MAX_DELIVER):
             worker = Worker(tmp_path / f"worker-{attempt}", url)
             killed.append(worker)
-            wait_for(lambda: victim_run(worker), sweep)
+            wait_for(lambda: victim_run(worker), sweep)  # noqa: B023 (called within the iteration)
             worker.proc.send_signal(signal.SIGKILL)  # as a run that brings its worker down
             worker.proc.wait()
         # A healthy worker asks for work: the server finds the job spent (it checks when

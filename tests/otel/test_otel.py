@@ -7,7 +7,6 @@ import json
 import os
 import socket
 import subprocess
-import sys
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -15,11 +14,10 @@ from typing import Any
 import pytest
 
 from sopbus.bus import read_jsonl
-from support.paths import ROOT
 
 pytest.importorskip("opentelemetry.sdk", reason="install the extra: pip install -e '.[otel]'")
-from support.otlp_server import otlp_collector  # noqa: E402  (needs opentelemetry-proto)
 from support.cli import sopbus
+from support.otlp_server import otlp_collector
 
 pytestmark = pytest.mark.slow
 
@@ -27,6 +25,7 @@ pytestmark = pytest.mark.slow
 def _sopbus(*args: Any, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     unset: dict[str, str | None] = {k: None for k in os.environ if k.startswith("OTEL_")}
     return sopbus(*args, env={**unset, **(env or {})})
+
 
 def _run_dir(runs: Path) -> Path:
     (found,) = [p for p in runs.iterdir() if p.is_dir()]
@@ -48,7 +47,9 @@ def _check_tree(spans: list[dict[str, Any]], run_dir: Path, mode: str) -> None:
     assert root["attributes"]["sopbus.run_id"] == summary["run_id"]
     assert Decimal(root["attributes"]["sopbus.total_usd"]) == Decimal(str(summary["total_usd"]))
     rounds = [s for s in spans if s["name"].startswith("round ")]
-    assert len(rounds) == sum(e["kind"] == "round_ended" for e in events)  # round_started may be left out
+    assert len(rounds) == sum(
+        e["kind"] == "round_ended" for e in events
+    )  # round_started may be left out
     assert all(ids[r["parent"]] is root for r in rounds)
     turns = [s for s in spans if s["name"].startswith("turn ")]
     want_parent = "round " if mode == "rounds" else "sopbus run"
@@ -62,15 +63,29 @@ def _check_tree(spans: list[dict[str, Any]], run_dir: Path, mode: str) -> None:
         attrs = call["attributes"]
         assert attrs["gen_ai.system"] and attrs["gen_ai.request.model"]
         assert Decimal(attrs["sopbus.budget_usd"]) == Decimal(str(summary["budget_usd"]))
-    assert sum(c["attributes"]["gen_ai.usage.input_tokens"] for c in calls) == summary["prompt_tokens"]
-    assert sum(c["attributes"]["gen_ai.usage.output_tokens"] for c in calls) == summary["completion_tokens"]
-    assert sum(Decimal(c["attributes"]["sopbus.cost_usd"]) for c in calls) == Decimal(str(summary["total_usd"]))
+    assert (
+        sum(c["attributes"]["gen_ai.usage.input_tokens"] for c in calls) == summary["prompt_tokens"]
+    )
+    assert (
+        sum(c["attributes"]["gen_ai.usage.output_tokens"] for c in calls)
+        == summary["completion_tokens"]
+    )
+    assert sum(Decimal(c["attributes"]["sopbus.cost_usd"]) for c in calls) == Decimal(
+        str(summary["total_usd"])
+    )
 
 
 def test_run_with_otel_sends_the_run_as_one_trace(tmp_path: Path) -> None:
     with otlp_collector() as (endpoint, got):
-        done = _sopbus("run", "scenarios/software_company.toml", "--otel", "--quiet",
-                       "--runs-dir", tmp_path, env={"OTEL_EXPORTER_OTLP_ENDPOINT": endpoint})
+        done = _sopbus(
+            "run",
+            "scenarios/software_company.toml",
+            "--otel",
+            "--quiet",
+            "--runs-dir",
+            tmp_path,
+            env={"OTEL_EXPORTER_OTLP_ENDPOINT": endpoint},
+        )
     assert done.returncode == 0, done.stderr
     assert set(got.paths) == {"/v1/traces"}
     assert got.resources[0]["service.name"] == "sopbus"
@@ -79,14 +94,27 @@ def test_run_with_otel_sends_the_run_as_one_trace(tmp_path: Path) -> None:
 
 def test_the_endpoint_variable_alone_turns_export_on_in_events_mode(tmp_path: Path) -> None:
     with otlp_collector() as (endpoint, got):
-        done = _sopbus("run", "scenarios/flower_shop.toml", "--mode", "events", "--quiet",
-                       "--runs-dir", tmp_path, env={"OTEL_EXPORTER_OTLP_ENDPOINT": endpoint})
+        done = _sopbus(
+            "run",
+            "scenarios/flower_shop.toml",
+            "--mode",
+            "events",
+            "--quiet",
+            "--runs-dir",
+            tmp_path,
+            env={"OTEL_EXPORTER_OTLP_ENDPOINT": endpoint},
+        )
     assert done.returncode == 0, done.stderr
     _check_tree(got.spans, _run_dir(tmp_path), "events")
 
 
-def test_export_otel_sends_a_finished_run_and_the_same_run_is_the_same_trace(tmp_path: Path) -> None:
-    assert _sopbus("run", "scenarios/flower_shop.toml", "--quiet", "--runs-dir", tmp_path).returncode == 0
+def test_export_otel_sends_a_finished_run_and_the_same_run_is_the_same_trace(
+    tmp_path: Path,
+) -> None:
+    assert (
+        _sopbus("run", "scenarios/flower_shop.toml", "--quiet", "--runs-dir", tmp_path).returncode
+        == 0
+    )
     run_dir = _run_dir(tmp_path)
     sent = []
     for _ in range(2):
@@ -103,9 +131,18 @@ def test_a_collector_that_is_down_costs_a_warning_not_the_run(tmp_path: Path) ->
     with socket.socket() as probe:  # a port with nothing listening
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    done = _sopbus("run", "scenarios/flower_shop.toml", "--otel", "--quiet", "--runs-dir", tmp_path,
-                   env={"OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{port}",
-                        "OTEL_EXPORTER_OTLP_TIMEOUT": "1"})
+    done = _sopbus(
+        "run",
+        "scenarios/flower_shop.toml",
+        "--otel",
+        "--quiet",
+        "--runs-dir",
+        tmp_path,
+        env={
+            "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{port}",
+            "OTEL_EXPORTER_OTLP_TIMEOUT": "1",
+        },
+    )
     assert done.returncode == 0
     assert "trace not exported" in done.stderr
     assert json.loads((_run_dir(tmp_path) / "summary.json").read_text())["status"] == "completed"

@@ -5,7 +5,6 @@ refuses bad input with exit 2."""
 from __future__ import annotations
 
 import subprocess
-import sys
 from collections import Counter, defaultdict
 from decimal import Decimal
 from pathlib import Path
@@ -14,20 +13,19 @@ from typing import Any
 import msgspec
 import pytest
 
+from sopbus._assemble import execute
 from sopbus.bus import read_jsonl
 from sopbus.bus.report import build_report
+from support.cli import ARGV
 from support.report_page import Page, marks, section
-from sopbus._assemble import execute
 from support.sop_runs import ROOT, SCENARIOS, run, scenario
 from support.synthetic_run import write_run
-from support.cli import ARGV
 
 SHIPPED = sorted(p.stem for p in SCENARIOS.glob("*.toml"))
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*ARGV, *args], cwd=ROOT, capture_output=True,
-                          text=True, timeout=300)
+    return subprocess.run([*ARGV, *args], cwd=ROOT, capture_output=True, text=True, timeout=300)
 
 
 def arrows(svg: str) -> int:
@@ -61,12 +59,16 @@ def check_against_run(run_dir: Path, html: str) -> Page:
         assert page.costs.get(group, {}) == dict(by[group])
     posted = [e for e in events if e["kind"] in ("message_published", "message_undelivered")]
     assert [m["id"] for m in page.data("messages-data")] == [e["message"]["id"] for e in posted]
-    assert [m["content"] for m in page.data("messages-data")] == [e["message"]["content"] for e in posted]
+    assert [m["content"] for m in page.data("messages-data")] == [
+        e["message"]["content"] for e in posted
+    ]
     deliveries = sum(len(e.get("recipients") or ["nobody"]) for e in posted)
     assert arrows(section(html, "flow")) == deliveries
     if ledger:
         assert marks(section(html, "calls"), "call_bars", "path") == len(ledger)
-        assert sorted(int(c["seq"]) for c in page.data("calls-data")) == [line["seq"] for line in ledger]
+        assert sorted(int(c["seq"]) for c in page.data("calls-data")) == [
+            line["seq"] for line in ledger
+        ]
     return page
 
 
@@ -75,7 +77,9 @@ HUMAN_ANSWERS = {"flower_shop_manager": ['{"approved": true, "note": "Lovely, se
 
 
 @pytest.mark.parametrize("name", SHIPPED)
-async def test_the_report_of_each_shipped_scenario_matches_its_summary_and_ledger(name: str, tmp_path: Path) -> None:
+async def test_the_report_of_each_shipped_scenario_matches_its_summary_and_ledger(
+    name: str, tmp_path: Path
+) -> None:
     answers = None
     if name in HUMAN_ANSWERS:
         answers = tmp_path / "answers.jsonl"
@@ -85,8 +89,12 @@ async def test_the_report_of_each_shipped_scenario_matches_its_summary_and_ledge
     page = check_against_run(outcome.run_dir, html)
     assert page.figures["simulated"] == "true"  # every shipped scenario runs on the simulator
     assert ("human" in page.figures) == (name in HUMAN_ANSWERS)
-    written = {e["path"] for e in read_jsonl(outcome.run_dir / "events.jsonl") if e["kind"] == "artifact_written"}
-    assert html.count('<details class=artifact') == len(written)
+    written = {
+        e["path"]
+        for e in read_jsonl(outcome.run_dir / "events.jsonl")
+        if e["kind"] == "artifact_written"
+    }
+    assert html.count("<details class=artifact") == len(written)
 
 
 def test_a_big_run_is_paged_and_every_message_and_call_is_kept(tmp_path: Path) -> None:
@@ -103,8 +111,10 @@ def check_against_run_paged(run_dir: Path, html: str) -> Page:
     import gzip
     import re
 
-    pages = [gzip.decompress(base64.b64decode(b)).decode()
-             for b in re.findall(r"<script [^>]*data-page>([^<]*)</script>", section(html, "flow"))]
+    pages = [
+        gzip.decompress(base64.b64decode(b)).decode()
+        for b in re.findall(r"<script [^>]*data-page>([^<]*)</script>", section(html, "flow"))
+    ]
     events = list(read_jsonl(run_dir / "events.jsonl"))
     posted = [e for e in events if e["kind"] in ("message_published", "message_undelivered")]
     drawn = arrows(section(html, "flow")) + sum(arrows(p) for p in pages)
@@ -134,15 +144,28 @@ def test_cli_report_writes_the_page_and_refuses_bad_input(tmp_path: Path) -> Non
     assert Path(done.stdout.strip()) == run_dir / "report.html"
     check_against_run(run_dir, (run_dir / "report.html").read_text())
     out = tmp_path / "elsewhere.html"
-    assert _cli("report", str(run_dir), "-o", str(out)).returncode == 0 and out.stat().st_size > 10_000
+    assert (
+        _cli("report", str(run_dir), "-o", str(out)).returncode == 0 and out.stat().st_size > 10_000
+    )
     missing = _cli("report", "nope", "--runs-dir", str(tmp_path / "runs"))
-    assert missing.returncode == 2 and "no run 'nope'" in missing.stderr and "Traceback" not in missing.stderr
+    assert (
+        missing.returncode == 2
+        and "no run 'nope'" in missing.stderr
+        and "Traceback" not in missing.stderr
+    )
     bad = _cli("report", str(run_dir), "-o", str(tmp_path / "no" / "such" / "x.html"))
     assert bad.returncode == 2 and "does not exist" in bad.stderr and not (tmp_path / "no").exists()
 
 
 def test_run_report_writes_the_report_when_the_run_ends(tmp_path: Path) -> None:
-    done = _cli("run", str(SCENARIOS / "software_company.toml"), "--runs-dir", str(tmp_path), "--quiet", "--report")
+    done = _cli(
+        "run",
+        str(SCENARIOS / "software_company.toml"),
+        "--runs-dir",
+        str(tmp_path),
+        "--quiet",
+        "--report",
+    )
     assert done.returncode == 0, done.stderr
     (run_dir,) = [p for p in tmp_path.iterdir() if p.is_dir()]
     assert f"report: {run_dir / 'report.html'}" in done.stdout
@@ -156,14 +179,18 @@ def test_a_killed_run_without_summary_is_reported_from_its_log(tmp_path: Path) -
     ledger: list[dict[str, Any]] = list(read_jsonl(run_dir / "costs.jsonl"))
     assert page.figures["status"] == "unfinished"
     assert int(page.figures["messages"]) == 50
-    assert Decimal(page.figures["total_usd"]) == sum((Decimal(x["cost_usd"]) for x in ledger), Decimal(0))
+    assert Decimal(page.figures["total_usd"]) == sum(
+        (Decimal(x["cost_usd"]) for x in ledger), Decimal(0)
+    )
 
 
 async def test_an_events_mode_run_is_drawn_along_time(tmp_path: Path) -> None:
     import msgspec.structs
 
     sc = scenario("software_company", tmp_path)
-    outcome = await run(msgspec.structs.replace(sc, run=msgspec.structs.replace(sc.run, mode="events")))
+    outcome = await run(
+        msgspec.structs.replace(sc, run=msgspec.structs.replace(sc.run, mode="events"))
+    )
     html = build_report(outcome.run_dir)
     check_against_run(outcome.run_dir, html)
     flow = section(html, "flow")
@@ -176,8 +203,16 @@ def test_a_run_killed_before_its_first_message_still_gets_a_report(tmp_path: Pat
     from sopbus.bus import _events as ev
 
     store = RunStore.create(tmp_path, "killed")
-    store.log(ev.RunStarted(run_id=store.run_id, scenario="killed", mode="rounds", seed=0,
-                            max_rounds=3, settings={"provider": "sim", "budget_usd": "1"}))
+    store.log(
+        ev.RunStarted(
+            run_id=store.run_id,
+            scenario="killed",
+            mode="rounds",
+            seed=0,
+            max_rounds=3,
+            settings={"provider": "sim", "budget_usd": "1"},
+        )
+    )
     store.close()
     page = Page(build_report(store.run_dir))
     assert page.figures["status"] == "unfinished" and int(page.figures["messages"]) == 0

@@ -5,7 +5,6 @@ nothing over the network and logged no error."""
 from __future__ import annotations
 
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from decimal import Decimal
@@ -16,10 +15,10 @@ import pytest
 
 from sopbus.bus.report import write_report
 from support.chromium import SKIP_REASON, Browser, browser, chromium, png_pixels
+from support.cli import ARGV
 from support.report_page import Page
 from support.sop_runs import ROOT, SCENARIOS
 from support.synthetic_run import write_run
-from support.cli import ARGV
 
 pytestmark = pytest.mark.skipif(chromium() is None, reason=SKIP_REASON)
 
@@ -43,17 +42,33 @@ def _settle(b: Browser, expression: str, timeout: float = 20.0) -> object:
 def test_the_driver_sees_a_request_and_a_console_error(chrome: Browser, tmp_path: Path) -> None:
     # The checks below can fail: a page that asks the network and logs an error is caught.
     page = tmp_path / "leaky.html"
-    page.write_text('<html><body><img src="http://127.0.0.1:9/x.png">'
-                    '<script>console.error("boom")</script></body></html>')
+    page.write_text(
+        '<html><body><img src="http://127.0.0.1:9/x.png">'
+        '<script>console.error("boom")</script></body></html>'
+    )
     loaded = chrome.load(page)
     assert "http://127.0.0.1:9/x.png" in loaded.requests
     assert any("boom" in e for e in loaded.errors)
 
 
-def test_the_main_jobs_report_renders_offline_with_its_figures(chrome: Browser, tmp_path: Path) -> None:
-    done = subprocess.run([*ARGV, "run", str(SCENARIOS / "software_company.toml"),
-                           "--runs-dir", str(tmp_path), "--quiet", "--report"],
-                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+def test_the_main_jobs_report_renders_offline_with_its_figures(
+    chrome: Browser, tmp_path: Path
+) -> None:
+    done = subprocess.run(
+        [
+            *ARGV,
+            "run",
+            str(SCENARIOS / "software_company.toml"),
+            "--runs-dir",
+            str(tmp_path),
+            "--quiet",
+            "--report",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr
     (run_dir,) = [p for p in tmp_path.iterdir() if p.is_dir()]
     summary = msgspec.json.decode((run_dir / "summary.json").read_bytes())
@@ -61,7 +76,10 @@ def test_the_main_jobs_report_renders_offline_with_its_figures(chrome: Browser, 
     assert loaded.requests == [] and loaded.errors == []
     fig = Page(loaded.dom).figures
     assert Decimal(fig["total_usd"]) == Decimal(summary["total_usd"])
-    assert int(fig["llm_calls"]) == summary["llm_calls"] and int(fig["messages"]) == summary["messages"]
+    assert (
+        int(fig["llm_calls"]) == summary["llm_calls"]
+        and int(fig["messages"]) == summary["messages"]
+    )
     assert fig["simulated"] == "true" and "SIMULATED" in loaded.dom
     assert loaded.dom.count("arrows_marks") == 1 and "call_bars_marks" in loaded.dom
     width, height, pixels = png_pixels(chrome.screenshot(scale=0.25))
@@ -69,11 +87,24 @@ def test_the_main_jobs_report_renders_offline_with_its_figures(chrome: Browser, 
     inked = sum(1 for p in pixels if min(p[:3]) < 200)
     assert len(set(pixels)) > 50 and inked > len(pixels) // 20, "the screenshot is (nearly) blank"
     # Clicking a message's arrow shows it whole in the panel; a call's bar shows its ledger line.
-    chrome.evaluate('document.querySelector("#flow a").dispatchEvent(new MouseEvent("click", {bubbles: true}))')
-    shown = _settle(chrome, 'document.getElementById("detail").hidden ? "" : document.getElementById("detail-body").textContent')
-    assert isinstance(shown, str) and summary["scenario"] and "UserRequirement" in shown and "wordcount" in shown
+    chrome.evaluate(
+        'document.querySelector("#flow a").dispatchEvent(new MouseEvent("click", {bubbles: true}))'
+    )
+    shown = _settle(
+        chrome,
+        'document.getElementById("detail").hidden ? "" : document.getElementById("detail-body").textContent',
+    )
+    assert (
+        isinstance(shown, str)
+        and summary["scenario"]
+        and "UserRequirement" in shown
+        and "wordcount" in shown
+    )
     chrome.evaluate('location.hash = "#call-1"')
-    shown = _settle(chrome, 'document.getElementById("detail").dataset.shown === "call-1" && document.getElementById("detail-body").textContent')
+    shown = _settle(
+        chrome,
+        'document.getElementById("detail").dataset.shown === "call-1" && document.getElementById("detail-body").textContent',
+    )
     assert isinstance(shown, str) and "WritePRD" in shown and "cost_usd" in shown
     assert chrome.load(run_dir / "report.html").errors == []
 
@@ -82,26 +113,39 @@ def test_a_big_runs_later_pages_are_drawn_on_demand(chrome: Browser, tmp_path: P
     run_dir = write_run(tmp_path, messages=1500, roles=5, per_round=60)
     loaded = chrome.load(write_report(run_dir))
     assert loaded.requests == [] and loaded.errors == []
-    chrome.evaluate('(() => { const s = document.querySelector("#flow select"); s.value = "2";'
-                    ' s.dispatchEvent(new Event("change")); })()')
-    drawn = _settle(chrome, 'document.querySelector("#flow [data-pager]").dataset.page === "2"'
-                            ' && document.querySelectorAll("#flow .page-view .arrows_marks line").length')
+    chrome.evaluate(
+        '(() => { const s = document.querySelector("#flow select"); s.value = "2";'
+        ' s.dispatchEvent(new Event("change")); })()'
+    )
+    drawn = _settle(
+        chrome,
+        'document.querySelector("#flow [data-pager]").dataset.page === "2"'
+        ' && document.querySelectorAll("#flow .page-view .arrows_marks line").length',
+    )
     assert isinstance(drawn, int) and drawn > 100
     chrome.evaluate('location.hash = "#msg-m1400"')  # message m1400, from the packed message data
-    shown = _settle(chrome, 'document.getElementById("detail").dataset.shown === "msg-m1400"'
-                            ' && document.getElementById("detail-body").textContent')
+    shown = _settle(
+        chrome,
+        'document.getElementById("detail").dataset.shown === "msg-m1400"'
+        ' && document.getElementById("detail-body").textContent',
+    )
     assert isinstance(shown, str) and "Message 1399" in shown
     assert chrome.evaluate("1") == 1 and chrome.load(run_dir / "report.html").errors == []
 
 
-def test_hostile_content_neither_runs_nor_reaches_the_network(chrome: Browser, tmp_path: Path) -> None:
+def test_hostile_content_neither_runs_nor_reaches_the_network(
+    chrome: Browser, tmp_path: Path
+) -> None:
     run_dir = write_run(tmp_path, messages=40, roles=3, hostile=True)
     loaded = chrome.load(write_report(run_dir))
     assert loaded.requests == [] and loaded.errors == []
     assert chrome.evaluate("document.title") != "pwned"
     assert "127.0.0.1:9/md.png" in loaded.dom  # the remote image is shown as text, not loaded
     chrome.evaluate('location.hash = "#msg-m1"')
-    shown = _settle(chrome, 'document.getElementById("detail").dataset.shown === "msg-m1"'
-                            ' && document.getElementById("detail-body").textContent')
+    shown = _settle(
+        chrome,
+        'document.getElementById("detail").dataset.shown === "msg-m1"'
+        ' && document.getElementById("detail-body").textContent',
+    )
     assert isinstance(shown, str) and '<script>document.title="pwned"</script>' in shown
     assert chrome.evaluate("document.title") != "pwned"

@@ -7,10 +7,10 @@ import json
 import pytest
 import trio
 from pydantic import BaseModel
-from support.scripted_gateway import ScriptedGateway, turn
 
 from sopbus.bus import ChatMessage, ConfigError, LLMRequest, Message, ModelOutputError
 from sopbus.roles import Action, ActionContext, ActionResult, LLMSettings, Registry, Role
+from support.scripted_gateway import ScriptedGateway, turn
 
 REG = Registry()
 
@@ -40,14 +40,19 @@ class Reviewer(Role, registry=REG):
     actions = (ReviewCode,)
 
 
-CODE = Message(cause_by="WriteCode", sent_from="Alex", content="def add(a, b): return a - b",
-               id="m1", round=1)
+CODE = Message(
+    cause_by="WriteCode", sent_from="Alex", content="def add(a, b): return a - b", id="m1", round=1
+)
 GOOD = '{"approved": false, "problems": ["add subtracts"]}'
 
 
 def rita(**fields: object) -> Reviewer:
-    return Reviewer(name="Rita", llm_defaults=LLMSettings(model="test-model"), registry=REG,
-                    **fields)  # type: ignore[arg-type]
+    return Reviewer(
+        name="Rita",
+        llm_defaults=LLMSettings(model="test-model"),
+        registry=REG,
+        **fields,  # type: ignore[arg-type]
+    )
 
 
 async def test_invalid_json_then_schema_violation_then_valid_succeeds_after_two_repairs() -> None:
@@ -102,11 +107,14 @@ async def test_prompt_tells_role_task_and_context() -> None:
     await rita().step([CODE], turn(gw))
     system, user = gw.calls[0].request.messages
     assert system == ChatMessage(
-        "system", "You are Rita, Code Reviewer.\nYour goal: Find bugs before users do")
+        "system", "You are Rita, Code Reviewer.\nYour goal: Find bugs before users do"
+    )
     assert user.role == "user"
-    assert user.content == ("## Context\n### WriteCode from Alex\ndef add(a, b): return a - b\n\n"
-                            "## Your task: ReviewCode\n"
-                            "Review the code in the messages as Rita. List concrete problems.")
+    assert user.content == (
+        "## Context\n### WriteCode from Alex\ndef add(a, b): return a - b\n\n"
+        "## Your task: ReviewCode\n"
+        "Review the code in the messages as Rita. List concrete problems."
+    )
 
 
 async def test_prompt_output_mode_writes_the_schema_into_the_prompt() -> None:
@@ -127,7 +135,11 @@ async def test_free_text_action_publishes_the_text_as_is() -> None:
     gw = ScriptedGateway(["It adds, badly."])
     out = await Notes(llm_defaults=LLMSettings(model="m"), registry=REG).step([CODE], turn(gw))
     assert gw.calls[0].request.schema is None and gw.calls[0].request.schema_name is None
-    assert (out[0].content, out[0].payload, out[0].cause_by) == ("It adds, badly.", None, "Summarize")
+    assert (out[0].content, out[0].payload, out[0].cause_by) == (
+        "It adds, badly.",
+        None,
+        "Summarize",
+    )
 
 
 async def test_no_model_anywhere_is_a_config_error_before_any_call() -> None:
@@ -143,8 +155,9 @@ async def test_llm_settings_layer_run_defaults_then_action_then_role() -> None:
 
     defaults = LLMSettings(model="run-model", temperature=0.7, max_tokens=1000)
     gw = ScriptedGateway([GOOD, GOOD])
-    role = Reviewer(actions=[Careful], llm_defaults=defaults, llm=LLMSettings(max_tokens=500),
-                    registry=REG)
+    role = Reviewer(
+        actions=[Careful], llm_defaults=defaults, llm=LLMSettings(max_tokens=500), registry=REG
+    )
     await role.step([CODE], turn(gw))
     req = gw.calls[0].request
     assert (req.model, req.temperature, req.max_tokens) == ("action-model", 0.0, 500)
@@ -233,4 +246,7 @@ async def test_a_huge_bad_answer_is_quoted_back_only_by_its_head() -> None:
     assert quoted.role == "assistant" and quoted.content.startswith("<html>xxx")
     assert len(quoted.content) < REPAIR_QUOTE_CHARS + 100
     assert f"{len(huge) - REPAIR_QUOTE_CHARS} more characters" in quoted.content
-    assert sum(len(m.content) for m in repair) < sum(len(m.content) for m in gw.calls[0].request.messages) + REPAIR_QUOTE_CHARS + 1000
+    assert (
+        sum(len(m.content) for m in repair)
+        < sum(len(m.content) for m in gw.calls[0].request.messages) + REPAIR_QUOTE_CHARS + 1000
+    )

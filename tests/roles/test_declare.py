@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 from pydantic import BaseModel, ConfigDict
-from support.scripted_gateway import ScriptedGateway, turn
 
 from sopbus.bus import ConfigError, LLMRequest, Message, load_scenario
 from sopbus.roles import (
@@ -24,6 +23,7 @@ from sopbus.roles import (
 )
 from sopbus.sops import build_team
 from sopbus.sops._team import llm_defaults
+from support.scripted_gateway import ScriptedGateway, turn
 
 # -- the same team, once in Python ------------------------------------------------------
 
@@ -83,10 +83,16 @@ def declared_team() -> tuple[Registry, Role]:
     reg = Registry()
     for name, spec in doc["actions"].items():
         output = {k: TYPES[v] for k, v in spec["output"].items()} if "output" in spec else None
-        declare_action(name, instruction=spec["instruction"], output=output,
-                       max_repairs=spec.get("max_repairs", 2), registry=reg)
-    (role,) = [declare_role(where=f"$.roles[{i}]", registry=reg, **r)
-               for i, r in enumerate(doc["roles"])]
+        declare_action(
+            name,
+            instruction=spec["instruction"],
+            output=output,
+            max_repairs=spec.get("max_repairs", 2),
+            registry=reg,
+        )
+    (role,) = [
+        declare_role(where=f"$.roles[{i}]", registry=reg, **r) for i, r in enumerate(doc["roles"])
+    ]
     return reg, role
 
 
@@ -103,7 +109,9 @@ async def run(role: Role) -> tuple[list[Message], list[LLMRequest]]:
     gw = ScriptedGateway(reviewing_model)
     out: list[Message] = []
     for rnd, code in enumerate(["def add(a, b): return a - b", "def add(a, b): return a + b"], 1):
-        news = Message(cause_by="WriteCode", sent_from="Alex", content=code, id=f"m{rnd}", round=rnd)
+        news = Message(
+            cause_by="WriteCode", sent_from="Alex", content=code, id=f"m{rnd}", round=rnd
+        )
         out += await role.step([news], turn(gw, role=role.name, round=rnd))
     return out, [c.request for c in gw.calls]
 
@@ -123,7 +131,8 @@ async def test_a_declared_role_and_its_python_twin_publish_the_same_messages() -
         ("ReviewCode", ("Alex",), ("m2",), {"approved": True, "problems": []}),
     ]
     assert [(r.model, r.temperature, r.schema_name) for r in asked_python[:1]] == [
-        ("gpt-4o", 0.0, "ReviewCode")]
+        ("gpt-4o", 0.0, "ReviewCode")
+    ]
     assert len(asked_python) == 4  # one repair per review
 
 
@@ -141,28 +150,41 @@ def test_declared_things_are_registered_as_classes_like_python_ones() -> None:
 
 # -- declared actions -------------------------------------------------------------------
 
+
 def test_declared_output_model_requires_every_field_and_forbids_extras() -> None:
-    cls = declare_action("Judge", instruction="Judge.", output={"score": int, "why": str},
-                         registry=Registry())
+    cls = declare_action(
+        "Judge", instruction="Judge.", output={"score": int, "why": str}, registry=Registry()
+    )
     assert cls.Output is not None
     schema = cls.Output.model_json_schema()
     assert schema["required"] == ["score", "why"]
     assert schema["additionalProperties"] is False
     assert cls.Output.model_validate_json('{"score": 3, "why": "ok"}').model_dump() == {
-        "score": 3, "why": "ok"}
+        "score": 3,
+        "why": "ok",
+    }
     with pytest.raises(ValueError, match="Extra inputs are not permitted"):
         cls.Output.model_validate_json('{"score": 3, "why": "ok", "also": 1}')
 
 
-@pytest.mark.parametrize(("kwargs", "message"), [
-    ({"output": {"2fast": int}}, r"bad output field name '2fast' at \$.actions.X.output"),
-    ({"output": {"_secret": int}}, r"bad output field name '_secret'"),
-    ({"output": {}}, r"expected a table of field names and types at \$.actions.X.output"),
-    ({"output": {"n": object()}}, r"cannot build the output of action 'X' at \$.actions.X.output"),
-    ({"max_repairs": -1}, r"expected a whole number >= 0 at \$.actions.X.max_repairs"),
-    ({"instruction": 5}, r"expected a string at \$.actions.X.instruction"),
-    ({"llm": {"max_tokens": 0}}, r"\$.actions.X.llm.max_tokens: Input should be greater than 0"),
-])
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"output": {"2fast": int}}, r"bad output field name '2fast' at \$.actions.X.output"),
+        ({"output": {"_secret": int}}, r"bad output field name '_secret'"),
+        ({"output": {}}, r"expected a table of field names and types at \$.actions.X.output"),
+        (
+            {"output": {"n": object()}},
+            r"cannot build the output of action 'X' at \$.actions.X.output",
+        ),
+        ({"max_repairs": -1}, r"expected a whole number >= 0 at \$.actions.X.max_repairs"),
+        ({"instruction": 5}, r"expected a string at \$.actions.X.instruction"),
+        (
+            {"llm": {"max_tokens": 0}},
+            r"\$.actions.X.llm.max_tokens: Input should be greater than 0",
+        ),
+    ],
+)
 def test_bad_action_declarations_are_config_errors(kwargs: dict[str, Any], message: str) -> None:
     reg = Registry()
     args: dict[str, Any] = {"instruction": "Do X.", "output": None} | kwargs
@@ -173,23 +195,36 @@ def test_bad_action_declarations_are_config_errors(kwargs: dict[str, Any], messa
 
 # -- declared roles ---------------------------------------------------------------------
 
+
 def test_unknown_names_in_a_declared_role_name_the_path_and_the_closest_names() -> None:
     reg, _ = declared_team()
     with pytest.raises(ConfigError) as info:
-        declare_role("Rita", watch=["WriteCode", "WriteCod"], actions=["ReviewCode"],
-                     registry=reg, where="$.roles[0]")
+        declare_role(
+            "Rita",
+            watch=["WriteCode", "WriteCod"],
+            actions=["ReviewCode"],
+            registry=reg,
+            where="$.roles[0]",
+        )
     assert str(info.value).startswith(
-        "unknown action 'WriteCod' at $.roles[0].watch[1] (did you mean 'WriteCode'?).")
-    with pytest.raises(ConfigError, match=r"at \$.roles\[1\].actions\[0\] \(did you mean 'ReviewCode'\?\)"):
-        declare_role("Rita", watch=["WriteCode"], actions=["Reviewcode"], registry=reg,
-                     where="$.roles[1]")
+        "unknown action 'WriteCod' at $.roles[0].watch[1] (did you mean 'WriteCode'?)."
+    )
+    with pytest.raises(
+        ConfigError, match=r"at \$.roles\[1\].actions\[0\] \(did you mean 'ReviewCode'\?\)"
+    ):
+        declare_role(
+            "Rita", watch=["WriteCode"], actions=["Reviewcode"], registry=reg, where="$.roles[1]"
+        )
     assert "Rita" not in reg.roles  # a failed declaration registers nothing
 
 
 def test_a_declaration_does_not_replace_a_role_of_the_same_name() -> None:
     reg, _ = declared_team()
-    with pytest.raises(ConfigError, match=r"role 'Reviewer' is defined twice: by the declaration "
-                                          r"at \$.roles\[0\] and by the declaration at \$.roles\[3\]"):
+    with pytest.raises(
+        ConfigError,
+        match=r"role 'Reviewer' is defined twice: by the declaration "
+        r"at \$.roles\[0\] and by the declaration at \$.roles\[3\]",
+    ):
         declare_role("Reviewer", registry=reg, where="$.roles[3]")
 
 
@@ -197,29 +232,48 @@ async def test_a_scenario_overrides_a_python_role_by_name() -> None:
     scenario = PY.copy()
     declare_action("AuditCode", instruction="Audit.", output={"ok": bool}, registry=scenario)
     base = Reviewer(registry=PY)
-    rita = role_with_overrides(base, registry=scenario, where="$.roles[0]", name="Rita",
-                               actions=["AuditCode"], llm={"model": "gpt-4o-mini"})
-    assert (rita.name, rita.profile, rita.watch) == ("Rita", "Code Reviewer", frozenset({"WriteCode"}))
+    rita = role_with_overrides(
+        base,
+        registry=scenario,
+        where="$.roles[0]",
+        name="Rita",
+        actions=["AuditCode"],
+        llm={"model": "gpt-4o-mini"},
+    )
+    assert (rita.name, rita.profile, rita.watch) == (
+        "Rita",
+        "Code Reviewer",
+        frozenset({"WriteCode"}),
+    )
     assert rita.llm == LLMSettings(model="gpt-4o-mini", temperature=0.0)
     gw = ScriptedGateway(['{"ok": true}'])
     news = Message(cause_by="WriteCode", sent_from="Alex", content="x = 1", id="m1")
     (out,) = await rita.step([news], turn(gw))
     assert (out.cause_by, out.sent_from, out.payload) == ("AuditCode", "Rita", {"ok": True})
-    with pytest.raises(ConfigError, match=r"unknown action 'AuditCode' at \$.roles\[0\].actions\[0\]"):
+    with pytest.raises(
+        ConfigError, match=r"unknown action 'AuditCode' at \$.roles\[0\].actions\[0\]"
+    ):
         role_with_overrides(base, where="$.roles[0]", actions=["AuditCode"])  # not in PY
     assert "AuditCode" not in PY.actions
 
 
 def test_declared_role_settings_are_checked_at_their_path() -> None:
     reg, _ = declared_team()
-    with pytest.raises(ConfigError, match=r"\$.roles\[4\].llm.temperature: Input should be less "
-                                          r"than or equal to 2"):
+    with pytest.raises(
+        ConfigError,
+        match=r"\$.roles\[4\].llm.temperature: Input should be less "
+        r"than or equal to 2",
+    ):
         declare_role("Hot", llm={"temperature": 9}, registry=reg, where="$.roles[4]")
-    with pytest.raises(ConfigError, match=r"unknown react_mode 'plan' at \$.roles\[4\].react_mode; "
-                                          r"expected one of by_order, react, plan_and_act"):
+    with pytest.raises(
+        ConfigError,
+        match=r"unknown react_mode 'plan' at \$.roles\[4\].react_mode; "
+        r"expected one of by_order, react, plan_and_act",
+    ):
         declare_role("Hot", react_mode="plan", registry=reg, where="$.roles[4]")
-    slow = declare_role("Slow", react_mode="react", max_react_steps=2, actions=["ReviewCode"],
-                        registry=reg)
+    slow = declare_role(
+        "Slow", react_mode="react", max_react_steps=2, actions=["ReviewCode"], registry=reg
+    )
     assert (slow.react_mode, slow.max_react_steps) == ("react", 2)
 
 
@@ -235,7 +289,9 @@ def scenario_file(tmp_path: Path, tables: str) -> Path:
 async def test_a_role_from_a_scenario_file_behaves_like_its_python_twin(tmp_path: Path) -> None:
     # WriteCode is a built-in action, so the file watches it without declaring it.
     # Another name than Reviewer: Python test modules register roles of that name globally.
-    tables = SCENARIO.replace('[actions.WriteCode]\ninstruction = "Write the code for the task."\n', "")
+    tables = SCENARIO.replace(
+        '[actions.WriteCode]\ninstruction = "Write the code for the task."\n', ""
+    )
     tables = tables.replace('name = "Reviewer"', 'name = "TwinReviewer"')
     # The team must hold the role it sends to (send_to names are checked when it is built).
     tables += '[[roles]]\nname = "Alex"\nwatch = ["ReviewCode"]\n'
@@ -247,7 +303,9 @@ async def test_a_role_from_a_scenario_file_behaves_like_its_python_twin(tmp_path
     got_python, asked_python = await run(python)
     assert got_declared == got_python and asked_declared == asked_python
     assert [m.payload for m in got_declared] == [
-        {"approved": False, "problems": ["subtracts"]}, {"approved": True, "problems": []}]
+        {"approved": False, "problems": ["subtracts"]},
+        {"approved": True, "problems": []},
+    ]
 
 
 def test_a_file_action_named_like_a_built_in_one_names_the_file_and_the_fix(tmp_path: Path) -> None:
@@ -257,4 +315,5 @@ def test_a_file_action_named_like_a_built_in_one_names_the_file_and_the_fix(tmp_
     assert str(caught.value) == (
         f"{path}: [actions.WriteCode] - at `$.actions.WriteCode`: an action named WriteCode already "
         f"exists (built in: sopbus.roles.company._code.WriteCode); rename the table, e.g. "
-        f"[actions.MyWriteCode], and the names that refer to it")
+        f"[actions.MyWriteCode], and the names that refer to it"
+    )

@@ -4,20 +4,32 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from support.paths import ROOT
-from support.cli import ARGV
 
+from support.cli import ARGV
+from support.paths import ROOT
 
 
 @pytest.mark.slow
-def test_the_python_reviewer_watches_the_engineers_code_and_reports_to_the_engineer(tmp_path: Path) -> None:
+def test_the_python_reviewer_watches_the_engineers_code_and_reports_to_the_engineer(
+    tmp_path: Path,
+) -> None:
     done = subprocess.run(
-        [*ARGV, "run", str(ROOT / "scenarios/software_company_python_reviewer.toml"),
-         "--runs-dir", str(tmp_path), "--quiet"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+        [
+            *ARGV,
+            "run",
+            str(ROOT / "scenarios/software_company_python_reviewer.toml"),
+            "--runs-dir",
+            str(tmp_path),
+            "--quiet",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr
     (run_dir,) = [p for p in tmp_path.iterdir() if p.is_dir()]
     events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]

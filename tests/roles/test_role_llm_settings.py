@@ -6,20 +6,17 @@ names stay inside its folder unless it says ``allow_outside = true``."""
 from __future__ import annotations
 
 import tomllib
-
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import trio
 
-from sopbus.bus import LedgerLine, load_scenario, read_jsonl
 from sopbus._assemble import execute
+from sopbus.bus import LedgerLine, load_scenario, read_jsonl
+from support.cli import sopbus
 from support.openai_server import Answer, Fail, OpenAIServer, Slow
 from support.paths import ROOT
-from support.cli import sopbus
 from support.teams import pipeline
 
 KEY = {"OPENAI_API_KEY": "sk-test"}
@@ -33,10 +30,23 @@ def server() -> Iterator[OpenAIServer]:
 
 def run_pair(tmp_path: Path, server: OpenAIServer, pete: str) -> tuple[str, list[LedgerLine]]:
     path = tmp_path / "pair.toml"
-    llm = {"provider": "openai", "base_url": server.base_url, "max_tokens": 100, "timeout_s": 60,
-           "max_attempts": 3, "stream": False}
-    path.write_text(pipeline(("Dora", "Draft"), ("Pete", "Polish"), run={"runs_dir": str(tmp_path / "runs")},
-                             llm=llm, role_llm={"Pete": tomllib.loads(f"llm = {{ {pete} }}")["llm"]}))
+    llm = {
+        "provider": "openai",
+        "base_url": server.base_url,
+        "max_tokens": 100,
+        "timeout_s": 60,
+        "max_attempts": 3,
+        "stream": False,
+    }
+    path.write_text(
+        pipeline(
+            ("Dora", "Draft"),
+            ("Pete", "Polish"),
+            run={"runs_dir": str(tmp_path / "runs")},
+            llm=llm,
+            role_llm={"Pete": tomllib.loads(f"llm = {{ {pete} }}")["llm"]},
+        )
+    )
     outcome = trio.run(lambda: execute(load_scenario(path), environ=KEY))
     return outcome.result.end_reason, list(read_jsonl(outcome.run_dir / "costs.jsonl", LedgerLine))
 
@@ -45,14 +55,14 @@ def test_a_roles_max_attempts_replaces_the_runs(server: OpenAIServer, tmp_path: 
     server.script(Answer("a draft"), Fail(500), Answer("never asked for"))
     reason, lines = run_pair(tmp_path, server, "max_attempts = 1")
     assert reason == "error"
-    assert [(l.role, l.outcome) for l in lines] == [("Dora", "ok"), ("Pete", "error")]
+    assert [(line.role, line.outcome) for line in lines] == [("Dora", "ok"), ("Pete", "error")]
     assert len(server.requests) == 2  # the run's max_attempts = 3 would have retried
 
 
 def test_a_roles_stream_replaces_the_runs(server: OpenAIServer, tmp_path: Path) -> None:
     server.script(Answer("a draft"), Answer("a polished haiku"))
     reason, lines = run_pair(tmp_path, server, "stream = true")
-    assert reason == "idle" and [l.outcome for l in lines] == ["ok", "ok"]
+    assert reason == "idle" and [line.outcome for line in lines] == ["ok", "ok"]
     assert [r.body.get("stream", False) for r in server.requests] == [False, True]
 
 
@@ -60,16 +70,20 @@ def test_a_roles_timeout_replaces_the_runs(server: OpenAIServer, tmp_path: Path)
     server.script(Answer("a draft"), Slow(3, Answer("too late")))
     reason, lines = run_pair(tmp_path, server, "timeout_s = 0.3, max_attempts = 1")
     assert reason == "error"  # the run's timeout_s = 60 would have waited for the answer
-    assert [(l.role, l.outcome) for l in lines] == [("Dora", "ok"), ("Pete", "error")]
+    assert [(line.role, line.outcome) for line in lines] == [("Dora", "ok"), ("Pete", "error")]
 
 
 def test_a_latency_near_2_to_the_63_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "slow.toml"
-    path.write_text('[scenario]\nname = "x"\nsop = "flower_shop"\n[llm]\n'
-                    'latency_ms = 9223372036854775000\n')
+    path.write_text(
+        '[scenario]\nname = "x"\nsop = "flower_shop"\n[llm]\nlatency_ms = 9223372036854775000\n'
+    )
     done = sopbus("run", path, "--runs-dir", tmp_path / "runs")
     assert done.returncode == 2 and "Traceback" not in done.stderr
-    assert f"{path}: expected `int` <= 600000, got 9223372036854775000 - at `$.llm.latency_ms`" in done.stderr
+    assert (
+        f"{path}: expected `int` <= 600000, got 9223372036854775000 - at `$.llm.latency_ms`"
+        in done.stderr
+    )
     assert not (tmp_path / "runs").exists()
 
 
@@ -94,8 +108,11 @@ SECRET = "root:$6$THE-SHADOW-HASH$"
 
 
 def run_dir_text(runs: Path) -> str:
-    return "".join(p.read_text(errors="replace") for p in runs.rglob("*") if p.is_file()) \
-        if runs.exists() else ""
+    return (
+        "".join(p.read_text(errors="replace") for p in runs.rglob("*") if p.is_file())
+        if runs.exists()
+        else ""
+    )
 
 
 @pytest.mark.parametrize("how", ["dotdot", "absolute"])
@@ -135,7 +152,9 @@ def test_a_fixture_outside_the_folder_is_refused_unless_allowed(tmp_path: Path) 
     scenario.write_text(scenario.read_text().replace('"fixtures/code_and_run.toml"', f'"{moved}"'))
     done = sopbus("validate", scenario)
     assert done.returncode == 2 and "- at `$.llm.fixtures[0]`" in done.stderr
-    scenario.write_text(scenario.read_text().replace("[scenario]\n", "[scenario]\nallow_outside = true\n", 1))
+    scenario.write_text(
+        scenario.read_text().replace("[scenario]\n", "[scenario]\nallow_outside = true\n", 1)
+    )
     assert sopbus("validate", scenario).returncode == 0
 
 

@@ -8,8 +8,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pydantic import BaseModel
-from support.scripted_gateway import ScriptedGateway, turn
 
 from sopbus import bus
 from sopbus.bus import ConfigError, LLMRequest, Message, ModelOutputError
@@ -26,6 +24,7 @@ from sopbus.roles import (
     registry,
     role_with_overrides,
 )
+from support.scripted_gateway import ScriptedGateway, turn
 
 REG = Registry()
 MODEL = LLMSettings(model="test-model")
@@ -60,6 +59,7 @@ def echo(request: LLMRequest, attempt: int) -> str:
 
 # -- Member -----------------------------------------------------------------------------
 
+
 # Named apart from scenarios/my_reviewer.py's Reviewer, which other tests import in-process.
 class DesignReviewer(Role):  # the default registry, exactly as a user writes it
     profile = "Code Reviewer"
@@ -90,6 +90,7 @@ async def test_empty_news_publishes_nothing_and_asks_nothing() -> None:
 
 # -- memory -----------------------------------------------------------------------------
 
+
 def test_memory_keeps_order_indexes_by_action_and_drops_repeated_ids() -> None:
     m = Memory()
     assert m.add(IDEA) and m.add(PRD)
@@ -111,6 +112,7 @@ async def test_role_remembers_what_it_received_and_published() -> None:
 
 
 # -- by_order ---------------------------------------------------------------------------
+
 
 async def test_by_order_runs_each_action_in_turn_and_each_sees_the_earlier_results() -> None:
     gw = ScriptedGateway(echo)
@@ -149,6 +151,7 @@ async def test_send_to_of_the_role_addresses_every_published_message() -> None:
 
 # -- react ------------------------------------------------------------------------------
 
+
 def picker(picks: list[str]) -> ScriptedGateway:
     """Answers react picks from ``picks`` in order, and every action with its name."""
     queue = list(picks)
@@ -170,7 +173,10 @@ async def test_react_runs_the_actions_the_model_picks_until_done() -> None:
     think = gw.calls[0].request
     assert think.schema is not None
     assert think.schema["properties"]["next"]["enum"] == ["WriteDesign", "WriteTasks", DONE]
-    assert "Actions already taken in this turn: WriteTasks." in gw.calls[2].request.messages[-1].content
+    assert (
+        "Actions already taken in this turn: WriteTasks."
+        in gw.calls[2].request.messages[-1].content
+    )
 
 
 async def test_react_stops_at_max_react_steps() -> None:
@@ -183,7 +189,9 @@ async def test_react_stops_at_max_react_steps() -> None:
 
 async def test_react_repairs_a_pick_of_an_unknown_action() -> None:
     gw = picker(["WriteCode", "WriteTasks", DONE])
-    out = await Architect(react_mode="react", registry=REG, llm_defaults=MODEL).step([PRD], turn(gw))
+    out = await Architect(react_mode="react", registry=REG, llm_defaults=MODEL).step(
+        [PRD], turn(gw)
+    )
     assert [m.cause_by for m in out] == ["WriteTasks"]
     repair = gw.calls[1]
     assert repair.attempt == 2 and repair.request.action == THINK
@@ -192,6 +200,7 @@ async def test_react_repairs_a_pick_of_an_unknown_action() -> None:
 
 
 # -- plan_and_act -----------------------------------------------------------------------
+
 
 def planner(plans: list[list[str]]) -> ScriptedGateway:
     queue = list(plans)
@@ -221,7 +230,11 @@ async def test_plan_with_an_unknown_action_is_repaired() -> None:
     role = Architect(react_mode="plan_and_act", registry=REG, llm_defaults=MODEL)
     out = await role.step([PRD], turn(gw))
     assert [m.cause_by for m in out] == ["WriteDesign"]
-    assert [(c.request.action, c.attempt) for c in gw.calls] == [(PLAN, 1), (PLAN, 2), ("WriteDesign", 1)]
+    assert [(c.request.action, c.attempt) for c in gw.calls] == [
+        (PLAN, 1),
+        (PLAN, 2),
+        ("WriteDesign", 1),
+    ]
     assert "at `steps.1`" in gw.calls[1].request.messages[-1].content
 
 
@@ -245,6 +258,7 @@ async def test_a_plan_longer_than_max_react_steps_is_repaired() -> None:
 
 # -- checking declarations --------------------------------------------------------------
 
+
 def test_unknown_watch_name_names_the_place_and_the_closest_action() -> None:
     with pytest.raises(ConfigError) as info:
         Architect(watch=["WritePRD", "WriteDesing"], registry=REG, where="$.roles[0]")
@@ -257,19 +271,29 @@ def test_unknown_action_in_a_python_class_names_the_class_attribute() -> None:
     class Sloppy(Role, register=False):
         actions = (WriteDesign, "writetasks")
 
-    with pytest.raises(ConfigError, match=r"at Sloppy.actions\[1\] \(did you mean 'WriteTasks'\?\)"):
+    with pytest.raises(
+        ConfigError, match=r"at Sloppy.actions\[1\] \(did you mean 'WriteTasks'\?\)"
+    ):
         Sloppy(registry=REG)
 
 
-@pytest.mark.parametrize(("fields", "message"), [
-    ({"watch": "WritePRD"}, r"expected a list of action names at Architect.watch"),
-    ({"react_mode": "reactive"}, r"unknown react_mode 'reactive' at Architect.react_mode"),
-    ({"max_react_steps": 0}, r"expected a whole number >= 1 at Architect.max_react_steps"),
-    ({"actions": [WriteDesign, WriteDesign]}, r"'WriteDesign' is listed twice at Architect.actions\[1\]"),
-    ({"name": ""}, r"expected a non-empty string at Architect.name"),
-    ({"llm": {"temprature": 0}}, r"Architect.llm.temprature: Extra inputs are not permitted"),
-])
-def test_bad_fields_are_config_errors_at_their_place(fields: dict[str, object], message: str) -> None:
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"watch": "WritePRD"}, r"expected a list of action names at Architect.watch"),
+        ({"react_mode": "reactive"}, r"unknown react_mode 'reactive' at Architect.react_mode"),
+        ({"max_react_steps": 0}, r"expected a whole number >= 1 at Architect.max_react_steps"),
+        (
+            {"actions": [WriteDesign, WriteDesign]},
+            r"'WriteDesign' is listed twice at Architect.actions\[1\]",
+        ),
+        ({"name": ""}, r"expected a non-empty string at Architect.name"),
+        ({"llm": {"temprature": 0}}, r"Architect.llm.temprature: Extra inputs are not permitted"),
+    ],
+)
+def test_bad_fields_are_config_errors_at_their_place(
+    fields: dict[str, object], message: str
+) -> None:
     with pytest.raises(ConfigError, match=message):
         Architect(registry=REG, **fields)  # type: ignore[arg-type]
 
@@ -281,9 +305,14 @@ def test_registry_lookups_and_copies() -> None:
         pass
 
     assert reg.action("Extra") is Extra
-    with pytest.raises(ConfigError, match=r"unknown action 'Extra' at \$.x\. Known actions: WriteDesign, WritePRD, WriteTasks\."):
+    with pytest.raises(
+        ConfigError,
+        match=r"unknown action 'Extra' at \$.x\. Known actions: WriteDesign, WritePRD, WriteTasks\.",
+    ):
         REG.action("Extra", where="$.x")
-    with pytest.raises(ConfigError, match=r"unknown role 'Architekt' \(did you mean 'Architect'\?\)"):
+    with pytest.raises(
+        ConfigError, match=r"unknown role 'Architekt' \(did you mean 'Architect'\?\)"
+    ):
         reg.role("Architekt")
 
 
@@ -294,12 +323,14 @@ def test_two_different_classes_cannot_share_a_name_in_one_registry() -> None:
         name = "Shared"
 
     with pytest.raises(ConfigError, match="action 'Shared' is defined twice"):
+
         class Second(Action, registry=reg):
             name = "Shared"
 
     def define() -> type[Action]:
         class Again(Action, registry=reg):
             pass
+
         return Again
 
     # Running the same class statement again (a reload) replaces the old class.
@@ -310,6 +341,7 @@ def test_two_different_classes_cannot_share_a_name_in_one_registry() -> None:
 
 # -- overrides --------------------------------------------------------------------------
 
+
 async def test_role_with_overrides_changes_only_the_given_fields() -> None:
     base = Architect(llm=LLMSettings(model="gpt-4o", temperature=0.1), registry=REG)
     base.memory.add(PRD)
@@ -318,7 +350,9 @@ async def test_role_with_overrides_changes_only_the_given_fields() -> None:
     assert type(rita) is type(base)  # (after the line above: mypy narrows on this)
     assert rita.llm == LLMSettings(model="gpt-4o", temperature=0.0)
     assert len(rita.memory) == 0 and len(base.memory) == 1
-    with pytest.raises(ConfigError, match=r"unknown role field 'wacth' at \$.roles\[2\] \(did you mean 'watch'\?\)"):
+    with pytest.raises(
+        ConfigError, match=r"unknown role field 'wacth' at \$.roles\[2\] \(did you mean 'watch'\?\)"
+    ):
         role_with_overrides(base, where="$.roles[2]", wacth=["WritePRD"])
 
 

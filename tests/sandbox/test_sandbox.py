@@ -57,7 +57,8 @@ def _spawn_child_script(marker: str, then: str) -> str:
 
 
 async def test_captures_stdout_stderr_and_exit_code_with_the_venv_python(
-        backend: str, tmp_path: Path) -> None:
+    backend: str, tmp_path: Path
+) -> None:
     script = "import sys\nprint(sys.prefix)\nprint('oops', file=sys.stderr)\nsys.exit(3)\n"
     result = await run_sandboxed(["python", "main.py"], files={"main.py": script})
     assert isinstance(result, SandboxResult)
@@ -75,8 +76,9 @@ async def test_captures_stdout_stderr_and_exit_code_with_the_venv_python(
 async def test_timeout_kills_the_script_and_its_children() -> None:
     marker = f"sandbox-child-{uuid.uuid4()}"
     script = _spawn_child_script(marker, "while True: pass")
-    result = await run_sandboxed(["python", "loop.py"], files={"loop.py": script},
-                                 limits=SandboxLimits(timeout_s=2))
+    result = await run_sandboxed(
+        ["python", "loop.py"], files={"loop.py": script}, limits=SandboxLimits(timeout_s=2)
+    )
     assert result.timed_out is True
     assert result.exit_code is None
     assert result.stdout == "child started\n"
@@ -87,8 +89,9 @@ async def test_background_children_of_a_finished_run_are_killed() -> None:
     # The child keeps stdout open; without the group kill the run would wait for the timeout.
     marker = f"sandbox-child-{uuid.uuid4()}"
     script = _spawn_child_script(marker, "sys.exit(0)")
-    result = await run_sandboxed(["python", "bg.py"], files={"bg.py": script},
-                                 limits=SandboxLimits(timeout_s=30))
+    result = await run_sandboxed(
+        ["python", "bg.py"], files={"bg.py": script}, limits=SandboxLimits(timeout_s=30)
+    )
     assert (result.exit_code, result.timed_out) == (0, False)
     assert _live_processes_with(marker) == []
 
@@ -103,12 +106,14 @@ async def test_cancelling_the_caller_kills_the_run_and_propagates() -> None:
 
 
 async def test_environment_is_clean_and_parent_secrets_stay_outside(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-parent-secret-123")
     monkeypatch.setenv("SOPBUS_PARENT_ONLY", "x")
     script = "import json, os\nprint(json.dumps(dict(os.environ)))\n"
-    result = await run_sandboxed(["python", "env.py"], files={"env.py": script},
-                                 env={"GREETING": "hello"})
+    result = await run_sandboxed(
+        ["python", "env.py"], files={"env.py": script}, env={"GREETING": "hello"}
+    )
     seen = json.loads(result.stdout)
     assert "OPENAI_API_KEY" not in seen
     assert "SOPBUS_PARENT_ONLY" not in seen
@@ -120,9 +125,18 @@ async def test_environment_is_clean_and_parent_secrets_stay_outside(
     assert (seen["PYTHONHASHSEED"], seen["PYTHONDONTWRITEBYTECODE"]) == ("0", "1")
 
 
-@pytest.mark.parametrize("name", ["OPENAI_BASE_URL", "GITHUB_TOKEN", "my_api_key", "DB_PASSWORD",
-                                  "AWS_SECRET_ACCESS_KEY", "HTTP_AUTHORIZATION",
-                                  "GOOGLE_APPLICATION_CREDENTIALS"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "OPENAI_BASE_URL",
+        "GITHUB_TOKEN",
+        "my_api_key",
+        "DB_PASSWORD",
+        "AWS_SECRET_ACCESS_KEY",
+        "HTTP_AUTHORIZATION",
+        "GOOGLE_APPLICATION_CREDENTIALS",
+    ],
+)
 async def test_secret_named_env_is_refused(name: str) -> None:
     with pytest.raises(ValueError, match=name):
         await run_sandboxed(["python", "-c", "pass"], env={name: "value"})
@@ -131,34 +145,35 @@ async def test_secret_named_env_is_refused(name: str) -> None:
 async def test_memory_hog_fails_under_a_small_memory_limit() -> None:
     script = "import sys\nb = bytearray(int(sys.argv[1]) << 20)\nprint('allocated')\n"
     limits = SandboxLimits(memory_mb=256)
-    small = await run_sandboxed(["python", "hog.py", "16"], files={"hog.py": script},
-                                limits=limits)
+    small = await run_sandboxed(["python", "hog.py", "16"], files={"hog.py": script}, limits=limits)
     assert (small.exit_code, small.stdout) == (0, "allocated\n")
-    big = await run_sandboxed(["python", "hog.py", "2048"], files={"hog.py": script},
-                              limits=limits)
+    big = await run_sandboxed(["python", "hog.py", "2048"], files={"hog.py": script}, limits=limits)
     assert big.exit_code == 1
     assert "MemoryError" in big.stderr
     assert big.stdout == ""
 
 
 async def test_cpu_limit_kills_a_busy_loop_with_sigxcpu() -> None:
-    result = await run_sandboxed(["python", "-c", "while True: pass"],
-                                 limits=SandboxLimits(cpu_s=1, timeout_s=60))
+    result = await run_sandboxed(
+        ["python", "-c", "while True: pass"], limits=SandboxLimits(cpu_s=1, timeout_s=60)
+    )
     assert result.timed_out is False
     assert result.exit_code == -signal.SIGXCPU
 
 
 async def test_file_size_limit_stops_a_large_write() -> None:
     script = "open('big.bin', 'wb').write(b'x' * (3 << 20))\n"
-    result = await run_sandboxed(["python", "w.py"], files={"w.py": script},
-                                 limits=SandboxLimits(file_size_mb=1))
+    result = await run_sandboxed(
+        ["python", "w.py"], files={"w.py": script}, limits=SandboxLimits(file_size_mb=1)
+    )
     assert result.exit_code == 1
     assert "File too large" in result.stderr
 
 
 async def test_output_is_truncated_with_a_marker() -> None:
-    result = await run_sandboxed(["python", "-c", "print('x' * 10000)"],
-                                 limits=SandboxLimits(max_output_bytes=100))
+    result = await run_sandboxed(
+        ["python", "-c", "print('x' * 10000)"], limits=SandboxLimits(max_output_bytes=100)
+    )
     assert result.exit_code == 0
     assert result.stdout.startswith("x" * 100 + "\n[sandbox: output truncated")
     assert "kept the first 100 of 10001 bytes" in result.stdout
@@ -175,11 +190,14 @@ async def test_workspace_is_copied_and_kept_but_never_modified(tmp_path: Path) -
         data.write_text("changed")
         """)
     kept = tmp_path / "kept"
-    result = await run_sandboxed(["python", "run.py"], workspace=workspace,
-                                 files={"run.py": script}, keep=kept)
+    result = await run_sandboxed(
+        ["python", "run.py"], workspace=workspace, files={"run.py": script}, keep=kept
+    )
     assert result.exit_code == 0, result.stderr
     assert sorted(p.relative_to(workspace).as_posix() for p in workspace.rglob("*")) == [
-        "pkg", "pkg/data.txt"]
+        "pkg",
+        "pkg/data.txt",
+    ]
     assert (workspace / "pkg" / "data.txt").read_text() == "original"
     assert (kept / "result.txt").read_text() == "ORIGINAL"
     assert (kept / "pkg" / "data.txt").read_text() == "changed"
@@ -217,16 +235,19 @@ def python_launcher(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.mark.usefixtures("python_launcher")
 async def test_the_python_launcher_sets_the_same_limits(backend: str) -> None:
     script = "import os, sys\nprint(os.getuid() != 0)\nb = bytearray(int(sys.argv[1]) << 20)\n"
-    small = await run_sandboxed(["python", "hog.py", "16"], files={"hog.py": script},
-                                limits=SandboxLimits(memory_mb=256))
+    small = await run_sandboxed(
+        ["python", "hog.py", "16"], files={"hog.py": script}, limits=SandboxLimits(memory_mb=256)
+    )
     assert small.exit_code == 0, small.stderr
     if backend == "bwrap" and os.geteuid() == 0:
         assert small.stdout == "True\n"  # root's sandbox runs as a fresh uid
-    big = await run_sandboxed(["python", "hog.py", "2048"], files={"hog.py": script},
-                              limits=SandboxLimits(memory_mb=256))
+    big = await run_sandboxed(
+        ["python", "hog.py", "2048"], files={"hog.py": script}, limits=SandboxLimits(memory_mb=256)
+    )
     assert big.exit_code == 1 and "MemoryError" in big.stderr
-    cpu = await run_sandboxed(["python", "-c", "while True: pass"],
-                              limits=SandboxLimits(cpu_s=1, timeout_s=60))
+    cpu = await run_sandboxed(
+        ["python", "-c", "while True: pass"], limits=SandboxLimits(cpu_s=1, timeout_s=60)
+    )
     assert cpu.exit_code == -signal.SIGXCPU
     missing = await run_sandboxed(["no-such-program-sopbus"])
     assert missing.exit_code == 127 and "cannot run 'no-such-program-sopbus'" in missing.stderr
@@ -271,7 +292,8 @@ async def test_pytest_runs_inside_from_the_venv() -> None:
     passing = await run_sandboxed(argv, files={"test_tiny.py": tests})
     assert passing.exit_code == 0, passing.stdout + passing.stderr
     assert re.search(r"\b2 passed\b", passing.stdout)
-    failing = await run_sandboxed(argv, files={"test_tiny.py": tests + "\ndef test_bad():\n"
-                                               "    assert 2 + 2 == 5\n"})
+    failing = await run_sandboxed(
+        argv, files={"test_tiny.py": tests + "\ndef test_bad():\n    assert 2 + 2 == 5\n"}
+    )
     assert failing.exit_code == 1
     assert re.search(r"\b1 failed, 2 passed\b", failing.stdout)

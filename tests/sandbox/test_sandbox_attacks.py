@@ -16,8 +16,17 @@ from pathlib import Path
 import pytest
 
 from sopbus.bus import SandboxLimits, SandboxSettings, run_sandboxed
-from support.sandbox import (ROOT, code_run_scenario, files_containing, live_processes_with,
-                          needs_bwrap, run_dirs, sopbus, sopbus_started, wait_for)
+from support.cli import sopbus
+from support.paths import ROOT
+from support.sandbox import (
+    code_run_scenario,
+    files_containing,
+    live_processes_with,
+    needs_bwrap,
+    run_dirs,
+    sopbus_started,
+    wait_for,
+)
 
 BWRAP = SandboxSettings(backend="bwrap")
 LOCAL = SandboxSettings(backend="local")
@@ -84,8 +93,11 @@ async def test_shadow_and_a_planted_ssh_key_are_unreadable(tmp_path: Path) -> No
 async def test_writes_outside_the_scratch_directory_do_not_land(tmp_path: Path) -> None:
     victim = tmp_path / "victim.txt"
     victim.write_text("original")
-    targets = [tmp_path / f"escaped-{uuid.uuid4()}", Path(sys.prefix) / f"escaped-{uuid.uuid4()}",
-               victim]
+    targets = [
+        tmp_path / f"escaped-{uuid.uuid4()}",
+        Path(sys.prefix) / f"escaped-{uuid.uuid4()}",
+        victim,
+    ]
     script = textwrap.dedent(f"""\
         for path in {[str(t) for t in targets]!r}:
             try:
@@ -96,8 +108,9 @@ async def test_writes_outside_the_scratch_directory_do_not_land(tmp_path: Path) 
         open("inside.txt", "w").write("fine")
         """)
     kept = tmp_path / "kept"
-    result = await run_sandboxed(["python", "write.py"], files={"write.py": script},
-                                 sandbox=BWRAP, keep=kept)
+    result = await run_sandboxed(
+        ["python", "write.py"], files={"write.py": script}, sandbox=BWRAP, keep=kept
+    )
     assert result.exit_code == 0, result.stderr
     assert not targets[0].exists() and not targets[1].exists()
     assert victim.read_text() == "original"
@@ -118,8 +131,11 @@ async def test_a_listener_on_loopback_sees_no_connection(backend: str) -> None:
             except OSError as exc:
                 print("blocked", type(exc).__name__)
             """)
-        result = await run_sandboxed(["python", "net.py"], files={"net.py": script},
-                                     sandbox=SandboxSettings(backend=backend))  # type: ignore[arg-type]
+        result = await run_sandboxed(
+            ["python", "net.py"],
+            files={"net.py": script},
+            sandbox=SandboxSettings(backend=backend),  # type: ignore[arg-type]
+        )
         if not result.network_isolated:
             pytest.skip("`unshare --net` does not work here, so local keeps the network")
         listener.setblocking(False)
@@ -150,8 +166,9 @@ async def test_a_fork_bomb_is_bounded_and_leaves_nothing() -> None:
         print("forked", n, flush=True)
         """)
     limits = SandboxLimits(processes=20, timeout_s=60)
-    result = await run_sandboxed(["python", "bomb.py", marker], files={"bomb.py": script},
-                                 limits=limits, sandbox=BWRAP)
+    result = await run_sandboxed(
+        ["python", "bomb.py", marker], files={"bomb.py": script}, limits=limits, sandbox=BWRAP
+    )
     assert result.exit_code == 0, result.stderr
     forked = int(result.stdout.split()[1])
     assert 0 < forked <= limits.processes
@@ -161,9 +178,12 @@ async def test_a_fork_bomb_is_bounded_and_leaves_nothing() -> None:
 @pytest.mark.parametrize("backend", BACKENDS)
 async def test_a_memory_hog_fails_under_its_limit(backend: str) -> None:
     script = "b = bytearray(4 << 30)\nprint('allocated')\n"
-    result = await run_sandboxed(["python", "hog.py"], files={"hog.py": script},
-                                 limits=SandboxLimits(memory_mb=256),
-                                 sandbox=SandboxSettings(backend=backend))  # type: ignore[arg-type]
+    result = await run_sandboxed(
+        ["python", "hog.py"],
+        files={"hog.py": script},
+        limits=SandboxLimits(memory_mb=256),
+        sandbox=SandboxSettings(backend=backend),  # type: ignore[arg-type]
+    )
     assert result.exit_code == 1
     assert "MemoryError" in result.stderr
     assert result.stdout == ""
@@ -172,9 +192,12 @@ async def test_a_memory_hog_fails_under_its_limit(backend: str) -> None:
 @pytest.mark.parametrize("backend", BACKENDS)
 async def test_an_output_flood_is_capped(backend: str) -> None:
     flood = "import sys\nfor _ in range(1000):\n    sys.stdout.write('x' * 65536)\n"
-    result = await run_sandboxed(["python", "flood.py"], files={"flood.py": flood},
-                                 limits=SandboxLimits(max_output_bytes=10_000),
-                                 sandbox=SandboxSettings(backend=backend))  # type: ignore[arg-type]
+    result = await run_sandboxed(
+        ["python", "flood.py"],
+        files={"flood.py": flood},
+        limits=SandboxLimits(max_output_bytes=10_000),
+        sandbox=SandboxSettings(backend=backend),  # type: ignore[arg-type]
+    )
     assert result.exit_code == 0
     assert len(result.stdout) < 10_200
     assert f"kept the first 10000 of {1000 * 65536} bytes" in result.stdout
@@ -195,8 +218,12 @@ async def test_setsid_does_not_outlive_the_timeout() -> None:
         print("escaped", flush=True)
         time.sleep(300)
         """)
-    result = await run_sandboxed(["python", "daemon.py"], files={"daemon.py": script},
-                                 limits=SandboxLimits(timeout_s=3), sandbox=BWRAP)
+    result = await run_sandboxed(
+        ["python", "daemon.py"],
+        files={"daemon.py": script},
+        limits=SandboxLimits(timeout_s=3),
+        sandbox=BWRAP,
+    )
     assert result.timed_out is True
     assert result.stdout == "escaped\n"
     assert live_processes_with(marker) == []
@@ -215,13 +242,16 @@ SPAWNER = textwrap.dedent("""\
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("backend,script", [pytest.param("bwrap", SPAWNER, marks=needs_bwrap),
-                                            ("local", SLEEPER)])
+@pytest.mark.parametrize(
+    "backend,script", [pytest.param("bwrap", SPAWNER, marks=needs_bwrap), ("local", SLEEPER)]
+)
 def test_kill_9_of_sopbus_kills_the_sandbox_and_the_next_start_cleans_up(
-        tmp_path: Path, backend: str, script: str) -> None:
+    tmp_path: Path, backend: str, script: str
+) -> None:
     marker = f"orphan-{uuid.uuid4()}"
-    scenario = code_run_scenario(tmp_path, [script.replace("{marker}", marker)], backend=backend,
-                                 timeout_s=600)
+    scenario = code_run_scenario(
+        tmp_path, [script.replace("{marker}", marker)], backend=backend, timeout_s=600
+    )
     proc = sopbus_started("run", scenario, "--quiet")
     try:
         assert wait_for(lambda: bool(live_processes_with(marker)), 120), proc.stderr
@@ -231,8 +261,13 @@ def test_kill_9_of_sopbus_kills_the_sandbox_and_the_next_start_cleans_up(
     assert wait_for(lambda: not live_processes_with(marker))
     (killed,) = run_dirs(tmp_path)
     assert list((killed / ".sandbox").iterdir())  # the killed run left its scratch directory
-    done = sopbus("run", code_run_scenario(tmp_path / "next", ["print('hi')"], backend=backend),
-                  "--quiet", "--runs-dir", tmp_path / "runs")
+    done = sopbus(
+        "run",
+        code_run_scenario(tmp_path / "next", ["print('hi')"], backend=backend),
+        "--quiet",
+        "--runs-dir",
+        tmp_path / "runs",
+    )
     assert done.returncode == 0, done.stderr
     assert not (killed / ".sandbox").exists()
 
@@ -241,7 +276,8 @@ def test_kill_9_of_sopbus_kills_the_sandbox_and_the_next_start_cleans_up(
 @needs_bwrap
 def test_signalling_the_parent_does_not_reach_sopbus(tmp_path: Path) -> None:
     script = tmp_path / "attack.py"
-    script.write_text(textwrap.dedent("""\
+    script.write_text(
+        textwrap.dedent("""\
         import os, signal
         for pid in ({SOPBUS_PID}, os.getppid(), 1):
             try:
@@ -250,9 +286,20 @@ def test_signalling_the_parent_does_not_reach_sopbus(tmp_path: Path) -> None:
             except OSError as exc:
                 print("could not kill", pid, type(exc).__name__, flush=True)
         os.kill(-1, signal.SIGKILL)  # everything this process may signal
-        """))
-    done = subprocess.run([sys.executable, str(ROOT / "tests" / "support" / "sandbox_driver.py"), "bwrap",
-                           str(script), "30"], capture_output=True, text=True, timeout=120)
+        """)
+    )
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "tests" / "support" / "sandbox_driver.py"),
+            "bwrap",
+            str(script),
+            "30",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[-1] == "survived"
     result = json.loads(done.stdout.splitlines()[-2])
@@ -263,11 +310,14 @@ def test_the_local_backend_makes_sopbus_non_dumpable() -> None:
     # Non-dumpable: processes of sopbus's user without CAP_SYS_PTRACE (a non-root sopbus's
     # children) cannot open its /proc/<pid>/environ. Checked in a fresh process: the flag
     # stays for the life of the process that sets it.
-    code = ("import ctypes\nfrom sopbus.bus.sandbox._local import make_undumpable\n"
-            "print(ctypes.CDLL(None).prctl(3, 0, 0, 0, 0), make_undumpable(), "
-            "ctypes.CDLL(None).prctl(3, 0, 0, 0, 0))")  # PR_GET_DUMPABLE before and after
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          cwd=ROOT, timeout=60)
+    code = (
+        "import ctypes\nfrom sopbus.bus.sandbox._local import make_undumpable\n"
+        "print(ctypes.CDLL(None).prctl(3, 0, 0, 0, 0), make_undumpable(), "
+        "ctypes.CDLL(None).prctl(3, 0, 0, 0, 0))"
+    )  # PR_GET_DUMPABLE before and after
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60
+    )
     assert done.stdout.split() == ["1", "True", "0"], done.stderr
 
 
@@ -276,7 +326,9 @@ def test_the_local_backend_makes_sopbus_non_dumpable() -> None:
 async def test_a_long_run_is_not_killed_by_its_own_parent_death_signal(backend: str) -> None:
     # The parent-death signal follows the *thread* that forked the child. Forked from one of
     # trio's worker threads (which exit after 10 idle seconds) a run would die at ~10 s.
-    result = await run_sandboxed(["python", "-c", "import time; time.sleep(12); print('done')"],
-                                 limits=SandboxLimits(timeout_s=60),
-                                 sandbox=SandboxSettings(backend=backend))  # type: ignore[arg-type]
+    result = await run_sandboxed(
+        ["python", "-c", "import time; time.sleep(12); print('done')"],
+        limits=SandboxLimits(timeout_s=60),
+        sandbox=SandboxSettings(backend=backend),  # type: ignore[arg-type]
+    )
     assert (result.exit_code, result.stdout) == (0, "done\n"), result.stderr

@@ -13,7 +13,8 @@ import pytest
 from sopbus.bus import SandboxSettings, run_sandboxed
 from sopbus.bus.sandbox import sweep_stale, using
 from sopbus.bus.sandbox._scratch import LOCK, Scratch
-from support.sandbox import code_run_scenario, needs_bwrap, sopbus
+from support.cli import sopbus
+from support.sandbox import code_run_scenario, needs_bwrap
 
 
 @pytest.fixture(params=[pytest.param("bwrap", marks=needs_bwrap), "local"])
@@ -39,8 +40,11 @@ async def test_preparing_never_writes_through_a_planted_link(tmp_path: Path) -> 
         print(sorted(os.listdir(".")), os.path.islink("inner"), open("inner").read(),
               os.path.islink("main.py"), os.path.isdir("pkg") and not os.path.islink("pkg"))
         """)
-    result = await run_sandboxed(["python", "main.py"], workspace=workspace,
-                                 files={"main.py": script, "pkg/mod.py": "x = 1\n"})
+    result = await run_sandboxed(
+        ["python", "main.py"],
+        workspace=workspace,
+        files={"main.py": script, "pkg/mod.py": "x = 1\n"},
+    )
     assert result.exit_code == 0, result.stderr
     assert result.stdout == "['data.txt', 'inner', 'main.py', 'pkg'] True data False True\n"
     assert victim.read_text() == "original"
@@ -49,7 +53,8 @@ async def test_preparing_never_writes_through_a_planted_link(tmp_path: Path) -> 
 
 @pytest.mark.usefixtures("backend")
 async def test_collecting_drops_links_that_point_outside_and_never_writes_through_one(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     secret, victim = tmp_path / "secret.txt", tmp_path / "victim.txt"
     secret.write_text("host secret")
     victim.write_text("original")
@@ -70,7 +75,9 @@ async def test_collecting_drops_links_that_point_outside_and_never_writes_throug
     assert result.exit_code == 0, result.stderr
     assert victim.read_text() == "original"
     assert not (kept / "out.txt").is_symlink() and (kept / "out.txt").read_text() == "output"
-    assert not any((kept / n).is_symlink() or (kept / n).exists() for n in ("leak", "passwd", "climb"))
+    assert not any(
+        (kept / n).is_symlink() or (kept / n).exists() for n in ("leak", "passwd", "climb")
+    )
     assert os.readlink(kept / "rel") == "sub/a.txt" and (kept / "rel").read_text() == "a"
 
 
@@ -115,11 +122,17 @@ def test_bwrap_asked_for_and_missing_is_a_configuration_error(tmp_path: Path) ->
     done = sopbus("run", scenario, "--quiet", env=no_bwrap)
     assert done.returncode == 2
     assert "Traceback" not in done.stderr
-    assert f"{scenario}: [sandbox].backend = \"bwrap\"" in done.stderr
+    assert f'{scenario}: [sandbox].backend = "bwrap"' in done.stderr
     assert "install bubblewrap (apt-get install bubblewrap)" in done.stderr
     assert not (tmp_path / "runs").exists()  # nothing ran
-    flag = sopbus("run", code_run_scenario(tmp_path / "b", ["print('hi')"], backend="auto"),
-                  "--quiet", "--sandbox", "bwrap", env=no_bwrap)
+    flag = sopbus(
+        "run",
+        code_run_scenario(tmp_path / "b", ["print('hi')"], backend="auto"),
+        "--quiet",
+        "--sandbox",
+        "bwrap",
+        env=no_bwrap,
+    )
     assert flag.returncode == 2 and "apt-get install bubblewrap" in flag.stderr
 
 
@@ -136,7 +149,10 @@ def test_an_unknown_backend_names_the_field(tmp_path: Path) -> None:
 
 async def test_keep_creates_the_directories_it_needs(tmp_path: Path) -> None:
     kept = tmp_path / "a" / "b" / "kept"
-    result = await run_sandboxed(["python", "-c", "open('x.txt', 'w').write('x')"], keep=kept,
-                                 sandbox=SandboxSettings(backend="local"))
+    result = await run_sandboxed(
+        ["python", "-c", "open('x.txt', 'w').write('x')"],
+        keep=kept,
+        sandbox=SandboxSettings(backend="local"),
+    )
     assert result.exit_code == 0, result.stderr
     assert (kept / "x.txt").read_text() == "x"

@@ -14,10 +14,11 @@ import pytest
 
 from sopbus.bus import (
     ConfigError,
-    LLMOverrides,
     LLMConfig,
+    LLMOverrides,
     Scenario,
     ScenarioDoc,
+    TypeSpecError,
     closest,
     did_you_mean,
     load_scenario,
@@ -25,7 +26,6 @@ from sopbus.bus import (
     scenario_to_builtins,
     scenario_warnings,
     scenario_with_overrides,
-    TypeSpecError,
 )
 from support.paths import DATA
 
@@ -98,14 +98,26 @@ def write(directory: Path, text: str, name: str = "s.toml") -> Path:
 
 def expected_fragments(path: Path) -> list[str]:
     prefix = "# expect: "
-    return [line[len(prefix):] for line in path.read_text(encoding="utf-8").splitlines()
-            if line.startswith(prefix)]
+    return [
+        line[len(prefix) :]
+        for line in path.read_text(encoding="utf-8").splitlines()
+        if line.startswith(prefix)
+    ]
 
 
 def test_there_are_bad_files_for_each_kind_of_mistake() -> None:
     names = {p.stem for p in BAD_FILES}
-    assert {"run_unknown_key", "wrong_type", "bad_mode", "bad_type_spec", "toml_syntax",
-            "negative_budget", "missing_name", "role_unknown_key", "missing_fixture"} <= names
+    assert {
+        "run_unknown_key",
+        "wrong_type",
+        "bad_mode",
+        "bad_type_spec",
+        "toml_syntax",
+        "negative_budget",
+        "missing_name",
+        "role_unknown_key",
+        "missing_fixture",
+    } <= names
     assert all(expected_fragments(p) for p in BAD_FILES)
 
 
@@ -137,22 +149,38 @@ def test_full_file_decodes_every_section(tmp_path: Path) -> None:
     write(tmp_path / "fixtures", "", "f.toml")
     s = load_scenario(write(tmp_path, FULL))
     assert s.run.budget_usd == Decimal("0.1")  # exactly, not the float's binary expansion
-    assert (s.run.max_rounds, s.run.seed, s.run.mode, s.run.runs_dir) == (4, 7, "events", "out/runs")
+    assert (s.run.max_rounds, s.run.seed, s.run.mode, s.run.runs_dir) == (
+        4,
+        7,
+        "events",
+        "out/runs",
+    )
     assert s.fixture_paths() == (tmp_path.resolve() / "fixtures" / "f.toml",)
     assert s.cassette_path() == tmp_path.resolve() / "tapes" / "run.jsonl"
     assert s.price_table() == {"my-model": {"input": Decimal("0.5"), "output": Decimal("1.5")}}
     assert s.sop_options == {"review": True, "depth": {"max": 2}}
     rita, engineer = s.roles
     assert (rita.watch, rita.actions, rita.send_to, rita.aliases) == (
-        ("WriteCode",), ("ReviewCode",), ("Engineer",), ("reviewer",))
+        ("WriteCode",),
+        ("ReviewCode",),
+        ("Engineer",),
+        ("reviewer",),
+    )
     assert (rita.react_mode, rita.max_react_steps) == ("react", 3)
     assert rita.llm == LLMOverrides(model="gpt-4o-mini", temperature=0.0)
     assert engineer.watch is None and engineer.profile is None  # "not given", not "empty"
     review = s.actions["ReviewCode"]
     assert review.max_repairs == 1
-    assert review.output_types() == {"approved": bool, "problems": list[str],
-                                     "notes": dict[str, int] | None}
-    assert (s.inject[0].round, s.inject[0].cause_by, s.inject[0].sent_from) == (2, "UserEdit", "User")
+    assert review.output_types() == {
+        "approved": bool,
+        "problems": list[str],
+        "notes": dict[str, int] | None,
+    }
+    assert (s.inject[0].round, s.inject[0].cause_by, s.inject[0].sent_from) == (
+        2,
+        "UserEdit",
+        "User",
+    )
     assert s.inject[0].payload == {"priority": 1}
 
 
@@ -172,8 +200,10 @@ def test_scenario_is_frozen(tmp_path: Path) -> None:
 
 
 def test_several_problems_are_reported_together(tmp_path: Path) -> None:
-    path = write(tmp_path, '[scenario]\nname = "x"\nsop = "s"\n[run]\nbudget_usd = 0\n'
-                           '[[inject]]\nround = 1\n')
+    path = write(
+        tmp_path,
+        '[scenario]\nname = "x"\nsop = "s"\n[run]\nbudget_usd = 0\n[[inject]]\nround = 1\n',
+    )
     with pytest.raises(ConfigError) as caught:
         load_scenario(path)
     lines = str(caught.value).splitlines()
@@ -188,22 +218,41 @@ def test_missing_file_is_a_config_error(tmp_path: Path) -> None:
 
 
 def test_warnings_name_inject_after_last_round_and_unused_base_url(tmp_path: Path) -> None:
-    s = load_scenario(write(tmp_path, '[scenario]\nname = "x"\nsop = "s"\n[run]\nmax_rounds = 2\n'
-                                      '[llm]\nbase_url = "http://x"\n[[inject]]\nround = 5\n'
-                                      'content = "late"\n'))
+    s = load_scenario(
+        write(
+            tmp_path,
+            '[scenario]\nname = "x"\nsop = "s"\n[run]\nmax_rounds = 2\n'
+            '[llm]\nbase_url = "http://x"\n[[inject]]\nround = 5\n'
+            'content = "late"\n',
+        )
+    )
     warnings = scenario_warnings(s)
     assert len(warnings) == 2
     assert warnings[0].startswith("$.inject[0].round: round 5 is after the last round (2)")
-    assert warnings[1].startswith("$.llm.base_url: ignored by provider \"sim\"")
+    assert warnings[1].startswith('$.llm.base_url: ignored by provider "sim"')
 
 
 def test_overrides_replace_only_what_is_given(tmp_path: Path) -> None:
     s = load_scenario(write(tmp_path, '[scenario]\nname = "x"\nsop = "s"\nidea = "a"\n'))
-    o = scenario_with_overrides(s, idea="b", provider="openai", model="m", base_url="http://h",
-                                budget_usd="0.25", max_rounds=2, seed=9, mode="events",
-                                runs_dir=tmp_path / "r")
+    o = scenario_with_overrides(
+        s,
+        idea="b",
+        provider="openai",
+        model="m",
+        base_url="http://h",
+        budget_usd="0.25",
+        max_rounds=2,
+        seed=9,
+        mode="events",
+        runs_dir=tmp_path / "r",
+    )
     assert (o.idea, o.llm.provider, o.llm.model, o.llm.base_url) == ("b", "openai", "m", "http://h")
-    assert (o.run.budget_usd, o.run.max_rounds, o.run.seed, o.run.mode) == (Decimal("0.25"), 2, 9, "events")
+    assert (o.run.budget_usd, o.run.max_rounds, o.run.seed, o.run.mode) == (
+        Decimal("0.25"),
+        2,
+        9,
+        "events",
+    )
     assert o.run.runs_dir == str(tmp_path / "r")
     assert o.llm.temperature == s.llm.temperature and o.path == s.path
     assert s.idea == "a" and s.llm.provider == "sim"  # the original is untouched
@@ -234,29 +283,41 @@ def test_to_builtins_round_trips_through_the_decoder(tmp_path: Path) -> None:
     assert again.run == s.run and again.actions == s.actions and again.roles == s.roles
 
 
-@pytest.mark.parametrize(("spec", "expected"), [
-    ("str", str), ("int", int), ("float", float), ("bool", bool),
-    ("list[str]", list[str]), ("dict[str, float]", dict[str, float]),
-    ("optional[int]", int | None), ("int | None", int | None),
-    ("list[dict[str, optional[bool]]]", list[dict[str, bool | None]]),
-    (" list[ str ] ", list[str]), ("str | int", str | int),
-])
+@pytest.mark.parametrize(
+    ("spec", "expected"),
+    [
+        ("str", str),
+        ("int", int),
+        ("float", float),
+        ("bool", bool),
+        ("list[str]", list[str]),
+        ("dict[str, float]", dict[str, float]),
+        ("optional[int]", int | None),
+        ("int | None", int | None),
+        ("list[dict[str, optional[bool]]]", list[dict[str, bool | None]]),
+        (" list[ str ] ", list[str]),
+        ("str | int", str | int),
+    ],
+)
 def test_type_specs_parse_into_python_types(spec: str, expected: object) -> None:
     assert parse_type_spec(spec) == expected
 
 
-@pytest.mark.parametrize(("spec", "fragment"), [
-    ("lst[str]", "unknown type `lst` in `lst[str]`"),
-    ("List[str]", "did you mean `list`?"),
-    ("string", "did you mean `str`?"),
-    ("integer", "did you mean `int`?"),
-    ("array", "did you mean `list[T]`?"),
-    ("list[str", "expected `]` but found the end"),
-    ("list[]", "missing type before `]`"),
-    ("dict[int, str]", "dict keys must be `str`"),
-    ("int str", "unexpected `str`"),
-    ("", "missing type"),
-])
+@pytest.mark.parametrize(
+    ("spec", "fragment"),
+    [
+        ("lst[str]", "unknown type `lst` in `lst[str]`"),
+        ("List[str]", "did you mean `list`?"),
+        ("string", "did you mean `str`?"),
+        ("integer", "did you mean `int`?"),
+        ("array", "did you mean `list[T]`?"),
+        ("list[str", "expected `]` but found the end"),
+        ("list[]", "missing type before `]`"),
+        ("dict[int, str]", "dict keys must be `str`"),
+        ("int str", "unexpected `str`"),
+        ("", "missing type"),
+    ],
+)
 def test_bad_type_specs_say_what_is_wrong(spec: str, fragment: str) -> None:
     with pytest.raises(TypeSpecError) as caught:
         parse_type_spec(spec)

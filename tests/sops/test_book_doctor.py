@@ -7,7 +7,6 @@ import hashlib
 import json
 import random
 import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -17,25 +16,46 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sopbus.bus import ConfigError, LLMRequest, Message, ModelOutputError, RunStore, Turn, load_scenario, read_jsonl
+from sopbus.bus import (
+    ConfigError,
+    LLMRequest,
+    Message,
+    ModelOutputError,
+    RunStore,
+    Turn,
+    load_scenario,
+    read_jsonl,
+)
 from sopbus.roles.book._data import BookData, load_book
 from sopbus.roles.book._doctor import BookDoctor, DoctorBounds, request_chars
 from sopbus.roles.book._plan import ChapterChange, NewChapter, Plan, Suggestion, validate_plan
-from sopbus.roles.book._tools import TOOLS, call_tool, ToolError
-from support.scripted_gateway import ScriptedGateway
+from sopbus.roles.book._tools import TOOLS, ToolError, call_tool
 from sopbus.sops import build_team
-from support.paths import ROOT
 from support.cli import ARGV
+from support.paths import ROOT
+from support.scripted_gateway import ScriptedGateway
 
 DATA = ROOT / "scenarios" / "data" / "journey_west"
 SCENARIO = ROOT / "scenarios" / "book_doctor.toml"
-QUESTION = Message(cause_by="UserRequirement", sent_from="Boss", content="Why is chapter 13 odd?",
-                   id="m1", round=0)
+QUESTION = Message(
+    cause_by="UserRequirement", sent_from="Boss", content="Why is chapter 13 odd?", id="m1", round=0
+)
 
-VALID = {"type": "final", "plan": {"diagnosis": "stale title", "suggestions": [{"chapter": 13, "note": "retitle"}],
-                                   "adjustments": [{"chapter": 15, "summary": "fixed", "reason": "r"}]}}
-UNSAFE = {"type": "final", "plan": {"diagnosis": "stale title",
-                                    "adjustments": [{"chapter": 13, "title": "New", "reason": "r"}]}}
+VALID = {
+    "type": "final",
+    "plan": {
+        "diagnosis": "stale title",
+        "suggestions": [{"chapter": 13, "note": "retitle"}],
+        "adjustments": [{"chapter": 15, "summary": "fixed", "reason": "r"}],
+    },
+}
+UNSAFE = {
+    "type": "final",
+    "plan": {
+        "diagnosis": "stale title",
+        "adjustments": [{"chapter": 13, "title": "New", "reason": "r"}],
+    },
+}
 
 
 def book() -> BookData:
@@ -43,11 +63,14 @@ def book() -> BookData:
 
 
 def doctor(data: BookData | None = None, **bounds: Any) -> BookDoctor:
-    return BookDoctor(book=data or book(), bounds=DoctorBounds(**bounds), llm_defaults={"model": "gpt-4o-mini"})
+    return BookDoctor(
+        book=data or book(), bounds=DoctorBounds(**bounds), llm_defaults={"model": "gpt-4o-mini"}
+    )
 
 
-async def consult(gw: ScriptedGateway, tmp_path: Path, data: BookData | None = None,
-                  **bounds: Any) -> tuple[list[Message] | Exception, list[dict[str, Any]]]:
+async def consult(
+    gw: ScriptedGateway, tmp_path: Path, data: BookData | None = None, **bounds: Any
+) -> tuple[list[Message] | Exception, list[dict[str, Any]]]:
     store = RunStore(tmp_path, "t")
     role = doctor(data, **bounds)
     turn = Turn(run_id="t", round=1, role=role.name, gateway=gw, services=store)
@@ -56,7 +79,7 @@ async def consult(gw: ScriptedGateway, tmp_path: Path, data: BookData | None = N
     except ModelOutputError as exc:
         out = exc
     store.close()
-    return out, [e for e in read_jsonl(tmp_path / "events.jsonl", dict[str, Any])]
+    return out, list(read_jsonl(tmp_path / "events.jsonl", dict[str, Any]))
 
 
 def kinds(events: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
@@ -81,25 +104,43 @@ def hostile(seed: int) -> Callable[[LLMRequest, int], str]:
         if pick == 0:
             return "x" * rng.randrange(1, 200_000)
         if pick == 1:
-            return json.dumps({"type": "tool_call", "tool": "chapter_cards", "args": {"start": 1, "end": 10_000}})
-        call = {"type": "tool_call", "tool": rng.choice(tools), "reason": "y" * rng.randrange(0, 50_000),
-                "args": {"chapter": rng.randrange(-5, 40), "query": "monkey " * rng.randrange(0, 5000)}}
+            return json.dumps(
+                {"type": "tool_call", "tool": "chapter_cards", "args": {"start": 1, "end": 10_000}}
+            )
+        call = {
+            "type": "tool_call",
+            "tool": rng.choice(tools),
+            "reason": "y" * rng.randrange(0, 50_000),
+            "args": {"chapter": rng.randrange(-5, 40), "query": "monkey " * rng.randrange(0, 5000)},
+        }
         return json.dumps(call)
+
     return answer
 
 
 @settings(max_examples=25, deadline=None)
-@given(seed=st.integers(0, 10_000), steps=st.integers(3, 5), tools=st.integers(3, 5),
-       cap=st.sampled_from([24_000, 40_000, 64_000]))
-async def test_bounds_hold_whatever_the_model_asks(tmp_path_factory: pytest.TempPathFactory, seed: int,
-                                                   steps: int, tools: int, cap: int) -> None:
+@given(
+    seed=st.integers(0, 10_000),
+    steps=st.integers(3, 5),
+    tools=st.integers(3, 5),
+    cap=st.sampled_from([24_000, 40_000, 64_000]),
+)
+async def test_bounds_hold_whatever_the_model_asks(
+    tmp_path_factory: pytest.TempPathFactory, seed: int, steps: int, tools: int, cap: int
+) -> None:
     route = "The route. " * 30_000  # a 330,000-character tool result
     data = msgspec.structs.replace(book(), route=route)
     gw = ScriptedGateway(hostile(seed))
     where = tmp_path_factory.mktemp("d")
-    out, events = await consult(gw, where, data, max_steps=steps,
-                                max_tool_calls=tools, max_request_chars=cap,
-                                max_result_chars=min(20_000, cap // 3))
+    out, events = await consult(
+        gw,
+        where,
+        data,
+        max_steps=steps,
+        max_tool_calls=tools,
+        max_request_chars=cap,
+        max_result_chars=min(20_000, cap // 3),
+    )
     assert isinstance(out, ModelOutputError) and "failed closed" in str(out)
     assert len(gw.calls) == steps  # never a finished plan, so never a correction call
     assert all(request_chars(c.request) <= cap for c in gw.calls)
@@ -112,10 +153,22 @@ async def test_bounds_hold_whatever_the_model_asks(tmp_path_factory: pytest.Temp
 async def test_long_transcripts_keep_system_manifest_and_latest_result(tmp_path: Path) -> None:
     data = msgspec.structs.replace(book(), route="R" * 100_000)
     route_call = {"type": "tool_call", "tool": "route_summary", "args": {}, "reason": "route"}
-    cards = {"type": "tool_call", "tool": "chapter_cards", "args": {"start": 11, "end": 15}, "reason": "c"}
+    cards = {
+        "type": "tool_call",
+        "tool": "chapter_cards",
+        "args": {"start": 11, "end": 15},
+        "reason": "c",
+    }
     gw = answers(route_call, route_call, route_call, cards, VALID)
-    out, events = await consult(gw, tmp_path, data, max_steps=5, max_tool_calls=5,
-                                max_request_chars=24_000, max_result_chars=8_000)
+    out, events = await consult(
+        gw,
+        tmp_path,
+        data,
+        max_steps=5,
+        max_tool_calls=5,
+        max_request_chars=24_000,
+        max_result_chars=8_000,
+    )
     assert isinstance(out, list)
     last = gw.calls[-1].request
     assert request_chars(last) <= 24_000
@@ -139,13 +192,19 @@ async def test_tool_calls_past_the_limit_are_refused_not_run(tmp_path: Path) -> 
 
 
 def test_bounds_outside_their_ranges_are_configuration_errors(tmp_path: Path) -> None:
-    for bad in ({"max_steps": 6}, {"max_tool_calls": 2}, {"max_request_chars": 23_999},
-                {"max_request_chars": 64_001}):
+    for bad in (
+        {"max_steps": 6},
+        {"max_tool_calls": 2},
+        {"max_request_chars": 23_999},
+        {"max_request_chars": 64_001},
+    ):
         with pytest.raises(ConfigError, match="out of bounds"):
             DoctorBounds(**bad)
     path = tmp_path / "doctor.toml"
-    path.write_text(f'[scenario]\nname = "d"\nsop = "book_doctor"\nidea = "why?"\n'
-                    f'[sop]\nbook = "{DATA}"\nmax_steps = 2\n')
+    path.write_text(
+        f'[scenario]\nname = "d"\nsop = "book_doctor"\nidea = "why?"\n'
+        f'[sop]\nbook = "{DATA}"\nmax_steps = 2\n'
+    )
     with pytest.raises(ConfigError, match=r"\$\.sop\.max_steps"):
         build_team(load_scenario(path))
 
@@ -156,8 +215,14 @@ def test_bounds_outside_their_ranges_are_configuration_errors(tmp_path: Path) ->
 def test_the_manifest_has_counts_and_no_body_text() -> None:
     data = book()
     manifest = data.manifest()
-    assert manifest["chapters"] == {"total": 27, "written": 14, "planned": 13, "numbers": [1, 27],
-                                    "last_written": 14, "words_written": sum(c.words for c in data.chapters)}
+    assert manifest["chapters"] == {
+        "total": 27,
+        "written": 14,
+        "planned": 13,
+        "numbers": [1, 27],
+        "last_written": 14,
+        "words_written": sum(c.words for c in data.chapters),
+    }
     assert manifest["route"] == "usable" and manifest["facts"] == 12 and manifest["memories"] == 11
     text = doctor(data).manifest_text("q")
     for c in data.chapters:
@@ -169,14 +234,29 @@ def test_the_manifest_has_counts_and_no_body_text() -> None:
 def test_tools_answer_from_the_book() -> None:
     data = book()
     cards = json.loads(call_tool(data, "chapter_cards", {"start": 12, "end": 15}))["cards"]
-    assert [(c["chapter"], c["status"]) for c in cards] == [(12, "written"), (13, "written"), (14, "written"), (15, "planned")]
-    assert json.loads(call_tool(data, "chapter_cards", {"start": 1, "end": 27}))["note"].startswith("range cut to 1-10")
+    assert [(c["chapter"], c["status"]) for c in cards] == [
+        (12, "written"),
+        (13, "written"),
+        (14, "written"),
+        (15, "planned"),
+    ]
+    assert json.loads(call_tool(data, "chapter_cards", {"start": 1, "end": 27}))["note"].startswith(
+        "range cut to 1-10"
+    )
     assert "tiger" in json.loads(call_tool(data, "chapter_summary", {"chapter": 13}))["summary"]
     assert "no text yet" in call_tool(data, "chapter_opening", {"chapter": 20})
-    assert json.loads(call_tool(data, "search_facts", {"query": "reorder freed"}))["facts"][0]["id"] == "F2"
-    memories = json.loads(call_tool(data, "search_memories", {"query": "monkey", "chapter": 13}))["memories"]
+    assert (
+        json.loads(call_tool(data, "search_facts", {"query": "reorder freed"}))["facts"][0]["id"]
+        == "F2"
+    )
+    memories = json.loads(call_tool(data, "search_memories", {"query": "monkey", "chapter": 13}))[
+        "memories"
+    ]
     assert memories and all(m["chapter"] == 13 for m in memories)
-    assert json.loads(call_tool(data, "recent_adjustments", {"limit": 2}))["adjustments"][0]["date"] == "2024-05-09"
+    assert (
+        json.loads(call_tool(data, "recent_adjustments", {"limit": 2}))["adjustments"][0]["date"]
+        == "2024-05-09"
+    )
     with pytest.raises(ToolError, match="chapter_summary needs chapter"):
         call_tool(data, "chapter_summary", {})
     with pytest.raises(ToolError, match="no chapter 99"):
@@ -188,15 +268,26 @@ def digest(directory: Path) -> dict[str, str]:
 
 
 async def test_tools_cannot_write(tmp_path: Path) -> None:
-    assert not [n for n in TOOLS if any(w in n for w in ("write", "set", "update", "delete", "apply", "edit"))]
-    with pytest.raises(ToolError, match="unknown tool 'write_chapter'.*all read-only"):
+    assert not [
+        n
+        for n in TOOLS
+        if any(w in n for w in ("write", "set", "update", "delete", "apply", "edit"))
+    ]
+    with pytest.raises(ToolError, match=r"unknown tool 'write_chapter'.*all read-only"):
         call_tool(book(), "write_chapter", {"chapter": 13})
     data = book()
     with pytest.raises(AttributeError):
         data.chapters[12].title = "changed"  # type: ignore[misc]
     before = digest(DATA)
-    calls = [{"type": "tool_call", "tool": t, "args": {"chapter": 13, "query": "monkey", "start": 1, "end": 27},
-              "reason": "r"} for t in ("write_chapter", "chapter_summary", "search_facts")]
+    calls = [
+        {
+            "type": "tool_call",
+            "tool": t,
+            "args": {"chapter": 13, "query": "monkey", "start": 1, "end": 27},
+            "reason": "r",
+        }
+        for t in ("write_chapter", "chapter_summary", "search_facts")
+    ]
     gw = answers(*calls, VALID)
     out, events = await consult(gw, tmp_path, data)
     assert isinstance(out, list)
@@ -210,19 +301,33 @@ async def test_tools_cannot_write(tmp_path: Path) -> None:
 
 def test_the_validator_rejects_unsafe_plans_with_their_fix() -> None:
     data = book()
-    ok = Plan(diagnosis="d", suggestions=[Suggestion(chapter=13, note="retitle")],
-              adjustments=[ChapterChange(chapter=15, summary="s", reason="r")],
-              new_chapters=[NewChapter(after=14, title="t", summary="s", reason="r")])
+    ok = Plan(
+        diagnosis="d",
+        suggestions=[Suggestion(chapter=13, note="retitle")],
+        adjustments=[ChapterChange(chapter=15, summary="s", reason="r")],
+        new_chapters=[NewChapter(after=14, title="t", summary="s", reason="r")],
+    )
     assert validate_plan(ok, data, max_new_chapters=1) == []
-    bad = Plan(diagnosis="d", adjustments=[ChapterChange(chapter=13, title="x", reason="r"),
-                                           ChapterChange(chapter=99, title="x", reason="r")],
-               new_chapters=[NewChapter(after=5, title="Early", summary="s", reason="r"),
-                             NewChapter(after=27, title="Late", summary="s", reason="r")])
+    bad = Plan(
+        diagnosis="d",
+        adjustments=[
+            ChapterChange(chapter=13, title="x", reason="r"),
+            ChapterChange(chapter=99, title="x", reason="r"),
+        ],
+        new_chapters=[
+            NewChapter(after=5, title="Early", summary="s", reason="r"),
+            NewChapter(after=27, title="Late", summary="s", reason="r"),
+        ],
+    )
     errors = validate_plan(bad, data, max_new_chapters=1)
-    assert any("chapter 13: it is written (3,090 words)" in e and "suggestions" in e for e in errors)
+    assert any(
+        "chapter 13: it is written (3,090 words)" in e and "suggestions" in e for e in errors
+    )
     assert any("chapter 99: no such chapter" in e for e in errors)
     assert any("2 new chapters proposed; at most 1" in e for e in errors)
-    assert any('"Early" after chapter 5: unsafe position' in e and "after chapter 14" in e for e in errors)
+    assert any(
+        '"Early" after chapter 5: unsafe position' in e and "after chapter 14" in e for e in errors
+    )
     assert not any('"Late"' in e for e in errors)
 
 
@@ -231,7 +336,10 @@ async def test_an_invalid_plan_gets_exactly_one_correction(tmp_path: Path) -> No
     gw = answers(call, UNSAFE, VALID)
     out, events = await consult(gw, tmp_path)
     assert gw.actions() == ["Diagnose", "Diagnose", "CorrectPlan"]
-    assert [(v["attempt"], v["ok"]) for v in kinds(events, "plan_validated")] == [(1, False), (2, True)]
+    assert [(v["attempt"], v["ok"]) for v in kinds(events, "plan_validated")] == [
+        (1, False),
+        (2, True),
+    ]
     assert "it is written" in gw.calls[-1].request.messages[-1].content
     assert isinstance(out, list)
     doc = out[0].payload
@@ -262,13 +370,21 @@ async def test_a_correction_that_asks_for_a_tool_fails_closed(tmp_path: Path) ->
 
 def test_sopbus_runs_the_shipped_doctor(tmp_path: Path) -> None:
     before = digest(DATA)
-    done = subprocess.run([*ARGV, "run", str(SCENARIO), "--runs-dir", str(tmp_path),
-                           "--quiet"], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    done = subprocess.run(
+        [*ARGV, "run", str(SCENARIO), "--runs-dir", str(tmp_path), "--quiet"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr
     (run_dir,) = tmp_path.iterdir()
     events = list(read_jsonl(run_dir / "events.jsonl", dict[str, Any]))
     assert [e["data"]["tool"] for e in events if e["kind"] == "tool_called"] == [
-        "chapter_cards", "recent_adjustments", "search_memories"]
+        "chapter_cards",
+        "recent_adjustments",
+        "search_memories",
+    ]
     assert [e["data"]["ok"] for e in events if e["kind"] == "plan_validated"] == [False, True]
     doc = json.loads((run_dir / "artifacts" / "plan.json").read_text())
     assert doc["applied"] is False and [a["chapter"] for a in doc["adjustment_list"]] == [15]

@@ -5,21 +5,35 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from sopbus.bus import Message, RunStore, Turn, load_scenario, logical_view, read_jsonl
 from sopbus._assemble import execute
-from sopbus.roles.book._board import Board, BoardError, coerce, read_write, slot_action, write_message
+from sopbus.bus import Message, RunStore, Turn, load_scenario, logical_view, read_jsonl
+from sopbus.roles.book._board import (
+    Board,
+    BoardError,
+    coerce,
+    read_write,
+    slot_action,
+    write_message,
+)
 from sopbus.roles.book._notes import Note, Policy, matching_notes, policies_for
-from sopbus.roles.book._workers import (BoardWorker, ContentWorker, EvaluationWorker, MaterialWorker,
-                                 RevisionWorker, SplitWorker, StrategyWorker, WriterSettings)
-from support.scripted_gateway import ScriptedGateway
-from support.paths import ROOT
+from sopbus.roles.book._workers import (
+    BoardWorker,
+    ContentWorker,
+    EvaluationWorker,
+    MaterialWorker,
+    RevisionWorker,
+    SplitWorker,
+    StrategyWorker,
+    WriterSettings,
+)
 from support.cli import ARGV
+from support.paths import ROOT
+from support.scripted_gateway import ScriptedGateway
 
 SCENARIO = ROOT / "scenarios" / "book_writer.toml"
 EDITS = ROOT / "scenarios" / "data" / "book_writer" / "edits.toml"
@@ -31,8 +45,10 @@ ANSWERS = {
     "EvaluateContent": {"evaluation": "too short"},
     "PlanRevision": {"strategy": "add a scene"},
     "ReviseContent": {"content": "revised text"},
-    "SplitSection": {"intro": "lead", "sections": [{"title": "A", "content": "part a"},
-                                                   {"title": "B", "content": "part b"}]},
+    "SplitSection": {
+        "intro": "lead",
+        "sections": [{"title": "A", "content": "part a"}, {"title": "B", "content": "part b"}],
+    },
 }
 
 
@@ -42,12 +58,23 @@ def scripted() -> ScriptedGateway:
 
 def user_write(heading: str, slot: str, value: Any, *, id: str, round: int = 1) -> Message:
     message = write_message(heading, slot, value, sender="User")
-    return Message(cause_by=message.cause_by, sent_from="User", content=message.content,
-                   payload=message.payload, id=id, round=round)
+    return Message(
+        cause_by=message.cause_by,
+        sent_from="User",
+        content=message.content,
+        payload=message.payload,
+        id=id,
+        round=round,
+    )
 
 
-async def step(worker: BoardWorker, news: list[Message], gw: ScriptedGateway,
-               store: RunStore | None = None, round: int = 2) -> list[Message]:
+async def step(
+    worker: BoardWorker,
+    news: list[Message],
+    gw: ScriptedGateway,
+    store: RunStore | None = None,
+    round: int = 2,
+) -> list[Message]:
     turn = Turn(run_id="t", round=round, role=worker.name, gateway=gw, services=store)
     return list(await worker.step(news, turn))
 
@@ -64,7 +91,7 @@ def test_slot_values_are_coerced_and_bad_writes_are_named() -> None:
     assert coerce("subheadings", "A\n\nB ") == ("A", "B")
     with pytest.raises(BoardError, match="whole number"):
         coerce("revision_count", "many")
-    with pytest.raises(BoardError, match="payload.heading"):
+    with pytest.raises(BoardError, match=r"payload.heading"):
         read_write(Message(cause_by="Board.content", sent_from="User", content="x"))
     with pytest.raises(ValueError, match="unknown board slot"):
         slot_action("contents")
@@ -88,8 +115,13 @@ def test_a_view_is_the_board_at_the_start_of_the_round_in_publish_order() -> Non
 
 def test_unreadable_user_edits_are_rejected_not_applied() -> None:
     board = Board(title="B")
-    bad = Message(cause_by="Board.word_count", sent_from="User", payload={"heading": "H", "value": "lots"},
-                  id="m1", round=1)
+    bad = Message(
+        cause_by="Board.word_count",
+        sent_from="User",
+        payload={"heading": "H", "value": "lots"},
+        id="m1",
+        round=1,
+    )
     assert board.absorb([bad]) == [bad]
     assert "whole number" in board.rejected[0][1]
     assert "H" not in board.view()
@@ -99,7 +131,9 @@ def test_unreadable_user_edits_are_rejected_not_applied() -> None:
 
 
 def make(cls: type[BoardWorker], board: Board, **settings: Any) -> BoardWorker:
-    return cls(board=board, settings=WriterSettings(**settings), llm_defaults={"model": "gpt-4o-mini"})
+    return cls(
+        board=board, settings=WriterSettings(**settings), llm_defaults={"model": "gpt-4o-mini"}
+    )
 
 
 CASES = [
@@ -121,11 +155,16 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize(("cls", "before", "trigger", "fires"), CASES,
-                         ids=[f"{c[0].__name__}-{c[2][0]}-{'fires' if c[3] else 'quiet'}-{i}"
-                              for i, c in enumerate(CASES)])
+@pytest.mark.parametrize(
+    ("cls", "before", "trigger", "fires"),
+    CASES,
+    ids=[
+        f"{c[0].__name__}-{c[2][0]}-{'fires' if c[3] else 'quiet'}-{i}" for i, c in enumerate(CASES)
+    ],
+)
 async def test_each_trigger_fires_exactly_when_its_condition_holds(
-        cls: type[BoardWorker], before: list[tuple[str, Any]], trigger: tuple[str, Any], fires: bool) -> None:
+    cls: type[BoardWorker], before: list[tuple[str, Any]], trigger: tuple[str, Any], fires: bool
+) -> None:
     board = Board(title="B")
     board.seed([write_message("H", slot, value, sender="Outline") for slot, value in before])
     worker = make(cls, board)
@@ -143,45 +182,69 @@ async def test_workers_write_the_slots_the_issue_names() -> None:
         ContentWorker: (("material", "m"), [("content", "drafted text"), ("word_count", 2)]),
         EvaluationWorker: (("content", "c"), [("evaluation", "too short"), ("revision_count", 1)]),
         StrategyWorker: (("evaluation", "e"), [("strategy", "add a scene"), ("evaluation", "")]),
-        RevisionWorker: (("strategy", "s"), [("content", "revised text"), ("word_count", 2), ("strategy", "")]),
+        RevisionWorker: (
+            ("strategy", "s"),
+            [("content", "revised text"), ("word_count", 2), ("strategy", "")],
+        ),
     }
     for i, (cls, (trigger, expected)) in enumerate(cases.items()):
         out = writes(await step(make(cls, board), [user_write("H", *trigger, id=f"m{i + 1}")], gw))
-        assert [(slot, value) for _, slot, value in out][:len(expected)] == expected
+        assert [(slot, value) for _, slot, value in out][: len(expected)] == expected
         assert all(heading == "H" for heading, _, _ in out)
 
 
 async def test_a_worker_ignores_writes_of_slots_it_does_not_watch() -> None:
     gw = scripted()
-    out = await step(make(MaterialWorker, Board(title="B")), [user_write("H", "content", "", id="m1")], gw)
+    out = await step(
+        make(MaterialWorker, Board(title="B")), [user_write("H", "content", "", id="m1")], gw
+    )
     assert out == [] and gw.calls == []
 
 
 async def test_a_long_section_is_split_into_subheadings_with_their_own_content() -> None:
     board = Board(title="B")
     gw = scripted()
-    out = writes(await step(make(SplitWorker, board), [user_write("H", "content", "y" * 2500, id="m1")], gw))
-    assert out == [("H", "subheadings", ("A", "B")), ("H", "content", "lead"), ("H", "word_count", 1),
-                   ("H / A", "content", "part a"), ("H / A", "word_count", 2),
-                   ("H / B", "content", "part b"), ("H / B", "word_count", 2)]
+    out = writes(
+        await step(make(SplitWorker, board), [user_write("H", "content", "y" * 2500, id="m1")], gw)
+    )
+    assert out == [
+        ("H", "subheadings", ("A", "B")),
+        ("H", "content", "lead"),
+        ("H", "word_count", 1),
+        ("H / A", "content", "part a"),
+        ("H / A", "word_count", 2),
+        ("H / B", "content", "part b"),
+        ("H / B", "word_count", 2),
+    ]
     view = board.view(3)
     assert view.children("H") == ("H / A", "H / B") and view.depth("H / A") == 1
     # A subheading is below max_split_depth = 1: even long, it is not split again.
     gw2 = scripted()
-    assert await step(make(SplitWorker, board), [user_write("H / A", "content", "z" * 3000, id="m9")],
-                      gw2, round=3) == []
+    assert (
+        await step(
+            make(SplitWorker, board),
+            [user_write("H / A", "content", "z" * 3000, id="m9")],
+            gw2,
+            round=3,
+        )
+        == []
+    )
     assert gw2.calls == []
 
 
 # -- material and policies --------------------------------------------------------------------
 
 
-NOTES = (Note(title="Peaches", keywords=("peaches", "banquet"), text="He eats the peaches."),
-         Note(title="Stone", keywords=("stone monkey",), text="Born from a stone."))
+NOTES = (
+    Note(title="Peaches", keywords=("peaches", "banquet"), text="He eats the peaches."),
+    Note(title="Stone", keywords=("stone monkey",), text="Born from a stone."),
+)
 
 
 def test_notes_match_by_keywords_best_first() -> None:
-    assert matching_notes(NOTES, "The STONE monkey at the peach feast", 3) == (NOTES[1],)  # "peach" is not "peaches"
+    assert matching_notes(NOTES, "The STONE monkey at the peach feast", 3) == (
+        NOTES[1],
+    )  # "peach" is not "peaches"
     assert matching_notes(NOTES, "peaches at the banquet, stone monkey", 3) == NOTES
     assert matching_notes(NOTES, "nothing here", 3) == ()
 
@@ -196,7 +259,9 @@ async def test_material_comes_from_matching_notes_else_from_the_model(tmp_path: 
     board = Board(title="B")
     worker = make(MaterialWorker, board, notes=NOTES)
     gw = scripted()
-    out = writes(await step(worker, [user_write("Peaches at the banquet", "word_count", 0, id="m1")], gw))
+    out = writes(
+        await step(worker, [user_write("Peaches at the banquet", "word_count", 0, id="m1")], gw)
+    )
     assert gw.actions() == ["ListMaterialNeeds"]
     assert out[1][1:] == ("material", 'From the note "Peaches": He eats the peaches.')
     gw2 = scripted()
@@ -206,30 +271,51 @@ async def test_material_comes_from_matching_notes_else_from_the_model(tmp_path: 
 
 
 async def test_matching_policies_are_in_every_prompt_before_the_call(tmp_path: Path) -> None:
-    policies = (Policy(id="voice", text="Plain English."), Policy(id="comic", text="Keep him funny.",
-                                                                   headings=("havoc*",)))
+    policies = (
+        Policy(id="voice", text="Plain English."),
+        Policy(id="comic", text="Keep him funny.", headings=("havoc*",)),
+    )
     store = RunStore(tmp_path, "t")
     gw = scripted()
     board = Board(title="B")
-    await step(make(ContentWorker, board, policies=policies),
-               [user_write("Havoc", "material", "m", id="m1"), user_write("Quiet", "material", "m", id="m2")],
-               gw, store)
+    await step(
+        make(ContentWorker, board, policies=policies),
+        [
+            user_write("Havoc", "material", "m", id="m1"),
+            user_write("Quiet", "material", "m", id="m2"),
+        ],
+        gw,
+        store,
+    )
     store.close()
-    prompts = {c.request.messages[-1].content.split("Heading: ")[1].split("\n")[0]: c.request.messages[-1].content
-               for c in gw.calls}
+    prompts = {
+        c.request.messages[-1].content.split("Heading: ")[1].split("\n")[0]: c.request.messages[
+            -1
+        ].content
+        for c in gw.calls
+    }
     assert "Keep him funny." in prompts["Havoc"] and "Plain English." in prompts["Havoc"]
     assert "Keep him funny." not in prompts["Quiet"] and "Plain English." in prompts["Quiet"]
-    looked = [e["data"] for e in read_jsonl(tmp_path / "events.jsonl", dict[str, Any]) if e["kind"] == "policies_looked_up"]
+    looked = [
+        e["data"]
+        for e in read_jsonl(tmp_path / "events.jsonl", dict[str, Any])
+        if e["kind"] == "policies_looked_up"
+    ]
     assert sorted((d["heading"], tuple(d["policies"])) for d in looked) == [
-        ("Havoc", ("voice", "comic")), ("Quiet", ("voice",))]
+        ("Havoc", ("voice", "comic")),
+        ("Quiet", ("voice",)),
+    ]
 
 
 # -- whole runs -----------------------------------------------------------------------------------
 
 
 def triggers(run_dir: Path) -> list[tuple[int, str, str]]:
-    return [(e["round"], e["data"]["worker"], e["data"]["heading"])
-            for e in read_jsonl(run_dir / "events.jsonl", dict[str, Any]) if e["kind"] == "board_trigger"]
+    return [
+        (e["round"], e["data"]["worker"], e["data"]["heading"])
+        for e in read_jsonl(run_dir / "events.jsonl", dict[str, Any])
+        if e["kind"] == "board_trigger"
+    ]
 
 
 async def run_shipped(tmp_path: Path, name: str = "a") -> Any:
@@ -254,8 +340,12 @@ async def test_the_shipped_run_goes_idle_with_the_book_and_its_outline(tmp_path:
     assert "- Havoc in Heaven:" in outline and "  - The Stable Post:" in outline
     assert "### The Furnace and the Palm" in book
     # every heading was written, evaluated once and revised once
-    for heading in ("The Stone Monkey", "Havoc in Heaven", "The Pilgrim and His Disciples",
-                    "Why Readers Still Come Back"):
+    for heading in (
+        "The Stone Monkey",
+        "Havoc in Heaven",
+        "The Pilgrim and His Disciples",
+        "Why Readers Still Come Back",
+    ):
         assert [w for _, w, h in fired if h == heading].count("EvaluationWorker") == 1
     assert outcome.summary.undelivered == 0
 
@@ -265,16 +355,37 @@ async def test_runs_are_deterministic(tmp_path: Path) -> None:
     b = await run_shipped(tmp_path, "b")
     # Whatever order the concurrent turns and calls of a round ran in, the board sees the
     # same writes in the same order, so the messages and the book are the same.
-    published = [[e["message"] for e in logical_view(read_jsonl(r.run_dir / "events.jsonl", dict[str, Any]))
-                  if e["kind"] == "message_published"] for r in (a, b)]
+    published = [
+        [
+            e["message"]
+            for e in logical_view(read_jsonl(r.run_dir / "events.jsonl", dict[str, Any]))
+            if e["kind"] == "message_published"
+        ]
+        for r in (a, b)
+    ]
     assert published[0] == published[1] and len(published[0]) > 80
-    assert (a.run_dir / "artifacts" / "book.md").read_text() == (b.run_dir / "artifacts" / "book.md").read_text()
+    assert (a.run_dir / "artifacts" / "book.md").read_text() == (
+        b.run_dir / "artifacts" / "book.md"
+    ).read_text()
 
 
 def test_sopbus_run_takes_user_edits_from_a_file(tmp_path: Path) -> None:
-    done = subprocess.run([*ARGV, "run", str(SCENARIO), "--runs-dir",
-                           str(tmp_path), "--quiet", "--inject", str(EDITS)],
-                          capture_output=True, text=True, cwd=ROOT, timeout=300)
+    done = subprocess.run(
+        [
+            *ARGV,
+            "run",
+            str(SCENARIO),
+            "--runs-dir",
+            str(tmp_path),
+            "--quiet",
+            "--inject",
+            str(EDITS),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr
     (run_dir,) = tmp_path.iterdir()
     fired = triggers(run_dir)
@@ -283,18 +394,35 @@ def test_sopbus_run_takes_user_edits_from_a_file(tmp_path: Path) -> None:
     assert (2, "ContentWorker", "Why Readers Still Come Back") in fired
     # The injected requirement (round 4) is watched by no worker, but the keeper takes it in.
     events = list(read_jsonl(run_dir / "events.jsonl", dict[str, Any]))
-    assert [e["recipients"] for e in events if e["kind"] == "message_published"
-            and e["message"]["cause_by"] == "Board.requirement" and e["message"]["sent_from"] == "User"] == [["BoardKeeper"]]
+    assert [
+        e["recipients"]
+        for e in events
+        if e["kind"] == "message_published"
+        and e["message"]["cause_by"] == "Board.requirement"
+        and e["message"]["sent_from"] == "User"
+    ] == [["BoardKeeper"]]
     assert (run_dir / "artifacts" / "book.md").read_text().count("## Outline") == 1
 
 
 def test_a_bad_inject_file_is_a_usage_error(tmp_path: Path) -> None:
     bad = tmp_path / "edits.toml"
     bad.write_text('[[inject]]\nround = "soon"\ncontent = "x"\n')
-    done = subprocess.run([*ARGV, "run", str(SCENARIO), "--runs-dir",
-                           str(tmp_path / "runs"), "--quiet", "--inject", str(bad)],
-                          capture_output=True, text=True, cwd=ROOT, timeout=120)
+    done = subprocess.run(
+        [
+            *ARGV,
+            "run",
+            str(SCENARIO),
+            "--runs-dir",
+            str(tmp_path / "runs"),
+            "--quiet",
+            "--inject",
+            str(bad),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
     assert done.returncode == 2
     assert "$.inject[0].round" in done.stderr
     assert not (tmp_path / "runs").exists()
-

@@ -8,20 +8,26 @@ import pytest
 
 from sopbus.bus import Turn
 from sopbus.roles.chat._camel import TASK_DONE, check_assistant_turn, check_user_turn
-from support.sop_runs import cli_run, events, ledger, messages, run, scenario
 from sopbus.sops import build_team
+from support.sop_runs import cli_run, events, ledger, messages, run, scenario
 
 INSTRUCTION = '"""Instruction: Draft the next part of the plan.\nInput: None"""'
 SOLUTION = '"""Solution: Here is the next part of the plan.\nNext request."""'
 
 
-def fixtures(user: list[str], assistant: list[str], spec: str = '"Host a rose night on 21 June."') -> str:
-    return (f'[[fixture]]\naction = "SpecifyTask"\nresponses = [{spec}]\n'
-            f'[[fixture]]\naction = "GiveInstruction"\nresponses = [{", ".join(user)}]\n'
-            f'[[fixture]]\naction = "GiveSolution"\nresponses = [{", ".join(assistant)}]\n')
+def fixtures(
+    user: list[str], assistant: list[str], spec: str = '"Host a rose night on 21 June."'
+) -> str:
+    return (
+        f'[[fixture]]\naction = "SpecifyTask"\nresponses = [{spec}]\n'
+        f'[[fixture]]\naction = "GiveInstruction"\nresponses = [{", ".join(user)}]\n'
+        f'[[fixture]]\naction = "GiveSolution"\nresponses = [{", ".join(assistant)}]\n'
+    )
 
 
-async def test_shipped_example_stops_at_the_token_with_every_turn_in_the_log(tmp_path: Path) -> None:
+async def test_shipped_example_stops_at_the_token_with_every_turn_in_the_log(
+    tmp_path: Path,
+) -> None:
     out = await run(scenario("camel_roleplay", tmp_path))
     assert out.summary.end_reason == "stop_condition"
     assert TASK_DONE in out.summary.detail and "3 exchange(s)" in out.summary.detail
@@ -29,20 +35,34 @@ async def test_shipped_example_stops_at_the_token_with_every_turn_in_the_log(tmp
     assert len(spec) == 1 and spec[0]["content"].startswith("Host a Rose Night on Friday 21 June")
     assert spec[0]["payload"]["task"].startswith("Plan a summer rose night")
     assert spec[0]["payload"]["user_role"] == "Flower Shop Owner"
-    said = [(m["sent_from"], m["content"].split(":")[0]) for m in messages(out)
-            if m["cause_by"] in ("GiveInstruction", "GiveSolution")]
-    assert said == [("AIUser", "Instruction"), ("AIAssistant", "Solution")] * 3 + [("AIUser", TASK_DONE)]
+    said = [
+        (m["sent_from"], m["content"].split(":")[0])
+        for m in messages(out)
+        if m["cause_by"] in ("GiveInstruction", "GiveSolution")
+    ]
+    assert said == [("AIUser", "Instruction"), ("AIAssistant", "Solution")] * 3 + [
+        ("AIUser", TASK_DONE)
+    ]
     # the assistant's slip (it instructed) was caught once and repaired
     guard = events(out, "role_guard")
     assert [(g["role"], g["data"]["attempt"]) for g in guard] == [("AIAssistant", 1)]
     assert "instructed instead of solving" in guard[0]["data"]["problem"]
     attempts = [(c["action"], c["attempt"]) for c in ledger(out) if c["action"] == "GiveSolution"]
-    assert attempts == [("GiveSolution", 1), ("GiveSolution", 1), ("GiveSolution", 2), ("GiveSolution", 1)]
+    assert attempts == [
+        ("GiveSolution", 1),
+        ("GiveSolution", 1),
+        ("GiveSolution", 2),
+        ("GiveSolution", 1),
+    ]
 
 
 async def test_turn_limit_is_enforced_whatever_the_models_say(tmp_path: Path) -> None:
-    sc = scenario("camel_roleplay", tmp_path, sop={"turn_limit": 3},
-                  fixtures=fixtures([INSTRUCTION], [SOLUTION]))  # never says it is done
+    sc = scenario(
+        "camel_roleplay",
+        tmp_path,
+        sop={"turn_limit": 3},
+        fixtures=fixtures([INSTRUCTION], [SOLUTION]),
+    )  # never says it is done
     out = await run(sc)
     assert out.summary.end_reason == "stop_condition"
     assert out.summary.detail == "turn limit reached: 3 exchanges ([sop].turn_limit = 3)"
@@ -50,13 +70,21 @@ async def test_turn_limit_is_enforced_whatever_the_models_say(tmp_path: Path) ->
     assert len(messages(out, "GiveInstruction")) == 3
 
 
-async def test_an_assistant_that_keeps_instructing_fails_the_run_with_the_reason(tmp_path: Path) -> None:
+async def test_an_assistant_that_keeps_instructing_fails_the_run_with_the_reason(
+    tmp_path: Path,
+) -> None:
     flipped = '"""Instruction: You tell me the budget first.\nInput: None"""'
-    sc = scenario("camel_roleplay", tmp_path, sop={"max_role_repairs": 2},
-                  fixtures=fixtures([INSTRUCTION], [flipped]))
+    sc = scenario(
+        "camel_roleplay",
+        tmp_path,
+        sop={"max_role_repairs": 2},
+        fixtures=fixtures([INSTRUCTION], [flipped]),
+    )
     out = await run(sc)
     assert out.summary.end_reason == "error" and out.summary.status == "failed"
-    assert "role guard: AIAssistant (Marketing Specialist) instructed instead of solving" in str(out.summary.error)
+    assert "role guard: AIAssistant (Marketing Specialist) instructed instead of solving" in str(
+        out.summary.error
+    )
     assert "max_role_repairs=2" in str(out.summary.error)
     assert [c["attempt"] for c in ledger(out) if c["action"] == "GiveSolution"] == [1, 2, 3]
     assert len(events(out, "role_guard")) == 3
@@ -65,8 +93,12 @@ async def test_an_assistant_that_keeps_instructing_fails_the_run_with_the_reason
 
 async def test_a_user_that_answers_is_sent_back_then_fails_the_run(tmp_path: Path) -> None:
     answering = '"""Solution: I will just do it myself: posters and a discount."""'
-    sc = scenario("camel_roleplay", tmp_path, sop={"max_role_repairs": 1},
-                  fixtures=fixtures([answering], [SOLUTION]))
+    sc = scenario(
+        "camel_roleplay",
+        tmp_path,
+        sop={"max_role_repairs": 1},
+        fixtures=fixtures([answering], [SOLUTION]),
+    )
     out = await run(sc)
     assert out.summary.end_reason == "error"
     assert "AIUser (Flower Shop Owner) answered instead of instructing" in str(out.summary.error)
@@ -75,10 +107,16 @@ async def test_a_user_that_answers_is_sent_back_then_fails_the_run(tmp_path: Pat
     assert [g["data"]["action"] for g in feedback] == ["GiveInstruction", "GiveInstruction"]
 
 
-async def test_a_long_specification_is_sent_back_once_then_cut_at_the_word_limit(tmp_path: Path) -> None:
+async def test_a_long_specification_is_sent_back_once_then_cut_at_the_word_limit(
+    tmp_path: Path,
+) -> None:
     long = '"' + " ".join(f"word{i}" for i in range(30)) + '"'
-    sc = scenario("camel_roleplay", tmp_path, sop={"word_limit": 10, "turn_limit": 1},
-                  fixtures=fixtures([INSTRUCTION], [SOLUTION], spec=long))
+    sc = scenario(
+        "camel_roleplay",
+        tmp_path,
+        sop={"word_limit": 10, "turn_limit": 1},
+        fixtures=fixtures([INSTRUCTION], [SOLUTION], spec=long),
+    )
     out = await run(sc)
     spec = messages(out, "SpecifyTask")[0]
     assert spec["content"] == " ".join(f"word{i}" for i in range(10))
@@ -94,27 +132,36 @@ def test_model_settings_specifier_hot_agents_cool(tmp_path: Path) -> None:
     assert temps == {"TaskSpecifier": 1.0, "AIUser": 0.2, "AIAssistant": 0.2}
 
 
-@pytest.mark.parametrize(("text", "problem"), [
-    ("Instruction: Plan the posts.\nInput: None", None),
-    (f"  {TASK_DONE}", None),
-    ("**Instruction:** Plan the posts.", None),
-    ("Solution: posts on Monday.", "answered instead of instructing"),
-    ("Instruction: plan.\nSolution: done already.", "answered instead of instructing"),
-    ("Let us plan the posts.", "does not start with 'Instruction:'"),
-])
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("Instruction: Plan the posts.\nInput: None", None),
+        (f"  {TASK_DONE}", None),
+        ("**Instruction:** Plan the posts.", None),
+        ("Solution: posts on Monday.", "answered instead of instructing"),
+        ("Instruction: plan.\nSolution: done already.", "answered instead of instructing"),
+        ("Let us plan the posts.", "does not start with 'Instruction:'"),
+    ],
+)
 def test_user_turn_guard(text: str, problem: str | None) -> None:
     found = check_user_turn(text)
     assert (found is None) if problem is None else (found is not None and problem in found)
 
 
-@pytest.mark.parametrize(("text", "problem"), [
-    ("Solution: four posts.\nNext request.", None),
-    ("**Solution:** four posts.\n**Next request.**", None),
-    ("Instruction: tell me the budget.\nInput: None", "instructed instead of solving"),
-    ("Solution: first,\nInstruction: you send the photos.\nNext request.", "instructed instead of solving"),
-    ("Four posts.\nNext request.", "does not start with 'Solution:'"),
-    ("Solution: four posts.", "did not end its solution with 'Next request.'"),
-])
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("Solution: four posts.\nNext request.", None),
+        ("**Solution:** four posts.\n**Next request.**", None),
+        ("Instruction: tell me the budget.\nInput: None", "instructed instead of solving"),
+        (
+            "Solution: first,\nInstruction: you send the photos.\nNext request.",
+            "instructed instead of solving",
+        ),
+        ("Four posts.\nNext request.", "does not start with 'Solution:'"),
+        ("Solution: four posts.", "did not end its solution with 'Next request.'"),
+    ],
+)
 def test_assistant_turn_guard(text: str, problem: str | None) -> None:
     found = check_assistant_turn(text)
     assert (found is None) if problem is None else (found is not None and problem in found)

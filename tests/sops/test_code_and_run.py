@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from sopbus.bus import Environment, LLMRequest, RunStore, Runner
+from sopbus.bus import Environment, LLMRequest, Runner, RunStore
+from sopbus.sops import build_team
 from support.scripted_gateway import ScriptedGateway
 from support.sop_runs import SCENARIOS, cli_run, events, ledger, messages, run, scenario
-from sopbus.sops import build_team
 
 FIXTURES = (SCENARIOS / "fixtures" / "code_and_run.toml").read_text()
 
@@ -23,7 +23,9 @@ def scripts(*codes: str) -> str:
     return f'[[fixture]]\naction = "WriteScript"\nresponses = [{answers}]\n'
 
 
-async def test_shipped_example_fails_on_a_missing_import_then_passes_the_check(tmp_path: Path) -> None:
+async def test_shipped_example_fails_on_a_missing_import_then_passes_the_check(
+    tmp_path: Path,
+) -> None:
     out = await run(scenario("code_and_run", tmp_path))
     assert out.summary.end_reason == "stop_condition"
     assert out.summary.detail == "the script passed the acceptance check on attempt 2"
@@ -44,15 +46,18 @@ async def test_shipped_example_fails_on_a_missing_import_then_passes_the_check(t
 
 
 async def test_a_failing_scripts_stderr_is_in_the_coders_next_prompt(tmp_path: Path) -> None:
-    answers = [json.dumps({"plan": "p", "code": "import sys\nsys.exit(undefined_name)\n"}),
-               json.dumps({"plan": "p", "code": "print('fixed')\n"})]
+    answers = [
+        json.dumps({"plan": "p", "code": "import sys\nsys.exit(undefined_name)\n"}),
+        json.dumps({"plan": "p", "code": "print('fixed')\n"}),
+    ]
     gw = ScriptedGateway(answers)
     team = build_team(scenario("code_and_run", tmp_path, sop={"check": None}))
     store = RunStore(tmp_path / "run", "run")
     env = Environment("run", log=store.log)
     env.add_all(team.roles)
-    result = await Runner(env, max_rounds=8, seed=team.seed, stop=team.stop, gateway=gw,
-                          store=store).run()
+    result = await Runner(
+        env, max_rounds=8, seed=team.seed, stop=team.stop, gateway=gw, store=store
+    ).run()
     store.close()
     assert result.end_reason == "stop_condition"
     second: LLMRequest = gw.calls[1].request
@@ -62,13 +67,17 @@ async def test_a_failing_scripts_stderr_is_in_the_coders_next_prompt(tmp_path: P
     assert "prices.csv" in gw.calls[0].request.messages[-1].content  # the data file is described
 
 
-async def test_a_wrong_result_fails_the_acceptance_check_and_the_attempts_run_out(tmp_path: Path) -> None:
-    wrong = ("import csv\nrows = list(csv.DictReader(open('prices.csv')))\n"
-             "with open('pct_change.csv', 'w') as f:\n"
-             "    f.write('date,ACME,GLOBEX\\n')\n"
-             "    for r in rows[1:]:\n"
-             "        f.write(f\"{r['date']},1.0,1.0\\n\")\n"
-             "print('done')\n")
+async def test_a_wrong_result_fails_the_acceptance_check_and_the_attempts_run_out(
+    tmp_path: Path,
+) -> None:
+    wrong = (
+        "import csv\nrows = list(csv.DictReader(open('prices.csv')))\n"
+        "with open('pct_change.csv', 'w') as f:\n"
+        "    f.write('date,ACME,GLOBEX\\n')\n"
+        "    for r in rows[1:]:\n"
+        "        f.write(f\"{r['date']},1.0,1.0\\n\")\n"
+        "print('done')\n"
+    )
     sc = scenario("code_and_run", tmp_path, sop={"max_attempts": 2}, fixtures=scripts(wrong))
     out = await run(sc)
     reports = messages(out, "RunScript")
@@ -82,8 +91,12 @@ async def test_a_wrong_result_fails_the_acceptance_check_and_the_attempts_run_ou
 
 
 async def test_a_script_that_hangs_is_killed_and_reported(tmp_path: Path) -> None:
-    sc = scenario("code_and_run", tmp_path, sop={"max_attempts": 1, "timeout_s": 1},
-                  fixtures=scripts("import time\ntime.sleep(60)\n"))
+    sc = scenario(
+        "code_and_run",
+        tmp_path,
+        sop={"max_attempts": 1, "timeout_s": 1},
+        fixtures=scripts("import time\ntime.sleep(60)\n"),
+    )
     out = await run(sc)
     report = messages(out, "RunScript")[0]
     assert report["payload"]["timed_out"] is True and report["payload"]["exit_code"] is None

@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 
 from sopbus.cli._cmd_diff import messages
+from support.cli import sopbus
 from support.openai_server import Answer, OpenAIServer
-from support.sandbox import code_run_scenario, needs_bwrap, run_dirs, sopbus
+from support.sandbox import code_run_scenario, needs_bwrap, run_dirs
 
 pytestmark = pytest.mark.slow
 KEY = {"OPENAI_API_KEY": "sk-test-not-a-secret"}
@@ -35,12 +36,15 @@ def prompts(server: OpenAIServer) -> list[list[dict[str, str]]]:
 
 
 def scenario(tmp: Path, server: OpenAIServer, backend: str) -> Path:
-    return code_run_scenario(tmp, [BROKEN, FIXED], backend=backend, provider="openai",
-                             base_url=server.base_url)
+    return code_run_scenario(
+        tmp, [BROKEN, FIXED], backend=backend, provider="openai", base_url=server.base_url
+    )
 
 
 @pytest.mark.parametrize("backend", [pytest.param("bwrap", marks=needs_bwrap), "local"])
-def test_two_runs_resume_and_replay_agree(tmp_path: Path, model: OpenAIServer, backend: str) -> None:
+def test_two_runs_resume_and_replay_agree(
+    tmp_path: Path, model: OpenAIServer, backend: str
+) -> None:
     first = sopbus("run", scenario(tmp_path / "a", model, backend), "--quiet", env=KEY)
     assert first.returncode == 0, first.stderr
     asked = prompts(model)
@@ -66,7 +70,8 @@ def test_two_runs_resume_and_replay_agree(tmp_path: Path, model: OpenAIServer, b
 
 
 def test_auto_without_bubblewrap_warns_when_a_real_models_code_runs(
-        tmp_path: Path, model: OpenAIServer) -> None:
+    tmp_path: Path, model: OpenAIServer
+) -> None:
     no_bwrap = {**KEY, "PATH": str(tmp_path / "empty-path")}
     real = sopbus("run", scenario(tmp_path / "real", model, "auto"), "--quiet", env=no_bwrap)
     assert real.returncode == 0, real.stderr
@@ -74,8 +79,7 @@ def test_auto_without_bubblewrap_warns_when_a_real_models_code_runs(
     assert real.stderr.count(warning) == 1  # once per run, not per script
     (run_dir,) = run_dirs(tmp_path / "real")
     assert warning in (run_dir / "run.log").read_text()
-    simulated = sopbus("run", code_run_scenario(tmp_path / "sim", [FIXED]), "--quiet",
-                       env=no_bwrap)
+    simulated = sopbus("run", code_run_scenario(tmp_path / "sim", [FIXED]), "--quiet", env=no_bwrap)
     assert simulated.returncode == 0, simulated.stderr
     assert warning not in simulated.stderr  # the simulator's scripts are the user's own
 

@@ -11,9 +11,9 @@ import pytest
 
 from sopbus.bus import ConfigError, LLMRequest, Message
 from sopbus.roles.chat._group_chat import ChatManager, NextSpeaker, Participant
+from sopbus.sops import AllOf, AnyOf, MaxMessages, SpendLimit, TextMention, Timeout, TokenLimit
 from support.scripted_gateway import ScriptedGateway, turn
 from support.sop_runs import cli_run, events, ledger, messages, run, scenario
-from sopbus.sops import AllOf, AnyOf, MaxMessages, SpendLimit, TextMention, Timeout, TokenLimit
 
 SPEECHES = """
 [[fixture]]
@@ -36,15 +36,21 @@ def speakers(out: Any) -> list[str]:
 
 
 async def test_round_robin_follows_the_declared_order_without_a_model(tmp_path: Path) -> None:
-    sc = scenario("group_chat", tmp_path, fixtures=SPEECHES,
-                  sop={"strategy": "round_robin", "termination": {"max_messages": 5}})
+    sc = scenario(
+        "group_chat",
+        tmp_path,
+        fixtures=SPEECHES,
+        sop={"strategy": "round_robin", "termination": {"max_messages": 5}},
+    )
     out = await run(sc)
     assert speakers(out) == ["Planner", "Writer", "Critic", "Planner", "Writer"]
     assert out.summary.detail == "5 messages reached the limit of 5"
     assert {c["action"] for c in ledger(out)} == {"Speak"}
 
 
-async def test_handoff_gives_the_floor_to_the_named_speaker_and_keeps_it_without_one(tmp_path: Path) -> None:
+async def test_handoff_gives_the_floor_to_the_named_speaker_and_keeps_it_without_one(
+    tmp_path: Path,
+) -> None:
     fixtures = """
 [[fixture]]
 action = "Speak"
@@ -59,44 +65,73 @@ action = "Speak"
 role = "Writer"
 responses = ['{"message": "w", "handoff": "Nobody"}']
 """
-    sc = scenario("group_chat", tmp_path, fixtures=fixtures,
-                  sop={"strategy": "handoff", "termination": {"max_messages": 5}})
+    sc = scenario(
+        "group_chat",
+        tmp_path,
+        fixtures=fixtures,
+        sop={"strategy": "handoff", "termination": {"max_messages": 5}},
+    )
     out = await run(sc)
     assert speakers(out) == ["Planner", "Critic", "Critic", "Writer", "Writer"]
     assert [m["content"] for m in messages(out, "Speak")] == ["plan", "c1", "c2", "w", "w"]
     assert messages(out, "Speak")[0]["payload"] == {"message": "plan", "handoff": "critic"}
 
 
-async def test_model_selector_retries_no_name_two_names_and_a_repeat_then_falls_back(tmp_path: Path) -> None:
-    fixtures = SPEECHES + """
+async def test_model_selector_retries_no_name_two_names_and_a_repeat_then_falls_back(
+    tmp_path: Path,
+) -> None:
+    fixtures = (
+        SPEECHES
+        + """
 [[fixture]]
 action = "SelectSpeaker"
 responses = ["I am not sure yet.", "Writer, or maybe Critic.", "Planner again.", "Critic"]
 """
-    sc = scenario("group_chat", tmp_path, fixtures=fixtures,
-                  sop={"strategy": "model", "allow_repeat": False, "max_attempts": 3,
-                       "fallback": "round_robin", "termination": {"max_messages": 3}})
+    )
+    sc = scenario(
+        "group_chat",
+        tmp_path,
+        fixtures=fixtures,
+        sop={
+            "strategy": "model",
+            "allow_repeat": False,
+            "max_attempts": 3,
+            "fallback": "round_robin",
+            "termination": {"max_messages": 3},
+        },
+    )
     out = await run(sc)
     assert speakers(out) == ["Planner", "Writer", "Critic"]
     rejected = [e["data"]["problem"] for e in events(out, "speaker_rejected")]
-    assert rejected == ["named none of the participants",
-                        "named several participants (Writer, Critic)",
-                        "chose Planner, who has just spoken; nobody speaks twice in a row"]
+    assert rejected == [
+        "named none of the participants",
+        "named several participants (Writer, Critic)",
+        "chose Planner, who has just spoken; nobody speaks twice in a row",
+    ]
     fallback = events(out, "speaker_fallback")
     assert [f["data"]["speaker"] for f in fallback] == ["Writer"]
     picks = [m["payload"] for m in messages(out, "NextSpeaker")]
     assert [(p["speaker"], p["attempts"], p["fallback"]) for p in picks] == [
-        ("Planner", 0, False), ("Writer", 3, True), ("Critic", 1, False)]
+        ("Planner", 0, False),
+        ("Writer", 3, True),
+        ("Critic", 1, False),
+    ]
     selector = [c for c in ledger(out) if c["action"] == "SelectSpeaker"]
-    assert [(c["role"], c["attempt"]) for c in selector] == [("ChatManager", a) for a in (1, 2, 3, 1)]
+    assert [(c["role"], c["attempt"]) for c in selector] == [
+        ("ChatManager", a) for a in (1, 2, 3, 1)
+    ]
     assert all(Decimal(str(c["cost_usd"])) > 0 for c in selector)  # priced like any call
 
 
 def manager(strategy: str = "model", **kw: Any) -> ChatManager:
     group = [Participant("Ann", "plans"), Participant("Bob", "writes"), Participant("Cy", "checks")]
-    return ChatManager(group=group, strategy=strategy,  # type: ignore[arg-type]
-                       actions=[NextSpeaker(max_attempts=kw.pop("max_attempts", 3))],
-                       llm_defaults={"model": "m"}, **kw)
+    return ChatManager(
+        group=group,
+        strategy=strategy,  # type: ignore[arg-type]
+        actions=[NextSpeaker(max_attempts=kw.pop("max_attempts", 3))],
+        llm_defaults={"model": "m"},
+        **kw,
+    )
 
 
 SPOKE = Message(cause_by="Speak", sent_from="Ann", content="my plan", id="m2")
@@ -109,10 +144,15 @@ async def test_selector_feedback_names_the_problem_and_the_candidates() -> None:
     out = await chat.step([SPOKE], turn(gw, role="ChatManager"))
     assert out[0].send_to == ("Bob",) and out[0].payload["attempts"] == 2
     retry: LLMRequest = gw.calls[1].request
-    assert "Ann has just spoken and may not speak twice in a row" in gw.calls[0].request.messages[-1].content
+    assert (
+        "Ann has just spoken and may not speak twice in a row"
+        in gw.calls[0].request.messages[-1].content
+    )
     assert retry.messages[-2].content == "Ann"
-    assert retry.messages[-1].content == ("Your answer chose Ann, who has just spoken; nobody speaks "
-                                          "twice in a row. Answer with exactly one name from: Bob, Cy.")
+    assert retry.messages[-1].content == (
+        "Your answer chose Ann, who has just spoken; nobody speaks "
+        "twice in a row. Answer with exactly one name from: Bob, Cy."
+    )
     assert [c.attempt for c in gw.calls] == [1, 2]
     assert "- Cy: checks" in gw.calls[0].request.messages[0].content
 
@@ -121,7 +161,10 @@ async def test_fallback_to_a_declared_participant_after_max_attempts() -> None:
     gw = ScriptedGateway(["nobody", "nobody"])
     out = await manager(fallback="Cy", max_attempts=2).step([SPOKE], turn(gw, role="ChatManager"))
     assert out[0].send_to == ("Cy",)
-    assert out[0].payload["fallback"] is True and out[0].payload["why"] == "named none of the participants"
+    assert (
+        out[0].payload["fallback"] is True
+        and out[0].payload["why"] == "named none of the participants"
+    )
     assert len(gw.calls) == 2
 
 
@@ -151,7 +194,11 @@ def test_termination_conditions_count_match_and_combine() -> None:
 
 
 def test_token_and_spend_limits_read_the_bound_stats() -> None:
-    totals: dict[str, Any] = {"prompt_tokens": 50, "completion_tokens": 40, "total_usd": Decimal("0.01")}
+    totals: dict[str, Any] = {
+        "prompt_tokens": 50,
+        "completion_tokens": 40,
+        "total_usd": Decimal("0.01"),
+    }
     tokens, spend = TokenLimit(100), SpendLimit(Decimal("0.02"))
     stop = AnyOf([tokens, spend])
     assert stop([], 1) is None  # unbound: cannot fire (and says so in the log)
@@ -163,31 +210,47 @@ def test_token_and_spend_limits_read_the_bound_stats() -> None:
     assert stop([], 4) == "$0.02 spent, limit $0.02"
 
 
-@pytest.mark.parametrize(("limit", "fired"), [
-    ({"max_tokens": 1}, "tokens used, limit 1"),
-    ({"max_usd": 0.000001}, "spent, limit $0.000001"),
-])
+@pytest.mark.parametrize(
+    ("limit", "fired"),
+    [
+        ({"max_tokens": 1}, "tokens used, limit 1"),
+        ({"max_usd": 0.000001}, "spent, limit $0.000001"),
+    ],
+)
 async def test_a_run_binds_its_totals_so_token_and_spend_limits_stop_it(
-        tmp_path: Path, limit: dict[str, Any], fired: str) -> None:
-    sc = scenario("group_chat", tmp_path, fixtures=SPEECHES,
-                  sop={"strategy": "round_robin", "termination": {"max_messages": 50, **limit}})
+    tmp_path: Path, limit: dict[str, Any], fired: str
+) -> None:
+    sc = scenario(
+        "group_chat",
+        tmp_path,
+        fixtures=SPEECHES,
+        sop={"strategy": "round_robin", "termination": {"max_messages": 50, **limit}},
+    )
     out = await run(sc)
     assert out.summary.end_reason == "stop_condition"
     assert fired in out.summary.detail
     assert speakers(out) == ["Planner"]  # the first priced call already crossed the limit
 
 
-@pytest.mark.parametrize(("sop", "message"), [
-    ({"participants": [{"name": "Solo"}]}, "at least two"),
-    ({"fallback": "Zed"}, "fallback 'Zed' is neither"),
-    ({"first_speaker": "Zed"}, "first_speaker 'Zed' is not a participant"),
-    ({"participants": [{"name": "Ann"}, {"name": "ann"}]}, "repeated"),
-    ({"termination": {"mode": "any"}}, "names no condition"),
-    ({"termination": {"max_messages": 0}}, "MaxMessages limit must be 1 or more"),
-    ({"strategy": "random"}, "$.sop.strategy`; choose one of 'round_robin', 'model', 'handoff'"),
-    ({"termination": {"mode": "some"}}, "$.sop.termination.mode`; choose one of 'any', 'all'"),
-])
-def test_option_mistakes_are_config_errors(tmp_path: Path, sop: dict[str, Any], message: str) -> None:
+@pytest.mark.parametrize(
+    ("sop", "message"),
+    [
+        ({"participants": [{"name": "Solo"}]}, "at least two"),
+        ({"fallback": "Zed"}, "fallback 'Zed' is neither"),
+        ({"first_speaker": "Zed"}, "first_speaker 'Zed' is not a participant"),
+        ({"participants": [{"name": "Ann"}, {"name": "ann"}]}, "repeated"),
+        ({"termination": {"mode": "any"}}, "names no condition"),
+        ({"termination": {"max_messages": 0}}, "MaxMessages limit must be 1 or more"),
+        (
+            {"strategy": "random"},
+            "$.sop.strategy`; choose one of 'round_robin', 'model', 'handoff'",
+        ),
+        ({"termination": {"mode": "some"}}, "$.sop.termination.mode`; choose one of 'any', 'all'"),
+    ],
+)
+def test_option_mistakes_are_config_errors(
+    tmp_path: Path, sop: dict[str, Any], message: str
+) -> None:
     from sopbus.sops import build_team
 
     with pytest.raises(ConfigError, match=None) as info:
@@ -199,4 +262,6 @@ def test_option_mistakes_are_config_errors(tmp_path: Path, sop: dict[str, Any], 
 def test_sopbus_run_on_the_shipped_scenario(tmp_path: Path) -> None:
     done, summary = cli_run("group_chat", tmp_path / "runs")
     assert done.returncode == 0, done.stderr
-    assert summary["end_reason"] == "stop_condition" and summary["detail"] == "Writer said 'TERMINATE'"
+    assert (
+        summary["end_reason"] == "stop_condition" and summary["detail"] == "Writer said 'TERMINATE'"
+    )

@@ -21,9 +21,12 @@ from sopbus.bus.sandbox import using
 from sopbus.roles.company._qa import PytestRun, RunCode, pytest_command
 from support.sandbox import needs_bwrap
 
-TESTS = {"app/__init__.py": "", "app/core.py": "def double(x):\n    return 2 * x\n",
-         "tests/test_core.py": "from app.core import double\n\n\ndef test_double():\n"
-                               "    assert double(2) == 4\n"}
+TESTS = {
+    "app/__init__.py": "",
+    "app/core.py": "def double(x):\n    return 2 * x\n",
+    "tests/test_core.py": "from app.core import double\n\n\ndef test_double():\n"
+    "    assert double(2) == 4\n",
+}
 
 
 @pytest.fixture(params=[pytest.param("bwrap", marks=needs_bwrap), "local"])
@@ -39,8 +42,12 @@ def outside(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Path]:
 
 
 async def _run(files: dict[str, str]) -> PytestRun:
-    return await RunCode().execute(Turn(run_id="t", round=1, role="QA"), files, test_round=1,
-                                   limits=SandboxLimits(timeout_s=60))
+    return await RunCode().execute(
+        Turn(run_id="t", round=1, role="QA"),
+        files,
+        test_round=1,
+        limits=SandboxLimits(timeout_s=60),
+    )
 
 
 async def test_configuration_above_the_scratch_directory_is_not_used(outside: Path) -> None:
@@ -53,9 +60,12 @@ async def test_configuration_above_the_scratch_directory_is_not_used(outside: Pa
 
 async def test_the_projects_own_configuration_is_used(outside: Path) -> None:
     # Only the project's own pytest.ini makes pytest collect check_*.py files.
-    own = {"app/__init__.py": "", "app/core.py": TESTS["app/core.py"],
-           "tests/check_core.py": TESTS["tests/test_core.py"],
-           "pytest.ini": "[pytest]\npython_files = check_*.py\n"}
+    own = {
+        "app/__init__.py": "",
+        "app/core.py": TESTS["app/core.py"],
+        "tests/check_core.py": TESTS["tests/test_core.py"],
+        "pytest.ini": "[pytest]\npython_files = check_*.py\n",
+    }
     run = await _run(own)
     assert run.passed, run.output
     assert run.totals == "1 passed"
@@ -81,8 +91,9 @@ def test_the_command_names_the_projects_config_or_none() -> None:
 
 
 @pytest.mark.parametrize("untrusted", [False, True])
-def test_auto_falling_back_to_local_says_so_once_per_run(monkeypatch: pytest.MonkeyPatch,
-                                                         untrusted: bool) -> None:
+def test_auto_falling_back_to_local_says_so_once_per_run(
+    monkeypatch: pytest.MonkeyPatch, untrusted: bool
+) -> None:
     from loguru import logger
 
     from sopbus.bus.sandbox import _bwrap, _settings

@@ -17,11 +17,19 @@ from typing import Any
 import pytest
 import trio
 
+from sopbus._assemble import execute
 from sopbus.bus import load_scenario, read_jsonl
 from sopbus.bus.llm._tape import CallRecord
-from sopbus._assemble import execute
 from sopbus.cli._cmd_diff import messages
-from support.killed_runs import artifacts, finished, ledger, reservations, run_and_kill, sopbus, spent
+from support.killed_runs import (
+    artifacts,
+    finished,
+    ledger,
+    reservations,
+    run_and_kill,
+    sopbus,
+    spent,
+)
 from support.paths import ROOT
 
 MAIN = ROOT / "scenarios" / "software_company.toml"
@@ -33,17 +41,33 @@ def bug_fixtures(tmp_path: Path) -> Path:
     import tomllib
 
     entries = tomllib.loads(FIXTURES.read_text(encoding="utf-8"))["fixture"]
-    fixed = next(e["responses"][0]["code"] for e in entries
-                 if e.get("match") == "File to write: wordcount/counter.py")
+    fixed = next(
+        e["responses"][0]["code"]
+        for e in entries
+        if e.get("match") == "File to write: wordcount/counter.py"
+    )
     buggy = fixed.replace('lines=text.count("\\n")', "lines=len(text.splitlines())")
     assert buggy != fixed
     fixtures: list[dict[str, Any]] = [
-        {"action": "WriteCode", "match": "File to write: wordcount/counter.py",
-         "responses": [json.dumps({"code": buggy}), json.dumps({"code": fixed})]},
-        {"action": "DebugError", "responses": [json.dumps({
-            "analysis": "count_text counts a last line without a newline; wc does not.",
-            "fix_in": "code", "files_to_fix": ["wordcount/counter.py"],
-            "instructions": "Count lines as text.count('\\n')."})]}]
+        {
+            "action": "WriteCode",
+            "match": "File to write: wordcount/counter.py",
+            "responses": [json.dumps({"code": buggy}), json.dumps({"code": fixed})],
+        },
+        {
+            "action": "DebugError",
+            "responses": [
+                json.dumps(
+                    {
+                        "analysis": "count_text counts a last line without a newline; wc does not.",
+                        "fix_in": "code",
+                        "files_to_fix": ["wordcount/counter.py"],
+                        "instructions": "Count lines as text.count('\\n').",
+                    }
+                )
+            ],
+        },
+    ]
     lines = ["simulated = true"]
     for entry in fixtures:
         lines.append("[[fixture]]")
@@ -57,7 +81,8 @@ def company(tmp_path: Path, name: str, *, latency_ms: int) -> Path:
     files = json.dumps([str(bug_fixtures(tmp_path)), str(FIXTURES)])
     text = MAIN.read_text(encoding="utf-8").replace(
         'fixtures = ["fixtures/software_company.toml"]',
-        f"fixtures = {files}\nlatency_ms = {latency_ms}")
+        f"fixtures = {files}\nlatency_ms = {latency_ms}",
+    )
     text = text.replace("review = true", "review = false")
     text = text.replace("[run]\n", f'[run]\nruns_dir = "{tmp_path / name}"\n')
     # the shipped fixtures are outside the test's folder, as the file says it allows
@@ -69,22 +94,30 @@ def company(tmp_path: Path, name: str, *, latency_ms: int) -> Path:
 
 def in_flight_action(action: str) -> Any:
     def probe(run_dir: Path) -> bool:
-        done = ({c.call for c in read_jsonl(run_dir / "calls.jsonl", CallRecord)}
-                if (run_dir / "calls.jsonl").is_file() else set())
-        return any(r["data"]["action"] == action and r["data"]["call"] not in done
-                   for r in reservations(run_dir))
+        done = (
+            {c.call for c in read_jsonl(run_dir / "calls.jsonl", CallRecord)}
+            if (run_dir / "calls.jsonl").is_file()
+            else set()
+        )
+        return any(
+            r["data"]["action"] == action and r["data"]["call"] not in done
+            for r in reservations(run_dir)
+        )
+
     return probe
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("action", ["WriteCode", "DebugError"])
 def test_a_killed_software_company_run_resumes_to_the_uninterrupted_result(
-        action: str, tmp_path: Path) -> None:
+    action: str, tmp_path: Path
+) -> None:
     baseline = trio.run(execute, load_scenario(company(tmp_path, "baseline", latency_ms=0))).run_dir
     assert [m["message"]["cause_by"] for m in messages(baseline)].count("DebugError") == 1
 
-    run_dir = run_and_kill(company(tmp_path, "killed", latency_ms=400), tmp_path / "killed",
-                           in_flight_action(action))
+    run_dir = run_and_kill(
+        company(tmp_path, "killed", latency_ms=400), tmp_path / "killed", in_flight_action(action)
+    )
     assert not (run_dir / "summary.json").exists()
     finished(sopbus("resume", str(run_dir)))
 
@@ -95,13 +128,14 @@ def test_a_killed_software_company_run_resumes_to_the_uninterrupted_result(
     assert lost and any(line.action == action for line in lost)
     # No completed call was made again: each (round, role, action) is paid once, as in the
     # uninterrupted run; only the killed in-flight calls are paid once more.
-    ok = sorted((l.round, l.role, l.action) for l in lines if l.outcome == "ok")
-    assert ok == sorted((l.round, l.role, l.action) for l in ledger(baseline))
+    ok = sorted((ln.round, ln.role, ln.action) for ln in lines if ln.outcome == "ok")
+    assert ok == sorted((ln.round, ln.role, ln.action) for ln in ledger(baseline))
     assert spent(run_dir) <= spent(baseline) + sum((line.cost_usd for line in lost), Decimal(0))
 
 
 async def test_a_software_company_run_with_a_failed_test_round_replays_to_the_same_messages(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     from sopbus.bus.store._fork import plan_replay
 
     original = await execute(load_scenario(company(tmp_path, "original", latency_ms=0)))

@@ -4,7 +4,6 @@ the openai provider against the local server, and QA's fix rounds."""
 from __future__ import annotations
 
 import json
-import os
 import random
 import re
 import subprocess
@@ -17,21 +16,39 @@ from typing import Any
 
 import pytest
 
-from sopbus.bus import ChatMessage, ConfigError, LLMRequest, load_scenario, read_events, read_jsonl, scenario_with_overrides
-from sopbus.bus.llm._sim import _generate
 from sopbus._assemble import Outcome, execute
-from support.openai_server import Answer, OpenAIServer
+from sopbus.bus import (
+    ChatMessage,
+    ConfigError,
+    LLMRequest,
+    load_scenario,
+    read_events,
+    read_jsonl,
+    scenario_with_overrides,
+)
+from sopbus.bus.llm._sim import _generate
 from sopbus.roles.company._util import safe_path, unique_paths
 from sopbus.sops import build_team
-from support.paths import ROOT
 from support.cli import sopbus as cli
+from support.openai_server import Answer, OpenAIServer
+from support.paths import ROOT
 
 MAIN = ROOT / "scenarios" / "software_company.toml"
 FIXTURES = ROOT / "scenarios" / "fixtures" / "software_company.toml"
-SOURCES = ("wordcount/__init__.py", "wordcount/counter.py", "wordcount/cli.py", "wordcount/__main__.py")
+SOURCES = (
+    "wordcount/__init__.py",
+    "wordcount/counter.py",
+    "wordcount/cli.py",
+    "wordcount/__main__.py",
+)
 TESTS = ("tests/test_counter.py", "tests/test_cli.py")
-DOCS = ("docs/prd.md", "docs/system_design.md", "docs/tasks.md", "docs/code_summary.md",
-        "docs/test_report.md")
+DOCS = (
+    "docs/prd.md",
+    "docs/system_design.md",
+    "docs/tasks.md",
+    "docs/code_summary.md",
+    "docs/test_report.md",
+)
 
 
 # -- helpers ----------------------------------------------------------------------------
@@ -39,6 +56,7 @@ DOCS = ("docs/prd.md", "docs/system_design.md", "docs/tasks.md", "docs/code_summ
 
 def sopbus(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return cli("run", *args, "--quiet", env=env)
+
 
 def the_run(runs_dir: Path) -> Path:
     (run_dir,) = runs_dir.iterdir()
@@ -67,15 +85,16 @@ def qa_verdicts(run_dir: Path) -> list[bool]:
     return [e["data"]["passed"] for e in events(run_dir, "tests_ran")]
 
 
-
-
-def company(tmp: Path, *, fixtures: list[Path] | None = None, sop: str = "",
-            latency_ms: int = 0) -> Path:
+def company(
+    tmp: Path, *, fixtures: list[Path] | None = None, sop: str = "", latency_ms: int = 0
+) -> Path:
     """A copy of the main scenario with other fixtures, [sop] lines or latency."""
     text = MAIN.read_text(encoding="utf-8")
     files = [str(p) for p in (fixtures if fixtures is not None else [FIXTURES])]
-    text = text.replace('fixtures = ["fixtures/software_company.toml"]',
-                        f"fixtures = {json.dumps(files)}\nlatency_ms = {latency_ms}")
+    text = text.replace(
+        'fixtures = ["fixtures/software_company.toml"]',
+        f"fixtures = {json.dumps(files)}\nlatency_ms = {latency_ms}",
+    )
     for line in filter(None, sop.splitlines()):  # each `key = value` replaces the file's own
         key = line.split("=")[0].strip()
         text, found = re.subn(rf"^{key} = .*$", line, text, flags=re.M)
@@ -97,7 +116,9 @@ async def run_in_process(path: Path, runs_dir: Path) -> Outcome:
 
 
 @pytest.fixture(scope="module")
-def main_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[subprocess.CompletedProcess[str], Path]]:
+def main_run(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[tuple[subprocess.CompletedProcess[str], Path]]:
     runs = tmp_path_factory.mktemp("runs")
     done = sopbus(str(MAIN), "--runs-dir", str(runs))
     yield done, the_run(runs)
@@ -132,9 +153,14 @@ def test_main_job_qa_ran_the_tests_and_they_passed(main_run: tuple[Any, Path]) -
 @pytest.mark.slow
 def test_main_job_built_a_working_program(main_run: tuple[Any, Path]) -> None:
     _, run_dir = main_run
-    done = subprocess.run([sys.executable, "-m", "wordcount", "-w", "--top", "1"],
-                          cwd=run_dir / "artifacts/workspace", input="the cat and the hat\n",
-                          capture_output=True, text=True, timeout=30)
+    done = subprocess.run(
+        [sys.executable, "-m", "wordcount", "-w", "--top", "1"],
+        cwd=run_dir / "artifacts/workspace",
+        input="the cat and the hat\n",
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["5", "2", "the"]
 
@@ -149,8 +175,16 @@ def test_main_job_ledger_adds_up_to_the_summary_under_budget(main_run: tuple[Any
     assert total <= Decimal(str(summary["budget_usd"])) == Decimal("2")
     # PRD, design, tasks, four files, four reviews, the summary, two test files
     assert sorted(line["action"] for line in lines) == sorted(
-        ["WritePRD", "WriteDesign", "WriteTasks", *["WriteCode"] * 4, *["WriteCodeReview"] * 4,
-         "SummarizeCode", *["WriteTest"] * 2])
+        [
+            "WritePRD",
+            "WriteDesign",
+            "WriteTasks",
+            *["WriteCode"] * 4,
+            *["WriteCodeReview"] * 4,
+            "SummarizeCode",
+            *["WriteTest"] * 2,
+        ]
+    )
     assert {line["outcome"] for line in lines} == {"ok"}
 
 
@@ -175,8 +209,10 @@ def test_a_budget_too_small_stops_the_run_and_keeps_what_was_written(tmp_path: P
 
 def fixture_file(path: Path, entries: list[dict[str, Any]]) -> Path:
     """A fixture file (TOML) with ``entries``; strings written as JSON, which TOML reads."""
-    lines = ["# SIMULATED OUTPUT: canned answers for sopbus's sim provider; no model wrote them.",
-             "simulated = true"]
+    lines = [
+        "# SIMULATED OUTPUT: canned answers for sopbus's sim provider; no model wrote them.",
+        "simulated = true",
+    ]
     for entry in entries:
         lines.append("[[fixture]]")
         for key, value in entry.items():
@@ -198,16 +234,32 @@ async def test_a_failing_test_sends_a_bug_report_and_the_fix_passes(tmp_path: Pa
     # A real bug: splitlines() counts a last line without a newline, which wc does not.
     buggy = fixed.replace('lines=text.count("\\n")', "lines=len(text.splitlines())")
     assert buggy != fixed
-    bug = fixture_file(tmp_path / "bug.toml", [
-        {"action": "WriteCode", "match": "File to write: wordcount/counter.py",
-         "responses": [json.dumps({"code": buggy}), json.dumps({"code": fixed})]},
-        {"action": "DebugError", "responses": [json.dumps({
-            "analysis": "count_text counts 2 lines for 'a b\\nc'; wc counts newline characters.",
-            "fix_in": "code", "files_to_fix": ["wordcount/counter.py"],
-            "instructions": "Count lines as text.count('\\n')."})]},
-    ])
-    outcome = await run_in_process(company(tmp_path, fixtures=[bug, FIXTURES], sop="review = false"),
-                                   tmp_path / "runs")
+    bug = fixture_file(
+        tmp_path / "bug.toml",
+        [
+            {
+                "action": "WriteCode",
+                "match": "File to write: wordcount/counter.py",
+                "responses": [json.dumps({"code": buggy}), json.dumps({"code": fixed})],
+            },
+            {
+                "action": "DebugError",
+                "responses": [
+                    json.dumps(
+                        {
+                            "analysis": "count_text counts 2 lines for 'a b\\nc'; wc counts newline characters.",
+                            "fix_in": "code",
+                            "files_to_fix": ["wordcount/counter.py"],
+                            "instructions": "Count lines as text.count('\\n').",
+                        }
+                    )
+                ],
+            },
+        ],
+    )
+    outcome = await run_in_process(
+        company(tmp_path, fixtures=[bug, FIXTURES], sop="review = false"), tmp_path / "runs"
+    )
     run_dir = outcome.run_dir
     assert outcome.result.end_reason == "idle"
     assert qa_verdicts(run_dir) == [False, True]
@@ -221,17 +273,28 @@ async def test_a_failing_test_sends_a_bug_report_and_the_fix_passes(tmp_path: Pa
     assert second["message"]["payload"]["files"] == {"wordcount/counter.py": fixed}
     assert report["message"]["id"] in second["message"]["parents"]
     assert (run_dir / "artifacts/workspace/wordcount/counter.py").read_text() == fixed
-    assert "**Result: PASSED** after 2 run(s)" in (run_dir / "artifacts/docs/test_report.md").read_text()
+    assert (
+        "**Result: PASSED** after 2 run(s)"
+        in (run_dir / "artifacts/docs/test_report.md").read_text()
+    )
 
 
 async def test_qa_gives_up_after_max_test_rounds(tmp_path: Path) -> None:
     broken = "def count_text(:\n"  # a syntax error the fixtures never fix
-    bug = fixture_file(tmp_path / "bug.toml", [
-        {"action": "WriteCode", "match": "File to write: wordcount/counter.py",
-         "responses": [json.dumps({"code": broken})]}])
+    bug = fixture_file(
+        tmp_path / "bug.toml",
+        [
+            {
+                "action": "WriteCode",
+                "match": "File to write: wordcount/counter.py",
+                "responses": [json.dumps({"code": broken})],
+            }
+        ],
+    )
     outcome = await run_in_process(
         company(tmp_path, fixtures=[bug, FIXTURES], sop="review = false\nmax_test_rounds = 2"),
-        tmp_path / "runs")
+        tmp_path / "runs",
+    )
     run_dir = outcome.run_dir
     assert (outcome.result.status, outcome.result.end_reason) == ("completed", "idle")
     assert qa_verdicts(run_dir) == [False, False, False]  # the first run and two fix rounds
@@ -241,19 +304,33 @@ async def test_qa_gives_up_after_max_test_rounds(tmp_path: Path) -> None:
 
 
 async def test_a_review_that_never_passes_rewrites_the_file_at_most_max_review_rounds(
-        tmp_path: Path) -> None:
-    picky = fixture_file(tmp_path / "picky.toml", [
-        {"action": "WriteCodeReview", "match": "File to review: wordcount/cli.py",
-         "responses": [json.dumps({"lgtm": False, "issues": ["main() ignores --top 0"]})]}])
+    tmp_path: Path,
+) -> None:
+    picky = fixture_file(
+        tmp_path / "picky.toml",
+        [
+            {
+                "action": "WriteCodeReview",
+                "match": "File to review: wordcount/cli.py",
+                "responses": [json.dumps({"lgtm": False, "issues": ["main() ignores --top 0"]})],
+            }
+        ],
+    )
     outcome = await run_in_process(
         company(tmp_path, fixtures=[picky, FIXTURES], sop="review = true\nmax_review_rounds = 2"),
-        tmp_path / "runs")
+        tmp_path / "runs",
+    )
     run_dir = outcome.run_dir
     reviews = [e["data"] for e in events(run_dir, "code_reviewed")]
     assert [(r["review_round"], r["lgtm"]) for r in reviews if r["file"] == "wordcount/cli.py"] == [
-        (1, False), (2, False)]
+        (1, False),
+        (2, False),
+    ]
     assert sorted(r["file"] for r in reviews if r["lgtm"]) == [
-        "wordcount/__init__.py", "wordcount/__main__.py", "wordcount/counter.py"]
+        "wordcount/__init__.py",
+        "wordcount/__main__.py",
+        "wordcount/counter.py",
+    ]
     # the first write and one rewrite per failed review of cli.py; one write for the others
     actions = [line["action"] for line in ledger(run_dir)]
     assert actions.count("WriteCode") == 4 + 2 and actions.count("WriteCodeReview") == 3 + 2
@@ -286,32 +363,52 @@ def schema_answer(body: dict[str, Any]) -> Answer:
     """What a careless model says: schema-valid JSON of the prompt's own words (the code is
     prose, so QA's tests fail), drawn like the simulator draws it."""
     schema = body["response_format"]["json_schema"]["schema"]
-    request = LLMRequest(messages=tuple(ChatMessage(m["role"], m["content"]) for m in body["messages"]),
-                         model=body["model"], schema=schema,
-                         max_tokens=body.get("max_completion_tokens") or body.get("max_tokens") or 1024)
+    request = LLMRequest(
+        messages=tuple(ChatMessage(m["role"], m["content"]) for m in body["messages"]),
+        model=body["model"],
+        schema=schema,
+        max_tokens=body.get("max_completion_tokens") or body.get("max_tokens") or 1024,
+    )
     text = _generate(request, random.Random(len(body["messages"][-1]["content"])))
-    return Answer(text, prompt_tokens=sum(len(m["content"]) // 4 for m in body["messages"]),
-                  completion_tokens=len(text) // 4)
+    return Answer(
+        text,
+        prompt_tokens=sum(len(m["content"]) // 4 for m in body["messages"]),
+        completion_tokens=len(text) // 4,
+    )
 
 
 @pytest.mark.slow
 def test_the_pipeline_through_the_openai_provider_ends_cleanly(tmp_path: Path) -> None:
     with OpenAIServer() as server:
         server.script(schema_answer)
-        done = sopbus(str(company(tmp_path, sop="max_test_rounds = 1")), "--runs-dir", str(tmp_path / "runs"),
-                      "--provider", "openai", "--base-url", server.base_url, "--model", "gpt-4o-mini",
-                      env={"OPENAI_API_KEY": "sk-local-test"})
+        done = sopbus(
+            str(company(tmp_path, sop="max_test_rounds = 1")),
+            "--runs-dir",
+            str(tmp_path / "runs"),
+            "--provider",
+            "openai",
+            "--base-url",
+            server.base_url,
+            "--model",
+            "gpt-4o-mini",
+            env={"OPENAI_API_KEY": "sk-local-test"},
+        )
         requests = len(server.requests)
     # The run ends cleanly (idle) but QA's tests failed: it completed and missed its purpose.
     assert done.returncode == 4, done.stderr
     run_dir = the_run(tmp_path / "runs")
     summary, lines = summary_of(run_dir), ledger(run_dir)
     assert summary["end_reason"] == "idle" and summary["provider"] == "openai"
-    assert summary["verdict"]["passed"] is False and "QA's tests failed" in summary["verdict"]["reason"]
+    assert (
+        summary["verdict"]["passed"] is False
+        and "QA's tests failed" in summary["verdict"]["reason"]
+    )
     assert len(lines) == requests > 10
     assert {line["provider"] for line in lines} == {"openai"}
     assert {line["outcome"] for line in lines} == {"ok"}
-    assert sum(Decimal(str(line["cost_usd"])) for line in lines) == Decimal(str(summary["total_usd"]))
+    assert sum(Decimal(str(line["cost_usd"])) for line in lines) == Decimal(
+        str(summary["total_usd"])
+    )
     # prose is not Python: QA's run fails, one fix round is allowed, then QA stops
     assert qa_verdicts(run_dir) == [False, False]
     assert len(events(run_dir, "test_rounds_exhausted")) == 1
@@ -347,21 +444,26 @@ def test_a_misspelt_sop_option_names_the_key_and_the_fix(tmp_path: Path) -> None
 
 
 def test_options_reach_the_roles(tmp_path: Path) -> None:
-    team = build_team(load_scenario(company(tmp_path, sop="max_test_rounds = 5\ntest_timeout_s = 9")))
+    team = build_team(
+        load_scenario(company(tmp_path, sop="max_test_rounds = 5\ntest_timeout_s = 9"))
+    )
     qa = {r.name: r for r in team.roles}["Edward"]
-    assert (getattr(qa, "max_test_rounds"), getattr(qa, "limits").timeout_s) == (5, 9.0)
+    assert (qa.max_test_rounds, qa.limits.timeout_s) == (5, 9.0)  # type: ignore[attr-defined]
     assert [r.name for r in team.roles] == ["Alice", "Bob", "Eve", "Alex", "Edward"]
 
 
-@pytest.mark.parametrize(("name", "path"), [
-    ("pkg/core.py", "pkg/core.py"),
-    ("`main.py`", "main.py"),
-    ("./src/app.py", "src/app.py"),
-    ("../../etc/passwd", "etc/passwd"),
-    ("/abs/path.py", "abs/path.py"),
-    ("The main module, with a parser!", "the_main_module_with.py"),
-    ("a/../b.py", "a_b_py.py"),
-])
+@pytest.mark.parametrize(
+    ("name", "path"),
+    [
+        ("pkg/core.py", "pkg/core.py"),
+        ("`main.py`", "main.py"),
+        ("./src/app.py", "src/app.py"),
+        ("../../etc/passwd", "etc/passwd"),
+        ("/abs/path.py", "abs/path.py"),
+        ("The main module, with a parser!", "the_main_module_with.py"),
+        ("a/../b.py", "a_b_py.py"),
+    ],
+)
 def test_file_names_from_a_model_stay_inside_the_workspace(name: str, path: str) -> None:
     assert safe_path(name, 0) == path
 

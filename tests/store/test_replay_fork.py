@@ -13,11 +13,11 @@ from typing import Any
 import pytest
 import trio
 
+from sopbus._assemble import Outcome, execute
 from sopbus.bus import ConfigError, LedgerLine, load_scenario, read_jsonl, scenario_with_overrides
 from sopbus.bus.store._fork import plan_fork, plan_replay
 from sopbus.bus.store._resume import plan_resume
 from sopbus.cli import main
-from sopbus._assemble import Outcome, execute
 from sopbus.cli._cmd_diff import messages
 from support.openai_server import Answer, OpenAIServer
 from support.paths import DATA
@@ -54,10 +54,21 @@ def team_on_path(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def pipeline(tmp_path: Path, server: OpenAIServer | None = None) -> Path:
     path = tmp_path / "pipeline.toml"
-    llm = {"provider": "openai" if server else "sim",
-           "base_url": server.base_url if server else "http://unused/v1", "max_tokens": 200}
-    path.write_text(team(("Olga", "Outline"), ("Wes", "Write"), ("Pia", "Polish"), name="pipeline",
-                         run={"runs_dir": str(tmp_path / "runs")}, llm=llm))
+    llm = {
+        "provider": "openai" if server else "sim",
+        "base_url": server.base_url if server else "http://unused/v1",
+        "max_tokens": 200,
+    }
+    path.write_text(
+        team(
+            ("Olga", "Outline"),
+            ("Wes", "Write"),
+            ("Pia", "Polish"),
+            name="pipeline",
+            run={"runs_dir": str(tmp_path / "runs")},
+            llm=llm,
+        )
+    )
     return path
 
 
@@ -86,9 +97,10 @@ def diff(a: Path, b: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, str
 
 
 def test_replay_of_an_openai_run_sends_no_request_and_repeats_it(
-        server: OpenAIServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    server: OpenAIServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     original = run(load_scenario(pipeline(tmp_path, server)), environ=KEY).run_dir
-    assert len(server.requests) == 3 and sum(l.cost_usd for l in ledger(original)) > 0
+    assert len(server.requests) == 3 and sum(line.cost_usd for line in ledger(original)) > 0
 
     assert main(["replay", str(original), "--into", str(tmp_path / "replay"), "--quiet"]) == 0
 
@@ -97,10 +109,16 @@ def test_replay_of_an_openai_run_sends_no_request_and_repeats_it(
     assert messages(replay) == messages(original)
     assert diff(original, replay, capsys) == (0, "same 4 messages\n")
     lines = ledger(replay)
-    assert [(l.round, l.role, l.outcome, l.provider, l.cost_usd) for l in lines] == [
-        (1, "Olga", "replayed", "replay", 0), (2, "Wes", "replayed", "replay", 0),
-        (3, "Pia", "replayed", "replay", 0)]
-    assert [l.prompt_tokens for l in lines] == [l.prompt_tokens for l in ledger(original)]
+    assert [
+        (line.round, line.role, line.outcome, line.provider, line.cost_usd) for line in lines
+    ] == [
+        (1, "Olga", "replayed", "replay", 0),
+        (2, "Wes", "replayed", "replay", 0),
+        (3, "Pia", "replayed", "replay", 0),
+    ]
+    assert [line.prompt_tokens for line in lines] == [
+        line.prompt_tokens for line in ledger(original)
+    ]
     events = read_jsonl(replay / "events.jsonl", dict)
     assert next(e for e in events if e["kind"] == "replaying")["data"]["of"] == original.name
     # The replay recorded the answers again, so it can itself be replayed.
@@ -110,7 +128,8 @@ def test_replay_of_an_openai_run_sends_no_request_and_repeats_it(
 
 
 def test_replay_into_the_runs_folder_makes_a_new_run_there_and_leaves_the_folder_alone(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     original = run(load_scenario(pipeline(tmp_path))).run_dir
     runs = original.parent
     before = {p.name: p.read_bytes() for p in original.iterdir() if p.is_file()}
@@ -119,7 +138,9 @@ def test_replay_into_the_runs_folder_makes_a_new_run_there_and_leaves_the_folder
 
     (replay,) = [p for p in runs.iterdir() if p != original]
     assert json.loads((replay / "summary.json").read_text())["replay_of"] == original.name
-    assert sorted(p.name for p in runs.iterdir() if p.is_file()) == []  # no run files loose in runs/
+    assert (
+        sorted(p.name for p in runs.iterdir() if p.is_file()) == []
+    )  # no run files loose in runs/
     assert messages(replay) == messages(original)
     assert {p.name: p.read_bytes() for p in original.iterdir() if p.is_file()} == before
     # A run's own directory is not a folder of runs: refused, nothing written.
@@ -141,7 +162,7 @@ def test_replay_of_a_resumed_run_repeats_the_whole_run(tmp_path: Path) -> None:
 
 def test_replay_of_a_budget_exhausted_run_ends_the_same_way(tmp_path: Path) -> None:
     full = run(load_scenario(relay(tmp_path)))
-    cap = sum((l.cost_usd for l in ledger(full.run_dir)[:3]), Decimal(0)) + Decimal("0.0002")
+    cap = sum((line.cost_usd for line in ledger(full.run_dir)[:3]), Decimal(0)) + Decimal("0.0002")
     poor = run(load_scenario(relay(tmp_path / "poor", budget=str(cap))))
     assert poor.result.end_reason == "budget_exhausted"
 
@@ -154,20 +175,24 @@ def test_replay_of_a_budget_exhausted_run_ends_the_same_way(tmp_path: Path) -> N
 
 def test_a_replay_that_cannot_find_an_answer_fails_instead_of_calling(tmp_path: Path) -> None:
     original = run(load_scenario(pipeline(tmp_path))).run_dir
-    (original / "calls.jsonl").write_bytes(b"".join((original / "calls.jsonl").read_bytes().splitlines(True)[:2]))
+    (original / "calls.jsonl").write_bytes(
+        b"".join((original / "calls.jsonl").read_bytes().splitlines(True)[:2])
+    )
 
     scenario, continuation = plan_replay(original)
     replay = run(scenario, continuation=continuation)
 
     assert replay.result.end_reason == "error"
     assert "no answer for 'Pia'" in (replay.result.error or "")
-    assert [l.round for l in ledger(replay.run_dir)] == [1, 2]
+    assert [line.round for line in ledger(replay.run_dir)] == [1, 2]
 
 
 # -- diff --------------------------------------------------------------------------------------
 
 
-def test_diff_prints_the_first_difference(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_diff_prints_the_first_difference(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     sc = load_scenario(pipeline(tmp_path))
     first, same = run(sc).run_dir, run(sc).run_dir
     other = run(scenario_with_overrides(sc, seed=7)).run_dir
@@ -176,17 +201,23 @@ def test_diff_prints_the_first_difference(tmp_path: Path, capsys: pytest.Capture
     assert diff(first, same, capsys) == (0, "same 4 messages\n")
     code, out = diff(first, other, capsys)
     assert code == 1
-    assert out.startswith(f"{first.name} and {other.name} differ: message 2 (m2, round 1, Olga Outline): ")
+    assert out.startswith(
+        f"{first.name} and {other.name} differ: message 2 (m2, round 1, Olga Outline): "
+    )
     assert "message.content: " in out and "recipients" not in out
     code, out = diff(first, shorter, capsys)
-    assert code == 1 and "RUN1 has 1 more message(s) after message 3; the first: m4, round 3, Pia Polish" in out
+    assert (
+        code == 1
+        and "RUN1 has 1 more message(s) after message 3; the first: m4, round 3, Pia Polish" in out
+    )
 
 
 # -- fork --------------------------------------------------------------------------------------
 
 
 def test_fork_makes_no_call_up_to_its_round_and_runs_live_after(
-        server: OpenAIServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    server: OpenAIServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     original = run(load_scenario(pipeline(tmp_path, server)), environ=KEY).run_dir
     server.requests.clear()
     server.script(Answer("another polish"))
@@ -196,11 +227,17 @@ def test_fork_makes_no_call_up_to_its_round_and_runs_live_after(
 
     assert [r.body["model"] for r in server.requests] == ["gpt-4o"]  # round 3 only
     lines = ledger(fork.run_dir)
-    assert [(l.round, l.outcome, l.cost_usd == 0) for l in lines] == [
-        (1, "replayed", True), (2, "replayed", True), (3, "ok", False)]
+    assert [(line.round, line.outcome, line.cost_usd == 0) for line in lines] == [
+        (1, "replayed", True),
+        (2, "replayed", True),
+        (3, "ok", False),
+    ]
     assert lines[2].model == "gpt-4o"
-    reserved = [e["round"] for e in read_jsonl(fork.run_dir / "events.jsonl", dict)
-                if e["kind"] == "llm_reserved"]
+    reserved = [
+        e["round"]
+        for e in read_jsonl(fork.run_dir / "events.jsonl", dict)
+        if e["kind"] == "llm_reserved"
+    ]
     assert reserved == [3]
     forked, recorded = messages(fork.run_dir), messages(original)
     assert forked[:3] == recorded[:3]  # the state after round 2 is the original's
@@ -212,28 +249,52 @@ def test_fork_makes_no_call_up_to_its_round_and_runs_live_after(
 def test_fork_with_an_injected_message_and_a_new_budget(tmp_path: Path) -> None:
     original = run(load_scenario(relay(tmp_path))).run_dir
 
-    assert main(["fork", str(original), "--at-round", "2", "--set", "inject=Mind the steeping time",
-                 "--set", "run.budget_usd=0.5", "--set", "run.seed=4", "--into",
-                 str(tmp_path / "fork"), "--quiet"]) == 0
+    assert (
+        main(
+            [
+                "fork",
+                str(original),
+                "--at-round",
+                "2",
+                "--set",
+                "inject=Mind the steeping time",
+                "--set",
+                "run.budget_usd=0.5",
+                "--set",
+                "run.seed=4",
+                "--into",
+                str(tmp_path / "fork"),
+                "--quiet",
+            ]
+        )
+        == 0
+    )
     assert main(["fork", str(original), "--at-round", "9", "--quiet"]) == 2  # a usage error
 
     (fork_dir,) = (tmp_path / "fork").iterdir()
     forked, recorded = messages(fork_dir), messages(original)
     assert forked[:4] == recorded[:4]
     injected = forked[4]["message"]
-    assert (injected["round"], injected["sent_from"], injected["cause_by"], injected["content"]) == (
-        3, "User", "UserEdit", "Mind the steeping time")
+    assert (
+        injected["round"],
+        injected["sent_from"],
+        injected["cause_by"],
+        injected["content"],
+    ) == (3, "User", "UserEdit", "Mind the steeping time")
     assert forked[5:] != recorded[4:]  # another seed from round 3 on
-    originals = {p.relative_to(original / "artifacts"): p.read_bytes()
-                 for p in (original / "artifacts").rglob("*.md")}
+    originals = {
+        p.relative_to(original / "artifacts"): p.read_bytes()
+        for p in (original / "artifacts").rglob("*.md")
+    }
     for name in ("plan.md", "drafts/ann.md", "drafts/ben.md"):
         assert (fork_dir / "artifacts" / name).read_bytes() == originals[Path(name)]
     assert ledger(fork_dir)[-1].budget_usd == Decimal("0.5")
-    assert sum(l.cost_usd for l in ledger(fork_dir) if l.round <= 2) == 0
+    assert sum(line.cost_usd for line in ledger(fork_dir) if line.round <= 2) == 0
 
 
 def test_a_fork_whose_early_rounds_need_an_unrecorded_call_fails_instead_of_calling(
-        server: OpenAIServer, tmp_path: Path) -> None:
+    server: OpenAIServer, tmp_path: Path
+) -> None:
     original = run(load_scenario(pipeline(tmp_path, server)), environ=KEY).run_dir
     server.requests.clear()
 

@@ -16,14 +16,27 @@ from pathlib import Path
 import pytest
 import trio
 
+from sopbus._assemble import execute
 from sopbus.bus import ConfigError, load_scenario, read_jsonl, scenario_with_overrides
+from sopbus.bus.llm._tape import CallRecord
 from sopbus.bus.store._resume import plan_resume
 from sopbus.bus.store._store import drop_torn_tail
-from sopbus.bus.llm._tape import CallRecord
 from sopbus.cli import main
-from sopbus._assemble import execute
 from sopbus.cli._cmd_diff import messages
-from support.killed_runs import TEAM_DIR, answered, artifacts, events, finished, ledger, reservations, run_and_kill, scenario_file, sopbus, spent, wait_for
+from support.killed_runs import (
+    TEAM_DIR,
+    answered,
+    artifacts,
+    events,
+    finished,
+    ledger,
+    reservations,
+    run_and_kill,
+    scenario_file,
+    sopbus,
+    spent,
+    wait_for,
+)
 
 
 @pytest.fixture(autouse=True)
@@ -56,20 +69,33 @@ KILL_POINTS: dict[str, Callable[[Path], bool]] = {
     "last call in flight": lambda d: any(r["round"] == 4 for r in reservations(d)),
 }
 # How many calls each point leaves in flight (the latency is far longer than the poll).
-IN_FLIGHT = {"first call in flight": 1, "both drafts in flight": 2, "after the drafts": None,
-             "last call in flight": 1}
+IN_FLIGHT = {
+    "first call in flight": 1,
+    "both drafts in flight": 2,
+    "after the drafts": None,
+    "last call in flight": 1,
+}
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("point", list(KILL_POINTS))
 def test_a_killed_run_resumes_to_the_uninterrupted_result(
-        point: str, baseline: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    run_dir = run_and_kill(scenario_file(tmp_path, "killed", latency=400), tmp_path / "killed",
-                           KILL_POINTS[point])
+    point: str, baseline: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run_dir = run_and_kill(
+        scenario_file(tmp_path, "killed", latency=400), tmp_path / "killed", KILL_POINTS[point]
+    )
     before = ledger(run_dir)
-    in_flight = [r for r in reservations(run_dir)
-                 if r["data"]["call"] not in {c.call for c in read_jsonl(run_dir / "calls.jsonl", CallRecord)}
-                 ] if (run_dir / "calls.jsonl").is_file() else reservations(run_dir)
+    in_flight = (
+        [
+            r
+            for r in reservations(run_dir)
+            if r["data"]["call"]
+            not in {c.call for c in read_jsonl(run_dir / "calls.jsonl", CallRecord)}
+        ]
+        if (run_dir / "calls.jsonl").is_file()
+        else reservations(run_dir)
+    )
     assert not (run_dir / "summary.json").exists()
     assert IN_FLIGHT[point] in (None, len(in_flight))
 
@@ -79,16 +105,18 @@ def test_a_killed_run_resumes_to_the_uninterrupted_result(
     assert show_json(run_dir, capsys) == show_json(baseline, capsys)
     assert artifacts(run_dir) == artifacts(baseline)
     lines = ledger(run_dir)
-    assert lines[:len(before)] == before  # the earlier lines stand
+    assert lines[: len(before)] == before  # the earlier lines stand
     lost = [line for line in lines if line.outcome == "lost"]
     assert [(line.round, line.role, line.cost_usd) for line in lost] == [
-        (r["round"], r["role"], Decimal(r["data"]["amount"])) for r in in_flight]
-    assert all(line.resume == 1 for line in lines[len(before):])
+        (r["round"], r["role"], Decimal(r["data"]["amount"])) for r in in_flight
+    ]
+    assert all(line.resume == 1 for line in lines[len(before) :])
     # Every call is paid once; what was in flight is paid once more, at its reservation.
-    assert sorted((l.round, l.role) for l in lines if l.outcome == "ok") == sorted(
-        (l.round, l.role) for l in ledger(baseline))
+    assert sorted((ln.round, ln.role) for ln in lines if ln.outcome == "ok") == sorted(
+        (ln.round, ln.role) for ln in ledger(baseline)
+    )
     assert spent(run_dir) == spent(baseline) + sum((line.cost_usd for line in lost), Decimal(0))
-    assert [l.seq for l in lines] == list(range(1, len(lines) + 1))
+    assert [ln.seq for ln in lines] == list(range(1, len(lines) + 1))
     kinds = [e["kind"] for e in events(run_dir)]
     assert kinds[:2] == ["run_started", "resumed"] and kinds[-1] == "run_ended"
     assert (run_dir / "events.1.jsonl").is_file()
@@ -96,7 +124,8 @@ def test_a_killed_run_resumes_to_the_uninterrupted_result(
 
 @pytest.mark.slow
 def test_a_run_killed_twice_and_torn_resumes_to_the_same_result(
-        baseline: Path, tmp_path: Path) -> None:
+    baseline: Path, tmp_path: Path
+) -> None:
     scenario = scenario_file(tmp_path, "twice", latency=400)
     run_dir = run_and_kill(scenario, tmp_path / "twice", KILL_POINTS["first call in flight"])
     # The resume is killed in its turn, in round 3 (rounds 1 and 2 replayed from the tape).
@@ -126,7 +155,8 @@ def test_a_run_killed_twice_and_torn_resumes_to_the_same_result(
 
 
 async def test_a_run_stopped_by_its_round_limit_resumes_with_a_higher_one(
-        baseline: Path, tmp_path: Path) -> None:
+    baseline: Path, tmp_path: Path
+) -> None:
     first = await execute(load_scenario(scenario_file(tmp_path, "limited", max_rounds=2)))
     assert first.result.end_reason == "max_rounds"
     paid = ledger(first.run_dir)
@@ -138,8 +168,8 @@ async def test_a_run_stopped_by_its_round_limit_resumes_with_a_higher_one(
     assert messages(first.run_dir) == messages(baseline)
     assert artifacts(first.run_dir) == artifacts(baseline)
     lines = ledger(first.run_dir)
-    assert lines[:len(paid)] == paid and {l.resume for l in lines[len(paid):]} == {1}
-    assert [l.round for l in lines[len(paid):]] == [3, 4]  # rounds 1-2 were not paid again
+    assert lines[: len(paid)] == paid and {ln.resume for ln in lines[len(paid) :]} == {1}
+    assert [ln.round for ln in lines[len(paid) :]] == [3, 4]  # rounds 1-2 were not paid again
     assert spent(first.run_dir) == spent(baseline)
     assert outcome.summary.llm_calls == 5 and outcome.summary.taped_calls == 3
     assert Decimal(outcome.summary.total_usd) == spent(baseline)
@@ -147,11 +177,12 @@ async def test_a_run_stopped_by_its_round_limit_resumes_with_a_higher_one(
 
 
 async def test_a_run_stopped_by_its_budget_resumes_with_a_higher_one(
-        baseline: Path, tmp_path: Path) -> None:
-    cap = sum((l.cost_usd for l in ledger(baseline)[:3]), Decimal(0)) + Decimal("0.0002")
+    baseline: Path, tmp_path: Path
+) -> None:
+    cap = sum((ln.cost_usd for ln in ledger(baseline)[:3]), Decimal(0)) + Decimal("0.0002")
     first = await execute(load_scenario(scenario_file(tmp_path, "poor", budget=str(cap))))
     assert first.result.end_reason == "budget_exhausted"
-    assert [l.outcome for l in ledger(first.run_dir)].count("refused") >= 1
+    assert [ln.outcome for ln in ledger(first.run_dir)].count("refused") >= 1
 
     with pytest.raises(ConfigError, match="already spent"):
         plan_resume(first.run_dir, budget_usd=Decimal("0.00001"))
@@ -166,18 +197,25 @@ async def test_a_run_stopped_by_its_budget_resumes_with_a_higher_one(
 
 
 async def test_a_ledger_line_lost_between_answer_and_ledger_is_restored(
-        baseline: Path, tmp_path: Path) -> None:
+    baseline: Path, tmp_path: Path
+) -> None:
     first = await execute(load_scenario(scenario_file(tmp_path, "cut", max_rounds=2)))
     costs = first.run_dir / "costs.jsonl"
     whole = costs.read_bytes()
-    costs.write_bytes(whole[:whole.rstrip(b"\n").rfind(b"\n") + 1])  # the last line never made it
+    costs.write_bytes(whole[: whole.rstrip(b"\n").rfind(b"\n") + 1])  # the last line never made it
     assert len(ledger(first.run_dir)) == 2
 
     scenario, continuation = plan_resume(first.run_dir, max_rounds=10)
     await execute(scenario, continuation=continuation)
 
     lines = ledger(first.run_dir)
-    assert [l.seq for l in lines] == [1, 2, 3, 4, 5] and [l.resume for l in lines] == [0, 0, 0, 1, 1]
+    assert [ln.seq for ln in lines] == [1, 2, 3, 4, 5] and [ln.resume for ln in lines] == [
+        0,
+        0,
+        0,
+        1,
+        1,
+    ]
     assert spent(first.run_dir) == spent(baseline)
     assert messages(first.run_dir) == messages(baseline)
 
@@ -211,7 +249,7 @@ def test_resume_names_what_is_not_a_run(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="not a run directory"):
         plan_resume(tmp_path)
     (tmp_path / "events.jsonl").write_text("")
-    with pytest.raises(ConfigError, match="scenario.toml"):
+    with pytest.raises(ConfigError, match=r"scenario.toml"):
         plan_resume(tmp_path)
 
 
@@ -221,7 +259,10 @@ async def test_every_run_records_its_answers_and_reservations(tmp_path: Path) ->
     calls = list(read_jsonl(outcome.run_dir / "calls.jsonl", CallRecord))
     reserved = [e for e in events(outcome.run_dir) if e["kind"] == "llm_reserved"]
     assert sorted((c.round, c.role, c.action) for c in calls) == [
-        (1, "Planner", "RelayPlan"), (2, "Ann", "RelayDraft"), (2, "Ben", "RelayDraft")]
+        (1, "Planner", "RelayPlan"),
+        (2, "Ann", "RelayDraft"),
+        (2, "Ben", "RelayDraft"),
+    ]
     assert sorted(c.call for c in calls) == sorted(e["data"]["call"] for e in reserved) == [1, 2, 3]
     assert [c.ledger.seq for c in calls if c.ledger] == [1, 2, 3]
     for record, line in zip(calls, ledger(outcome.run_dir), strict=True):

@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from support.paths import ROOT
-from support.cli import sopbus
 
+from support.cli import sopbus
 
 
 @pytest.fixture(scope="module")
@@ -54,12 +51,15 @@ def test_by_run_id_and_by_directory(pristine: Path) -> None:
     assert sopbus("verify", pristine).returncode == 0
 
 
-@pytest.mark.parametrize(("file", "line"), [
-    ("artifacts/receipts.jsonl", 1),
-    ("events.jsonl", 5),
-    ("events.jsonl", 1),
-    ("costs.jsonl", 2),
-])
+@pytest.mark.parametrize(
+    ("file", "line"),
+    [
+        ("artifacts/receipts.jsonl", 1),
+        ("events.jsonl", 5),
+        ("events.jsonl", 1),
+        ("costs.jsonl", 2),
+    ],
+)
 def test_one_edited_character_is_named(run_dir: Path, file: str, line: int) -> None:
     edit_one_char(run_dir / file, line)
     done = sopbus("verify", run_dir)
@@ -106,7 +106,10 @@ def test_a_receipted_draft_changed_is_found(run_dir: Path) -> None:
     draft.write_text(draft.read_text() + " ")
     done = sopbus("verify", run_dir)
     assert done.returncode == 1
-    assert f"{run_dir / 'artifacts' / 'receipts.jsonl'}:1: its draft ch07/draft-2.md has changed" in done.stdout
+    assert (
+        f"{run_dir / 'artifacts' / 'receipts.jsonl'}:1: its draft ch07/draft-2.md has changed"
+        in done.stdout
+    )
 
 
 def test_a_torn_last_line_is_reported_as_torn(run_dir: Path) -> None:

@@ -10,7 +10,6 @@ resumed, some of them several times.
 from __future__ import annotations
 
 import json
-import os
 import random
 import shutil
 import signal
@@ -24,14 +23,14 @@ from typing import Any
 import pytest
 import trio
 
+from sopbus._assemble import execute
 from sopbus.bus import load_scenario, read_jsonl
 from sopbus.bus._jsonl import JsonlWriter
-from sopbus._assemble import execute
 from sopbus.bus.store._fork import plan_replay
 from sopbus.bus.store._resume import plan_resume
 from sopbus.bus.store._verify import verify_run
-from support.paths import DATA, ROOT
 from support.cli import ARGV, start
+from support.paths import DATA, ROOT
 
 TEAM_DIR = DATA / "resume_team"
 SCENARIO = """
@@ -55,16 +54,20 @@ def team_on_path(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.syspath_prepend(str(TEAM_DIR))
 
 
-def scenario_file(where: Path, *, mode: str = "rounds", latency: int = 0, max_rounds: int = 10) -> Path:
+def scenario_file(
+    where: Path, *, mode: str = "rounds", latency: int = 0, max_rounds: int = 10
+) -> Path:
     where.mkdir(parents=True, exist_ok=True)
     path = where / "relay.toml"
-    path.write_text(SCENARIO.format(runs=where / "runs", mode=mode, latency=latency,
-                                    max_rounds=max_rounds))
+    path.write_text(
+        SCENARIO.format(runs=where / "runs", mode=mode, latency=latency, max_rounds=max_rounds)
+    )
     return path
 
 
 def sopbus(*argv: str) -> subprocess.Popen[bytes]:
     return start(*argv, "--quiet", env={"PYTHONPATH": str(TEAM_DIR)}, stdout=subprocess.DEVNULL)
+
 
 def assert_intact(run_dir: Path) -> None:
     verdict = verify_run(run_dir)
@@ -95,9 +98,11 @@ def kill_at(argv: list[str], runs: Path, reservations: int, extra_s: float) -> P
     events, waits ``extra_s`` and SIGKILLs it. The run directory (None: it died too early)."""
     proc = sopbus(*argv)
     try:
+
         def reached() -> bool:
             logs = list(runs.glob("*/events.jsonl")) if runs.is_dir() else []
             return bool(logs) and kinds(logs[0]).count("llm_reserved") >= reservations
+
         if wait_until(reached, proc):
             time.sleep(extra_s)
     finally:
@@ -134,8 +139,9 @@ def test_runs_killed_at_random_points_and_resumed_verify_intact(case: int, tmp_p
     assert proc.returncode == 0, err.decode()
     assert kinds(run_dir / "events.jsonl")[-1] == "run_ended"
     assert_intact(run_dir)
-    done = subprocess.run([*ARGV, "verify", str(run_dir)], cwd=ROOT,
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [*ARGV, "verify", str(run_dir)], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 0 and done.stdout.strip().endswith("intact"), done.stdout
 
 
@@ -155,7 +161,9 @@ def test_a_resume_after_a_call_was_lost_in_flight_verifies(tmp_path: Path) -> No
 
 
 @pytest.mark.parametrize("mode", ["rounds", "events"])
-async def test_runs_stopped_by_a_limit_resumed_twice_and_replayed_verify(mode: str, tmp_path: Path) -> None:
+async def test_runs_stopped_by_a_limit_resumed_twice_and_replayed_verify(
+    mode: str, tmp_path: Path
+) -> None:
     first = await execute(load_scenario(scenario_file(tmp_path, mode=mode, max_rounds=2)))
     assert_intact(first.run_dir)
     for rounds in (3, 10):
@@ -201,6 +209,7 @@ def edit_summary(**changes: Any) -> Callable[[Path], None]:
     def edit(run_dir: Path) -> None:
         path = run_dir / "summary.json"
         path.write_text(json.dumps({**json.loads(path.read_text()), **changes}, indent=2))
+
     return edit
 
 
@@ -213,20 +222,26 @@ def flip_a_letter(name: str, line: int) -> Callable[[Path], None]:
         text[at] = ord(chr(text[at]).swapcase())
         lines[line - 1] = bytes(text)
         path.write_bytes(b"\n".join(lines))
+
     return edit
 
 
-def chained(name: str, change: Callable[[list[dict[str, Any]]], list[dict[str, Any]]]) -> Callable[[Path], None]:
+def chained(
+    name: str, change: Callable[[list[dict[str, Any]]], list[dict[str, Any]]]
+) -> Callable[[Path], None]:
     return lambda run_dir: rewrite(run_dir / name, change)
 
 
-def set_in(index: int, *path: str, value: Any) -> Callable[[list[dict[str, Any]]], list[dict[str, Any]]]:
+def set_in(
+    index: int, *path: str, value: Any
+) -> Callable[[list[dict[str, Any]]], list[dict[str, Any]]]:
     def change(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
         target = lines[index]
         for key in path[:-1]:
             target = target[key]
         target[path[-1]] = value
         return lines
+
     return change
 
 
@@ -234,37 +249,73 @@ EDITS: dict[str, tuple[Callable[[Path], None], str]] = {
     "summary total_usd": (edit_summary(total_usd="0.000001"), "summary.json: total_usd"),
     "summary llm_calls": (edit_summary(llm_calls=1), "summary.json: llm_calls"),
     "summary prompt_tokens": (edit_summary(prompt_tokens=7), "summary.json: prompt_tokens"),
-    "summary completion_tokens": (edit_summary(completion_tokens=7), "summary.json: completion_tokens"),
+    "summary completion_tokens": (
+        edit_summary(completion_tokens=7),
+        "summary.json: completion_tokens",
+    ),
     "summary budget_usd": (edit_summary(budget_usd="100"), "summary.json: budget_usd"),
     "summary end_reason": (edit_summary(end_reason="stop_condition"), "summary.json: end_reason"),
-    "summary status": (edit_summary(status="completed", end_reason="idle", rounds=99), "summary.json: rounds"),
+    "summary status": (
+        edit_summary(status="completed", end_reason="idle", rounds=99),
+        "summary.json: rounds",
+    ),
     "a letter in calls.jsonl": (flip_a_letter("calls.jsonl", 2), "calls.jsonl:2: edited"),
     "calls.jsonl answer usage, rechained": (
         chained("calls.jsonl", set_in(1, "completion", "usage", "completion_tokens", value=1)),
-        "calls.jsonl:2: the answer's usage"),
+        "calls.jsonl:2: the answer's usage",
+    ),
     "calls.jsonl ledger cost, rechained": (
-        chained("calls.jsonl", set_in(0, "ledger", "cost_usd", value="0")), "calls.jsonl:1: its ledger line differs"),
-    "calls.jsonl last answer cut": (chained("calls.jsonl", lambda lines: lines[:-1]),
-                                    "whose answer is not in calls.jsonl"),
-    "calls.jsonl answer twice": (chained("calls.jsonl", lambda lines: lines + lines[-1:]),
-                                 "a second answer for ledger line"),
-    "a letter in the earlier event log": (flip_a_letter("events.1.jsonl", 3), "events.1.jsonl:3: edited"),
+        chained("calls.jsonl", set_in(0, "ledger", "cost_usd", value="0")),
+        "calls.jsonl:1: its ledger line differs",
+    ),
+    "calls.jsonl last answer cut": (
+        chained("calls.jsonl", lambda lines: lines[:-1]),
+        "whose answer is not in calls.jsonl",
+    ),
+    "calls.jsonl answer twice": (
+        chained("calls.jsonl", lambda lines: lines + lines[-1:]),
+        "a second answer for ledger line",
+    ),
+    "a letter in the earlier event log": (
+        flip_a_letter("events.1.jsonl", 3),
+        "events.1.jsonl:3: edited",
+    ),
     "a letter in the ledger": (flip_a_letter("costs.jsonl", 2), "costs.jsonl:2: edited"),
-    "ledger cost, rechained": (chained("costs.jsonl", set_in(1, "cost_usd", value="0.5")),
-                               "total_usd"),
+    "ledger cost, rechained": (
+        chained("costs.jsonl", set_in(1, "cost_usd", value="0.5")),
+        "total_usd",
+    ),
     "ledger cost and totals, rechained": (
-        chained("costs.jsonl", lambda lines: [{**line, "cost_usd": "0", "total_usd": "0"}
-                                              for line in lines]), "differs from the call logged"),
+        chained(
+            "costs.jsonl",
+            lambda lines: [{**line, "cost_usd": "0", "total_usd": "0"} for line in lines],
+        ),
+        "differs from the call logged",
+    ),
     "ledger last line cut": (chained("costs.jsonl", lambda lines: lines[:-1]), "missing"),
     "earlier log's call, rechained": (
-        lambda run_dir: rewrite(run_dir / "events.1.jsonl", lambda lines: [
-            {**e, "call": {**e["call"], "prompt_tokens": 1}} if e["kind"] == "llm_called" else e
-            for e in lines]), "differs from the call logged at"),
+        lambda run_dir: rewrite(
+            run_dir / "events.1.jsonl",
+            lambda lines: [
+                {**e, "call": {**e["call"], "prompt_tokens": 1}} if e["kind"] == "llm_called" else e
+                for e in lines
+            ],
+        ),
+        "differs from the call logged at",
+    ),
     "a call logged twice": (
-        chained("events.jsonl", lambda lines: lines[:-1] + [
-            next(e for e in lines if e["kind"] == "llm_called")] + lines[-1:]), "logged twice"),
-    "calls.jsonl removed": (lambda run_dir: (run_dir / "calls.jsonl").unlink(),
-                            "whose answer is not in calls.jsonl"),
+        chained(
+            "events.jsonl",
+            lambda lines: (
+                [*lines[:-1], next(e for e in lines if e["kind"] == "llm_called"), *lines[-1:]]
+            ),
+        ),
+        "logged twice",
+    ),
+    "calls.jsonl removed": (
+        lambda run_dir: (run_dir / "calls.jsonl").unlink(),
+        "whose answer is not in calls.jsonl",
+    ),
 }
 
 
@@ -280,8 +331,9 @@ def test_an_edit_of_a_resumed_run_is_found(edit: str, resumed: Path, tmp_path: P
 
 
 def test_verify_lists_calls_jsonl_and_the_earlier_logs(resumed: Path) -> None:
-    done = subprocess.run([*ARGV, "verify", str(resumed)], cwd=ROOT,
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [*ARGV, "verify", str(resumed)], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 0, done.stdout
     for name in ("events.1.jsonl", "events.jsonl", "costs.jsonl", "calls.jsonl"):
         count = len((resumed / name).read_bytes().splitlines())
@@ -299,14 +351,17 @@ class _Echo:
         return [Message(cause_by="Echoed", sent_from=self.name, content=m.content) for m in news]
 
 
-async def test_a_run_that_never_asked_a_model_verifies_and_an_added_total_is_caught(tmp_path: Path) -> None:
+async def test_a_run_that_never_asked_a_model_verifies_and_an_added_total_is_caught(
+    tmp_path: Path,
+) -> None:
     from sopbus.bus import Environment, Message, RunStore, run_team
 
     store = RunStore.create(tmp_path, "echo")
     env = Environment(store.run_id, log=store)
     env.add_all([_Echo()])
-    await run_team(env, seed=[Message(cause_by="UserRequirement", sent_from="Boss", content="hi")],
-                   store=store)
+    await run_team(
+        env, seed=[Message(cause_by="UserRequirement", sent_from="Boss", content="hi")], store=store
+    )
     store.close()
     assert verify_run(store.run_dir).intact  # no totals in its summary, none in its ledger
     summary = json.loads((store.run_dir / "summary.json").read_text())

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import trio
-from sopbus.bus import (ChatMessage, Completion, LLMRequest,
-                 PriceBook, Usage)
+
+from sopbus.bus import ChatMessage, Completion, LLMRequest, PriceBook, Usage
 
 
 class Answering:
@@ -29,5 +29,10 @@ PRICES = PriceBook.load({"m": {"input": 1000, "output": 2000}})  # $0.001 / $0.0
 
 
 def request(max_tokens: int = 10) -> LLMRequest:
-    return LLMRequest(messages=(ChatMessage("user", "hi"),), model="m", max_tokens=max_tokens,
-                      role="Alice", action="WritePRD")
+    return LLMRequest(
+        messages=(ChatMessage("user", "hi"),),
+        model="m",
+        max_tokens=max_tokens,
+        role="Alice",
+        action="WritePRD",
+    )

@@ -11,8 +11,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import struct
 import signal
+import struct
 import subprocess
 import tempfile
 import time
@@ -25,9 +25,17 @@ from pathlib import Path
 from typing import Any
 
 SKIP_REASON = "install chromium (apt-get install chromium)"
-FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync", "--no-first-run",
-         "--disable-default-apps", "--remote-debugging-port=0")
+FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-default-apps",
+    "--remote-debugging-port=0",
+)
 
 
 def chromium() -> str | None:
@@ -78,15 +86,22 @@ class Browser:
         raise TimeoutError(f"no {method} within {timeout} s")
 
     def evaluate(self, expression: str) -> Any:
-        found = self.call("Runtime.evaluate", expression=expression, returnByValue=True, awaitPromise=True)
+        found = self.call(
+            "Runtime.evaluate", expression=expression, returnByValue=True, awaitPromise=True
+        )
         if "exceptionDetails" in found:
             raise RuntimeError(f"{expression!r} raised {found['exceptionDetails']}")
         return found["result"].get("value")
 
     def load(self, path: Path, *, width: int = 1280, height: int = 900) -> Loaded:
         """Opens ``path`` and waits for its load event and two frames after it."""
-        self.call("Emulation.setDeviceMetricsOverride", width=width, height=height,
-                  deviceScaleFactor=1, mobile=False)
+        self.call(
+            "Emulation.setDeviceMetricsOverride",
+            width=width,
+            height=height,
+            deviceScaleFactor=1,
+            mobile=False,
+        )
         self.events.clear()
         url = path.resolve().as_uri()
         start = time.perf_counter()
@@ -96,23 +111,34 @@ class Browser:
         load_s = time.perf_counter() - start
         timing = self.evaluate(_TIMING)
         dom = self.evaluate("document.documentElement.outerHTML")
-        return Loaded(dom=dom, requests=self._requests(url), errors=self._errors(),
-                      load_s=load_s, timing=timing)
+        return Loaded(
+            dom=dom,
+            requests=self._requests(url),
+            errors=self._errors(),
+            load_s=load_s,
+            timing=timing,
+        )
 
     def screenshot(self, *, scale: float = 0.5) -> bytes:
         """The viewport as PNG, at ``scale``."""
         import base64
 
         size = self.evaluate("[innerWidth, innerHeight]")
-        shot = self.call("Page.captureScreenshot", format="png",
-                         clip={"x": 0, "y": 0, "width": size[0], "height": size[1], "scale": scale})
+        shot = self.call(
+            "Page.captureScreenshot",
+            format="png",
+            clip={"x": 0, "y": 0, "width": size[0], "height": size[1], "scale": scale},
+        )
         return base64.b64decode(shot["data"])
 
     def _requests(self, page_url: str) -> list[str]:
-        return [e["params"]["request"]["url"] for e in self.events
-                if e.get("method") == "Network.requestWillBeSent"
-                and e["params"]["request"]["url"] != page_url
-                and not e["params"]["request"]["url"].startswith("data:")]  # inline, no network
+        return [
+            e["params"]["request"]["url"]
+            for e in self.events
+            if e.get("method") == "Network.requestWillBeSent"
+            and e["params"]["request"]["url"] != page_url
+            and not e["params"]["request"]["url"].startswith("data:")
+        ]  # inline, no network
 
     def _errors(self) -> list[str]:
         out = []
@@ -121,7 +147,9 @@ class Browser:
             if method == "Runtime.exceptionThrown":
                 out.append(json.dumps(params["exceptionDetails"])[:500])
             elif method == "Runtime.consoleAPICalled" and params.get("type") in ("error", "assert"):
-                out.append(" ".join(str(a.get("value", a.get("description"))) for a in params["args"]))
+                out.append(
+                    " ".join(str(a.get("value", a.get("description"))) for a in params["args"])
+                )
             elif method == "Log.entryAdded" and params["entry"]["level"] == "error":
                 out.append(params["entry"]["text"])
         return out
@@ -147,16 +175,20 @@ def browser() -> Iterator[Browser]:
         # A session of its own: chromium's helpers (zygote, renderers, crashpad) are its
         # process group, and all of them are gone before the profile is removed (a helper
         # still writing into it made the removal fail now and then).
-        proc = subprocess.Popen([binary, *FLAGS, f"--user-data-dir={profile}", "about:blank"],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                start_new_session=True)
+        proc = subprocess.Popen(
+            [binary, *FLAGS, f"--user-data-dir={profile}", "about:blank"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         try:
             port = _port(Path(profile), proc)
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=10) as r:
                 targets = json.load(r)
             page = next(t for t in targets if t["type"] == "page")
-            ws = websocket.create_connection(page["webSocketDebuggerUrl"], timeout=60,
-                                             suppress_origin=True)
+            ws = websocket.create_connection(
+                page["webSocketDebuggerUrl"], timeout=60, suppress_origin=True
+            )
             try:
                 b = Browser(ws, proc)
                 for domain in ("Page", "Network", "Runtime", "Log"):
@@ -218,8 +250,8 @@ def png_pixels(png: bytes) -> tuple[int, int, list[tuple[int, ...]]]:
     pos, idat, width = 8, b"", 0
     height = channels = 0
     while pos < len(png):
-        length, kind = struct.unpack(">I4s", png[pos:pos + 8])
-        chunk = png[pos + 8:pos + 8 + length]
+        length, kind = struct.unpack(">I4s", png[pos : pos + 8])
+        chunk = png[pos + 8 : pos + 8 + length]
         if kind == b"IHDR":
             width, height, depth, color = struct.unpack(">IIBB", chunk[:10])
             assert depth == 8 and color in (2, 6), f"unsupported PNG (depth {depth}, color {color})"
@@ -231,11 +263,14 @@ def png_pixels(png: bytes) -> tuple[int, int, list[tuple[int, ...]]]:
     rows: list[bytearray] = []
     prev = bytearray(stride)
     for y in range(height):
-        kind, line = raw[y * (stride + 1)], bytearray(raw[y * (stride + 1) + 1:(y + 1) * (stride + 1)])
+        kind, line = (
+            raw[y * (stride + 1)],
+            bytearray(raw[y * (stride + 1) + 1 : (y + 1) * (stride + 1)]),
+        )
         _unfilter(kind, line, prev, channels)
         rows.append(line)
         prev = line
-    pixels = [tuple(row[x:x + channels]) for row in rows for x in range(0, stride, channels)]
+    pixels = [tuple(row[x : x + channels]) for row in rows for x in range(0, stride, channels)]
     return width, height, pixels
 
 

@@ -12,9 +12,16 @@ from sopbus.bus import Message, Turn
 class Echo:
     """Watches some actions; on each turn publishes one message per reply action."""
 
-    def __init__(self, name: str, watch: Sequence[str] = (), *, aliases: Sequence[str] = (),
-                 replies: Sequence[str] = (), delay: float = 0.0,
-                 on_step: Callable[[Sequence[Message], Turn], None] | None = None):
+    def __init__(
+        self,
+        name: str,
+        watch: Sequence[str] = (),
+        *,
+        aliases: Sequence[str] = (),
+        replies: Sequence[str] = (),
+        delay: float = 0.0,
+        on_step: Callable[[Sequence[Message], Turn], None] | None = None,
+    ):
         self.name = name
         self.aliases = tuple(aliases)
         self.watch = frozenset(watch)
@@ -34,5 +41,7 @@ class Echo:
         except trio.Cancelled:
             self.cancelled = True
             raise
-        return [Message(cause_by=a, sent_from=self.name, content=f"{self.name} after {news[-1].id}")
-                for a in self.replies]
+        return [
+            Message(cause_by=a, sent_from=self.name, content=f"{self.name} after {news[-1].id}")
+            for a in self.replies
+        ]

@@ -11,8 +11,8 @@ from __future__ import annotations
 import shutil
 import tomllib
 from pathlib import Path
-from support.paths import ROOT
 
+from support.paths import ROOT
 
 
 def package_dirs() -> dict[str, str]:
@@ -26,7 +26,11 @@ def installed_tree(dest: Path) -> Path:
     """Copies the packages under ``dest`` as they install (``dest/sopbus/bus/...``) with the
     project's ``pyproject.toml`` beside them; returns ``dest``."""
     for package, folder in sorted(package_dirs().items()):  # a parent before its children
-        shutil.copytree(ROOT / folder, dest.joinpath(*package.split(".")), dirs_exist_ok=True,
-                        ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        shutil.copytree(
+            ROOT / folder,
+            dest.joinpath(*package.split(".")),
+            dirs_exist_ok=True,
+            ignore=shutil.ignore_patterns("__pycache__", "*.pyc"),
+        )
     shutil.copy(ROOT / "pyproject.toml", dest / "pyproject.toml")
     return dest

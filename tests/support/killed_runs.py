@@ -9,11 +9,11 @@ from collections.abc import Callable
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
+
 from sopbus.bus import LedgerLine, read_jsonl
 from sopbus.bus.llm._tape import CallRecord
-from support.paths import DATA
 from support.cli import start
-
+from support.paths import DATA
 
 TEAM_DIR = DATA / "resume_team"
 
@@ -33,11 +33,13 @@ max_tokens = 300
 """
 
 
-def scenario_file(tmp_path: Path, name: str, *, latency: int = 0, max_rounds: int = 10,
-                  budget: str = "1.0") -> Path:
+def scenario_file(
+    tmp_path: Path, name: str, *, latency: int = 0, max_rounds: int = 10, budget: str = "1.0"
+) -> Path:
     path = tmp_path / f"{name}.toml"
-    path.write_text(SCENARIO.format(runs=tmp_path / name, latency=latency, max_rounds=max_rounds,
-                                    budget=budget))
+    path.write_text(
+        SCENARIO.format(runs=tmp_path / name, latency=latency, max_rounds=max_rounds, budget=budget)
+    )
     return path
 
 
@@ -51,7 +53,9 @@ def events(run_dir: Path, name: str = "events.jsonl") -> list[dict[str, Any]]:
 
 def artifacts(run_dir: Path) -> dict[str, bytes]:
     root = run_dir / "artifacts"
-    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()
+    }
 
 
 def spent(run_dir: Path) -> Decimal:
@@ -64,7 +68,11 @@ def sopbus(*argv: str) -> subprocess.Popen[bytes]:
 
 def reservations(run_dir: Path) -> list[dict[str, Any]]:
     path = run_dir / "events.jsonl"
-    return [e for e in read_jsonl(path, dict) if e.get("kind") == "llm_reserved"] if path.is_file() else []
+    return (
+        [e for e in read_jsonl(path, dict) if e.get("kind") == "llm_reserved"]
+        if path.is_file()
+        else []
+    )
 
 
 def answered(run_dir: Path) -> int:
@@ -76,7 +84,9 @@ def run_and_kill(scenario: Path, runs: Path, when: Callable[[Path], bool]) -> Pa
     """Starts ``sopbus run`` and SIGKILLs it as soon as ``when`` holds for its directory."""
     proc = sopbus("run", str(scenario))
     try:
-        run_dir = wait_for(lambda: next(iter(runs.iterdir()), None) if runs.is_dir() else None, proc)
+        run_dir = wait_for(
+            lambda: next(iter(runs.iterdir()), None) if runs.is_dir() else None, proc
+        )
         wait_for(lambda: when(run_dir) or None, proc)
     finally:
         proc.send_signal(signal.SIGKILL)

@@ -49,7 +49,11 @@ class NatsServer:
     """One nats-server process; ``url`` is where it listens."""
 
     def __init__(self, binary: str, store: Path, *, config: str = ""):
-        self.binary, self.store, self.config = binary, store, config  # config: nats-server.conf text
+        self.binary, self.store, self.config = (
+            binary,
+            store,
+            config,
+        )  # config: nats-server.conf text
         self.port = free_port()
         self.url = f"nats://127.0.0.1:{self.port}"
         self.proc: subprocess.Popen[bytes] | None = None
@@ -57,8 +61,18 @@ class NatsServer:
 
     def start(self) -> None:
         self.store.mkdir(parents=True, exist_ok=True)
-        args = [self.binary, "-js", "-a", "127.0.0.1", "-p", str(self.port), "-sd", str(self.store),
-                "-l", str(self.log)]
+        args = [
+            self.binary,
+            "-js",
+            "-a",
+            "127.0.0.1",
+            "-p",
+            str(self.port),
+            "-sd",
+            str(self.store),
+            "-l",
+            str(self.log),
+        ]
         if self.config:
             (self.store / "nats-server.conf").write_text(self.config)
             args += ["-c", str(self.store / "nats-server.conf")]
@@ -66,8 +80,10 @@ class NatsServer:
         deadline = time.monotonic() + 15
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"nats-server exited with {self.proc.returncode}: "
-                                   f"{self.log.read_text(errors='replace')[-2000:]}")
+                raise RuntimeError(
+                    f"nats-server exited with {self.proc.returncode}: "
+                    f"{self.log.read_text(errors='replace')[-2000:]}"
+                )
             try:
                 with socket.create_connection(("127.0.0.1", self.port), timeout=0.2) as conn:
                     if conn.recv(4).startswith(b"INFO"):
@@ -95,7 +111,9 @@ def require_server() -> str:
     if binary is None:
         pytest.skip(f"no nats-server found: {INSTALL}")
     if _version(binary) < MIN_VERSION:
-        pytest.skip(f"{binary} is older than 2.10 (it ignores multi-subject consumer filters): {INSTALL}")
+        pytest.skip(
+            f"{binary} is older than 2.10 (it ignores multi-subject consumer filters): {INSTALL}"
+        )
     return binary
 
 

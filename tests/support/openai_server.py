@@ -177,7 +177,9 @@ def _handler_for(server: OpenAIServer) -> type[BaseHTTPRequestHandler]:
                 reply = reply.then
             if isinstance(reply, Fail):
                 error = {"error": {"message": reply.message, "type": "scripted", "code": None}}
-                self._send(reply.status, "application/json", json.dumps(error).encode(), reply.headers)
+                self._send(
+                    reply.status, "application/json", json.dumps(error).encode(), reply.headers
+                )
             elif isinstance(reply, Answer):
                 self._send(200, *_answer(reply, body))
             else:
@@ -196,26 +198,33 @@ def _handler_for(server: OpenAIServer) -> type[BaseHTTPRequestHandler]:
                 for i in range(len(data)):
                     if server._stopping.wait(reply.every_s if i else 0):
                         return
-                    self.wfile.write(data[i:i + 1])
+                    self.wfile.write(data[i : i + 1])
                     self.wfile.flush()
             elif isinstance(reply, Cut) and not streamed:
                 data = _answer(reply.then, body)[1]
                 self._head(200, "application/json", len(data))  # promises more than it sends
-                self.wfile.write(data[:len(data) // 2])
+                self.wfile.write(data[: len(data) // 2])
             else:
                 events = _events(reply.then, body)
                 if isinstance(reply, Cut):
-                    events = events[:reply.events]
+                    events = events[: reply.events]
                 elif isinstance(reply, BadChunk):
-                    events = [*events[:reply.after], reply.chunk + "\n\n", *events[reply.after:]]
+                    events = [*events[: reply.after], reply.chunk + "\n\n", *events[reply.after :]]
                 elif isinstance(reply, StreamError):
-                    error = {"error": {"code": reply.code, "message": reply.message, "type": "server_error"}}
-                    events = [*events[:reply.after], f"data: {json.dumps(error)}\n\n"]
+                    error = {
+                        "error": {
+                            "code": reply.code,
+                            "message": reply.message,
+                            "type": "server_error",
+                        }
+                    }
+                    events = [*events[: reply.after], f"data: {json.dumps(error)}\n\n"]
                 self._head(200, "text/event-stream", None)  # the end is the connection's close
                 self.wfile.write("".join(events).encode())
 
-        def _head(self, status: int, kind: str, length: int | None,
-                  headers: Mapping[str, str] = {}) -> None:
+        def _head(
+            self, status: int, kind: str, length: int | None, headers: Mapping[str, str] = {}
+        ) -> None:
             self.send_response(status)
             self.send_header("content-type", kind)
             if length is not None:
@@ -224,7 +233,9 @@ def _handler_for(server: OpenAIServer) -> type[BaseHTTPRequestHandler]:
                 self.send_header(name, value)
             self.end_headers()
 
-        def _send(self, status: int, kind: str, data: bytes, headers: Mapping[str, str] = {}) -> None:
+        def _send(
+            self, status: int, kind: str, data: bytes, headers: Mapping[str, str] = {}
+        ) -> None:
             self._head(status, kind, len(data), headers)
             self.wfile.write(data)
 
@@ -235,16 +246,29 @@ def _handler_for(server: OpenAIServer) -> type[BaseHTTPRequestHandler]:
 
 
 def _usage(reply: Answer) -> dict[str, Any]:
-    return {"prompt_tokens": reply.prompt_tokens, "completion_tokens": reply.completion_tokens,
-            "total_tokens": reply.prompt_tokens + reply.completion_tokens,
-            "prompt_tokens_details": {"cached_tokens": reply.cached_tokens}}
+    return {
+        "prompt_tokens": reply.prompt_tokens,
+        "completion_tokens": reply.completion_tokens,
+        "total_tokens": reply.prompt_tokens + reply.completion_tokens,
+        "prompt_tokens_details": {"cached_tokens": reply.cached_tokens},
+    }
 
 
 def _completion(reply: Answer, model: str) -> dict[str, Any]:
-    return {"id": "chatcmpl-test", "object": "chat.completion", "created": 1700000000,
-            "model": model, "usage": _usage(reply),
-            "choices": [{"index": 0, "finish_reason": "stop",
-                         "message": {"role": "assistant", "content": reply.text}}]}
+    return {
+        "id": "chatcmpl-test",
+        "object": "chat.completion",
+        "created": 1700000000,
+        "model": model,
+        "usage": _usage(reply),
+        "choices": [
+            {
+                "index": 0,
+                "finish_reason": "stop",
+                "message": {"role": "assistant", "content": reply.text},
+            }
+        ],
+    }
 
 
 def _answer(reply: Answer, body: dict[str, Any]) -> tuple[str, bytes]:
@@ -270,18 +294,33 @@ def _write_huge(out: Any, reply: Huge, streamed: bool) -> None:
     out.write(opening)
     sent = len(opening)
     while sent < reply.size:
-        data = piece[:reply.size - sent]
+        data = piece[: reply.size - sent]
         out.write(data)
         sent += len(data)
 
 
 def _sse(reply: Answer, model: str, include_usage: bool) -> list[str]:
     size = max(1, -(-len(reply.text) // reply.chunks))
-    pieces = [reply.text[i:i + size] for i in range(0, len(reply.text), size)]
-    base = {"id": "chatcmpl-test", "object": "chat.completion.chunk", "created": 1700000000,
-            "model": model}
-    events = [{**base, "choices": [{"index": 0, "delta": {"role": "assistant", "content": piece},
-                                    "finish_reason": None}]} for piece in pieces]
+    pieces = [reply.text[i : i + size] for i in range(0, len(reply.text), size)]
+    base = {
+        "id": "chatcmpl-test",
+        "object": "chat.completion.chunk",
+        "created": 1700000000,
+        "model": model,
+    }
+    events = [
+        {
+            **base,
+            "choices": [
+                {
+                    "index": 0,
+                    "delta": {"role": "assistant", "content": piece},
+                    "finish_reason": None,
+                }
+            ],
+        }
+        for piece in pieces
+    ]
     events.append({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
     if include_usage:
         events.append({**base, "choices": [], "usage": _usage(reply)})

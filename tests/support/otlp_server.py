@@ -43,11 +43,18 @@ def _decode(body: bytes, into: Collected) -> None:
         into.resources.append(_attributes(resource_spans.resource.attributes))
         for scope in resource_spans.scope_spans:
             for span in scope.spans:
-                into.spans.append({
-                    "trace_id": span.trace_id.hex(), "span_id": span.span_id.hex(),
-                    "parent": span.parent_span_id.hex(), "name": span.name,
-                    "start": span.start_time_unix_nano, "end": span.end_time_unix_nano,
-                    "status": span.status.code, "attributes": _attributes(span.attributes)})
+                into.spans.append(
+                    {
+                        "trace_id": span.trace_id.hex(),
+                        "span_id": span.span_id.hex(),
+                        "parent": span.parent_span_id.hex(),
+                        "name": span.name,
+                        "start": span.start_time_unix_nano,
+                        "end": span.end_time_unix_nano,
+                        "status": span.status.code,
+                        "attributes": _attributes(span.attributes),
+                    }
+                )
 
 
 @contextmanager
@@ -57,7 +64,7 @@ def otlp_collector() -> Iterator[tuple[str, Collected]]:
     lock = threading.Lock()
 
     class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:  # noqa: N802 (http.server's name)
+        def do_POST(self) -> None:
             body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
             if self.headers.get("Content-Encoding") == "gzip":
                 body = gzip.decompress(body)

@@ -63,7 +63,7 @@ class Page(HTMLParser):
 
 def section(html: str, sid: str) -> str:
     start = html.index(f'<section id="{sid}">')
-    return html[start:html.index("</section>", start)]
+    return html[start : html.index("</section>", start)]
 
 
 def marks(svg: str, name: str, element: str) -> int:
@@ -72,5 +72,5 @@ def marks(svg: str, name: str, element: str) -> int:
     count = 0
     for found in re.finditer(rf'<g class="mark-[a-z]+ role-mark {name}_marks"[^>]*>', svg):
         end = svg.index("</g>", found.end())  # a layer's marks are leaves: no nested groups
-        count += len(re.findall(rf"<{element}[ /]", svg[found.end():end]))
+        count += len(re.findall(rf"<{element}[ /]", svg[found.end() : end]))
     return count

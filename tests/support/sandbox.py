@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -19,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from sopbus.bus.sandbox._bwrap import INSTALL, probe
-from support.paths import ROOT
-from .cli import sopbus, start
+
+from .cli import start
 
 MARK = "# SIMULATED OUTPUT: canned answers for a test; no model wrote them.\nsimulated = true\n"
 
@@ -53,15 +52,23 @@ def wait_for(condition: Callable[[], bool], seconds: float = 30.0) -> bool:
     return condition()
 
 
-def code_run_scenario(tmp: Path, scripts: Sequence[str], *, backend: str = "auto",
-                      timeout_s: float = 30, provider: str = "sim", base_url: str = "",
-                      max_attempts: int | None = None) -> Path:
+def code_run_scenario(
+    tmp: Path,
+    scripts: Sequence[str],
+    *,
+    backend: str = "auto",
+    timeout_s: float = 30,
+    provider: str = "sim",
+    base_url: str = "",
+    max_attempts: int | None = None,
+) -> Path:
     """A code-and-run scenario file whose coder writes ``scripts`` in order (sim provider),
     runs under ``tmp/runs``, with ``[sandbox] backend``; returns the file's path."""
     tmp.mkdir(parents=True, exist_ok=True)
     answers = ", ".join(json.dumps(json.dumps({"plan": "p", "code": c})) for c in scripts)
     (tmp / "fixtures.toml").write_text(
-        MARK + f'[[fixture]]\naction = "WriteScript"\nresponses = [{answers}]\n')
+        MARK + f'[[fixture]]\naction = "WriteScript"\nresponses = [{answers}]\n'
+    )
     path = tmp / "scenario.toml"
     path.write_text(f"""
 [scenario]
@@ -85,7 +92,9 @@ timeout_s = {timeout_s}
     return path
 
 
-def sopbus_started(*args: str | Path, env: Mapping[str, str] | None = None) -> subprocess.Popen[str]:
+def sopbus_started(
+    *args: str | Path, env: Mapping[str, str] | None = None
+) -> subprocess.Popen[str]:
     """``sopbus ARGS`` started in the background (to be killed by the test)."""
     return start(*args, env=env, text=True)
 

@@ -22,11 +22,23 @@ from sopbus.bus import SandboxLimits, SandboxSettings, run_sandboxed
 async def main(backend: str, script: Path, timeout_s: float, args: list[str]) -> None:
     code = script.read_text().replace("{SOPBUS_PID}", str(os.getpid()))
     print("started", flush=True)
-    result = await run_sandboxed(["python", "attack.py", *args], files={"attack.py": code},
-                                 limits=SandboxLimits(timeout_s=timeout_s),
-                                 sandbox=SandboxSettings(backend=backend))  # type: ignore[arg-type]
-    print(json.dumps({"exit_code": result.exit_code, "timed_out": result.timed_out,
-                      "stdout": result.stdout, "stderr": result.stderr}), flush=True)
+    result = await run_sandboxed(
+        ["python", "attack.py", *args],
+        files={"attack.py": code},
+        limits=SandboxLimits(timeout_s=timeout_s),
+        sandbox=SandboxSettings(backend=backend),  # type: ignore[arg-type]
+    )
+    print(
+        json.dumps(
+            {
+                "exit_code": result.exit_code,
+                "timed_out": result.timed_out,
+                "stdout": result.stdout,
+                "stderr": result.stderr,
+            }
+        ),
+        flush=True,
+    )
     print("survived", flush=True)
 
 

@@ -38,8 +38,10 @@ class ScriptedGateway:
     async def complete(self, request: LLMRequest, *, round: int, attempt: int = 1) -> Completion:
         self.calls.append(Call(request, round, attempt))
         text = self._answer(request, attempt)
-        usage = Usage(prompt_tokens=sum(len(m.content.split()) for m in request.messages),
-                      completion_tokens=len(text.split()))
+        usage = Usage(
+            prompt_tokens=sum(len(m.content.split()) for m in request.messages),
+            completion_tokens=len(text.split()),
+        )
         return Completion(text=text, usage=usage, model=request.model, provider="scripted")
 
     def actions(self) -> list[str]:
@@ -49,7 +51,9 @@ class ScriptedGateway:
 
 def _pop(queue: list[str], request: LLMRequest) -> str:
     if not queue:
-        raise AssertionError(f"the script has no answer left for {request.action!r} of {request.role!r}")
+        raise AssertionError(
+            f"the script has no answer left for {request.action!r} of {request.role!r}"
+        )
     return queue.pop(0)
 
 

@@ -8,27 +8,33 @@ the same assembly as ``sopbus run`` (:func:`sopbus._assemble._execute.execute`).
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import msgspec
 
-from sopbus.bus import Scenario, load_scenario, read_events, read_jsonl, scenario_with_overrides
 from sopbus._assemble import Outcome, execute
-from support.paths import ROOT
+from sopbus.bus import Scenario, load_scenario, read_events, read_jsonl, scenario_with_overrides
 from support.cli import ARGV
+from support.paths import ROOT
 
 SCENARIOS = ROOT / "scenarios"
 MARK = "# SIMULATED OUTPUT: canned answers for a test; no model wrote them.\nsimulated = true\n"
 
 
-def scenario(name: str, tmp: Path, *, sop: dict[str, Any] | None = None,
-             fixtures: str | None = None, max_rounds: int | None = None) -> Scenario:
+def scenario(
+    name: str,
+    tmp: Path,
+    *,
+    sop: dict[str, Any] | None = None,
+    fixtures: str | None = None,
+    max_rounds: int | None = None,
+) -> Scenario:
     """The shipped ``scenarios/<name>.toml`` with runs under ``tmp``, ``sop`` laid over its
     ``[sop]`` table and, if given, ``fixtures`` (TOML ``[[fixture]]`` entries) instead of its own."""
-    sc = scenario_with_overrides(load_scenario(SCENARIOS / f"{name}.toml"), runs_dir=tmp / "runs",
-                                 max_rounds=max_rounds)
+    sc = scenario_with_overrides(
+        load_scenario(SCENARIOS / f"{name}.toml"), runs_dir=tmp / "runs", max_rounds=max_rounds
+    )
     changes: dict[str, Any] = {}
     if sop:
         changes["sop_options"] = {**sc.sop_options, **sop}
@@ -62,9 +68,13 @@ def ledger(outcome: Outcome) -> list[dict[str, Any]]:
 
 def cli_run(name: str, runs_dir: Path) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
     """``sopbus run scenarios/<name>.toml`` as a user runs it; the process and the summary."""
-    done = subprocess.run([*ARGV, "run", str(SCENARIOS / f"{name}.toml"),
-                           "--runs-dir", str(runs_dir), "--quiet"],
-                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [*ARGV, "run", str(SCENARIOS / f"{name}.toml"), "--runs-dir", str(runs_dir), "--quiet"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     summaries = sorted(runs_dir.glob("*/summary.json"))
     assert len(summaries) == 1, (done.stdout, done.stderr)
     return done, msgspec.json.decode(summaries[0].read_bytes())

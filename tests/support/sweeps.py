@@ -7,17 +7,18 @@ import subprocess
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
+
 from sopbus.bus import LedgerLine, read_jsonl
+from support.cli import sopbus as cli
 from support.killed_runs import reservations
 from support.paths import ROOT
-from support.cli import sopbus as cli
-
 
 COMPANY = ROOT / "scenarios" / "software_company.toml"
 
 
-def sopbus(tmp_path: Path, *argv: str, env: dict[str, str] | None = None
-           ) -> subprocess.CompletedProcess[str]:
+def sopbus(
+    tmp_path: Path, *argv: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     return cli(*argv, cwd=tmp_path, env=env, timeout=600)
 
 
@@ -32,7 +33,11 @@ def record(sdir: Path) -> dict[str, Any]:
 
 
 def ledger(run_dir: Path) -> list[LedgerLine]:
-    return list(read_jsonl(run_dir / "costs.jsonl", LedgerLine)) if (run_dir / "costs.jsonl").is_file() else []
+    return (
+        list(read_jsonl(run_dir / "costs.jsonl", LedgerLine))
+        if (run_dir / "costs.jsonl").is_file()
+        else []
+    )
 
 
 def spent(run_dir: Path) -> Decimal:
@@ -45,8 +50,11 @@ def summary(run_dir: Path) -> dict[str, Any]:
 
 
 def in_flight(run_dir: Path) -> bool:
-    answered = {c["call"] for c in read_jsonl(run_dir / "calls.jsonl", dict)} \
-        if (run_dir / "calls.jsonl").is_file() else set()
+    answered = (
+        {c["call"] for c in read_jsonl(run_dir / "calls.jsonl", dict)}
+        if (run_dir / "calls.jsonl").is_file()
+        else set()
+    )
     return any(r["data"]["call"] not in answered for r in reservations(run_dir))
 
 

@@ -15,42 +15,70 @@ import time
 import zlib
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
 
 from sopbus.bus import LedgerLine, Message, RunStore, RunSummary, Verdict
 from sopbus.bus import _events as ev
 
-HOSTILE = ('<script>document.title="pwned"</script><img src="http://127.0.0.1:9/leak.png">'
-           '</script><!-- ')
-HOSTILE_MD = ("# Notes\n\n![remote](http://127.0.0.1:9/md.png)\n\n<img src=\"http://127.0.0.1:9/raw.png\">\n\n"
-              "<script>document.title='pwned'</script>\n\n| a | b |\n|---|---|\n| 1 | 2 |\n\n"
-              "```python\nprint('hi')\n```\n")
+HOSTILE = (
+    '<script>document.title="pwned"</script><img src="http://127.0.0.1:9/leak.png"></script><!-- '
+)
+HOSTILE_MD = (
+    '# Notes\n\n![remote](http://127.0.0.1:9/md.png)\n\n<img src="http://127.0.0.1:9/raw.png">\n\n'
+    "<script>document.title='pwned'</script>\n\n| a | b |\n|---|---|\n| 1 | 2 |\n\n"
+    "```python\nprint('hi')\n```\n"
+)
 
 
-def write_run(runs_dir: Path, *, messages: int = 200, roles: int = 6, per_round: int = 40,
-              seed: int = 0, hostile: bool = False, content_chars: int = 400) -> Path:
+def write_run(
+    runs_dir: Path,
+    *,
+    messages: int = 200,
+    roles: int = 6,
+    per_round: int = 40,
+    seed: int = 0,
+    hostile: bool = False,
+    content_chars: int = 400,
+) -> Path:
     """Writes a run of ``messages`` messages among ``roles`` roles; returns its directory."""
     rng = random.Random(seed)
     names = [f"Role{i}" for i in range(roles)]
     store = RunStore.create(runs_dir, "synthetic")
     budget, total = Decimal("50"), Decimal(0)
-    store.log(ev.RunStarted(run_id=store.run_id, scenario="synthetic", mode="rounds", seed=seed,
-                            max_rounds=messages // per_round + 2,
-                            settings={"provider": "sim", "model": "gpt-4o-mini", "budget_usd": str(budget)}))
+    store.log(
+        ev.RunStarted(
+            run_id=store.run_id,
+            scenario="synthetic",
+            mode="rounds",
+            seed=seed,
+            max_rounds=messages // per_round + 2,
+            settings={"provider": "sim", "model": "gpt-4o-mini", "budget_usd": str(budget)},
+        )
+    )
     for i, name in enumerate(names):
         store.log(ev.RoleJoined(round=0, name=name, aliases=(f"Alias{i}",), watch=(f"Act{i - 1}",)))
     t0, seq, undelivered, prompt, completion, sent = time.time(), 0, 0, 0, 0, 0
     for i in range(messages):
         rnd, src = i // per_round, "Boss" if i == 0 else names[i % roles]
         text = (HOSTILE if hostile and i % 7 == 0 else "") + _text(rng, i, content_chars)
-        msg = Message(cause_by=f"Act{i % roles}", sent_from=src, content=text,
-                      payload={"i": i, "ok": i % 3 != 0, "items": [i, i + 1]},
-                      parents=(f"m{i}",) if i else (), id=f"m{i + 1}", run_id=store.run_id, round=rnd)
+        msg = Message(
+            cause_by=f"Act{i % roles}",
+            sent_from=src,
+            content=text,
+            payload={"i": i, "ok": i % 3 != 0, "items": [i, i + 1]},
+            parents=(f"m{i}",) if i else (),
+            id=f"m{i + 1}",
+            run_id=store.run_id,
+            round=rnd,
+        )
         if i % 50 == 49:
             undelivered += 1
             store.log(ev.MessageUndelivered(message=msg, reason=f"nobody watches Act{i % roles}"))
         else:
-            to = (names[(i + 1) % roles],) if i % 5 else (names[(i + 1) % roles], names[(i + 2) % roles])
+            to = (
+                (names[(i + 1) % roles],)
+                if i % 5
+                else (names[(i + 1) % roles], names[(i + 2) % roles])
+            )
             store.log(ev.MessagePublished(message=msg, recipients=to))
         if i == 0:
             continue
@@ -63,17 +91,32 @@ def write_run(runs_dir: Path, *, messages: int = 200, roles: int = 6, per_round:
             total += cost
             prompt, completion = prompt + (p if outcome == "ok" else 0), completion + c
             latency = rng.uniform(200, 2500) if outcome != "refused" else 0.0
-            store.record_call(LedgerLine(
-                seq=seq, round=rnd, role=names[i % roles], action=f"Act{i % roles}", provider="sim",
-                model="gpt-4o-mini" if i % 4 else "gpt-4o", prompt_tokens=p if outcome == "ok" else 0,
-                completion_tokens=c, cached_tokens=0, cost_usd=cost, total_usd=total,
-                budget_usd=budget, attempt=attempt, outcome=outcome,  # type: ignore[arg-type]
-                latency_ms=latency, t=t0 + rnd * 3.0 + (i % per_round) * 0.05 + latency / 1000))
+            store.record_call(
+                LedgerLine(
+                    seq=seq,
+                    round=rnd,
+                    role=names[i % roles],
+                    action=f"Act{i % roles}",
+                    provider="sim",
+                    model="gpt-4o-mini" if i % 4 else "gpt-4o",
+                    prompt_tokens=p if outcome == "ok" else 0,
+                    completion_tokens=c,
+                    cached_tokens=0,
+                    cost_usd=cost,
+                    total_usd=total,
+                    budget_usd=budget,
+                    attempt=attempt,
+                    outcome=outcome,  # type: ignore[arg-type]
+                    latency_ms=latency,
+                    t=t0 + rnd * 3.0 + (i % per_round) * 0.05 + latency / 1000,
+                )
+            )
     _artifacts(store, hostile)
     last = (messages - 1) // per_round
     store.log(ev.RunEnded(round=last, reason="idle"))
-    store.write_summary(_summary(store, messages, undelivered, sent, prompt, completion, total,
-                                 budget, last))
+    store.write_summary(
+        _summary(store, messages, undelivered, sent, prompt, completion, total, budget, last)
+    )
     store.close()
     return store.run_dir
 
@@ -95,8 +138,12 @@ def _text(rng: random.Random, i: int, chars: int) -> str:
 
 
 def _artifacts(store: RunStore, hostile: bool) -> None:
-    store.write_artifact("docs/prd.md", HOSTILE_MD if hostile else "# PRD\n\n- goal one\n- goal two\n",
-                         role="Role0", round=1)
+    store.write_artifact(
+        "docs/prd.md",
+        HOSTILE_MD if hostile else "# PRD\n\n- goal one\n- goal two\n",
+        role="Role0",
+        round=1,
+    )
     store.write_artifact("src/app.py", "def main() -> int:\n    return 0\n", role="Role1", round=2)
     store.write_artifact("img/dot.png", tiny_png(), role="Role2", round=2)
 
@@ -106,17 +153,45 @@ def tiny_png(size: int = 8) -> bytes:
     raw = b"".join(b"\x00" + b"\xff\x00\x00" * size for _ in range(size))
 
     def chunk(kind: bytes, data: bytes) -> bytes:
-        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+        return (
+            struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+        )
 
-    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", size, size, 8, 2, 0, 0, 0))
-            + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", struct.pack(">IIBBBBB", size, size, 8, 2, 0, 0, 0))
+        + chunk(b"IDAT", zlib.compress(raw))
+        + chunk(b"IEND", b"")
+    )
 
 
-def _summary(store: RunStore, messages: int, undelivered: int, calls: int, prompt: int,
-             completion: int, total: Decimal, budget: Decimal, rounds: int) -> RunSummary:
-    return RunSummary(run_id=store.run_id, status="completed", end_reason="idle", mode="rounds",
-                      rounds=rounds, max_rounds=rounds + 2, messages=messages,
-                      undelivered=undelivered, scenario="synthetic", provider="sim",
-                      model="gpt-4o-mini", total_usd=total, budget_usd=budget, llm_calls=calls,
-                      prompt_tokens=prompt, completion_tokens=completion,
-                      verdict=Verdict(passed=False, reason="synthetic runs check nothing"))
+def _summary(
+    store: RunStore,
+    messages: int,
+    undelivered: int,
+    calls: int,
+    prompt: int,
+    completion: int,
+    total: Decimal,
+    budget: Decimal,
+    rounds: int,
+) -> RunSummary:
+    return RunSummary(
+        run_id=store.run_id,
+        status="completed",
+        end_reason="idle",
+        mode="rounds",
+        rounds=rounds,
+        max_rounds=rounds + 2,
+        messages=messages,
+        undelivered=undelivered,
+        scenario="synthetic",
+        provider="sim",
+        model="gpt-4o-mini",
+        total_usd=total,
+        budget_usd=budget,
+        llm_calls=calls,
+        prompt_tokens=prompt,
+        completion_tokens=completion,
+        verdict=Verdict(passed=False, reason="synthetic runs check nothing"),
+    )

@@ -18,10 +18,16 @@ Step = tuple[str, str]
 """A role's name and the action it takes."""
 
 
-def pipeline(*steps: Step, name: str = "pair", idea: str = "a haiku about tea",
-             run: Mapping[str, Any] | None = None, llm: Mapping[str, Any] | None = None,
-             outputs: Mapping[str, Mapping[str, str]] | None = None,
-             role_llm: Mapping[str, Mapping[str, Any]] | None = None, extra: str = "") -> str:
+def pipeline(
+    *steps: Step,
+    name: str = "pair",
+    idea: str = "a haiku about tea",
+    run: Mapping[str, Any] | None = None,
+    llm: Mapping[str, Any] | None = None,
+    outputs: Mapping[str, Mapping[str, str]] | None = None,
+    role_llm: Mapping[str, Mapping[str, Any]] | None = None,
+    extra: str = "",
+) -> str:
     """The scenario file's text (see the module docstring); ``extra`` is TOML appended as is
     (a ``[prices]`` table, ``[[inject]]`` entries)."""
     doc: dict[str, Any] = {"scenario": {"name": name, "idea": idea}}
@@ -29,9 +35,13 @@ def pipeline(*steps: Step, name: str = "pair", idea: str = "a haiku about tea",
         doc["run"] = dict(run)
     if llm:
         doc["llm"] = dict(llm)
-    doc["actions"] = {action: {"instruction": f"{action} it.",
-                               **({"output": dict(outputs[action])} if outputs and action in outputs else {})}
-                      for _, action in steps}
+    doc["actions"] = {
+        action: {
+            "instruction": f"{action} it.",
+            **({"output": dict(outputs[action])} if outputs and action in outputs else {}),
+        }
+        for _, action in steps
+    }
     watched = "UserRequirement"
     doc["roles"] = []
     for role, action in steps:

@@ -16,26 +16,42 @@ from typing import Any
 
 import pytest
 
+from sopbus.bus.money._file_account import FileAccount
 from sopbus.bus.store._verify import verify_run
 from sopbus.cli._cmd_diff import messages
-from sopbus.bus.money._file_account import FileAccount
-from support.openai_server import Answer, OpenAIServer
-from support.killed_runs import wait_for
 from support.cli import ARGV
-from support.sweeps import COMPANY, greet_sweep, in_flight, ledger, record, sopbus, spent, summary, sweep_dir
+from support.killed_runs import wait_for
+from support.openai_server import Answer, OpenAIServer
+from support.sweeps import (
+    COMPANY,
+    greet_sweep,
+    in_flight,
+    ledger,
+    record,
+    sopbus,
+    spent,
+    summary,
+    sweep_dir,
+)
 
 
 def start(tmp_path: Path, *argv: str) -> subprocess.Popen[bytes]:
-    return subprocess.Popen([*ARGV, *argv], cwd=tmp_path,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    return subprocess.Popen(
+        [*ARGV, *argv], cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
 
 
 def account_matches_ledgers(sdir: Path, runs: Path) -> Decimal:
     """The shared account booked exactly what the runs' ledgers say; returns the total."""
     state = FileAccount(sdir / "budget.json").read()
-    ledgers = {e["run_id"]: spent(runs / e["run_id"]) for e in record(sdir)["runs"]
-               if (runs / e["run_id"]).is_dir()}
-    assert {k: v for k, v in state.by_holder.items() if v} == {k: v for k, v in ledgers.items() if v}
+    ledgers = {
+        e["run_id"]: spent(runs / e["run_id"])
+        for e in record(sdir)["runs"]
+        if (runs / e["run_id"]).is_dir()
+    }
+    assert {k: v for k, v in state.by_holder.items() if v} == {
+        k: v for k, v in ledgers.items() if v
+    }
     assert state.held == 0
     assert state.spent == sum(ledgers.values(), Decimal(0))
     return state.spent
@@ -43,15 +59,30 @@ def account_matches_ledgers(sdir: Path, runs: Path) -> Decimal:
 
 @pytest.mark.slow
 def test_a_sweep_of_the_software_company_two_variants_by_five_seeds(tmp_path: Path) -> None:
-    done = sopbus(tmp_path, "sweep", str(COMPANY), "--seeds", "5", "--set", "sop.review=true,false",
-                  "--jobs", "2", "--runs-dir", "runs", "--sweeps-dir", "sweeps")
+    done = sopbus(
+        tmp_path,
+        "sweep",
+        str(COMPANY),
+        "--seeds",
+        "5",
+        "--set",
+        "sop.review=true,false",
+        "--jobs",
+        "2",
+        "--runs-dir",
+        "runs",
+        "--sweeps-dir",
+        "sweeps",
+    )
     assert done.returncode == 0, done.stderr
     sdir, runs = sweep_dir(tmp_path / "sweeps"), tmp_path / "runs"
     data = record(sdir)
     assert data["executor"] == "processes" and data["state"] == "finished"
     assert data["seeds"] == [0, 1, 2, 3, 4]
     assert [(v["id"], v["settings"]) for v in data["variants"]] == [
-        ("v1", [["sop.review", True]]), ("v2", [["sop.review", False]])]
+        ("v1", [["sop.review", True]]),
+        ("v2", [["sop.review", False]]),
+    ]
     assert len(data["runs"]) == 10 and {e["state"] for e in data["runs"]} == {"done"}
     for entry in data["runs"]:
         run_dir = runs / entry["run_id"]
@@ -62,7 +93,9 @@ def test_a_sweep_of_the_software_company_two_variants_by_five_seeds(tmp_path: Pa
         assert Decimal(entry["total_usd"]) == spent(run_dir) > 0
     total = account_matches_ledgers(sdir, runs)
     rows = (sdir / "results.csv").read_text().splitlines()
-    assert rows[0].startswith("sweep_id,variant,settings,seed,run_id,state,status,end_reason,verdict")
+    assert rows[0].startswith(
+        "sweep_id,variant,settings,seed,run_id,state,status,end_reason,verdict"
+    )
     assert sorted(r.split(",")[1] for r in rows[1:]) == ["v1"] * 5 + ["v2"] * 5
 
     shown = json.loads(sopbus(tmp_path, "sweep-show", "last", "--json").stdout)
@@ -85,15 +118,30 @@ def test_a_sweep_of_the_software_company_two_variants_by_five_seeds(tmp_path: Pa
     assert csv_rows[0].startswith("variant,settings,runs,ended") and len(csv_rows) == 3
     listed = json.loads(sopbus(tmp_path, "sweeps", "--json").stdout)
     assert [(s["sweep_id"], s["ended"], s["runs"], s["state"]) for s in listed] == [
-        (sdir.name, 10, 10, "finished")]
+        (sdir.name, 10, 10, "finished")
+    ]
 
 
 @pytest.mark.slow
 def test_the_sweeps_budget_holds_over_all_runs_and_the_runs_it_cannot_pay_are_skipped(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     budget = Decimal("0.012")  # a run costs $0.0036 to $0.0043, but reserves much more
-    done = sopbus(tmp_path, "sweep", str(COMPANY), "--seeds", "4", "--set", "sop.review=true,false",
-                  "--jobs", "2", "--budget", str(budget), "--runs-dir", "runs")
+    done = sopbus(
+        tmp_path,
+        "sweep",
+        str(COMPANY),
+        "--seeds",
+        "4",
+        "--set",
+        "sop.review=true,false",
+        "--jobs",
+        "2",
+        "--budget",
+        str(budget),
+        "--runs-dir",
+        "runs",
+    )
     assert done.returncode == 3, done.stderr
     sdir, runs = sweep_dir(tmp_path / "sweeps"), tmp_path / "runs"
     entries = record(sdir)["runs"]
@@ -102,18 +150,24 @@ def test_the_sweeps_budget_holds_over_all_runs_and_the_runs_it_cannot_pay_are_sk
     assert all(not (runs / e["run_id"]).exists() for e in skipped)
     assert f"the sweep's budget ran out: {len(skipped)} run(s) skipped" in done.stdout
     # The cap held exactly: every ledger of every run together stays under it.
-    total = sum((spent(runs / e["run_id"]) for e in entries if (runs / e["run_id"]).is_dir()), Decimal(0))
+    total = sum(
+        (spent(runs / e["run_id"]) for e in entries if (runs / e["run_id"]).is_dir()), Decimal(0)
+    )
     assert 0 < total <= budget
     assert account_matches_ledgers(sdir, runs) == total
     assert FileAccount(sdir / "budget.json").read().refused >= 1
-    refused = [line for e in entries for line in ledger(runs / e["run_id"]) if line.outcome == "refused"]
+    refused = [
+        line for e in entries for line in ledger(runs / e["run_id"]) if line.outcome == "refused"
+    ]
     assert refused  # a call of a run was refused by the sweep's cap, not by its own ($2.00)
     assert any(e["end_reason"] == "budget_exhausted" for e in entries)
     shown = json.loads(sopbus(tmp_path, "sweep-show", "last", "--json").stdout)
     assert sum(row["skipped"] for row in shown["variants"]) == len(skipped)
     for entry in entries:  # every run a sweep made verifies intact (issue 13, item 5)
         if (runs / entry["run_id"]).is_dir():
-            assert verify_run(runs / entry["run_id"]).intact, verify_run(runs / entry["run_id"]).problems
+            assert verify_run(runs / entry["run_id"]).intact, verify_run(
+                runs / entry["run_id"]
+            ).problems
 
 
 def kill_point(runs: Path) -> bool | None:
@@ -126,22 +180,45 @@ def kill_point(runs: Path) -> bool | None:
 @pytest.mark.slow
 def test_a_sweep_killed_with_kill_9_resumes_and_pays_no_call_twice(tmp_path: Path) -> None:
     matrix = ["--seeds", "2", "--set", "sop.review=true,false", "--jobs", "2"]
-    base = sopbus(tmp_path, "sweep", str(COMPANY), *matrix, "--set", "llm.latency_ms=0",
-                  "--runs-dir", "base-runs", "--sweeps-dir", "base-sweeps")
+    base = sopbus(
+        tmp_path,
+        "sweep",
+        str(COMPANY),
+        *matrix,
+        "--set",
+        "llm.latency_ms=0",
+        "--runs-dir",
+        "base-runs",
+        "--sweeps-dir",
+        "base-sweeps",
+    )
     assert base.returncode == 0, base.stderr
-    baseline = {(e["variant"], e["seed"]): tmp_path / "base-runs" / e["run_id"]
-                for e in record(sweep_dir(tmp_path / "base-sweeps"))["runs"]}
+    baseline = {
+        (e["variant"], e["seed"]): tmp_path / "base-runs" / e["run_id"]
+        for e in record(sweep_dir(tmp_path / "base-sweeps"))["runs"]
+    }
 
-    proc = start(tmp_path, "sweep", str(COMPANY), *matrix, "--set", "llm.latency_ms=300",
-                 "--runs-dir", "runs")
+    proc = start(
+        tmp_path,
+        "sweep",
+        str(COMPANY),
+        *matrix,
+        "--set",
+        "llm.latency_ms=300",
+        "--runs-dir",
+        "runs",
+    )
     try:
         wait_for(lambda: kill_point(tmp_path / "runs"), proc)
     finally:
         proc.send_signal(signal.SIGKILL)  # the coordinator only; its workers must go with it
         proc.communicate()
     sdir, runs = sweep_dir(tmp_path / "sweeps"), tmp_path / "runs"
-    killed = [e for e in record(sdir)["runs"] if (runs / e["run_id"]).is_dir()
-              and not (runs / e["run_id"] / "summary.json").is_file()]
+    killed = [
+        e
+        for e in record(sdir)["runs"]
+        if (runs / e["run_id"]).is_dir() and not (runs / e["run_id"] / "summary.json").is_file()
+    ]
     assert killed
 
     resumed = sopbus(tmp_path, "sweep", "--resume", sdir.name)
@@ -159,8 +236,9 @@ def test_a_sweep_killed_with_kill_9_resumes_and_pays_no_call_twice(tmp_path: Pat
         lost_total += sum((line.cost_usd for line in lost), Decimal(0))
         # No completed call was paid twice: the paid calls are the uninterrupted twin's,
         # plus the calls the kill left in flight (paid once more, at their reservation).
-        assert sorted((l.round, l.role, l.action) for l in lines if l.outcome == "ok") == \
-            sorted((l.round, l.role, l.action) for l in ledger(twin) if l.outcome == "ok")
+        assert sorted(
+            (ln.round, ln.role, ln.action) for ln in lines if ln.outcome == "ok"
+        ) == sorted((ln.round, ln.role, ln.action) for ln in ledger(twin) if ln.outcome == "ok")
         assert spent(run_dir) == spent(twin) + sum((line.cost_usd for line in lost), Decimal(0))
         assert verify_run(run_dir).intact, verify_run(run_dir).problems  # killed and resumed
     assert lost_total > 0
@@ -168,7 +246,9 @@ def test_a_sweep_killed_with_kill_9_resumes_and_pays_no_call_twice(tmp_path: Pat
 
 
 @pytest.mark.slow
-def test_a_sweep_table_in_the_file_on_a_real_provider_runs_as_concurrent_tasks(tmp_path: Path) -> None:
+def test_a_sweep_table_in_the_file_on_a_real_provider_runs_as_concurrent_tasks(
+    tmp_path: Path,
+) -> None:
     with OpenAIServer() as server:
         server.script(Answer("hello", prompt_tokens=20, completion_tokens=10))
         scenario = greet_sweep(tmp_path, server.base_url, 'seeds = "3..5"\njobs = 3')
@@ -184,15 +264,19 @@ def test_a_sweep_table_in_the_file_on_a_real_provider_runs_as_concurrent_tasks(t
     assert account_matches_ledgers(sdir, tmp_path / "runs") > 0
 
 
-@pytest.mark.parametrize("argv, words", [
-    (["--set", "llm.modle=gpt-4o,gpt-4o-mini"], "no key 'modle' in llm; did you mean 'model'?"),
-    (["--set", "llm.model"], "expected key=value1,value2"),
-    (["--seed", "5..2"], "expected a range of seeds A..B with A <= B"),
-    (["--seeds", "3", "--seed", "1..2"], "give one of them"),
-    (["--set", "llm.model=no-such-model"], "no-such-model"),
-])
+@pytest.mark.parametrize(
+    "argv, words",
+    [
+        (["--set", "llm.modle=gpt-4o,gpt-4o-mini"], "no key 'modle' in llm; did you mean 'model'?"),
+        (["--set", "llm.model"], "expected key=value1,value2"),
+        (["--seed", "5..2"], "expected a range of seeds A..B with A <= B"),
+        (["--seeds", "3", "--seed", "1..2"], "give one of them"),
+        (["--set", "llm.model=no-such-model"], "no-such-model"),
+    ],
+)
 def test_a_bad_matrix_is_a_usage_error_before_anything_runs(
-        argv: list[str], words: str, tmp_path: Path) -> None:
+    argv: list[str], words: str, tmp_path: Path
+) -> None:
     done = sopbus(tmp_path, "sweep", str(COMPANY), *argv)
     assert done.returncode == 2
     assert words in done.stderr and "Traceback" not in done.stderr
@@ -211,9 +295,22 @@ def test_resume_takes_no_new_matrix_and_names_an_unknown_sweep(tmp_path: Path) -
 @pytest.mark.slow
 def test_ctrl_c_stops_a_sweep_cleanly_and_resume_finishes_it(tmp_path: Path) -> None:
     proc = subprocess.Popen(
-        [*ARGV, "sweep", str(COMPANY), "--seeds", "3", "--jobs", "2",
-         "--set", "llm.latency_ms=300"], cwd=tmp_path, stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, start_new_session=True)
+        [
+            *ARGV,
+            "sweep",
+            str(COMPANY),
+            "--seeds",
+            "3",
+            "--jobs",
+            "2",
+            "--set",
+            "llm.latency_ms=300",
+        ],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
     try:
         wait_for(lambda: kill_point(tmp_path / "runs"), proc)
     finally:
@@ -229,8 +326,11 @@ def test_ctrl_c_stops_a_sweep_cleanly_and_resume_finishes_it(tmp_path: Path) -> 
     # whose job had just been sent may not have begun its loop).
     begun = [d for d in stopped if (d / "summary.json").is_file()]
     assert begun and all(summary(d)["status"] == "cancelled" for d in begun)
-    assert all(summary(runs / e["run_id"])["status"] == e["status"]
-               for e in data["runs"] if e["state"] == "done")
+    assert all(
+        summary(runs / e["run_id"])["status"] == e["status"]
+        for e in data["runs"]
+        if e["state"] == "done"
+    )
     assert FileAccount(sdir / "budget.json").read().held == 0
 
     resumed = sopbus(tmp_path, "sweep", "--resume", "last")
@@ -244,30 +344,49 @@ def test_sweep_show_counts_verdicts_and_says_n_a_without_them(tmp_path: Path) ->
     from sopbus.sweep._record import RunEntry, SweepRecord
     from sopbus.sweep._stats import render, variant_rows
 
-    verdicts: dict[str, list[Any]] = {"v1": [{"passed": True, "reason": "ok"},
-                                             {"passed": False, "reason": "tests failed"}, None],
-                                      "v2": [None, "absent"]}
+    verdicts: dict[str, list[Any]] = {
+        "v1": [{"passed": True, "reason": "ok"}, {"passed": False, "reason": "tests failed"}, None],
+        "v2": [None, "absent"],
+    }
     entries = []
     for vid, values in verdicts.items():
         for seed, verdict in enumerate(values):
             run_id = f"s-{vid}-s{seed}"
             entries.append(RunEntry(run_id=run_id, variant=vid, seed=seed, state="done"))
-            fields: dict[str, Any] = {"status": "completed", "end_reason": "idle", "rounds": 3 + seed,
-                                      "total_usd": f"0.00{seed + 1}", "prompt_tokens": 10,
-                                      "completion_tokens": 5, "duration_s": 1.5}
+            fields: dict[str, Any] = {
+                "status": "completed",
+                "end_reason": "idle",
+                "rounds": 3 + seed,
+                "total_usd": f"0.00{seed + 1}",
+                "prompt_tokens": 10,
+                "completion_tokens": 5,
+                "duration_s": 1.5,
+            }
             if verdict != "absent":
                 fields["verdict"] = verdict
             (tmp_path / run_id).mkdir()
             (tmp_path / run_id / "summary.json").write_text(json.dumps(fields))
     entries.append(RunEntry(run_id="s-v2-s9", variant="v2", seed=9, state="skipped"))
-    rec = SweepRecord(sweep_id="s", scenario="x", scenario_path="x.toml", runs_dir=str(tmp_path),
-                      budget_usd=Decimal(1), jobs=1, executor="processes", seeds=(0, 1, 2, 9),
-                      variants=(Variant(id="v1", settings=(("a", 1),)), Variant(id="v2", settings=(("a", 2),))),
-                      runs=entries, created_at=0.0)
+    rec = SweepRecord(
+        sweep_id="s",
+        scenario="x",
+        scenario_path="x.toml",
+        runs_dir=str(tmp_path),
+        budget_usd=Decimal(1),
+        jobs=1,
+        executor="processes",
+        seeds=(0, 1, 2, 9),
+        variants=(Variant(id="v1", settings=(("a", 1),)), Variant(id="v2", settings=(("a", 2),))),
+        runs=entries,
+        created_at=0.0,
+    )
     v1, v2 = variant_rows(rec)
     assert (v1["verdicts"], v1["passed"], v1["pass_rate"]) == (2, 1, 0.5)
     assert (v1["spend_mean_usd"], v1["spend_median_usd"], v1["spend_max_usd"]) == (
-        Decimal("0.002"), Decimal("0.002"), Decimal("0.003"))
+        Decimal("0.002"),
+        Decimal("0.002"),
+        Decimal("0.003"),
+    )
     assert (v1["rounds_mean"], v1["tokens_mean"], v1["wall_s_mean"]) == (4.0, 15.0, 1.5)
     assert (v2["pass_rate"], v2["runs"], v2["ended"], v2["skipped"]) == (None, 3, 2, 1)
     from rich.console import Console
@@ -299,16 +418,40 @@ def open_run_dirs(pid: int, runs: Path) -> list[Path]:
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="finds worker processes in /proc (Linux)")
+@pytest.mark.skipif(
+    not Path("/proc/self/task").is_dir(), reason="finds worker processes in /proc (Linux)"
+)
 def test_a_worker_killed_mid_run_is_reported_and_its_run_resumed(tmp_path: Path) -> None:
     proc = subprocess.Popen(
-        [*ARGV, "sweep", str(COMPANY), "--seeds", "3", "--jobs", "2",
-         "--set", "llm.latency_ms=300"], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        [
+            *ARGV,
+            "sweep",
+            str(COMPANY),
+            "--seeds",
+            "3",
+            "--jobs",
+            "2",
+            "--set",
+            "llm.latency_ms=300",
+        ],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     runs = tmp_path / "runs"
     wait_for(lambda: kill_point(runs), proc)
     assert len(children(proc.pid)) == 2  # the two worker processes
-    victim = wait_for(lambda: next((pid for pid in children(proc.pid) if any(
-        in_flight(d) for d in open_run_dirs(pid, runs))), None), proc)
+    victim = wait_for(
+        lambda: next(
+            (
+                pid
+                for pid in children(proc.pid)
+                if any(in_flight(d) for d in open_run_dirs(pid, runs))
+            ),
+            None,
+        ),
+        proc,
+    )
     os.kill(victim, signal.SIGKILL)
     out, err = proc.communicate(timeout=300)
     assert proc.returncode == 1, err.decode()
@@ -324,5 +467,3 @@ def test_a_worker_killed_mid_run_is_reported_and_its_run_resumed(tmp_path: Path)
     assert {e["state"] for e in record(sdir)["runs"]} == {"done"}
     assert any(line.outcome == "lost" for line in ledger(runs / crashed[0]["run_id"]))
     account_matches_ledgers(sdir, runs)
-
-

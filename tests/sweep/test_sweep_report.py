@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,9 +15,8 @@ from urllib.parse import unquote, urlparse
 import pytest
 
 from support.chromium import SKIP_REASON, Browser, browser, chromium
-from support.report_page import marks, section
-from support.paths import ROOT
 from support.cli import sopbus
+from support.report_page import marks, section
 
 pytestmark = pytest.mark.slow
 
@@ -26,12 +24,24 @@ pytestmark = pytest.mark.slow
 def _sopbus(*args: Any) -> subprocess.CompletedProcess[str]:
     return sopbus(*args, timeout=600)
 
+
 @pytest.fixture(scope="module")
 def swept(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
     tmp = tmp_path_factory.mktemp("sweep")
-    done = _sopbus("sweep", "scenarios/software_company.toml", "--seeds", 2,
-                   "--set", "llm.model=gpt-4o-mini,gpt-4o", "--jobs", 2,
-                   "--runs-dir", tmp / "runs", "--sweeps-dir", tmp / "sweeps")
+    done = _sopbus(
+        "sweep",
+        "scenarios/software_company.toml",
+        "--seeds",
+        2,
+        "--set",
+        "llm.model=gpt-4o-mini,gpt-4o",
+        "--jobs",
+        2,
+        "--runs-dir",
+        tmp / "runs",
+        "--sweeps-dir",
+        tmp / "sweeps",
+    )
     assert done.returncode == 0, done.stderr
     shown = _sopbus("sweep-show", "last", "--sweeps-dir", tmp / "sweeps", "--json")
     page = _sopbus("sweep-show", "last", "--sweeps-dir", tmp / "sweeps", "--report")
@@ -39,7 +49,9 @@ def swept(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any
     return Path(page.stdout.strip()), json.loads(shown.stdout)
 
 
-def test_the_page_shows_each_variant_as_sweep_show_counts_it(swept: tuple[Path, dict[str, Any]]) -> None:
+def test_the_page_shows_each_variant_as_sweep_show_counts_it(
+    swept: tuple[Path, dict[str, Any]],
+) -> None:
     path, shown = swept
     html = path.read_text()
     assert marks(section(html, "tradeoff"), "layer_0", "path") == len(shown["variants"])
@@ -48,7 +60,9 @@ def test_the_page_shows_each_variant_as_sweep_show_counts_it(swept: tuple[Path, 
     for row, variant in zip(rows, shown["variants"]):
         for col in ("pass_rate", "spend_mean_usd", "spend_max_usd", "runs", "ended"):
             cell = re.search(rf'<td data-col="{col}">([^<]*)</td>', row)
-            assert cell is not None and float(cell.group(1)) == pytest.approx(float(variant[col]), rel=1e-3)
+            assert cell is not None and float(cell.group(1)) == pytest.approx(
+                float(variant[col]), rel=1e-3
+            )
 
 
 def test_every_run_links_to_its_own_report(swept: tuple[Path, dict[str, Any]]) -> None:
@@ -70,7 +84,9 @@ def chrome() -> Iterator[Browser]:
         yield b
 
 
-def test_the_page_opens_offline_in_a_browser(swept: tuple[Path, dict[str, Any]], chrome: Browser) -> None:
+def test_the_page_opens_offline_in_a_browser(
+    swept: tuple[Path, dict[str, Any]], chrome: Browser
+) -> None:
     path, shown = swept
     loaded = chrome.load(path)
     assert loaded.requests == [] and loaded.errors == []
