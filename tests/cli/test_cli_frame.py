@@ -74,6 +74,7 @@ def test_help_lists_the_commands_and_exit_codes() -> None:
     assert done.stdout.index("run ") < done.stdout.index("validate ")
     assert "3  budget exhausted" in done.stdout
     assert "4  completed, but the SOP's verdict failed" in done.stdout
+    assert "130  interrupted (Ctrl-C)" in done.stdout
 
 
 def test_version_prints_the_installed_version() -> None:
