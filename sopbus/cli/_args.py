@@ -15,6 +15,19 @@ if TYPE_CHECKING:
     from pathlib import Path
 
 
+def add_output_args(parser: argparse.ArgumentParser) -> None:
+    """``--quiet`` and ``-v``: what a command that runs a scenario prints while it runs."""
+    parser.add_argument(
+        "--quiet", action="store_true", help="no progress display; only the summary"
+    )
+    parser.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="also print the cost line of every LLM call (always in run.log)",
+    )
+
+
 def path_arg(text: str) -> Path:
     """A file or directory argument, as a :class:`pathlib.Path`."""
     from pathlib import Path

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 
-from ._args import path_arg
+from ._args import add_output_args, path_arg
 from ._runref import add_run_arg, resolve_run
 
 NAME = "replay"
@@ -25,15 +25,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="the folder (such as runs) that gets the replay's new run directory "
         "(default: the folder RUN is in)",
     )
-    parser.add_argument(
-        "--quiet", action="store_true", help="no progress display; only the summary"
-    )
-    parser.add_argument(
-        "-v",
-        "--verbose",
-        action="store_true",
-        help="also print the cost line of every LLM call (always in run.log)",
-    )
+    add_output_args(parser)
 
 
 def run(args: argparse.Namespace) -> int:

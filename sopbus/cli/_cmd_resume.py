@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import argparse
 
-from ._args import path_arg, positive_int, usd
+from ._args import add_output_args, path_arg, positive_int, usd
 from ._busargs import add_bus_args
 from ._runref import add_run_arg, resolve_run
 
@@ -41,15 +41,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="answers for roles with human = true that the recording lacks, one a "
         "line (default: ask on the terminal)",
     )
-    parser.add_argument(
-        "--quiet", action="store_true", help="no progress display; only the summary"
-    )
-    parser.add_argument(
-        "-v",
-        "--verbose",
-        action="store_true",
-        help="also print the cost line of every LLM call (always in run.log)",
-    )
+    add_output_args(parser)
     add_bus_args(parser)
 
 

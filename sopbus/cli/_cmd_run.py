@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
-from ._args import path_arg, positive_int, usd
+from ._args import add_output_args, path_arg, positive_int, usd
 from ._busargs import add_bus_args
 
 if TYPE_CHECKING:
@@ -114,15 +114,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="write the run's HTML report (report.html in the run directory) at the end",
     )
-    parser.add_argument(
-        "--quiet", action="store_true", help="no progress display; only the summary"
-    )
-    parser.add_argument(
-        "-v",
-        "--verbose",
-        action="store_true",
-        help="also print the cost line of every LLM call (always in run.log)",
-    )
+    add_output_args(parser)
     add_bus_args(parser)
 
 
