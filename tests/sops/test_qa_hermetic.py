@@ -18,7 +18,7 @@ import pytest
 
 from sopbus.bus import SandboxLimits, SandboxSettings, Turn
 from sopbus.bus.sandbox import using
-from sopbus.roles.company._qa import PytestRun, RunCode, pytest_command
+from sopbus.roles.company._testrun import PytestRun, RunCode, pytest_command
 from support.sandbox import needs_bwrap
 
 TESTS = {
