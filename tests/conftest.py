@@ -26,6 +26,23 @@ from support.paths import ROOT
 from support.teams import Step, pipeline
 
 
+@pytest.fixture(autouse=True)
+def _registry_as_it_was() -> Iterator[None]:
+    """Each test leaves the global registry of actions and roles as it found it: a scenario
+    run in-process imports its SOP module (scenarios/my_reviewer.py registers ReviewCode),
+    and a later test declaring an action of that name would otherwise meet it, depending on
+    the order the tests ran in."""
+    import sopbus.roles.builtin  # noqa: F401  (the built-in roles register once, on import)
+    from sopbus.roles import registry
+
+    actions, roles = dict(registry._actions), dict(registry._roles)
+    yield
+    registry._actions.clear()
+    registry._actions.update(actions)
+    registry._roles.clear()
+    registry._roles.update(roles)
+
+
 @pytest.fixture(scope="session")
 def root() -> Path:
     """The repository's root."""
