@@ -5,7 +5,7 @@ the run's copy of its scenario keeps the URL with the credentials blanked."""
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -13,16 +13,12 @@ import pytest
 from sopbus.bus._redact import redact_text, redact_url, url_secrets
 from support.cli import sopbus as cli
 from support.openai_server import Answer, Fail, OpenAIServer
-from support.teams import pipeline
 
 PASSWORD = "hunter2-pass-77"
 QUERY_KEY = "qk-5511-secret"
 API_KEY = "sk-live-abcdef123456"
-PAIR = pipeline(
-    ("Dora", "Draft"),
-    ("Pete", "Polish"),
-    llm={"provider": "openai", "max_tokens": 100, "max_attempts": 1},
-)
+PAIR = (("Dora", "Draft"), ("Pete", "Polish"))
+LLM = {"provider": "openai", "max_tokens": 100, "max_attempts": 1}
 
 
 def test_redact_url() -> None:
@@ -44,12 +40,6 @@ def test_redact_url() -> None:
         redact_text("at http://bob:pw-99@h/v1", url_secrets("http://bob:pw-99@h/v1"))
         == "at http://***@h/v1"
     )
-
-
-@pytest.fixture
-def server() -> Iterator[OpenAIServer]:
-    with OpenAIServer() as s:
-        yield s
 
 
 def sopbus(
@@ -79,17 +69,18 @@ def leaks(done: subprocess.CompletedProcess[str], runs: Path) -> list[str]:
 
 @pytest.mark.parametrize("case", ["answered", "http error", "unreachable"])
 def test_no_secret_of_the_base_url_is_written(
-    case: str, server: OpenAIServer, tmp_path: Path
+    case: str, openai_server: OpenAIServer, tmp_path: Path, team_file: Callable[..., Path]
 ) -> None:
     scripts: dict[str, list[Answer | Fail]] = {
         "answered": [Answer("a draft"), Answer("a haiku")],
         "http error": [Fail(400, message="bad request")],
         "unreachable": [Answer("unused")],
     }
-    server.script(*scripts[case])
-    url = with_credentials(server.base_url if case != "unreachable" else "http://127.0.0.1:9/v1")
-    scenario = tmp_path / "pair.toml"
-    scenario.write_text(PAIR)
+    openai_server.script(*scripts[case])
+    url = with_credentials(
+        openai_server.base_url if case != "unreachable" else "http://127.0.0.1:9/v1"
+    )
+    scenario = team_file(*PAIR, file="pair.toml", llm=LLM)
     runs = tmp_path / "runs"
     done = sopbus("run", scenario, "--base-url", url, "--runs-dir", runs)
     assert done.returncode == (0 if case == "answered" else 1), done.stderr
@@ -106,12 +97,11 @@ def test_no_secret_of_the_base_url_is_written(
 
 
 def test_a_run_with_credentials_resumes_with_the_whole_url_from_the_environment(
-    server: OpenAIServer, tmp_path: Path
+    openai_server: OpenAIServer, tmp_path: Path, team_file: Callable[..., Path]
 ) -> None:
-    server.script(Answer("a draft"), Answer("a haiku"))
-    url = with_credentials(server.base_url)
-    scenario = tmp_path / "pair.toml"
-    scenario.write_text(PAIR)
+    openai_server.script(Answer("a draft"), Answer("a haiku"))
+    url = with_credentials(openai_server.base_url)
+    scenario = team_file(*PAIR, file="pair.toml", llm=LLM)
     runs = tmp_path / "runs"
     first = sopbus("run", scenario, "--base-url", url, "--runs-dir", runs, "--max-rounds", "1")
     assert first.returncode == 0, first.stderr
@@ -122,5 +112,8 @@ def test_a_run_with_credentials_resumes_with_the_whole_url_from_the_environment(
 
     done = sopbus("resume", run_dir, "--max-rounds", "5", env={"OPENAI_BASE_URL": url})
     assert done.returncode == 0, done.stderr
-    assert len(server.requests) == 2 and f"api-key={QUERY_KEY}" in server.requests[-1].path
+    assert (
+        len(openai_server.requests) == 2
+        and f"api-key={QUERY_KEY}" in openai_server.requests[-1].path
+    )
     assert leaks(done, runs) == [] and leaks(refused, runs) == []

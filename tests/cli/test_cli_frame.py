@@ -7,6 +7,7 @@ import argparse
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from decimal import Decimal
 from pathlib import Path
 
@@ -129,8 +130,8 @@ def test_the_cli_frame_itself_adds_no_heavy_import() -> None:
     assert done.stdout.strip() == "[]"
 
 
-def test_no_command_is_a_usage_error() -> None:
-    done = sopbus()
+def test_no_command_is_a_usage_error(cli: Callable[..., subprocess.CompletedProcess[str]]) -> None:
+    done = cli()
     assert done.returncode == 2
     assert "required: COMMAND" in done.stderr
 

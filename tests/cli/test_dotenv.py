@@ -13,7 +13,6 @@ import secrets
 import subprocess
 import sys
 import textwrap
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -34,10 +33,10 @@ SCENARIO = pipeline(
 
 
 @pytest.fixture
-def server() -> Iterator[OpenAIServer]:
-    with OpenAIServer() as s:
-        s.script(Answer("a draft"), Answer("a polished haiku"))
-        yield s
+def server(openai_server: OpenAIServer) -> OpenAIServer:
+    """The shared OpenAI-compatible server, scripted for this team."""
+    openai_server.script(Answer("a draft"), Answer("a polished haiku"))
+    return openai_server
 
 
 def without_keys() -> dict[str, str]:

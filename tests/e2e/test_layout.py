@@ -144,15 +144,15 @@ def test_cycle_finder_finds_a_circle() -> None:
     assert _cycles(graph) == [["p.a", "p.b", "p.c"]]
 
 
-def test_role_families_are_packages() -> None:
+def test_role_families_are_packages(root: Path) -> None:
     for family in ("company", "chat", "book", "gated"):
-        assert (ROOT / "roles" / family / "__init__.py").is_file()
+        assert (root / "roles" / family / "__init__.py").is_file()
     for part in ("llm", "money", "store", "scenario", "sandbox", "nats", "report", "otel"):
-        assert (ROOT / "bus" / part / "__init__.py").is_file()
-    assert not (ROOT / "bus" / "cli").exists()  # the command line sits on top, in sopbus/cli
+        assert (root / "bus" / part / "__init__.py").is_file()
+    assert not (root / "bus" / "cli").exists()  # the command line sits on top, in sopbus/cli
     for part in ("cli", "sweep", "_assemble"):
-        assert (ROOT / "sopbus" / part / "__init__.py").is_file()
-    flat = sorted(p.name for p in (ROOT / "roles").glob("_*_*.py") if not p.name.startswith("__"))
+        assert (root / "sopbus" / part / "__init__.py").is_file()
+    flat = sorted(p.name for p in (root / "roles").glob("_*_*.py") if not p.name.startswith("__"))
     assert flat == [], f"prefix-named modules want a package: {flat}"
 
 

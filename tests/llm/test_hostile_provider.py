@@ -4,7 +4,6 @@ streams cut or broken, and a server that trickles a byte a second. Real HTTP on 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from decimal import Decimal
 from typing import Any
 
@@ -54,12 +53,6 @@ RESERVED = PRICE.worst_case(prompt_upper_bound(REQUEST), REQUEST.max_tokens)
 HTML = b"<html><head><title>502 Bad Gateway</title></head><body>nginx</body></html>"
 
 
-@pytest.fixture
-def server() -> Iterator[OpenAIServer]:
-    with OpenAIServer() as s:
-        yield s
-
-
 class Outcome:
     """What one gateway call against the server did: the answer or the error, the ledger."""
 
@@ -76,7 +69,7 @@ class Outcome:
 
 
 async def call(
-    server: OpenAIServer,
+    openai_server: OpenAIServer,
     *replies: Reply,
     stream: bool = False,
     cap: str = "1",
@@ -84,14 +77,18 @@ async def call(
     max_attempts: int = 3,
     **provider: Any,
 ) -> Outcome:
-    server.script(*replies)
+    openai_server.script(*replies)
     lines: list[LedgerLine] = []
 
     async def no_wait(seconds: float) -> None:
         pass
 
     async with OpenAIProvider(
-        base_url=server.base_url, api_key="sk-test", timeout_s=timeout_s, stream=stream, **provider
+        base_url=openai_server.base_url,
+        api_key="sk-test",
+        timeout_s=timeout_s,
+        stream=stream,
+        **provider,
     ) as openai:
         gateway = Gateway(
             openai,
@@ -116,17 +113,17 @@ def estimated_errors(lines: list[LedgerLine]) -> list[tuple[str, Decimal, bool]]
 
 
 async def test_completion_tokens_above_max_tokens_are_an_overrun_that_ends_the_budget(
-    server: OpenAIServer,
+    openai_server: OpenAIServer,
 ) -> None:
     inflated = Answer("fine", prompt_tokens=30, completion_tokens=10 * REQUEST.max_tokens)
-    out = await call(server, inflated, Answer("never asked"))
+    out = await call(openai_server, inflated, Answer("never asked"))
 
     assert isinstance(out.error, ProviderOverrun) and isinstance(out.error, BudgetExhausted)
     assert "3000 completion tokens, above the request's max_tokens=300" in str(out.error)
     (line,) = out.lines
     assert (line.outcome, line.prompt_tokens, line.completion_tokens) == ("overrun", 30, 3000)
     assert line.cost_usd == PRICE.cost(Usage(30, 3000)) > RESERVED  # what the provider billed
-    assert not line.estimated and len(server.requests) == 1  # not retried
+    assert not line.estimated and len(openai_server.requests) == 1  # not retried
     overrun = out.gateway.stats()["overrun"]
     assert overrun["reported"] == {
         "prompt_tokens": 30,
@@ -136,11 +133,11 @@ async def test_completion_tokens_above_max_tokens_are_an_overrun_that_ends_the_b
     assert overrun["allowed"]["completion_tokens"] == 300 and overrun["cost_usd"] == line.cost_usd
     with pytest.raises(BudgetExhausted, match="cannot be true"):  # the budget is closed
         await out.gateway.complete(REQUEST, round=2)
-    assert len(server.requests) == 1
+    assert len(openai_server.requests) == 1
 
 
-async def test_negative_usage_never_gives_money_back(server: OpenAIServer) -> None:
-    out = await call(server, Answer("fine", prompt_tokens=-1_000_000, completion_tokens=5))
+async def test_negative_usage_never_gives_money_back(openai_server: OpenAIServer) -> None:
+    out = await call(openai_server, Answer("fine", prompt_tokens=-1_000_000, completion_tokens=5))
 
     assert isinstance(out.error, ProviderOverrun)
     (line,) = out.lines
@@ -150,9 +147,11 @@ async def test_negative_usage_never_gives_money_back(server: OpenAIServer) -> No
 
 
 async def test_huge_usage_is_ledgered_as_billed_past_the_cap_and_named_in_the_overrun(
-    server: OpenAIServer,
+    openai_server: OpenAIServer,
 ) -> None:
-    out = await call(server, Answer("fine", prompt_tokens=10**12, completion_tokens=10), cap="0.01")
+    out = await call(
+        openai_server, Answer("fine", prompt_tokens=10**12, completion_tokens=10), cap="0.01"
+    )
 
     assert isinstance(out.error, ProviderOverrun)
     (line,) = out.lines
@@ -165,10 +164,11 @@ async def test_huge_usage_is_ledgered_as_billed_past_the_cap_and_named_in_the_ov
 
 
 async def test_more_prompt_tokens_than_the_bound_within_the_reservation_is_no_overrun(
-    server: OpenAIServer,
+    openai_server: OpenAIServer,
 ) -> None:
     out = await call(
-        server, Answer("fine", prompt_tokens=prompt_upper_bound(REQUEST) + 50, completion_tokens=10)
+        openai_server,
+        Answer("fine", prompt_tokens=prompt_upper_bound(REQUEST) + 50, completion_tokens=10),
     )
     assert out.result == "fine" and out.lines[0].outcome == "ok"
     assert out.gateway.budget.closed is None
@@ -189,10 +189,10 @@ async def test_more_prompt_tokens_than_the_bound_within_the_reservation_is_no_ov
     ],
 )
 async def test_a_200_that_is_no_chat_completion_is_a_provider_error_naming_the_server(
-    server: OpenAIServer, reply: Raw, says: str
+    openai_server: OpenAIServer, reply: Raw, says: str
 ) -> None:
     out = await call(
-        server, reply, Answer("second time lucky", prompt_tokens=20, completion_tokens=4)
+        openai_server, reply, Answer("second time lucky", prompt_tokens=20, completion_tokens=4)
     )
 
     assert out.result == "second time lucky"  # retried: the next answer was fine
@@ -203,20 +203,22 @@ async def test_a_200_that_is_no_chat_completion_is_a_provider_error_naming_the_s
         True,
         None,
     )
-    assert server.base_url in (first.error or "") and says in (first.error or "")
+    assert openai_server.base_url in (first.error or "") and says in (first.error or "")
     assert second.outcome == "ok" and second.cost_usd == PRICE.cost(Usage(20, 4))
 
 
 async def test_a_body_past_the_size_bound_is_refused_without_being_read_whole(
-    server: OpenAIServer,
+    openai_server: OpenAIServer,
 ) -> None:
     limit = body_limit(REQUEST.max_tokens)
     for stream in (False, True):
-        out = await call(server, Huge(64 * 1024 * 1024), stream=stream)
-        assert f"more than {limit} bytes" in str(out.error) and server.base_url in str(out.error)
+        out = await call(openai_server, Huge(64 * 1024 * 1024), stream=stream)
+        assert f"more than {limit} bytes" in str(out.error) and openai_server.base_url in str(
+            out.error
+        )
         assert not isinstance(out.error, ProviderOverrun)
         assert estimated_errors(out.lines) == [("error", RESERVED, True)]  # not retried
-    assert len(server.requests) == 2
+    assert len(openai_server.requests) == 2
 
 
 # -- streams ------------------------------------------------------------------------------
@@ -230,30 +232,30 @@ async def test_a_body_past_the_size_bound_is_refused_without_being_read_whole(
     ],
 )
 async def test_a_broken_stream_is_retried_and_its_attempt_counted_at_its_reservation(
-    server: OpenAIServer, reply: Reply, says: str
+    openai_server: OpenAIServer, reply: Reply, says: str
 ) -> None:
     out = await call(
-        server, reply, Answer("whole", prompt_tokens=25, completion_tokens=2), stream=True
+        openai_server, reply, Answer("whole", prompt_tokens=25, completion_tokens=2), stream=True
     )
 
     assert out.result == "whole"
     first = out.lines[0]
     assert (first.outcome, first.cost_usd, first.estimated) == ("error", RESERVED, True)
-    assert says in (first.error or "") and server.base_url in (first.error or "")
+    assert says in (first.error or "") and openai_server.base_url in (first.error or "")
     assert out.spent() == RESERVED + PRICE.cost(Usage(25, 2))
 
 
-async def test_a_plain_answer_cut_half_way_is_retried(server: OpenAIServer) -> None:
-    out = await call(server, Cut(Answer("a long design " * 20)), Answer("whole"))
+async def test_a_plain_answer_cut_half_way_is_retried(openai_server: OpenAIServer) -> None:
+    out = await call(openai_server, Cut(Answer("a long design " * 20)), Answer("whole"))
     assert out.result == "whole" and estimated_errors(out.lines)[0] == ("error", RESERVED, True)
     assert "broke off" in (out.lines[0].error or "")
 
 
 async def test_an_error_event_in_a_stream_is_its_http_status_and_retried(
-    server: OpenAIServer,
+    openai_server: OpenAIServer,
 ) -> None:
     out = await call(
-        server,
+        openai_server,
         StreamError(Answer("partial answer", chunks=3), after=1, code="500"),
         StreamError(Answer("x"), after=0, code="503"),
         Answer("whole", prompt_tokens=25, completion_tokens=2),
@@ -264,17 +266,21 @@ async def test_an_error_event_in_a_stream_is_its_http_status_and_retried(
     mid, first, ok = out.lines
     assert (mid.outcome, mid.status, mid.estimated, mid.cost_usd) == ("error", 500, True, RESERVED)
     assert (
-        mid.error is not None and server.base_url in mid.error and "the backend failed" in mid.error
+        mid.error is not None
+        and openai_server.base_url in mid.error
+        and "the backend failed" in mid.error
     )
     # an error before any content: nothing was generated, so, like an HTTP 503, it cost nothing
     assert (first.status, first.estimated, first.cost_usd) == (503, False, 0)
     assert ok.outcome == "ok"
 
 
-async def test_an_error_event_with_a_client_code_is_not_retried(server: OpenAIServer) -> None:
-    out = await call(server, StreamError(Answer("x"), after=0, code="400"), stream=True)
+async def test_an_error_event_with_a_client_code_is_not_retried(
+    openai_server: OpenAIServer,
+) -> None:
+    out = await call(openai_server, StreamError(Answer("x"), after=0, code="400"), stream=True)
     assert isinstance(out.error, ProviderError) and not out.error.retryable
-    assert out.error.status == 400 and len(server.requests) == 1
+    assert out.error.status == 400 and len(openai_server.requests) == 1
 
 
 # -- a deadline per call ------------------------------------------------------------------
@@ -282,38 +288,43 @@ async def test_an_error_event_with_a_client_code_is_not_retried(server: OpenAISe
 
 @pytest.mark.parametrize("stream", [False, True])
 async def test_a_server_that_trickles_a_byte_a_second_is_cut_off_at_timeout_s(
-    server: OpenAIServer, stream: bool
+    openai_server: OpenAIServer, stream: bool
 ) -> None:
     out = await call(
-        server, Trickle(Answer("slowly " * 10)), stream=stream, timeout_s=0.5, max_attempts=2
+        openai_server, Trickle(Answer("slowly " * 10)), stream=stream, timeout_s=0.5, max_attempts=2
     )
 
     assert isinstance(out.error, ProviderError) and "timeout_s=0.5" in str(out.error)
     assert estimated_errors(out.lines) == [("error", RESERVED, True)] * 2
-    assert len(server.requests) == 2
+    assert len(openai_server.requests) == 2
 
 
 # -- what each failed attempt records -----------------------------------------------------
 
 
 async def test_an_http_error_records_its_status_and_message_and_costs_nothing(
-    server: OpenAIServer,
+    openai_server: OpenAIServer,
 ) -> None:
     out = await call(
-        server,
+        openai_server,
         Fail(500, message="upstream exploded\nstack trace line"),
         Fail(429, {"retry-after": "0"}, message="slow down"),
         Answer("ok"),
     )
     first, second, ok = out.lines
     assert (first.status, first.cost_usd, first.estimated) == (500, 0, False)
-    assert first.error == f"{server.base_url} answered HTTP 500: upstream exploded"
-    assert (second.status, second.error) == (429, f"{server.base_url} answered HTTP 429: slow down")
+    assert first.error == f"{openai_server.base_url} answered HTTP 500: upstream exploded"
+    assert (second.status, second.error) == (
+        429,
+        f"{openai_server.base_url} answered HTTP 429: slow down",
+    )
     assert ok.outcome == "ok" and ok.status is None and ok.error is None
 
 
 @pytest.mark.parametrize("param", ["max_tokens", "max_completion_tokens"])
-async def test_max_tokens_param_names_the_field_sent(server: OpenAIServer, param: str) -> None:
-    await call(server, Answer("ok"), max_tokens_param=param)
-    body = server.requests[0].body
+async def test_max_tokens_param_names_the_field_sent(
+    openai_server: OpenAIServer, param: str
+) -> None:
+    await call(openai_server, Answer("ok"), max_tokens_param=param)
+    body = openai_server.requests[0].body
     assert body[param] == 300 and len({"max_tokens", "max_completion_tokens"} & set(body)) == 1

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from decimal import Decimal
 from typing import Any
 
@@ -32,12 +31,6 @@ class Design(BaseModel):
     modules: list[str]
 
 
-@pytest.fixture
-def server() -> Iterator[OpenAIServer]:
-    with OpenAIServer() as s:
-        yield s
-
-
 def ask(schema: dict[str, Any] | None = None, output_mode: str = "json_schema") -> LLMRequest:
     return LLMRequest(
         messages=(
@@ -55,7 +48,11 @@ def ask(schema: dict[str, Any] | None = None, output_mode: str = "json_schema") 
 
 
 async def run(
-    server: OpenAIServer, request: LLMRequest, *, stream: bool = False, timeout_s: float = 10.0
+    openai_server: OpenAIServer,
+    request: LLMRequest,
+    *,
+    stream: bool = False,
+    timeout_s: float = 10.0,
 ) -> tuple[str, list[LedgerLine], list[float]]:
     lines: list[LedgerLine] = []
     delays: list[float] = []
@@ -64,18 +61,21 @@ async def run(
         delays.append(seconds)
 
     async with OpenAIProvider(
-        base_url=server.base_url, api_key="sk-test-secret", timeout_s=timeout_s, stream=stream
+        base_url=openai_server.base_url,
+        api_key="sk-test-secret",
+        timeout_s=timeout_s,
+        stream=stream,
     ) as provider:
         gw = Gateway(provider, PRICES, Budget(Decimal("1")), sink=lines.append, sleep=sleep)
         completion = await gw.complete(request, round=1)
     return completion.text, lines, delays
 
 
-async def test_plain_answer_ledgers_the_servers_usage_exactly(server: OpenAIServer) -> None:
-    server.script(
+async def test_plain_answer_ledgers_the_servers_usage_exactly(openai_server: OpenAIServer) -> None:
+    openai_server.script(
         Answer("Use three modules.", prompt_tokens=1234, completion_tokens=56, cached_tokens=1000)
     )
-    text, lines, _ = await run(server, ask())
+    text, lines, _ = await run(openai_server, ask())
     assert text == "Use three modules."
     (line,) = lines
     assert (line.prompt_tokens, line.completion_tokens, line.cached_tokens) == (1234, 56, 1000)
@@ -83,7 +83,7 @@ async def test_plain_answer_ledgers_the_servers_usage_exactly(server: OpenAIServ
         line.cost_usd
         == (234 * Decimal("0.15") + 1000 * Decimal("0.075") + 56 * Decimal("0.60")) / 10**6
     )
-    (got,) = server.requests
+    (got,) = openai_server.requests
     assert got.path == "/v1/chat/completions"
     assert got.headers["authorization"] == "Bearer sk-test-secret"
     assert got.body["model"] == "gpt-4o-mini" and got.body["max_completion_tokens"] == 300
@@ -91,26 +91,28 @@ async def test_plain_answer_ledgers_the_servers_usage_exactly(server: OpenAIServ
     assert "response_format" not in got.body and "stream" not in got.body
 
 
-async def test_streaming_takes_usage_from_the_last_chunk(server: OpenAIServer) -> None:
-    server.script(
+async def test_streaming_takes_usage_from_the_last_chunk(openai_server: OpenAIServer) -> None:
+    openai_server.script(
         Answer("A streamed design in pieces.", prompt_tokens=321, completion_tokens=9, chunks=4)
     )
-    text, lines, _ = await run(server, ask(), stream=True)
+    text, lines, _ = await run(openai_server, ask(), stream=True)
     assert text == "A streamed design in pieces."
     assert (lines[0].prompt_tokens, lines[0].completion_tokens) == (321, 9)
-    body = server.requests[0].body
+    body = openai_server.requests[0].body
     assert body["stream"] is True and body["stream_options"] == {"include_usage": True}
 
 
-async def test_json_schema_is_sent_strict_when_the_schema_allows(server: OpenAIServer) -> None:
-    server.script(
+async def test_json_schema_is_sent_strict_when_the_schema_allows(
+    openai_server: OpenAIServer,
+) -> None:
+    openai_server.script(
         Answer(
             '{"title": "Todo", "modules": ["api", "ui"]}', prompt_tokens=77, completion_tokens=15
         )
     )
-    text, lines, _ = await run(server, ask(Design.model_json_schema()))
+    text, lines, _ = await run(openai_server, ask(Design.model_json_schema()))
     assert Design.model_validate_json(text) == Design(title="Todo", modules=["api", "ui"])
-    response_format = server.requests[0].body["response_format"]
+    response_format = openai_server.requests[0].body["response_format"]
     assert response_format["type"] == "json_schema"
     assert response_format["json_schema"]["name"] == "Design"
     assert response_format["json_schema"]["strict"] is True
@@ -118,10 +120,12 @@ async def test_json_schema_is_sent_strict_when_the_schema_allows(server: OpenAIS
     assert lines[0].prompt_tokens == 77
 
 
-async def test_prompt_mode_writes_the_schema_into_the_system_prompt(server: OpenAIServer) -> None:
-    server.script(Answer('{"title": "T", "modules": []}'))
-    await run(server, ask(Design.model_json_schema(), output_mode="prompt"))
-    body = server.requests[0].body
+async def test_prompt_mode_writes_the_schema_into_the_system_prompt(
+    openai_server: OpenAIServer,
+) -> None:
+    openai_server.script(Answer('{"title": "T", "modules": []}'))
+    await run(openai_server, ask(Design.model_json_schema(), output_mode="prompt"))
+    body = openai_server.requests[0].body
     assert "response_format" not in body
     system = body["messages"][0]["content"]
     assert (
@@ -131,45 +135,47 @@ async def test_prompt_mode_writes_the_schema_into_the_system_prompt(server: Open
     )
 
 
-async def test_429_with_retry_after_then_success(server: OpenAIServer) -> None:
-    server.script(
+async def test_429_with_retry_after_then_success(openai_server: OpenAIServer) -> None:
+    openai_server.script(
         Fail(429, {"retry-after": "7"}), Answer("ok", prompt_tokens=40, completion_tokens=2)
     )
-    text, lines, delays = await run(server, ask())
+    text, lines, delays = await run(openai_server, ask())
     assert text == "ok" and delays == [7.0]
     assert [(ln.outcome, ln.attempt, ln.prompt_tokens, ln.cost_usd) for ln in lines] == [
         ("error", 1, 0, Decimal(0)),
         ("ok", 2, 40, (40 * Decimal("0.15") + 2 * Decimal("0.60")) / 10**6),
     ]
-    assert len(server.requests) == 2  # the SDK did not retry on its own
+    assert len(openai_server.requests) == 2  # the SDK did not retry on its own
 
 
-async def test_500_then_success(server: OpenAIServer) -> None:
-    server.script(Fail(500), Answer("fine", prompt_tokens=12, completion_tokens=1))
-    text, lines, delays = await run(server, ask())
+async def test_500_then_success(openai_server: OpenAIServer) -> None:
+    openai_server.script(Fail(500), Answer("fine", prompt_tokens=12, completion_tokens=1))
+    text, lines, delays = await run(openai_server, ask())
     assert text == "fine" and delays == [0.5]
-    assert [ln.outcome for ln in lines] == ["error", "ok"] and len(server.requests) == 2
+    assert [ln.outcome for ln in lines] == ["error", "ok"] and len(openai_server.requests) == 2
 
 
-async def test_a_timeout_is_retried_and_gives_up_after_max_attempts(server: OpenAIServer) -> None:
-    server.script(Slow(30, Answer("late")))
+async def test_a_timeout_is_retried_and_gives_up_after_max_attempts(
+    openai_server: OpenAIServer,
+) -> None:
+    openai_server.script(Slow(30, Answer("late")))
     with pytest.raises(ProviderError, match="timed out") as info:
-        await run(server, ask(), timeout_s=0.3)
-    assert info.value.retryable and len(server.requests) == 3
+        await run(openai_server, ask(), timeout_s=0.3)
+    assert info.value.retryable and len(openai_server.requests) == 3
 
 
-async def test_a_400_is_not_retried(server: OpenAIServer) -> None:
-    server.script(Fail(400, message="bad schema"))
+async def test_a_400_is_not_retried(openai_server: OpenAIServer) -> None:
+    openai_server.script(Fail(400, message="bad schema"))
     with pytest.raises(ProviderError, match="HTTP 400") as info:
-        await run(server, ask())
-    assert not info.value.retryable and len(server.requests) == 1
+        await run(openai_server, ask())
+    assert not info.value.retryable and len(openai_server.requests) == 1
 
 
-async def test_an_unknown_model_reaches_no_server(server: OpenAIServer) -> None:
+async def test_an_unknown_model_reaches_no_server(openai_server: OpenAIServer) -> None:
     request = LLMRequest(messages=(ChatMessage("user", "hi"),), model="gpt-4o-mimi")
     with pytest.raises(ConfigError, match="gpt-4o-mini"):
-        await run(server, request)
-    assert server.requests == []
+        await run(openai_server, request)
+    assert openai_server.requests == []
 
 
 async def test_no_key_is_a_config_error_and_the_key_never_shows() -> None:

@@ -17,7 +17,7 @@ from sopbus.bus import read_jsonl
 
 pytest.importorskip("opentelemetry.sdk", reason="install the extra: pip install -e '.[otel]'")
 from support.cli import sopbus
-from support.otlp_server import otlp_collector
+from support.otlp_server import Collected, otlp_collector
 
 pytestmark = pytest.mark.slow
 
@@ -75,35 +75,39 @@ def _check_tree(spans: list[dict[str, Any]], run_dir: Path, mode: str) -> None:
     )
 
 
-def test_run_with_otel_sends_the_run_as_one_trace(tmp_path: Path) -> None:
-    with otlp_collector() as (endpoint, got):
-        done = _sopbus(
-            "run",
-            "scenarios/software_company.toml",
-            "--otel",
-            "--quiet",
-            "--runs-dir",
-            tmp_path,
-            env={"OTEL_EXPORTER_OTLP_ENDPOINT": endpoint},
-        )
+def test_run_with_otel_sends_the_run_as_one_trace(
+    tmp_path: Path, otlp: tuple[str, Collected]
+) -> None:
+    endpoint, got = otlp
+    done = _sopbus(
+        "run",
+        "scenarios/software_company.toml",
+        "--otel",
+        "--quiet",
+        "--runs-dir",
+        tmp_path,
+        env={"OTEL_EXPORTER_OTLP_ENDPOINT": endpoint},
+    )
     assert done.returncode == 0, done.stderr
     assert set(got.paths) == {"/v1/traces"}
     assert got.resources[0]["service.name"] == "sopbus"
     _check_tree(got.spans, _run_dir(tmp_path), "rounds")
 
 
-def test_the_endpoint_variable_alone_turns_export_on_in_events_mode(tmp_path: Path) -> None:
-    with otlp_collector() as (endpoint, got):
-        done = _sopbus(
-            "run",
-            "scenarios/flower_shop.toml",
-            "--mode",
-            "events",
-            "--quiet",
-            "--runs-dir",
-            tmp_path,
-            env={"OTEL_EXPORTER_OTLP_ENDPOINT": endpoint},
-        )
+def test_the_endpoint_variable_alone_turns_export_on_in_events_mode(
+    tmp_path: Path, otlp: tuple[str, Collected]
+) -> None:
+    endpoint, got = otlp
+    done = _sopbus(
+        "run",
+        "scenarios/flower_shop.toml",
+        "--mode",
+        "events",
+        "--quiet",
+        "--runs-dir",
+        tmp_path,
+        env={"OTEL_EXPORTER_OTLP_ENDPOINT": endpoint},
+    )
     assert done.returncode == 0, done.stderr
     _check_tree(got.spans, _run_dir(tmp_path), "events")
 

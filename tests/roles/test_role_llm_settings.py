@@ -6,7 +6,6 @@ names stay inside its folder unless it says ``allow_outside = true``."""
 from __future__ import annotations
 
 import tomllib
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -22,17 +21,13 @@ from support.teams import pipeline
 KEY = {"OPENAI_API_KEY": "sk-test"}
 
 
-@pytest.fixture
-def server() -> Iterator[OpenAIServer]:
-    with OpenAIServer() as s:
-        yield s
-
-
-def run_pair(tmp_path: Path, server: OpenAIServer, pete: str) -> tuple[str, list[LedgerLine]]:
+def run_pair(
+    tmp_path: Path, openai_server: OpenAIServer, pete: str
+) -> tuple[str, list[LedgerLine]]:
     path = tmp_path / "pair.toml"
     llm = {
         "provider": "openai",
-        "base_url": server.base_url,
+        "base_url": openai_server.base_url,
         "max_tokens": 100,
         "timeout_s": 60,
         "max_attempts": 3,
@@ -51,24 +46,26 @@ def run_pair(tmp_path: Path, server: OpenAIServer, pete: str) -> tuple[str, list
     return outcome.result.end_reason, list(read_jsonl(outcome.run_dir / "costs.jsonl", LedgerLine))
 
 
-def test_a_roles_max_attempts_replaces_the_runs(server: OpenAIServer, tmp_path: Path) -> None:
-    server.script(Answer("a draft"), Fail(500), Answer("never asked for"))
-    reason, lines = run_pair(tmp_path, server, "max_attempts = 1")
+def test_a_roles_max_attempts_replaces_the_runs(
+    openai_server: OpenAIServer, tmp_path: Path
+) -> None:
+    openai_server.script(Answer("a draft"), Fail(500), Answer("never asked for"))
+    reason, lines = run_pair(tmp_path, openai_server, "max_attempts = 1")
     assert reason == "error"
     assert [(line.role, line.outcome) for line in lines] == [("Dora", "ok"), ("Pete", "error")]
-    assert len(server.requests) == 2  # the run's max_attempts = 3 would have retried
+    assert len(openai_server.requests) == 2  # the run's max_attempts = 3 would have retried
 
 
-def test_a_roles_stream_replaces_the_runs(server: OpenAIServer, tmp_path: Path) -> None:
-    server.script(Answer("a draft"), Answer("a polished haiku"))
-    reason, lines = run_pair(tmp_path, server, "stream = true")
+def test_a_roles_stream_replaces_the_runs(openai_server: OpenAIServer, tmp_path: Path) -> None:
+    openai_server.script(Answer("a draft"), Answer("a polished haiku"))
+    reason, lines = run_pair(tmp_path, openai_server, "stream = true")
     assert reason == "idle" and [line.outcome for line in lines] == ["ok", "ok"]
-    assert [r.body.get("stream", False) for r in server.requests] == [False, True]
+    assert [r.body.get("stream", False) for r in openai_server.requests] == [False, True]
 
 
-def test_a_roles_timeout_replaces_the_runs(server: OpenAIServer, tmp_path: Path) -> None:
-    server.script(Answer("a draft"), Slow(3, Answer("too late")))
-    reason, lines = run_pair(tmp_path, server, "timeout_s = 0.3, max_attempts = 1")
+def test_a_roles_timeout_replaces_the_runs(openai_server: OpenAIServer, tmp_path: Path) -> None:
+    openai_server.script(Answer("a draft"), Slow(3, Answer("too late")))
+    reason, lines = run_pair(tmp_path, openai_server, "timeout_s = 0.3, max_attempts = 1")
     assert reason == "error"  # the run's timeout_s = 60 would have waited for the answer
     assert [(line.role, line.outcome) for line in lines] == [("Dora", "ok"), ("Pete", "error")]
 

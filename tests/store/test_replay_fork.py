@@ -4,7 +4,6 @@ round N that makes no call for rounds up to N; the first difference of two runs.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from decimal import Decimal
 from functools import partial
 from pathlib import Path
@@ -41,10 +40,10 @@ max_tokens = 300
 
 
 @pytest.fixture
-def server() -> Iterator[OpenAIServer]:
-    with OpenAIServer() as s:
-        s.script(Answer("an outline"), Answer("a draft"), Answer("a polished haiku"))
-        yield s
+def server(openai_server: OpenAIServer) -> OpenAIServer:
+    """The shared OpenAI-compatible server, scripted for this team."""
+    openai_server.script(Answer("an outline"), Answer("a draft"), Answer("a polished haiku"))
+    return openai_server
 
 
 @pytest.fixture(autouse=True)
