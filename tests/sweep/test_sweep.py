@@ -198,13 +198,17 @@ def test_a_sweep_killed_with_kill_9_resumes_and_pays_no_call_twice(tmp_path: Pat
         for e in record(sweep_dir(tmp_path / "base-sweeps"))["runs"]
     }
 
+    # Each call takes 2 s: the kill point (a reservation with no answer yet, seen by a poll
+    # every 5 ms) comes long before the call could end, so the kill always lands while a call
+    # is in flight. At 300 ms a slow poll on a loaded machine saw the call as in flight just
+    # as it ended, and now and then the kill found none (lost_total was 0).
     proc = start(
         tmp_path,
         "sweep",
         str(COMPANY),
         *matrix,
         "--set",
-        "llm.latency_ms=300",
+        "llm.latency_ms=2000",
         "--runs-dir",
         "runs",
     )
@@ -220,6 +224,8 @@ def test_a_sweep_killed_with_kill_9_resumes_and_pays_no_call_twice(tmp_path: Pat
         if (runs / e["run_id"]).is_dir() and not (runs / e["run_id"] / "summary.json").is_file()
     ]
     assert killed
+    # What the test is about: the kill left a call in flight (reserved, never answered).
+    assert any(in_flight(runs / e["run_id"]) for e in killed)
 
     resumed = sopbus(tmp_path, "sweep", "--resume", sdir.name)
     assert resumed.returncode == 0, resumed.stderr
