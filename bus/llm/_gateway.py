@@ -21,7 +21,8 @@ from loguru import logger
 from .._errors import BudgetExhausted, ProviderError, ProviderOverrun
 from .._protocol import Completion, LLMRequest, Provider, Usage
 from ..money._account import AccountShare, Hold
-from ..money._budget import Budget, Reservation, usd
+from ..money._budget import Budget, Reservation
+from ..money._format import money
 from ..money._ledger import LedgerLine, Outcome
 from ..money._prices import Price, PriceBook
 from ._overrun import impossible_usage, overrun_cost, overrun_record
@@ -442,9 +443,9 @@ def refusal(
     completion = request.max_tokens * price.output / Decimal(1_000_000)
     return (
         f"{request.role} {request.action} on {request.model} was not sent: its worst case is "
-        f"${usd(worst)} (a prompt of up to {prompt_bound} tokens plus max_tokens = "
-        f"{request.max_tokens} of completion, ${usd(completion)} of it), and ${usd(budget.left)} "
-        f"is left of ${usd(budget.cap)} (${usd(budget.spent)} spent, ${usd(budget.reserved)} held "
+        f"{money(worst)} (a prompt of up to {prompt_bound} tokens plus max_tokens = "
+        f"{request.max_tokens} of completion, {money(completion)} of it), and {money(budget.left)} "
+        f"is left of {money(budget.cap)} ({money(budget.spent)} spent, {money(budget.reserved)} held "
         f"by calls in flight); raise [run].budget_usd or --budget, or lower max_tokens "
         f"([llm].max_tokens, or llm = {{ max_tokens = ... }} on the action or role): a call "
         f"usually costs far less than its worst case"

@@ -9,7 +9,6 @@ from ._account import Hold as Hold
 from ._account import SharedAccount as SharedAccount
 from ._budget import Budget as Budget
 from ._budget import Reservation as Reservation
-from ._budget import usd as usd
 from ._costs import cost_report as cost_report
 from ._costs import ledger_csv as ledger_csv
 from ._costs import load_ledger as load_ledger
@@ -17,6 +16,9 @@ from ._costs import render_table as render_table
 from ._costs import report_json as report_json
 from ._costs import reprice as reprice
 from ._file_account import FileAccount as FileAccount
+from ._format import money as money
+from ._format import share as share
+from ._format import usd as usd
 from ._ledger import WALL_CLOCK_FIELDS as WALL_CLOCK_FIELDS
 from ._ledger import LedgerLine as LedgerLine
 from ._ledger import without_wall_clock as without_wall_clock

@@ -15,7 +15,7 @@ from typing import Any
 import msgspec
 
 from ._account import AccountState, Hold
-from ._budget import usd
+from ._format import money
 
 
 class Book(msgspec.Struct, kw_only=True):
@@ -45,8 +45,8 @@ class Book(msgspec.Struct, kw_only=True):
         if spent + held + hold.amount > self.cap:
             self.refused += 1
             return (
-                f"next call needs up to ${usd(hold.amount)}; ${usd(self.cap - spent - held)} "
-                f"left of the shared ${usd(self.cap)} (${usd(spent)} spent, ${usd(held)} "
+                f"next call needs up to {money(hold.amount)}; {money(self.cap - spent - held)} "
+                f"left of the shared {money(self.cap)} ({money(spent)} spent, {money(held)} "
                 f"held by calls in flight of all runs); {fix}"
             )
         self.holds[hold.id] = (hold.holder, hold.amount)

@@ -17,6 +17,7 @@ from __future__ import annotations
 from decimal import Decimal
 
 from .._errors import BudgetExhausted
+from ._format import money
 
 
 class Reservation:
@@ -79,8 +80,8 @@ class Budget:
             raise BudgetExhausted(f"no more calls: {self._closed}")
         if self._spent + self._reserved + amount > self._cap:
             raise BudgetExhausted(
-                f"next call needs up to ${usd(amount)}; ${usd(self.left)} left of ${usd(self._cap)} "
-                f"(${usd(self._spent)} spent, ${usd(self._reserved)} held by calls in flight); "
+                f"next call needs up to {money(amount)}; {money(self.left)} left of {money(self._cap)} "
+                f"({money(self._spent)} spent, {money(self._reserved)} held by calls in flight); "
                 f"raise [run].budget_usd or --budget"
             )
         self._reserved += amount
@@ -100,10 +101,3 @@ class Budget:
             raise RuntimeError(f"{reservation!r} was already settled or released")
         reservation.open = False
         self._reserved -= reservation.amount
-
-
-def usd(amount: Decimal) -> str:
-    """``amount`` for people: 2 decimals at least, up to 6 so that small calls still show."""
-    text = f"{amount:.6f}".rstrip("0")
-    whole, _, cents = text.partition(".")
-    return f"{whole}.{cents.ljust(2, '0')}"

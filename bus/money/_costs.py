@@ -21,7 +21,7 @@ from rich.text import Text
 from .._jsonl import read_jsonl
 from .._layout import COSTS as COSTS_FILE
 from .._protocol import Usage
-from ._budget import usd
+from ._format import money, share, usd
 from ._ledger import LedgerLine
 from ._prices import PriceBook
 
@@ -119,9 +119,12 @@ def render_table(report: dict[str, Any]) -> RenderableType:
             )
         tables.append(table)
     total, budget = report["total_usd"], report["budget_usd"]
-    share = f" ({total / budget:.0%} of budget)" if budget > 0 else ""
+    of_cap = f" ({share(total, budget)} of the cap)" if budget > 0 else ""
     tables.append(
-        Text(f"total ${usd(total)} of ${usd(budget)}{share}, {report['calls']} calls", style="bold")
+        Text(
+            f"total {money(total)} of {money(budget)}{of_cap}, {report['calls']} calls",
+            style="bold",
+        )
     )
     return Group(*tables)
 

@@ -20,7 +20,7 @@ import trio
 from .._errors import BudgetExhausted, ConfigError
 from ..money._account import AccountState, Hold
 from ..money._book import Book, checked_cap, decoder, encoder, new_hold
-from ..money._budget import usd
+from ..money._format import money
 from ._link import Link
 
 T = TypeVar("T")
@@ -58,8 +58,8 @@ class NatsAccount:
         def change(book: Book) -> tuple[bool, None]:
             if cap is not None and book.cap != cap:
                 raise ConfigError(
-                    f"the shared account {self._where} already exists with a cap of ${usd(book.cap)}, "
-                    f"not ${usd(cap)}: join it without a cap, or give a new bucket for a new cap"
+                    f"the shared account {self._where} already exists with a cap of {money(book.cap)}, "
+                    f"not {money(cap)}: join it without a cap, or give a new bucket for a new cap"
                 )
             return False, None
 

@@ -14,7 +14,8 @@ from typing import Any
 
 import msgspec
 
-from ..money._budget import usd
+from ..money._format import money
+from ..money._format import share as percent
 from ._data import RunData
 
 
@@ -50,7 +51,7 @@ def figures(data: RunData, report: dict[str, Any]) -> dict[str, Any]:
 def header_html(fig: dict[str, Any], data: RunData) -> str:
     """The header: title, the simulated mark, the verdict and the figures table."""
     spent, cap = Decimal(str(fig["total_usd"])), Decimal(str(fig["budget_usd"] or 0))
-    share = f"{spent / cap * 100:.1f}% of the budget" if cap else "no cap"
+    share = f"{percent(spent, cap)} of the cap" if cap else "no cap"
     models = sorted(
         {c.line.model for c in data.calls} | ({fig["model"]} if fig["model"] else set())
     )
@@ -73,8 +74,8 @@ def header_html(fig: dict[str, Any], data: RunData) -> str:
             fig["prompt_tokens"] + fig["completion_tokens"],
             f"{fig['prompt_tokens']:,} prompt + {fig['completion_tokens']:,} completion",
         ),
-        ("spend", "total_usd", fig["total_usd"], f"${usd(spent)} of ${usd(cap)} ({share})"),
-        ("budget", "budget_usd", fig["budget_usd"], f"${usd(cap)}"),
+        ("spend", "total_usd", fig["total_usd"], f"{money(spent)} of {money(cap)} ({share})"),
+        ("budget", "budget_usd", fig["budget_usd"], f"{money(cap)}"),
         # The value is the run's setting; the text adds whatever else answered (a person,
         # a role's own model), as the ledger saw it.
         ("provider", "provider", fig["provider"], ", ".join(providers)),
@@ -148,7 +149,7 @@ def cost_tables(report: dict[str, Any]) -> str:
         body = "".join(
             f'<tr data-{field}="{escape(name)}"><td>{escape(name or "-")}</td><td>{e["calls"]}</td>'
             f"<td>{e['prompt_tokens']:,}</td><td>{e['completion_tokens']:,}</td>"
-            f'<td data-value="{e["cost_usd"]}">${usd(e["cost_usd"])}</td></tr>'
+            f'<td data-value="{e["cost_usd"]}">{money(e["cost_usd"])}</td></tr>'
             for name, e in sorted(report[key].items(), key=lambda item: -item[1]["cost_usd"])
         )
         out.append(

@@ -11,7 +11,7 @@ from typing import Any
 
 import altair as alt
 
-from ..money._budget import usd
+from ..money._format import money
 from ._data import Call
 from ._vega import named, to_svg
 
@@ -60,7 +60,7 @@ def spend_svg(calls: Sequence[Call], budget: Decimal) -> str:
         )
         .properties(width=380, height=220, title="cumulative spend by role")
     )
-    budget_rows = [{"usd": float(budget), "label": f"budget ${usd(budget)}"}]
+    budget_rows = [{"usd": float(budget), "label": f"budget {money(budget)}"}]
     return to_svg(
         alt.hconcat(left, right), {"total": total, "roles": by_role, "budget": budget_rows}
     )

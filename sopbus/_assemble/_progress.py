@@ -22,6 +22,7 @@ from typing import Any
 import trio
 
 from sopbus.bus.llm._live import LiveText
+from sopbus.bus.money import money
 
 _POLL_S = 0.1
 _WORKING_WIDTH = 100  # characters of "role: action, ..." shown under the bar
@@ -119,7 +120,7 @@ class Progress:
             TextColumn("[bold]round {task.fields[round]}/{task.fields[max_rounds]}"),
             TextColumn("messages {task.fields[messages]}"),
             BarColumn(),
-            TextColumn("${task.fields[spent]:.4f} of ${task.fields[cap]:.2f}"),
+            TextColumn("{task.fields[spent_text]} of {task.fields[cap_text]}"),
             TextColumn("[yellow]{task.fields[waiting]}"),
         )
         rnd, published, spent, cap = self._state()
@@ -129,8 +130,8 @@ class Progress:
             round=rnd,
             max_rounds=self._max_rounds,
             messages=published,
-            spent=spent,
-            cap=cap,
+            spent_text=money(spent),
+            cap_text=money(cap),
             waiting="",
         )
 
@@ -161,14 +162,6 @@ class Progress:
             completed=float(spent),
             round=rnd,
             messages=published,
-            spent=spent,
+            spent_text=money(spent),
             waiting=self._waiting(),
         )
-
-
-def money(amount: Decimal) -> str:
-    """Dollars to the cent, or to four significant digits below a cent (a sim run costs
-    fractions of a cent, and "$0.00" would hide it)."""
-    if amount == 0 or abs(amount) >= Decimal("0.01"):
-        return f"${amount:.2f}" if abs(amount) >= 1 or amount == 0 else f"${amount:.4f}"
-    return f"${amount:.4g}" if "e" not in f"{amount:.4g}" else f"${amount:.8f}".rstrip("0")

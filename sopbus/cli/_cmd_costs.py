@@ -121,7 +121,7 @@ def _print_report(report: dict[str, Any], run_dir: Path, actual: list[LedgerLine
     from rich.markup import escape
 
     from sopbus.bus import render_table
-    from sopbus.bus.money._budget import usd
+    from sopbus.bus.money import money
 
     out = console()
     out.print(
@@ -132,7 +132,7 @@ def _print_report(report: dict[str, Any], run_dir: Path, actual: list[LedgerLine
         models = ", ".join(sorted({line.model for line in actual})) or "-"
         out.print(
             f"repriced on {report['repriced_to']}: the same tokens would have cost "
-            f"${usd(report['total_usd'])} (actual ${usd(report['actual_total_usd'])} on {models})",
+            f"{money(report['total_usd'])} (actual {money(report['actual_total_usd'])} on {models})",
             highlight=False,
             markup=False,
         )

@@ -123,17 +123,17 @@ def _last_round(run_dir: Path) -> int:
 def _columns() -> list[tuple[str, Callable[[dict[str, Any]], str], bool]]:
     from decimal import Decimal
 
-    from sopbus.bus.money._budget import usd
+    from sopbus.bus.money import money
 
     return [
         ("run", lambda r: r["run_id"], True),
         ("status", lambda r: r["status"], True),
         ("verdict", _verdict_cell, True),
-        ("spend", lambda r: f"${usd(Decimal(r['total_usd']))}", True),
+        ("spend", lambda r: f"{money(Decimal(r['total_usd']))}", True),
         ("llm", lambda r: "sim" if r.get("simulated") else str(r.get("provider") or "?"), True),
         ("ended by", lambda r: r["end_reason"], False),
         ("calls", lambda r: str(r["calls"]), False),
-        ("budget", lambda r: f"${usd(Decimal(r['budget_usd']))}", False),
+        ("budget", lambda r: f"{money(Decimal(r['budget_usd']))}", False),
         ("started", lambda r: r["started"], False),
         ("scenario", lambda r: r["scenario"], False),
     ]

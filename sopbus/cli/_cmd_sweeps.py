@@ -75,7 +75,7 @@ def _print_table(rows: list[dict[str, Any]], where: str) -> None:
     from rich.markup import escape
     from rich.table import Table
 
-    from sopbus.bus.money._budget import usd
+    from sopbus.bus.money import money
 
     from ._runref import console
 
@@ -99,7 +99,7 @@ def _print_table(rows: list[dict[str, Any]], where: str) -> None:
             escape(row["scenario"]),
             f"{row['variants']} x {row['seeds']} seeds",
             ended,
-            f"${usd(Decimal(row['spent_usd']))} / ${usd(Decimal(row['budget_usd']))}",
+            f"{money(Decimal(row['spent_usd']))} / {money(Decimal(row['budget_usd']))}",
             row["state"],
             row["started"],
         )

@@ -6,7 +6,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sopbus._assemble._progress import money
+from sopbus.bus.money import money, share
 
 if TYPE_CHECKING:
     from sopbus.bus import RunSummary, Verdict
@@ -31,7 +31,7 @@ def print_summary(summary: RunSummary, run_dir: Path) -> None:
         ("messages", f"{summary.messages} ({summary.undelivered} undelivered)"),
         ("LLM calls", str(summary.llm_calls)),
         ("tokens", f"{summary.prompt_tokens} prompt, {summary.completion_tokens} completion"),
-        ("spend", f"{money(spent)} of {money(cap)} ({_share(spent, cap)})"),
+        ("spend", f"{money(spent)} of {money(cap)} ({share(spent, cap)} of the cap)"),
         ("overrun", _overrun(summary.overrun)),
         ("duration", f"{summary.duration_s:.2f} s"),
         ("run directory", str(run_dir)),
@@ -66,10 +66,6 @@ def _verdict_style(verdict: Verdict | None) -> str:
     if verdict is None:
         return ""
     return "green" if verdict.passed else "bold red"
-
-
-def _share(spent: Decimal, cap: Decimal) -> str:
-    return f"{spent / cap * 100:.1f}%" if cap else "no cap"
 
 
 def _overrun(overrun: dict[str, Any] | None) -> str:

@@ -101,12 +101,12 @@ def render(record: SweepRecord, rows: list[dict[str, Any]], spent: Decimal | Non
     from rich.markup import escape
     from rich.table import Table
 
-    from sopbus.bus.money._budget import usd
+    from sopbus.bus.money import money
 
-    spend = f"${usd(spent)} of " if spent is not None else ""
+    spend = f"{money(spent)} of " if spent is not None else ""
     title = (
         f"sweep {record.sweep_id}: {record.scenario}, {len(record.variants)} variant(s) x "
-        f"{len(record.seeds)} seed(s), {spend}${usd(record.budget_usd)}"
+        f"{len(record.seeds)} seed(s), {spend}{money(record.budget_usd)}"
     )
     table = Table(title=escape(title), title_justify="left")
     for column in (
@@ -152,12 +152,12 @@ def _pass_cell(row: dict[str, Any]) -> str:
 
 
 def _spend_cell(row: dict[str, Any]) -> str:
-    from sopbus.bus.money._budget import usd
+    from sopbus.bus.money import money
 
     if row["spend_mean_usd"] is None:
         return "-"
     return " / ".join(
-        f"${usd(row[k].quantize(Decimal('0.000001')))}"
+        f"{money(row[k].quantize(Decimal('0.000001')))}"
         for k in ("spend_mean_usd", "spend_median_usd", "spend_max_usd")
     )
 

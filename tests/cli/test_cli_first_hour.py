@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from sopbus.bus.money._budget import usd
+from sopbus.bus.money import money
 from support.cli import ARGV, sopbus
 from support.paths import DATA, ROOT
 
@@ -208,7 +208,7 @@ def test_a_refused_call_records_its_reservation_and_names_max_tokens(tmp_path: P
     (line,) = [json.loads(x) for x in (run / "costs.jsonl").read_text().splitlines()]
     assert line["outcome"] == "refused" and Decimal(line["reserved_usd"]) > Decimal("0.0001")
     detail = json.loads((run / "summary.json").read_text())["detail"]
-    assert f"its worst case is ${usd(Decimal(line['reserved_usd']))} " in detail
+    assert f"its worst case is {money(Decimal(line['reserved_usd']))} " in detail
     assert "max_tokens = 256" in detail and "lower max_tokens" in detail
 
 
