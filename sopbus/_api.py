@@ -28,6 +28,7 @@ from typing import Any
 
 import outcome as trio_outcome
 import trio
+from loguru import logger
 
 from sopbus.bus import ConfigError, Scenario, load_scenario, scenario_with_overrides
 
@@ -43,7 +44,12 @@ OVERRIDES: tuple[str, ...] = tuple(
 
 
 def run_scenario(
-    path: str | os.PathLike[str], /, *, environ: Mapping[str, str] | None = None, **overrides: Any
+    path: str | os.PathLike[str],
+    /,
+    *,
+    environ: Mapping[str, str] | None = None,
+    verbose: bool = False,
+    **overrides: Any,
 ) -> RunOutcome:
     """Runs the scenario file at ``path`` (or the shipped scenario of that name,
     ``"software_company"``) to its end and returns its :class:`RunOutcome`.
@@ -53,12 +59,13 @@ def run_scenario(
     see :data:`OVERRIDES`). ``environ`` holds the keys and endpoints (default: the process
     environment over ``./.env``). A bad file, override or missing key raises
     :class:`~sopbus.bus.ConfigError` before anything runs; a run that fails or runs out of budget
-    returns normally with that ``status``.
+    returns normally with that ``status``. The run prints only warnings to stderr;
+    ``verbose=True`` prints its log lines too (all are in the run's ``run.log``).
 
     Blocks; works from a script and from a notebook cell (an asyncio loop already
     running). Inside a trio program ``await`` :func:`run_scenario_async` instead.
     """
-    job = _Job.prepare(path, environ, overrides)
+    job = _Job.prepare(path, environ, overrides, verbose)
     if trio.lowlevel.in_trio_run():
         raise RuntimeError(
             "run_scenario() blocks, and this thread is running trio: use "
@@ -70,7 +77,12 @@ def run_scenario(
 
 
 async def run_scenario_async(
-    path: str | os.PathLike[str], /, *, environ: Mapping[str, str] | None = None, **overrides: Any
+    path: str | os.PathLike[str],
+    /,
+    *,
+    environ: Mapping[str, str] | None = None,
+    verbose: bool = False,
+    **overrides: Any,
 ) -> RunOutcome:
     """:func:`run_scenario` for trio programs: ``await sopbus.run_scenario_async(path)``.
     Cancelling the caller cancels the run (it ends ``cancelled``, with its summary written)."""
@@ -79,18 +91,23 @@ async def run_scenario_async(
             "run_scenario_async() runs under trio; under asyncio use "
             "`await sopbus.run_scenario_asyncio(...)`, elsewhere run_scenario()"
         )
-    job = _Job.prepare(path, environ, overrides)
+    job = _Job.prepare(path, environ, overrides, verbose)
     return _finished(await job.run())
 
 
 async def run_scenario_asyncio(
-    path: str | os.PathLike[str], /, *, environ: Mapping[str, str] | None = None, **overrides: Any
+    path: str | os.PathLike[str],
+    /,
+    *,
+    environ: Mapping[str, str] | None = None,
+    verbose: bool = False,
+    **overrides: Any,
 ) -> RunOutcome:
     """:func:`run_scenario` for asyncio programs and notebooks:
     ``result = await sopbus.run_scenario_asyncio(path)``. The run is a trio guest on the
     running asyncio loop; cancelling the awaiting task cancels the run and waits for it to
     write its summary."""
-    job = _Job.prepare(path, environ, overrides)
+    job = _Job.prepare(path, environ, overrides, verbose)
     loop = asyncio.get_running_loop()
     done: asyncio.Future[trio_outcome.Outcome[RunOutcome | None]] = loop.create_future()
 
@@ -118,9 +135,10 @@ class _Job:
     """One prepared run: the checked scenario and its keys, and a handle to cancel it from
     another thread once it runs."""
 
-    def __init__(self, scenario: Scenario, environ: Mapping[str, str]):
+    def __init__(self, scenario: Scenario, environ: Mapping[str, str], verbose: bool):
         self.scenario = scenario
         self.environ = environ
+        self.verbose = verbose
         self._token: trio.lowlevel.TrioToken | None = None
         self._scope: trio.CancelScope | None = None
         self._lock = threading.Lock()
@@ -132,12 +150,14 @@ class _Job:
         path: str | os.PathLike[str],
         environ: Mapping[str, str] | None,
         overrides: Mapping[str, Any],
+        verbose: bool,
     ) -> _Job:
         _check_names(overrides)
         scenario = scenario_with_overrides(load_scenario(scenario_path(path)), **overrides)
-        from sopbus._assemble import run_environ
+        from sopbus._assemble import quiet_for_the_api, run_environ
 
-        return cls(scenario, dict(environ) if environ is not None else run_environ())
+        quiet_for_the_api()
+        return cls(scenario, dict(environ) if environ is not None else run_environ(), verbose)
 
     async def run(self) -> RunOutcome | None:
         """Runs the scenario; ``None`` when :meth:`cancel` stopped it."""
@@ -148,7 +168,8 @@ class _Job:
                 self._token, self._scope = trio.lowlevel.current_trio_token(), scope
                 if self._cancelled:
                     scope.cancel()
-            done = await execute(self.scenario, environ=self.environ)
+            with logger.contextualize(sopbus_verbose=self.verbose):
+                done = await execute(self.scenario, environ=self.environ)
             return RunOutcome.open(done.run_dir)
         return None
 

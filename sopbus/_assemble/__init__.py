@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from ._execute import preflight as preflight
     from ._execute import scenario_as_run as scenario_as_run
     from ._logs import configure_logging as configure_logging
+    from ._logs import quiet_for_the_api as quiet_for_the_api
 
 _WHERE: dict[str, str] = {
     "run_environ": "._environ",
@@ -29,6 +30,7 @@ _WHERE: dict[str, str] = {
     "preflight": "._execute",
     "scenario_as_run": "._execute",
     "configure_logging": "._logs",
+    "quiet_for_the_api": "._logs",
 }
 
 __getattr__, __dir__, __all__ = lazy_exports(globals(), _WHERE)

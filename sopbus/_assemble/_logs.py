@@ -1,5 +1,5 @@
-"""The CLI's log lines: to stderr for people (with a run's secrets blanked), and each
-run's ``run.log``."""
+"""The log lines: to stderr for people (with a run's secrets blanked), each run's
+``run.log``, and the Python API's quiet default."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from loguru import logger
 
@@ -54,3 +55,39 @@ def configure_logging(quiet: bool, verbose: bool = False) -> None:
         filter=lambda record: verbose or not record["extra"].get("cost"),
         format="<green>{time:HH:mm:ss}</green> <level>{level: <7}</level> {message}",
     )
+
+
+_API_QUIET = False
+_WARNING = 30
+
+
+def quiet_for_the_api() -> None:
+    """Keeps a Python program's stderr free of sopbus's INFO lines (one per call, coloured
+    even in a notebook) unless a run asks for them (``verbose=True``); warnings still show.
+
+    loguru starts with one handler (id 0: stderr, DEBUG, colours). The first API run
+    replaces that handler, once, with one that passes other libraries' lines as before,
+    sopbus's warnings, and sopbus's other lines only from a verbose run, secrets blanked,
+    coloured only on a terminal. A program that removed handler 0 or added its own keeps
+    its own configuration: those handlers are its, and untouched."""
+    global _API_QUIET
+    if _API_QUIET:
+        return
+    _API_QUIET = True
+    try:
+        logger.remove(0)
+    except ValueError:
+        return  # the program configured loguru itself
+    logger.add(
+        _to_stderr,
+        level="DEBUG",
+        colorize=sys.stderr.isatty(),
+        filter=_api_lines,
+        format="<green>{time:HH:mm:ss}</green> <level>{level: <7}</level> {message}",
+    )
+
+
+def _api_lines(record: Any) -> bool:
+    if not (record["name"] or "").startswith("sopbus"):
+        return True
+    return bool(record["level"].no >= _WARNING or record["extra"].get("sopbus_verbose"))
