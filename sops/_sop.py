@@ -38,6 +38,9 @@ class Team:
     the run's artifacts directory (or ``None`` without a store), e.g. to assemble a book;
     ``verdict`` judges what the run produced (a :class:`sopbus.bus.RunRecord`) and says whether
     the procedure did what it is for (a :class:`sopbus.bus.Verdict`; ``None``: no verdict).
+    ``bounds`` names the roles that end the cycles through them themselves, each with the
+    limit it enforces (``{"Edward": "at most max_test_rounds = 3 bug reports"}``):
+    ``validate`` then does not warn that such a cycle is bounded only by the round limit.
     """
 
     roles: list[Role]
@@ -46,6 +49,7 @@ class Team:
     injections: list[Injection] = field(default_factory=list)
     finish: Callable[[Path | None], None] | None = None
     verdict: Judge | None = None
+    bounds: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

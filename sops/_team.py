@@ -223,6 +223,8 @@ def team_warnings(team: Team) -> list[str]:
                 f"and nobody addresses it"
             )
     for cycle in _cycles(g):
+        if any(role in team.bounds for role in cycle):
+            continue  # a role on it stops the cycle itself (it says how in Team.bounds)
         warnings.append(
             f"cycle {' -> '.join(cycle)} is bounded only by [run].max_rounds and the "
             f"budget (roles may bound it themselves, e.g. a test-round limit)"

@@ -103,7 +103,12 @@ def build(ctx: SopContext) -> Team:
         llm_defaults=ctx.llm_defaults,
         **personas,
     )
-    return Team(roles=[specifier, user, assistant], stop=CamelStop(o.turn_limit), verdict=task_done)
+    return Team(
+        roles=[specifier, user, assistant],
+        stop=CamelStop(o.turn_limit),
+        verdict=task_done,
+        bounds={user.name: f"the run stops after turn_limit = {o.turn_limit} exchanges"},
+    )
 
 
 task_done = said_token(TASK_DONE, in_action=INSTRUCT, counting=SOLVE, noun="solution(s)")

@@ -89,6 +89,7 @@ def build(ctx: SopContext) -> Team:
             qa,
         ],
         verdict=qa_passed,
+        bounds={QA: f"QA sends at most max_test_rounds = {opts.max_test_rounds} bug reports"},
     )
 
 

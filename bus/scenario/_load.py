@@ -283,7 +283,7 @@ def scenario_with_overrides(
 ) -> Scenario:
     """``scenario`` with the command line's flags laid over the file; ``None`` keeps the
     file's value. The result is checked again (``--provider replay`` needs a cassette)."""
-    _check_flags(provider=provider, mode=mode, max_rounds=max_rounds)
+    _check_flags(provider=provider, mode=mode, max_rounds=max_rounds, idea=idea)
     info = _replace(scenario.info, idea=idea)
     llm = _replace(scenario.llm, provider=provider, model=model, base_url=base_url)
     run = _replace(
@@ -304,8 +304,16 @@ def scenario_with_overrides(
     return result
 
 
-def _check_flags(*, provider: str | None, mode: str | None, max_rounds: int | None) -> None:
+def _check_flags(
+    *, provider: str | None, mode: str | None, max_rounds: int | None, idea: str | None
+) -> None:
     # The command line checks these already; a caller of the Python API gets the same words.
+    if idea is not None and not idea.strip():
+        # An empty first message starts nobody: the run would end at once, "completed".
+        raise ConfigError(
+            f"--idea {idea!r}: the first message is empty; say the idea in words, or leave "
+            "--idea out to use the scenario's [scenario].idea"
+        )
     if provider is not None and provider not in typing.get_args(Provider):
         raise ConfigError(
             f"--provider {provider!r}: expected one of {', '.join(typing.get_args(Provider))}"

@@ -32,6 +32,7 @@ exit codes:
   2  usage or configuration error
   3  budget exhausted
   4  completed, but the SOP's verdict failed (see "verdict" in summary.json)
+  5  sopbus diff: the two runs differ
   130  interrupted (Ctrl-C)
 """
 

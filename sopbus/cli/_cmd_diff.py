@@ -2,7 +2,8 @@
 
 Messages are compared on their logical fields (:func:`sopbus.bus.logical_view`: no run id, no
 wall clock), with their recipients or the reason they went undelivered. Exit 0 when the
-sequences are equal, 1 when they differ (the first difference is printed).
+sequences are equal, 5 (:attr:`ExitCode.DIFFERENT`) when they differ (the first difference
+is printed), 2 when a run cannot be read.
 """
 
 from __future__ import annotations
@@ -12,10 +13,11 @@ import json
 from pathlib import Path
 from typing import Any
 
+from ._exit import ExitCode
 from ._runref import EVENTS, add_runs_dir, resolve_run
 
 NAME = "diff"
-HELP = "print the first difference of two runs' message sequences (exit 1 if they differ)"
+HELP = "print the first difference of two runs' message sequences (exit 5 if they differ)"
 
 _KINDS = ("message_published", "message_undelivered")
 
@@ -34,7 +36,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"same {len(a)} messages")
         return 0
     print(f"{first.name} and {second.name} differ: {difference}")
-    return 1
+    return ExitCode.DIFFERENT
 
 
 def messages(run_dir: Path) -> list[dict[str, Any]]:

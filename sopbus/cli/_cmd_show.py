@@ -205,11 +205,12 @@ def _ending(run_dir: Path) -> str:
     summary = read_summary(run_dir)
     if summary is None:
         return "no summary.json: the run was killed or is still going"
-    from ._summary import output_text, verdict_text
+    from ._summary import output_text, status_text, verdict_text
 
-    verdict = verdict_text(summary.verdict) or "no verdict (the SOP states none)"
+    verdict = verdict_text(summary.verdict)
+    verdict = f"verdict {verdict}" if verdict else "the SOP states no verdict"
     return (
-        f"{summary.status} ({summary.end_reason}) after {summary.rounds} rounds; "
-        f"{summary.messages} messages, {summary.undelivered} undelivered; verdict {verdict}; "
+        f"{status_text(summary)} after {summary.rounds} rounds; "
+        f"{summary.messages} messages, {summary.undelivered} undelivered; {verdict}; "
         f"{output_text(summary)}"
     )

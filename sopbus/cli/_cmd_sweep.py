@@ -149,6 +149,7 @@ def _execute(sdir: SweepDir, record: SweepRecord, lease_s: float) -> int:
 
     from sopbus._assemble._logs import configure_logging
     from sopbus.bus import ConfigError
+    from sopbus.bus.money import money
     from sopbus.sweep._exec import drive
 
     configure_logging(quiet=True)
@@ -157,7 +158,7 @@ def _execute(sdir: SweepDir, record: SweepRecord, lease_s: float) -> int:
     _say(
         f"sweep {record.sweep_id}: {len(record.variants)} variant(s) x {len(record.seeds)} "
         f"seed(s), {todo} run(s) to go, {where} ({record.executor}), "
-        f"budget ${record.budget_usd}"
+        f"budget {money(record.budget_usd)}"
     )
     try:
         if record.bus is not None:
@@ -208,8 +209,10 @@ def _stopped(sdir: SweepDir, record: SweepRecord) -> int:
 
 
 def _finished(sdir: SweepDir, record: SweepRecord) -> int:
+    from sopbus.bus.money import money
     from sopbus.bus.money._file_account import FileAccount
     from sopbus.cli._runref import console
+    from sopbus.sweep._seeds import seeds_note
     from sopbus.sweep._stats import render, variant_rows
 
     skipped = sum(e.state == "skipped" for e in record.runs)
@@ -220,10 +223,13 @@ def _finished(sdir: SweepDir, record: SweepRecord) -> int:
     console().print(render(record, variant_rows(record), state.spent))
     if skipped:
         print(
-            f"the sweep's budget ran out: {skipped} run(s) skipped (spent ${state.spent} of "
-            f"${state.cap}); raise it with `sopbus sweep --resume {record.sweep_id} --budget USD`"
+            f"the sweep's budget ran out: {skipped} run(s) skipped (spent {money(state.spent)} "
+            f"of {money(state.cap)}); raise it with `sopbus sweep --resume {record.sweep_id} --budget USD`"
         )
     for entry in crashed:
         print(f"run {entry.run_id} could not be executed: {entry.error}")
+    note = seeds_note(record)
+    if note:
+        print(note)
     print(f"sweep directory: {sdir.path}")
     return 1 if crashed else 3 if skipped else 0

@@ -19,5 +19,8 @@ class ExitCode(enum.IntEnum):
     #: The run completed, but its SOP's verdict failed (QA's tests failed, the gate did not
     #: pass, the chat hit a limit before its done token): see ``verdict`` in summary.json.
     VERDICT_FAILED = 4
+    #: ``sopbus diff``: the two runs' messages differ (the first difference is printed). Not
+    #: 1, which says a run failed: a script can tell "they differ" from "diff could not run".
+    DIFFERENT = 5
     #: Interrupted with Ctrl-C (128 + SIGINT, as shells report it).
     INTERRUPTED = 130

@@ -23,7 +23,7 @@ def print_summary(summary: RunSummary, run_dir: Path) -> None:
     table.add_column()
     rows = [
         ("scenario", summary.scenario),
-        ("status", f"{summary.status} ({summary.end_reason})"),
+        ("status", status_text(summary)),
         ("verdict", verdict_text(summary.verdict)),
         ("output", output_text(summary)),
         ("detail", summary.error or summary.detail),
@@ -45,6 +45,13 @@ def print_summary(summary: RunSummary, run_dir: Path) -> None:
             # Text, not markup: "[run].budget_usd" must print as written.
             table.add_row(key, Text(str(value), style=styles.get(key, "")))
     Console().print(table)
+
+
+def status_text(summary: RunSummary) -> str:
+    """``completed (idle)``: the status and why it ended, the why only when it says more
+    (a budget-exhausted run's reason is its status)."""
+    reason = summary.end_reason
+    return f"{summary.status} ({reason})" if reason and reason != summary.status else summary.status
 
 
 def verdict_text(verdict: Verdict | None) -> str:

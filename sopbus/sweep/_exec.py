@@ -29,6 +29,7 @@ import msgspec
 import trio
 
 from sopbus.bus import SopbusError
+from sopbus.bus.money import money
 from sopbus.bus.money._file_account import FileAccount
 
 from ._job import Job, JobResult, run_job_guarded
@@ -89,7 +90,7 @@ def progress_line(record: SweepRecord, entry: RunEntry) -> str:
     ended = sum(e.state in ("done", "crashed") for e in record.runs)
     reason = f" ({entry.end_reason})" if entry.end_reason != entry.status else ""
     what = (
-        f"{entry.status}{reason} ${entry.total_usd}"
+        f"{entry.status}{reason} {money(entry.total_usd or 0)}"
         if entry.state == "done"
         else f"{entry.state}: {entry.error}"
     )

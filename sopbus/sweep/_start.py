@@ -23,6 +23,7 @@ from sopbus._assemble._environ import run_environ
 from sopbus._assemble._execute import scenario_as_run
 from sopbus._assemble._provider import checked_prices, endpoint
 from sopbus.bus._errors import ConfigError
+from sopbus.bus.money import money
 from sopbus.bus.money._file_account import FileAccount
 from sopbus.bus.scenario._load import load_scenario
 from sopbus.bus.scenario._types import Scenario, SweepSpec
@@ -120,7 +121,7 @@ def resumed_sweep(sdir: SweepDir, *, jobs: int | None, budget: Decimal | None) -
         if budget < spent:
             raise ConfigError(
                 f"--budget {budget}: sweep {record.sweep_id} has already spent "
-                f"${spent}; give a budget above that"
+                f"{money(spent)}; give a budget above that"
             )
         account.set_cap(budget)
         record.budget_usd = budget

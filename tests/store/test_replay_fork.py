@@ -199,14 +199,14 @@ def test_diff_prints_the_first_difference(
 
     assert diff(first, same, capsys) == (0, "same 4 messages\n")
     code, out = diff(first, other, capsys)
-    assert code == 1
+    assert code == 5
     assert out.startswith(
         f"{first.name} and {other.name} differ: message 2 (m2, round 1, Olga Outline): "
     )
     assert "message.content: " in out and "recipients" not in out
     code, out = diff(first, shorter, capsys)
     assert (
-        code == 1
+        code == 5
         and "RUN1 has 1 more message(s) after message 3; the first: m4, round 3, Pia Polish" in out
     )
 
