@@ -3,7 +3,8 @@ and the errors a user can fix turned into a message and an exit code.
 
 A :class:`~sopbus.bus.ConfigError` is the user's to fix: it is printed without a traceback and
 the process exits 2. Ctrl-C exits 130. Any other exception is a bug in sopbus and keeps
-its traceback.
+its traceback. A mistyped command or option is argparse's usage error (exit 2), from the
+command's own parser, with the closest valid name.
 """
 
 from __future__ import annotations
@@ -103,6 +104,8 @@ class _Command(_Parser):
     closest option (argparse would leave it to the top-level parser, whose usage says
     nothing of the command's options)."""
 
+    # typeshed overloads parse_known_args on the namespace's type; this one takes the
+    # plain form argparse's subparser action calls.
     def parse_known_args(  # type: ignore[override]
         self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
     ) -> tuple[argparse.Namespace, list[str]]:

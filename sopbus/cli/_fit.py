@@ -55,7 +55,7 @@ def _print_columns(
     # The essential columns are counted first, wherever they stand; the others then take
     # what is left, in their order.
     used = sum(w + gap for w, f in zip(widths, fields, strict=True) if f.essential) - gap
-    joining = set()
+    joining: set[int] = set()
     for n, (field, width) in enumerate(zip(fields, widths, strict=True)):
         if not field.essential and used + gap + width <= out.width:
             joining.add(n)
