@@ -3,7 +3,8 @@ and the errors a user can fix turned into a message and an exit code.
 
 A :class:`~sopbus.bus.ConfigError` is the user's to fix: it is printed without a traceback and
 the process exits 2. Ctrl-C exits 130. Any other exception is a bug in sopbus and keeps
-its traceback.
+its traceback. A mistyped command or option is argparse's usage error (exit 2), from the
+command's own parser, with the closest valid name.
 """
 
 from __future__ import annotations
@@ -80,17 +81,69 @@ class _Version(argparse.Action):
         parser.exit()
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser, with the closest valid name in an "invalid choice" error
+    (``sopbus shwo``: did you mean `show`?)."""
+
+    def _check_value(self, action: argparse.Action, value: object) -> None:
+        choices = action.choices
+        if choices is None or value in choices or not isinstance(value, str):
+            super()._check_value(action, value)
+            return
+        from sopbus.bus._suggest import did_you_mean
+
+        listed = ", ".join(map(repr, choices))
+        raise argparse.ArgumentError(
+            action,
+            f"invalid choice: {value!r}{did_you_mean(value, map(str, choices))} "
+            f"(choose from {listed})",
+        )
+
+
+class _Command(_Parser):
+    """A command's parser. What it does not know is its error, with its usage and the
+    closest option (argparse would leave it to the top-level parser, whose usage says
+    nothing of the command's options)."""
+
+    # typeshed overloads parse_known_args on the namespace's type; this one takes the
+    # plain form argparse's subparser action calls.
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        parsed, extras = super().parse_known_args(args, namespace)
+        if extras:
+            from sopbus.bus._suggest import closest
+
+            options = [o for a in self._actions for o in a.option_strings]
+            near = {
+                typed: found[0]
+                for extra in extras
+                if extra.startswith("-")
+                and (found := closest(typed := extra.partition("=")[0], options, n=1))
+            }
+            hint = ", ".join(
+                f"`{o}`" + (f" for {t}" if len(near) > 1 else "") for t, o in near.items()
+            )
+            self.error(
+                f"unrecognized arguments: {' '.join(extras)}"
+                + (f"; did you mean {hint}?" if hint else "")
+            )
+        return parsed, extras
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``sopbus`` parser, one subcommand per command module. Each subcommand's
     namespace carries its ``run`` function as ``args.handler``."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog=PROG,
         epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Run teams of LLM agents that work by a standard operating procedure.",
     )
     parser.add_argument("--version", action=_Version, help="print the version of sopbus and exit")
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    commands = parser.add_subparsers(
+        dest="command", metavar="COMMAND", required=True, parser_class=_Command
+    )
     for module in command_modules():
         sub = commands.add_parser(module.NAME, help=module.HELP, description=module.HELP)
         module.configure(sub)

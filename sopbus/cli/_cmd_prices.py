@@ -62,7 +62,9 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(msgspec.json.encode(_with_version(quote)).decode())
     else:
-        print("\n".join(describe(quote)))
+        from ._runref import console
+
+        print("\n".join(describe(quote, console().width)))
     return 0
 
 
@@ -83,9 +85,11 @@ def _book(args: argparse.Namespace) -> PriceBook:
     return PriceBook.load(overrides, endpoint=endpoint)
 
 
-def describe(quote: Quote) -> list[str]:
-    """``quote`` for people: the rates, then where they come from."""
+def describe(quote: Quote, columns: int) -> list[str]:
+    """``quote`` for people: the rates, then where they come from, wrapped at ``columns``."""
     from sopbus.bus.money import usd
+
+    from ._fit import hanging
 
     price = quote.price
     rows = [
@@ -101,16 +105,21 @@ def describe(quote: Quote) -> list[str]:
     lines += ["  " + r[0].ljust(width) + "".join(c.rjust(14) for c in r[1:]) for r in rows]
     if price.tiers:
         lines.append("  (a tier bills the whole call once its prompt has more tokens)")
-    lines.append(f"source:  {_source(quote)}")
+    lines.append(hanging("source:  ", _source(quote), columns))
     if quote.source == "genai-prices":
         name = f" ({quote.matched_name})" if quote.matched_name else ""
         lines.append(
-            f"matched: {quote.matched}{name} of {quote.provider_name} "
-            f"[{quote.provider}], because {quote.how}"
+            hanging(
+                "matched: ",
+                f"{quote.matched}{name} of {quote.provider_name} [{quote.provider}], "
+                f"because {quote.how}",
+                columns,
+            )
         )
         if quote.also:
-            lines.append(f"also listed by: {', '.join(quote.also)} (pick one with --base-url)")
-    lines += [f"note:    {note}" for note in quote.notes]
+            also = f"{', '.join(quote.also)} (pick one with --base-url)"
+            lines.append(hanging("also listed by: ", also, columns))
+    lines += [hanging("note:    ", note, columns) for note in quote.notes]
     return lines
 
 
@@ -150,7 +159,11 @@ def _print_list(quotes: list[Quote]) -> None:
             f"{q.model.ljust(width)}  {usd(p.input):>10}{usd(p.output):>10}"
             f"{usd(p.cached_input):>10}  {q.source}"
         )
-    print(
+    from ._fit import hanging
+    from ._runref import console
+
+    footer = (
         f"(USD per 1M tokens) Behind these, genai-prices {version()} knows "
         f"{len(known_names()):,} models offline; `sopbus prices MODEL` shows one and why."
     )
+    print(hanging("", footer, console().width))

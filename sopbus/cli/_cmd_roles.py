@@ -61,21 +61,32 @@ def _names(refs: Iterable[Any]) -> list[str]:
 
 
 def _print_table(rows: list[dict[str, Any]]) -> None:
-    from rich.table import Table
+    """Name, profile, actions and watched actions whole (a role is told apart by its name,
+    and an action list cut short hides what it reacts to); the react mode while it fits.
+    A table when it fits the terminal, else a role a few lines (see ``_fit``)."""
     from rich.text import Text
+
+    from ._fit import Field, print_fitted
 
     out = console()
     if not rows:
         out.print("no built-in roles are registered (roles.builtin imports none)")
         return
-    table = Table(title="built-in roles", title_justify="left")
-    for column in COLUMNS:
-        table.add_column(column.replace("_", " "))
-    for row in rows:
-        table.add_row(
-            *(
-                Text(", ".join(v) if isinstance(v, list) else str(v))
-                for v in (row[c] for c in COLUMNS)
+    out.print(Text("built-in roles", style="bold"))
+    print_fitted(
+        out,
+        [
+            Field(
+                column.replace("_", " "),
+                [
+                    ", ".join(row[column]) or "-"
+                    if column in ("actions", "watch")
+                    else str(row[column])
+                    for row in rows
+                ],
+                essential=column != "react_mode",
             )
-        )
-    out.print(table)
+            for column in COLUMNS
+        ],
+        key=2,
+    )

@@ -153,59 +153,14 @@ _RIGHT = ("spend", "calls", "budget")
 def _print_table(rows: list[dict[str, Any]], runs_dir: Path) -> None:
     from rich.text import Text
 
+    from ._fit import Field, print_fitted
+
     out = console()
-    cells = [
-        (header, [cell(row) for row in rows], essential) for header, cell, essential in _columns()
-    ]
-    widths = [max(len(header), *map(len, column)) for header, column, _ in cells]
-    essential = [w for w, (_, _, must) in zip(widths, cells, strict=True) if must]
-    # Two spaces between columns; one when that is what lets the essential ones fit.
-    gap = next((g for g in (2, 1) if sum(essential) + g * (len(essential) - 1) <= out.width), 0)
     out.print(Text(f"runs in {runs_dir}/", style="bold"))
-    if gap == 0:
-        _print_stacked(out, rows, cells, widths)
-    else:
-        _print_columns(out, rows, cells, widths, gap)
+    fields = [
+        Field(header, [cell(row) for row in rows], essential, header in _RIGHT)
+        for header, cell, essential in _columns()
+    ]
+    print_fitted(out, fields, _STYLES)
     if any(row.get("simulated") for row in rows):
         out.print(Text("llm sim: simulated output (the sim provider), not a model's", style="dim"))
-
-
-def _print_columns(
-    out: Any, rows: list[dict[str, Any]], cells: list[Any], widths: list[int], gap: int
-) -> None:
-    """One line per run: the essential columns, then the others while they fit."""
-    from rich.table import Table
-    from rich.text import Text
-
-    chosen, used = [], -gap
-    for (header, column, essential), width in zip(cells, widths, strict=True):
-        if essential or used + gap + width <= out.width:
-            chosen.append((header, column))
-            used += gap + width
-    table = Table(
-        box=None, pad_edge=False, header_style="bold", padding=(0, gap // 2, 0, gap - gap // 2)
-    )
-    for header, _ in chosen:
-        table.add_column(header, no_wrap=True, justify="right" if header in _RIGHT else "left")
-    for i in range(len(rows)):
-        table.add_row(*(Text(column[i], style=_STYLES.get(column[i], "")) for _, column in chosen))
-    out.print(table)
-
-
-def _print_stacked(
-    out: Any, rows: list[dict[str, Any]], cells: list[Any], widths: list[int]
-) -> None:
-    """A terminal too narrow for a run id beside the rest: the id on its own line, the
-    other columns indented under it (whole, never cut)."""
-    from rich.text import Text
-
-    for i in range(len(rows)):
-        out.print(Text(cells[0][1][i], style="bold"), no_wrap=True, overflow="ignore", crop=False)
-        line = Text("  ")
-        for (header, column, essential), width in zip(cells[1:], widths[1:], strict=True):
-            if essential or len(line) + len(header) + 1 + width <= out.width:
-                line.append(f"{header} ")
-                line.append(column[i], style=_STYLES.get(column[i], ""))
-                line.append("  ")
-        line.rstrip()
-        out.print(line, no_wrap=True, overflow="ignore")

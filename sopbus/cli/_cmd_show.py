@@ -59,10 +59,25 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     run_dir = resolve_run(args.run, args.runs_dir)
     everything = list(timeline(run_dir))
-    entries = selected(everything, roles=args.role, actions=args.action, rounds=args.round)
+    entries = selected(
+        everything,
+        roles=args.role,
+        actions=args.action,
+        rounds=args.round,
+        run_rounds=_rounds_run(run_dir),
+    )
     if args.json:
         for entry in entries:
             print(json.dumps(entry, ensure_ascii=False))
+        return 0
+    if not entries:  # filters that each match, but not together; or a run with no message
+        from rich.text import Text
+
+        given = [f"--{k} {v}" for k in ("role", "action", "round") for v in getattr(args, k) or ()]
+        why = f"matches {' '.join(given)} together" if given else "was published"
+        out = console()
+        out.print(Text(f"no message of run {run_dir.name} {why}"))
+        out.print(Text(_ending(run_dir)))
         return 0
     if args.full:
         _print_full(entries, run_dir, len(everything))
@@ -77,10 +92,13 @@ def selected(
     roles: list[str] | None = None,
     actions: list[str] | None = None,
     rounds: list[int] | None = None,
+    run_rounds: int | None = None,
 ) -> list[dict[str, Any]]:
     """The entries that pass every filter given (``None``: no filter). A role or action
     name that no message of the run has is a :class:`~sopbus.bus.ConfigError` naming the ones
-    it has: a typo would otherwise print nothing, as if the role had been silent."""
+    it has: a typo would otherwise print nothing, as if the role had been silent. So is a
+    round without messages (``run_rounds``: how many rounds the run had, if known), with the
+    rounds that have some and the nearest of them."""
     for flag, names, key in (("--role", roles, "from"), ("--action", actions, "cause_by")):
         known = list(dict.fromkeys(e[key] for e in entries))
         for name in names or ():
@@ -91,6 +109,7 @@ def selected(
                     f"{flag} {name!r}: no message of this run has it (the run's: "
                     f"{', '.join(known) or 'none'}){did_you_mean(name, known)}"
                 )
+    _check_rounds(rounds or [], entries, run_rounds)
     return [
         e
         for e in entries
@@ -98,6 +117,37 @@ def selected(
         and (not actions or e["cause_by"] in actions)
         and (rounds is None or e["round"] in rounds)
     ]
+
+
+def _check_rounds(wanted: list[int], entries: list[dict[str, Any]], run_rounds: int | None) -> None:
+    have = sorted({e["round"] for e in entries})
+    for n in wanted:
+        if n in have:
+            continue
+        from sopbus.bus import ConfigError
+
+        had = f"the run had {run_rounds} rounds; " if run_rounds is not None else ""
+        if not have:
+            raise ConfigError(f"--round {n}: no messages in round {n} ({had}it published none)")
+        nearest = min(have, key=lambda r: (abs(r - n), r))
+        raise ConfigError(
+            f"--round {n}: no messages in round {n} ({had}its messages are in rounds "
+            f"{_span(have)}); did you mean `{nearest}`?"
+        )
+
+
+def _span(rounds: list[int]) -> str:
+    """``0 to 5`` for rounds without a gap, else the list (``0, 2, 5``)."""
+    if rounds == list(range(rounds[0], rounds[-1] + 1)) and len(rounds) > 2:
+        return f"{rounds[0]} to {rounds[-1]}"
+    return ", ".join(map(str, rounds))
+
+
+def _rounds_run(run_dir: Path) -> int | None:
+    from sopbus.bus._summary import read_summary
+
+    summary = read_summary(run_dir)
+    return summary.rounds if summary is not None else None
 
 
 def timeline(run_dir: Path) -> Iterator[dict[str, Any]]:
@@ -135,12 +185,9 @@ def _print_table(entries: list[dict[str, Any]], run_dir: Path) -> None:
     from rich.table import Table
     from rich.text import Text
 
-    table = Table(
-        title=Text(f"messages of run {run_dir.name}"),
-        title_justify="left",
-        caption=Text(_ending(run_dir)),
-        caption_justify="left",
-    )
+    # The title and the ending are lines of their own: as a table's title and caption they
+    # would wrap at the table's width, however narrow.
+    table = Table()
     rows = [
         [
             str(e["round"]),
@@ -174,7 +221,9 @@ def _print_table(entries: list[dict[str, Any]], run_dir: Path) -> None:
     for row in rows:
         style = "yellow" if row[3] == UNDELIVERED else ""
         table.add_row(*row[:3], Text(row[3], style=style), *map(Text, row[4:]))
+    out.print(Text(f"messages of run {run_dir.name}"))
     out.print(table)
+    out.print(Text(_ending(run_dir)))
 
 
 def _print_full(entries: list[dict[str, Any]], run_dir: Path, total: int) -> None:

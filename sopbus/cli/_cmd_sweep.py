@@ -213,18 +213,27 @@ def _finished(sdir: SweepDir, record: SweepRecord) -> int:
     from sopbus.bus.money._file_account import FileAccount
     from sopbus.cli._runref import console
     from sopbus.sweep._seeds import seeds_note
-    from sopbus.sweep._stats import render, variant_rows
+    from sopbus.sweep._stats import variant_rows
+
+    from ._cmd_sweep_show import print_variants
+    from ._fit import hanging
 
     skipped = sum(e.state == "skipped" for e in record.runs)
     crashed = [e for e in record.runs if e.state == "crashed"]
     record.state = "budget_exhausted" if skipped else "finished"
     sdir.write(record)
     state = FileAccount(sdir.account_path).read()
-    console().print(render(record, variant_rows(record), state.spent))
+    out = console()
+    print_variants(out, record, variant_rows(record), state.spent)
     if skipped:
         print(
-            f"the sweep's budget ran out: {skipped} run(s) skipped (spent {money(state.spent)} "
-            f"of {money(state.cap)}); raise it with `sopbus sweep --resume {record.sweep_id} --budget USD`"
+            hanging(
+                "",
+                f"the sweep's budget ran out: {skipped} run(s) skipped (spent "
+                f"{money(state.spent)} of {money(state.cap)}); raise it with "
+                f"`sopbus sweep --resume {record.sweep_id} --budget USD`",
+                out.width,
+            )
         )
     for entry in crashed:
         print(f"run {entry.run_id} could not be executed: {entry.error}")

@@ -70,37 +70,36 @@ def sweep_row(sdir: Any) -> dict[str, Any]:
 
 
 def _print_table(rows: list[dict[str, Any]], where: str) -> None:
+    """The id, its runs, spend and state always (whole); matrix, scenario and start time
+    while they fit; a sweep a line, or stacked on a narrow terminal (see ``_fit``)."""
     from decimal import Decimal
 
-    from rich.markup import escape
-    from rich.table import Table
+    from rich.text import Text
 
     from sopbus.bus.money import money
 
+    from ._fit import Field, print_fitted
     from ._runref import console
 
-    table = Table(title=escape(f"sweeps in {where}/"), title_justify="left")
-    for column in (
-        "sweep",
-        "scenario",
-        "matrix",
-        "runs ended",
-        "spend / budget",
-        "state",
-        "started",
-    ):
-        table.add_column(column, no_wrap=column == "sweep")
-    for row in rows:
-        ended = f"{row['ended']}/{row['runs']}" + (
-            f" ({row['skipped']} skipped)" if row["skipped"] else ""
-        )
-        table.add_row(
-            escape(row["sweep_id"]),
-            escape(row["scenario"]),
-            f"{row['variants']} x {row['seeds']} seeds",
-            ended,
-            f"{money(Decimal(row['spent_usd']))} / {money(Decimal(row['budget_usd']))}",
-            row["state"],
-            row["started"],
-        )
-    console().print(table)
+    def ended(row: dict[str, Any]) -> str:
+        skipped = f" ({row['skipped']} skipped)" if row["skipped"] else ""
+        return f"{row['ended']}/{row['runs']}{skipped}"
+
+    def spend(row: dict[str, Any]) -> str:
+        return f"{money(Decimal(row['spent_usd']))} / {money(Decimal(row['budget_usd']))}"
+
+    out = console()
+    out.print(Text(f"sweeps in {where}/", style="bold"))
+    print_fitted(
+        out,
+        [
+            Field("sweep", [r["sweep_id"] for r in rows]),
+            Field("ended", [ended(r) for r in rows]),
+            Field("spend / budget", [spend(r) for r in rows], right=True),
+            Field("state", [r["state"] for r in rows]),
+            Field("matrix", [f"{r['variants']} x {r['seeds']} seeds" for r in rows], False),
+            Field("scenario", [r["scenario"] for r in rows], False),
+            Field("started", [r["started"] for r in rows], False),
+        ],
+        {"budget_exhausted": "yellow", "interrupted": "yellow", "running": "yellow"},
+    )

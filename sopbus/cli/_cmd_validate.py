@@ -46,7 +46,12 @@ class Report:
     warnings. (A plain class: ``dataclasses`` imports ``inspect``, which ``--help`` need
     not pay for.)"""
 
-    def __init__(self, lines: list[str], warnings: list[str], graph: list[str] | None = None):
+    def __init__(
+        self,
+        lines: list[tuple[str, str]],
+        warnings: list[str],
+        graph: list[tuple[str, str]] | None = None,
+    ):
         self.lines = lines
         self.warnings = warnings
         self.graph = graph or []
@@ -66,13 +71,17 @@ def run(args: argparse.Namespace) -> int:
         for warning in report.warnings:
             print(f"warning: {warning}", file=sys.stderr)
         return 0
+    from ._fit import hanging
+    from ._runref import console
+
+    # Each line wrapped at the terminal's width under its label: an idea or a warning can
+    # run to 300 characters, and a role's name or an action's never breaks.
+    width = console().width
     print(f"{args.scenario}: ok")
-    for line in report.lines:
-        print(f"  {line}")
-    for line in report.graph:
-        print(line)
+    for label, text in [*report.lines, *report.graph]:
+        print(hanging(label, text, width))
     for warning in report.warnings:
-        print(f"warning: {warning}")
+        print(hanging("warning: ", warning, width))
     return 0
 
 
@@ -93,8 +102,8 @@ def check_team(scenario: Scenario, report: Report) -> Team:
     return team
 
 
-def describe(scenario: Scenario) -> list[str]:
-    """A few aligned lines saying what ``scenario`` declares."""
+def describe(scenario: Scenario) -> list[tuple[str, str]]:
+    """A few ``(label, text)`` lines, the labels aligned, saying what ``scenario`` declares."""
     run, llm = scenario.run, scenario.llm
     rows = [
         (
@@ -129,7 +138,7 @@ def describe(scenario: Scenario) -> list[str]:
     rows += [
         ("inject", f"round {i.round}: {i.cause_by} from {i.sent_from}") for i in scenario.inject
     ]
-    return [f"{label:<9} {text}" for label, text in rows]
+    return [(f"  {label:<9} ", text) for label, text in rows]
 
 
 def _sop(scenario: Scenario) -> str:

@@ -66,26 +66,30 @@ def _seed_routes(message: Message, team: Team) -> list[Route]:
     ]
 
 
-def graph_text(team: Team) -> list[str]:
-    """The watch graph as lines: each role with what it watches and publishes, then the routes."""
+def graph_text(team: Team) -> list[tuple[str, str]]:
+    """The watch graph as ``(label, text)`` lines, the labels aligned: each role with what
+    it watches and publishes, then the routes. (The caller wraps ``text`` under its label.)"""
     from sopbus.sops import watch_graph
 
     g = watch_graph(team)
     profiles = {r.name: r.profile for r in team.roles}
     labels = {name: name + (f" ({profiles[name]})" if profiles[name] else "") for name in g.watches}
     width = max(map(len, labels.values()), default=0)
-    lines = ["watch graph (who watches what, who publishes what):"]
+    lines = [("", "watch graph (who watches what, who publishes what):")]
     for name, label in labels.items():
         sends = f"; sends to {', '.join(g.addresses[name])}" if g.addresses.get(name) else ""
         lines.append(
-            f"  {label:<{width}}  watches {', '.join(g.watches[name]) or 'nothing'}; "
-            f"publishes {', '.join(g.publishes[name]) or 'nothing'}{sends}"
+            (
+                f"  {label:<{width}}  ",
+                f"watches {', '.join(g.watches[name]) or 'nothing'}; "
+                f"publishes {', '.join(g.publishes[name]) or 'nothing'}{sends}",
+            )
         )
-    lines.append("routes:")
+    lines.append(("", "routes:"))
     for route in routes(team):
         dst = route.dst if route.dst is not None else "(nobody: undelivered)"
         note = {"seed": "  (first message)", "name": "  (by name)"}.get(route.how, "")
-        lines.append(f"  {route.src} --{route.action}--> {dst}{note}")
+        lines.append(("  ", f"{route.src} --{route.action}--> {dst}{note}"))
     return lines
 
 

@@ -1,4 +1,4 @@
-"""What a sweep found, per variant: the figures ``sopbus sweep-show`` prints.
+"""What a sweep found, per variant: the figures ``sopbus sweep-show`` prints (and lays out).
 
 Each run's numbers come from its ``summary.json`` (so a sweep still going shows the runs
 that ended). Per variant: runs ended of the matrix's, runs skipped and unfinished, the
@@ -94,73 +94,3 @@ def rows_csv(rows: list[dict[str, Any]]) -> str:
         cells = {**row, "end_reasons": " ".join(f"{k}:{n}" for k, n in row["end_reasons"].items())}
         writer.writerow(["" if cells[c] is None else cells[c] for c in COLUMNS])
     return out.getvalue()
-
-
-def render(record: SweepRecord, rows: list[dict[str, Any]], spent: Decimal | None) -> Any:
-    """The rich table of ``rows`` with the sweep's header in its title."""
-    from rich.markup import escape
-    from rich.table import Table
-
-    from sopbus.bus.money import money
-
-    spend = f"{money(spent)} of " if spent is not None else ""
-    title = (
-        f"sweep {record.sweep_id}: {record.scenario}, {len(record.variants)} variant(s) x "
-        f"{len(record.seeds)} seed(s), {spend}{money(record.budget_usd)}"
-    )
-    table = Table(title=escape(title), title_justify="left")
-    for column in (
-        "variant",
-        "settings",
-        "runs",
-        "verdict pass",
-        "spend mean / median / max",
-        "tokens",
-        "wall s",
-        "rounds",
-        "end reasons",
-    ):
-        table.add_column(
-            column, justify="left" if column in ("variant", "settings", "end reasons") else "right"
-        )
-    for row in rows:
-        table.add_row(
-            row["variant"],
-            escape(row["settings"]),
-            _runs_cell(row),
-            _pass_cell(row),
-            _spend_cell(row),
-            _num(row["tokens_mean"], 0),
-            _num(row["wall_s_mean"], 2),
-            _num(row["rounds_mean"], 1),
-            escape(", ".join(f"{k} x{n}" for k, n in row["end_reasons"].items())) or "-",
-        )
-    return table
-
-
-def _runs_cell(row: dict[str, Any]) -> str:
-    text = f"{row['ended']}/{row['runs']}"
-    extra = [f"{row['skipped']} skipped"] if row["skipped"] else []
-    extra += [f"{row['unfinished']} unfinished"] if row["unfinished"] else []
-    return text + (f" ({', '.join(extra)})" if extra else "")
-
-
-def _pass_cell(row: dict[str, Any]) -> str:
-    if row["pass_rate"] is None:
-        return "n/a"
-    return f"{row['pass_rate']:.0%} ({row['passed']}/{row['verdicts']})"
-
-
-def _spend_cell(row: dict[str, Any]) -> str:
-    from sopbus.bus.money import money
-
-    if row["spend_mean_usd"] is None:
-        return "-"
-    return " / ".join(
-        f"{money(row[k].quantize(Decimal('0.000001')))}"
-        for k in ("spend_mean_usd", "spend_median_usd", "spend_max_usd")
-    )
-
-
-def _num(value: float | None, digits: int) -> str:
-    return "-" if value is None else f"{value:,.{digits}f}"

@@ -346,9 +346,10 @@ def test_ctrl_c_stops_a_sweep_cleanly_and_resume_finishes_it(tmp_path: Path) -> 
 
 
 def test_sweep_show_counts_verdicts_and_says_n_a_without_them(tmp_path: Path) -> None:
+    from sopbus.cli._cmd_sweep_show import print_variants
     from sopbus.sweep._plan import Variant
     from sopbus.sweep._record import RunEntry, SweepRecord
-    from sopbus.sweep._stats import render, variant_rows
+    from sopbus.sweep._stats import variant_rows
 
     verdicts: dict[str, list[Any]] = {
         "v1": [{"passed": True, "reason": "ok"}, {"passed": False, "reason": "tests failed"}, None],
@@ -397,10 +398,11 @@ def test_sweep_show_counts_verdicts_and_says_n_a_without_them(tmp_path: Path) ->
     assert (v2["pass_rate"], v2["runs"], v2["ended"], v2["skipped"]) == (None, 3, 2, 1)
     from rich.console import Console
 
-    console = Console(width=200, record=True)
-    console.print(render(rec, [v1, v2], Decimal("0.01")))
-    text = console.export_text()
-    assert "50% (1/2)" in text and "n/a" in text and "2/3 (1 skipped)" in text
+    for width in (200, 40):  # a line per variant, or stacked
+        console = Console(width=width, record=True)
+        print_variants(console, rec, [v1, v2], Decimal("0.01"))
+        text = console.export_text()
+        assert "50% (1/2)" in text and "n/a" in text and "2/3 (1 skipped)" in text
 
 
 def children(pid: int) -> list[int]:
