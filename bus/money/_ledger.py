@@ -74,6 +74,12 @@ class LedgerLine(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     t: float
 
     @property
+    def shown_outcome(self) -> str:
+        """The outcome as a reader is told it: ``estimated`` for an ``error`` counted at
+        its reservation (the provider may have billed it), else :attr:`outcome`."""
+        return "estimated" if self.outcome == "error" and self.estimated else self.outcome
+
+    @property
     def what(self) -> str:
         """The action, and the subject when there is one: ``WriteTest (tests/test_game.py)``."""
         return f"{self.action} ({self.subject})" if self.subject else self.action
