@@ -96,20 +96,20 @@ def report_for(run_dir: Path, lines: list[LedgerLine]) -> dict[str, Any]:
         simulated=summary.simulated if summary else any(ln.provider == "sim" for ln in lines),
         status=summary.status if summary else None,
         end_reason=summary.end_reason if summary else None,
-        stopped=stopped(summary, lines),
+        stopped=stopped(summary, lines, run_dir.name),
     )
     return report
 
 
-def stopped(summary: RunSummary | None, lines: list[LedgerLine]) -> str:
+def stopped(summary: RunSummary | None, lines: list[LedgerLine], run: str) -> str:
     """Why the run stopped spending, in one line: how it ended and, when the budget ended
     it, the call it refused (or the overrun that closed it) with that call's worst case."""
     from sopbus.bus.money import money
 
     if summary is None:
         return (
-            "run not ended: no summary.json yet (still running, or killed: "
-            "`sopbus resume RUN` finishes it)"
+            f"run not ended: no summary.json yet (still running, or killed: "
+            f"`sopbus resume {run}` finishes it)"
         )
     ended = summary.status
     if summary.end_reason != summary.status:
