@@ -26,9 +26,12 @@ class LLMRequest(msgspec.Struct, frozen=True, kw_only=True):
     is asked for: ``json_schema`` (the API's structured outputs) or ``prompt`` (the schema is
     written into the prompt, for servers without structured outputs). ``role`` and
     ``action`` say who asks; the ledger records them and the simulator picks fixtures by
-    them. ``stream``, ``timeout_s`` and ``max_attempts`` are a role's or an action's own
-    transport settings (``llm = {...}``); ``None`` keeps the run's (``[llm]``). They are not
-    part of what the model sees, so not of a cassette's key.
+    them. ``subject`` is what the call is for, where the action knows it (the file a
+    ``WriteTest`` writes, a book's heading, a sample): the ledger records it so that two
+    calls of one action can be told apart. ``stream``, ``timeout_s`` and ``max_attempts``
+    are a role's or an action's own transport settings (``llm = {...}``); ``None`` keeps
+    the run's (``[llm]``). None of these four is part of what the model sees, so none is
+    part of a cassette's key.
     """
 
     messages: tuple[ChatMessage, ...]
@@ -40,6 +43,7 @@ class LLMRequest(msgspec.Struct, frozen=True, kw_only=True):
     output_mode: Literal["json_schema", "prompt"] = "json_schema"
     role: str = ""
     action: str = ""
+    subject: str = ""
     stream: bool | None = None
     timeout_s: float | None = None
     max_attempts: int | None = None

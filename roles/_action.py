@@ -152,17 +152,33 @@ class Action:
 
     @overload
     async def ask(
-        self, ctx: ActionContext, messages: tuple[ChatMessage, ...], *, output: type[M]
+        self,
+        ctx: ActionContext,
+        messages: tuple[ChatMessage, ...],
+        *,
+        output: type[M],
+        subject: str = "",
     ) -> M: ...
     @overload
     async def ask(
-        self, ctx: ActionContext, messages: tuple[ChatMessage, ...], *, output: None
+        self,
+        ctx: ActionContext,
+        messages: tuple[ChatMessage, ...],
+        *,
+        output: None,
+        subject: str = "",
     ) -> str: ...
     async def ask(
-        self, ctx: ActionContext, messages: tuple[ChatMessage, ...], *, output: type[M] | None
+        self,
+        ctx: ActionContext,
+        messages: tuple[ChatMessage, ...],
+        *,
+        output: type[M] | None,
+        subject: str = "",
     ) -> M | str:
         """One validated model call (with repairs) in this action's name. Safe to call
-        several times concurrently from an overridden :meth:`run`."""
+        several times concurrently from an overridden :meth:`run`; ``subject`` (the file,
+        section or item this call is for) tells such calls apart in the ledger."""
         return await ask_model(
             ctx.turn,
             messages,
@@ -171,6 +187,7 @@ class Action:
             action=self.name,
             role=ctx.role.name,
             max_repairs=self.max_repairs,
+            subject=subject,
         )
 
     def result(self, output: BaseModel | str) -> ActionResult:

@@ -61,9 +61,11 @@ def build_request(
     llm: LLMSettings,
     action: str,
     role: str,
+    subject: str = "",
 ) -> LLMRequest:
     """The request for one call. With ``output_mode="prompt"`` the schema is written into
-    the last user turn here, so providers only ever pass ``schema`` on to an API."""
+    the last user turn here, so providers only ever pass ``schema`` on to an API.
+    ``subject`` (the file, heading or sample the call is for) goes to the ledger only."""
     if llm.model is None:
         raise ConfigError(
             f"no model for action {action!r} of role {role!r}: set [llm].model "
@@ -83,6 +85,7 @@ def build_request(
         schema_name=schema_name(action) if schema is not None else None,
         role=role,
         action=action,
+        subject=subject,
         **options,
     )
 
@@ -103,6 +106,7 @@ async def ask_model(
     action: str,
     role: str,
     max_repairs: int,
+    subject: str = "",
 ) -> M: ...
 @overload
 async def ask_model(
@@ -114,6 +118,7 @@ async def ask_model(
     action: str,
     role: str,
     max_repairs: int,
+    subject: str = "",
 ) -> str: ...
 async def ask_model(
     turn: Turn,
@@ -124,6 +129,7 @@ async def ask_model(
     action: str,
     role: str,
     max_repairs: int,
+    subject: str = "",
 ) -> M | str:
     """Ask the model and validate its answer against ``output`` (free text when ``None``).
 
@@ -131,8 +137,11 @@ async def ask_model(
     validation error, at most ``max_repairs`` times; each ask is its own ``turn.ask``
     with ``attempt`` 1, 2, ... After the last repair fails, raises
     :class:`sopbus.bus.ModelOutputError` naming the action, the role and the last error.
+    ``subject`` says what the call is for in the ledger (see :class:`sopbus.bus.LLMRequest`).
     """
-    request = build_request(messages, output=output, llm=llm, action=action, role=role)
+    request = build_request(
+        messages, output=output, llm=llm, action=action, role=role, subject=subject
+    )
     if output is None:
         return (await turn.ask(request)).text
     first = request.messages

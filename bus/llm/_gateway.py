@@ -236,7 +236,7 @@ class Gateway:
         counted = "its reservation, estimated" if estimated else "what that usage bills"
         message = (
             f"the {self.provider.name} provider reported usage that cannot be true for "
-            f"{request.role}'s {request.action} call: {why}; ledgered at ${cost} "
+            f"{request.role}'s {request.action} call: {why}; ledgered at {money(cost)} "
             f"({counted}); no further call is made, since the cap cannot hold against "
             f"a provider whose usage is not true"
         )
@@ -286,6 +286,7 @@ class Gateway:
             round=round,
             role=request.role,
             action=request.action,
+            subject=request.subject,
             provider=provider or self._provider_name(request),
             model=request.model,
             prompt_tokens=usage.prompt_tokens,
@@ -466,39 +467,46 @@ def _first_line(exc: BaseException) -> str:
 
 
 def _log_line(line: LedgerLine) -> None:
-    """MetaGPT's cost line for an answered call; a failed or overrun attempt gets a warning
-    that cannot be read as one (a refusal is not a call: BudgetExhausted tells the run)."""
+    """MetaGPT's cost line for an answered call, naming who spent it; a failed or overrun
+    attempt gets a warning that cannot be read as one (a refusal is not a call:
+    BudgetExhausted tells the run). Amounts in :func:`money`'s digits, so a simulated
+    call's fraction of a cent shows."""
     if line.outcome in ("ok", "replayed", "lost"):
         # Bound as a cost line: the run's log keeps every one, the terminal shows them only
         # with -v (they would wrap under the live view).
         logger.bind(cost=True).info(
-            "Total running cost: ${:.3f} | Max budget: ${:.3f} | Current cost: ${:.3f}, "
+            "Total running cost: {} | Max budget: {} | Current cost: {} by {}, "
             "prompt_tokens: {}, completion_tokens: {}",
-            line.total_usd,
-            line.budget_usd,
-            line.cost_usd,
+            money(line.total_usd),
+            money(line.budget_usd),
+            money(line.cost_usd),
+            who(line),
             line.prompt_tokens,
             line.completion_tokens,
         )
     elif line.outcome != "refused":
         counted = (
-            f"counted at its reservation ${line.cost_usd} (estimated: the provider may "
+            f"counted at its reservation {money(line.cost_usd)} (estimated: the provider may "
             f"have billed it)"
             if line.estimated
-            else f"counted at ${line.cost_usd}"
+            else f"counted at {money(line.cost_usd)}"
         )
         status = f"HTTP {line.status}: " if line.status is not None else ""
         what = "Provider overrun" if line.outcome == "overrun" else "LLM call failed"
         logger.warning(
-            "{}: {} {} on {}, attempt {}: {}{}; {}; ${:.3f} of ${:.3f} spent",
+            "{}: {} on {}, attempt {}: {}{}; {}; {} of {} spent",
             what,
-            line.role,
-            line.action,
+            who(line),
             line.model,
             line.attempt,
             status,
             line.error,
             counted,
-            line.total_usd,
-            line.budget_usd,
+            money(line.total_usd),
+            money(line.budget_usd),
         )
+
+
+def who(line: LedgerLine) -> str:
+    """Who spent a line's money and on what: ``QaEngineer WriteTest (tests/test_game.py)``."""
+    return f"{line.role} {line.what}" if line.role else line.what

@@ -107,6 +107,8 @@ class CallLog:
                     "model": request.model,
                     "attempt": attempt,
                     "amount": amount,
+                    # What the call is for, when the action said: a lost call keeps it.
+                    **({"subject": request.subject} if request.subject else {}),
                 },
             )
         )

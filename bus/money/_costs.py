@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import csv
 import io
+from collections import Counter
 from collections.abc import Sequence
 from decimal import Decimal
 from pathlib import Path
@@ -41,9 +42,11 @@ def cost_report(
 ) -> dict[str, Any]:
     """Totals of ``lines``: ``run_id``, ``total_usd``, ``budget_usd`` (``budget``, else the
     ledger's), ``calls`` (attempts sent to a provider; refusals are not calls), ``outcomes``
-    (lines per outcome), and ``by_role``, ``by_action``, ``by_model``, each
-    ``{name: {calls, prompt_tokens, completion_tokens, cost_usd}}``. Money stays ``Decimal``;
-    :func:`report_json` encodes it as strings."""
+    (lines per :attr:`~sopbus.bus.LedgerLine.shown_outcome`, in :data:`OUTCOMES` order), and
+    ``by_role``, ``by_action``, ``by_model``, each ``{name: {calls, prompt_tokens,
+    completion_tokens, cost_usd, outcomes}}``; an action whose lines name a ``subject`` also
+    has ``subjects``, the same per subject. Money stays ``Decimal``; :func:`report_json`
+    encodes it as strings."""
     if budget is None:
         budget = lines[-1].budget_usd if lines else Decimal(0)
     report: dict[str, Any] = {
@@ -51,27 +54,41 @@ def cost_report(
         "total_usd": sum((line.cost_usd for line in lines), Decimal(0)),
         "budget_usd": budget,
         "calls": sum(1 for line in lines if line.outcome != "refused"),
-        "outcomes": {},
+        "outcomes": _outcomes(lines),
     }
-    for line in lines:
-        report["outcomes"][line.outcome] = report["outcomes"].get(line.outcome, 0) + 1
     for key, field in _GROUPS:
         report[key] = _group(lines, field)
+    for name, entry in report["by_action"].items():
+        mine = [line for line in lines if line.action == name and line.subject]
+        if mine:
+            entry["subjects"] = _group(mine, "subject")
     return report
 
 
+OUTCOMES = ("ok", "replayed", "refused", "error", "estimated", "lost", "overrun")
+"""The outcomes a report counts, in the order it shows them (``estimated``: an ``error``
+counted at its reservation)."""
+
+
+def _outcomes(lines: Sequence[LedgerLine]) -> dict[str, int]:
+    counts = Counter(line.shown_outcome for line in lines)
+    return {name: counts[name] for name in OUTCOMES if counts[name]}
+
+
 def _group(lines: Sequence[LedgerLine], field: str) -> dict[str, dict[str, Any]]:
-    groups: dict[str, dict[str, Any]] = {}
+    members: dict[str, list[LedgerLine]] = {}
     for line in lines:
-        entry = groups.setdefault(
-            getattr(line, field),
-            {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0, "cost_usd": Decimal(0)},
-        )
-        entry["calls"] += line.outcome != "refused"
-        entry["prompt_tokens"] += line.prompt_tokens
-        entry["completion_tokens"] += line.completion_tokens
-        entry["cost_usd"] += line.cost_usd
-    return groups
+        members.setdefault(getattr(line, field), []).append(line)
+    return {
+        name: {
+            "calls": sum(line.outcome != "refused" for line in mine),
+            "prompt_tokens": sum(line.prompt_tokens for line in mine),
+            "completion_tokens": sum(line.completion_tokens for line in mine),
+            "cost_usd": sum((line.cost_usd for line in mine), Decimal(0)),
+            "outcomes": _outcomes(mine),
+        }
+        for name, mine in members.items()
+    }
 
 
 def report_json(report: dict[str, Any]) -> bytes:
@@ -102,39 +119,86 @@ def reprice(lines: Sequence[LedgerLine], model: str, prices: PriceBook) -> list[
 
 
 def render_table(report: dict[str, Any]) -> RenderableType:
-    """``report`` as rich tables: by role, by action, by model, and the total against the budget."""
+    """``report`` as rich tables: by role, by action (each action's subjects indented under
+    it), by model; then the total against the budget, and the report's ``stopped`` and
+    ``simulated`` notes when it has them (``sopbus costs`` adds them from the summary).
+    Numbers never wrap; names and outcomes do, so the tables fit 80 columns."""
     tables: list[RenderableType] = []
     for key, field in _GROUPS:
-        table = Table(title=f"by {field}", title_justify="left")
-        table.add_column(field)
-        for column in ("calls", "prompt tokens", "completion tokens", "cost (USD)"):
-            table.add_column(column, justify="right")
-        for name, entry in sorted(report[key].items(), key=lambda item: -item[1]["cost_usd"]):
-            table.add_row(
-                name or "-",
-                str(entry["calls"]),
-                f"{entry['prompt_tokens']:,}",
-                f"{entry['completion_tokens']:,}",
-                usd(entry["cost_usd"]),
-            )
+        table = _table(field)
+        for name, entry in _by_cost(report[key]):
+            table.add_row(*_row(name or "-", entry))
+            for subject, part in entry.get("subjects", {}).items():
+                table.add_row(*_row(f"  {subject}", part), style="dim")
         tables.append(table)
     total, budget = report["total_usd"], report["budget_usd"]
     of_cap = f" ({share(total, budget)} of the cap)" if budget > 0 else ""
+    outcomes = outcome_text(report["outcomes"])
     tables.append(
         Text(
-            f"total {money(total)} of {money(budget)}{of_cap}, {report['calls']} calls",
+            f"total {money(total)} of {money(budget)}{of_cap}, {report['calls']} calls"
+            + (f" ({outcomes})" if outcomes else ""),
             style="bold",
         )
     )
+    if report.get("stopped"):
+        tables.append(Text(report["stopped"]))
+    if report.get("simulated"):
+        prices = ", ".join(sorted(report["by_model"])) or "the model's"
+        tables.append(
+            Text(
+                f"SIMULATED by the sim provider, no model wrote it: every amount is what "
+                f"the calls would have cost at {prices} prices",
+                style="yellow",
+            )
+        )
     return Group(*tables)
 
 
+def outcome_text(outcomes: dict[str, int]) -> str:
+    """``{"ok": 2, "refused": 1}`` as ``2 ok, 1 refused``."""
+    return ", ".join(f"{n} {name}" for name, n in outcomes.items())
+
+
+def _table(field: str) -> Table:
+    table = Table(title=f"by {field}", title_justify="left")
+    table.add_column(field, overflow="fold")
+    for column in ("calls", "prompt", "completion", "USD"):
+        table.add_column(column, justify="right", no_wrap=True)
+    table.add_column("outcomes")
+    return table
+
+
+def _by_cost(groups: dict[str, dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
+    return sorted(groups.items(), key=lambda item: -item[1]["cost_usd"])
+
+
+def _row(name: str, entry: dict[str, Any]) -> tuple[str, ...]:
+    return (
+        name,
+        str(entry["calls"]),
+        f"{entry['prompt_tokens']:,}",
+        f"{entry['completion_tokens']:,}",
+        usd(entry["cost_usd"]),
+        outcome_text(entry["outcomes"]),
+    )
+
+
 def ledger_csv(lines: Sequence[LedgerLine]) -> str:
-    """The ledger as CSV with a header row of the :class:`~sopbus.bus.LedgerLine` field names."""
+    """The ledger as CSV: a header row of the :class:`~sopbus.bus.LedgerLine` field names,
+    then one row per line with each value as ``costs.jsonl`` spells it (``true``/``false``,
+    exact decimals, numbers as in JSON); an unset field is an empty cell."""
     fields = LedgerLine.__struct_fields__
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(fields)
     for line in lines:
-        writer.writerow([getattr(line, name) for name in fields])
+        writer.writerow([_cell(getattr(line, name)) for name in fields])
     return buffer.getvalue()
+
+
+def _cell(value: object) -> str:
+    if value is None:
+        return ""
+    plain = msgspec.to_builtins(value)  # a Decimal as its exact string
+    return plain if isinstance(plain, str) else msgspec.json.encode(plain).decode()

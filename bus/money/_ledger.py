@@ -23,7 +23,8 @@ WALL_CLOCK_FIELDS: tuple[str, ...] = ("latency_ms", "t")
 class LedgerLine(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     """One call attempt as the ledger keeps it.
 
-    ``seq`` counts lines from 1 within a run. ``outcome`` is ``ok`` (answered and billed),
+    ``seq`` counts lines from 1 within a run. ``subject`` is what the call was for, where
+    the action said (``tests/test_game.py`` for a ``WriteTest``); empty and omitted otherwise. ``outcome`` is ``ok`` (answered and billed),
     ``error`` (the provider failed; no usage, so $0), ``refused`` (the budget refused the
     reservation; no call made), ``replayed`` (answered from a cassette; recorded usage at $0)
     ``lost`` (in flight when the run was killed; written by ``sopbus resume``, which counts
@@ -52,6 +53,7 @@ class LedgerLine(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     round: int
     role: str
     action: str
+    subject: str = ""
     provider: str
     model: str
     prompt_tokens: int
@@ -70,6 +72,17 @@ class LedgerLine(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     reserved_usd: Decimal | None = None
     latency_ms: float
     t: float
+
+    @property
+    def shown_outcome(self) -> str:
+        """The outcome as a reader is told it: ``estimated`` for an ``error`` counted at
+        its reservation (the provider may have billed it), else :attr:`outcome`."""
+        return "estimated" if self.outcome == "error" and self.estimated else self.outcome
+
+    @property
+    def what(self) -> str:
+        """The action, and the subject when there is one: ``WriteTest (tests/test_game.py)``."""
+        return f"{self.action} ({self.subject})" if self.subject else self.action
 
 
 def without_wall_clock(line: LedgerLine) -> dict[str, object]:

@@ -159,6 +159,7 @@ class TurnEffects:
                 round=round,
                 attempt=attempt,
                 amount=amount,
+                subject=request.subject,
             )
         )
         return self._calls

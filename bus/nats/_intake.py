@@ -163,7 +163,11 @@ class EffectsIntake:
         if isinstance(effect, Reserved):
             assert self.journal is not None
             request = LLMRequest(
-                messages=(), model=effect.model, role=effect.role, action=effect.action
+                messages=(),
+                model=effect.model,
+                role=effect.role,
+                action=effect.action,
+                subject=effect.subject,
             )
             self._calls[call] = self.journal.reserved(
                 request, round=effect.round, attempt=effect.attempt, amount=effect.amount
@@ -177,6 +181,7 @@ class EffectsIntake:
                 model=effect.line.model,
                 role=effect.line.role,
                 action=effect.line.action,
+                subject=effect.line.subject,
             )
             self.gateway.record_remote(
                 effect.line, request, call=self._calls.pop(call, 0), completion=effect.completion
@@ -223,12 +228,15 @@ class EffectsIntake:
         for key in [k for k in self._open if k[:2] == (role, tenure)]:
             host, held = self._open.pop(key)
             call = self._calls.pop(key, 0)
-            request = LLMRequest(messages=(), model=held.model, role=role, action=held.action)
+            request = LLMRequest(
+                messages=(), model=held.model, role=role, action=held.action, subject=held.subject
+            )
             line = LedgerLine(
                 seq=0,
                 round=held.round,
                 role=role,
                 action=held.action,
+                subject=held.subject,
                 provider=self.gateway.provider.name,
                 model=held.model,
                 prompt_tokens=0,

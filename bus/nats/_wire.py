@@ -86,6 +86,7 @@ class Reserved(msgspec.Struct, frozen=True, tag="reserved"):
     round: int
     attempt: int
     amount: Decimal
+    subject: str = ""  # what the call is for (LLMRequest.subject), for a lost call's line
 
 
 class Called(msgspec.Struct, frozen=True, tag="called"):

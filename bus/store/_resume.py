@@ -66,6 +66,7 @@ class InFlight:
     model: str
     attempt: int
     amount: Decimal
+    subject: str = ""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -109,7 +110,13 @@ class Continuation:
         if self.carried or self.resume:
             gateway.carry(self.carried, resume=self.resume)
         for lost in self.lost:
-            request = LLMRequest(messages=(), model=lost.model, role=lost.role, action=lost.action)
+            request = LLMRequest(
+                messages=(),
+                model=lost.model,
+                role=lost.role,
+                action=lost.action,
+                subject=lost.subject,
+            )
             gateway.record_lost(request, round=lost.round, attempt=lost.attempt, amount=lost.amount)
         return TapeGateway(
             gateway, self.tape, free=self.free, taped_through=self.taped_through, store=store
@@ -215,6 +222,7 @@ def in_flight(events: list[dict[str, Any]], calls: list[CallRecord]) -> list[InF
             model=d["model"],
             attempt=d["attempt"],
             amount=Decimal(d["amount"]),
+            subject=d.get("subject", ""),
         )
         for e in events
         if e.get("kind") == RESERVED and (d := e["data"])["call"] not in closed

@@ -222,6 +222,7 @@ class BoardWorker(Role, ABC, register=False):
             action=task,
             role=self.name,
             max_repairs=2,
+            subject=heading,
         )
 
     def write(self, heading: str, slot: str, value: Any) -> Message:

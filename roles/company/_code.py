@@ -83,10 +83,8 @@ class WriteCode(Action):
                 f"problems reported above are fixed. Keep its interface unless the report "
                 f"says the interface is wrong."
             )
-        answer = await self.ask(
-            ctx, task_prompt(ctx, self.name, text, context=context), output=CodeFile
-        )
-        return answer.code
+        prompt = task_prompt(ctx, self.name, text, context=context)
+        return (await self.ask(ctx, prompt, output=CodeFile, subject=path)).code
 
 
 class WriteCodeReview(Action):
@@ -103,9 +101,8 @@ class WriteCodeReview(Action):
         self, ctx: ActionContext, path: str, code: str, *, context: Sequence[Message]
     ) -> CodeReview:
         text = f"File to review: {path}\n\n{listing({path: code})}\n\n{self.instruction}"
-        return await self.ask(
-            ctx, task_prompt(ctx, self.name, text, context=context), output=CodeReview
-        )
+        prompt = task_prompt(ctx, self.name, text, context=context)
+        return await self.ask(ctx, prompt, output=CodeReview, subject=path)
 
 
 class SummarizeCode(Action):

@@ -73,8 +73,8 @@ class WriteTest(Action):
         )
         if problem:
             text += f"\n\nThe previous version of this test file was wrong:\n{problem}"
-        answer = await self.ask(ctx, task_prompt(ctx, self.name, text, context), output=PytestFile)
-        return answer.code
+        prompt = task_prompt(ctx, self.name, text, context)
+        return (await self.ask(ctx, prompt, output=PytestFile, subject=test_path)).code
 
 
 class DebugError(Action):

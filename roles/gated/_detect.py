@@ -106,6 +106,7 @@ async def detect(
             output=ModelFindings,
             action=MODEL_CHECK,
             timeout_s=timeout_s,
+            subject=sample,
         )
         report = _with_findings(report, findings, draft, store)
     return report

@@ -111,10 +111,14 @@ async def ask_strict(
     output: type[M],
     action: str,
     timeout_s: float,
+    subject: str = "",
 ) -> M:
     """One call, no repairs: the answer of the configured model, fitting ``output``, within
-    ``timeout_s``; anything else raises :class:`Closed` with its cause."""
-    request = build_request(messages, output=output, llm=ctx.llm, action=action, role=ctx.role.name)
+    ``timeout_s``; anything else raises :class:`Closed` with its cause. ``subject`` (the
+    sample) names the call in the ledger."""
+    request = build_request(
+        messages, output=output, llm=ctx.llm, action=action, role=ctx.role.name, subject=subject
+    )
     completion = await _ask(ctx, request, timeout_s)
     if not same_model(completion.model, request.model):
         raise Closed(

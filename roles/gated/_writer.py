@@ -217,6 +217,7 @@ class WriteChapter(Action):
             output=WriterAnswer,
             action=self.name,
             timeout_s=s.stage_timeout_s,
+            subject=sample,
         )
         if answer.evidence_requests:
             asked = len(answer.evidence_requests)

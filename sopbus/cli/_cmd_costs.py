@@ -1,8 +1,11 @@
 """``sopbus costs RUN [--json | --csv] [--reprice MODEL]``: what a run spent, from its ledger.
 
-The table groups the ledger (``costs.jsonl``) by role, by action and by model, with the
-total against the run's budget. ``--json`` prints the same report (money as decimal
-strings); ``--csv`` prints the ledger itself, one row per line. ``--reprice MODEL`` prices
+The table groups the ledger (``costs.jsonl``) by role, by action (and under each action
+the files, headings or samples its calls were for) and by model, with each group's
+outcomes, the total against the run's budget, why the run stopped spending (its
+``summary.json``), and a SIMULATED mark for a run on the sim provider. ``--json`` prints
+the same report (money as decimal strings); ``--csv`` prints the ledger itself, one row per
+line, with JSON's spelling of values. ``--reprice MODEL`` prices
 the same tokens at ``MODEL``'s price (the packaged price book plus the run's own
 ``[prices]``), for "what would this have cost on gpt-4o?".
 """
@@ -24,7 +27,20 @@ NAME = "costs"
 HELP = "what a run spent: by role, action and model against its budget (table, JSON or CSV)"
 
 # The keys of `--json`, in order; `--reprice` adds REPRICE_KEYS.
-JSON_KEYS = ("run_id", "total_usd", "budget_usd", "calls", "by_role", "by_action", "by_model")
+JSON_KEYS = (
+    "run_id",
+    "simulated",
+    "status",
+    "end_reason",
+    "stopped",
+    "total_usd",
+    "budget_usd",
+    "calls",
+    "outcomes",
+    "by_role",
+    "by_action",
+    "by_model",
+)
 REPRICE_KEYS = ("repriced_to", "actual_total_usd")
 
 
@@ -63,17 +79,58 @@ def run(args: argparse.Namespace) -> int:
 
 
 def report_for(run_dir: Path, lines: list[LedgerLine]) -> dict[str, Any]:
-    """The cost report of ``lines`` against the run's budget: the summary's, else the
-    ledger's, else the one the run started with."""
+    """The cost report of ``lines`` against the run's budget (the summary's, else the
+    ledger's, else the one the run started with), with what the summary says of the run:
+    ``simulated``, ``status`` and ``end_reason`` (``None`` while it has no summary) and the
+    ``stopped`` sentence."""
     from sopbus.bus import cost_report
     from sopbus.bus._summary import read_summary
 
     summary = read_summary(run_dir)
-    return cost_report(
+    report = cost_report(
         lines,
         budget=_budget(run_dir, summary, lines),
         run_id=summary.run_id if summary is not None else run_dir.name,
     )
+    report.update(
+        simulated=summary.simulated if summary else any(ln.provider == "sim" for ln in lines),
+        status=summary.status if summary else None,
+        end_reason=summary.end_reason if summary else None,
+        stopped=stopped(summary, lines, run_dir.name),
+    )
+    return report
+
+
+def stopped(summary: RunSummary | None, lines: list[LedgerLine], run: str) -> str:
+    """Why the run stopped spending, in one line: how it ended and, when the budget ended
+    it, the call it refused (or the overrun that closed it) with that call's worst case."""
+    from sopbus.bus.money import money
+
+    if summary is None:
+        return (
+            f"run not ended: no summary.json yet (still running, or killed: "
+            f"`sopbus resume {run}` finishes it)"
+        )
+    ended = summary.status
+    if summary.end_reason != summary.status:
+        ended += f" ({summary.end_reason})"
+    last = {line.outcome: line for line in lines}
+    if summary.end_reason == "budget_exhausted" and "overrun" in last:
+        line = last["overrun"]
+        return (
+            f"run ended {ended}: {line.role} {line.what} came back with usage that cannot be "
+            f"true ({line.error}), counted at {money(line.cost_usd)}; no call was made after it"
+        )
+    if summary.end_reason == "budget_exhausted" and "refused" in last:
+        line = last["refused"]
+        worst = f" {money(line.reserved_usd)}" if line.reserved_usd is not None else ""
+        return (
+            f"run ended {ended}: {line.role} {line.what} was refused, not sent: its worst "
+            f"case{worst} did not fit the budget ({money(line.total_usd)} of "
+            f"{money(line.budget_usd)} spent)"
+        )
+    why = summary.error or summary.detail
+    return f"run ended {ended}" + (f": {why}" if why else "")
 
 
 def _budget(run_dir: Path, summary: RunSummary | None, lines: list[LedgerLine]) -> Decimal:

@@ -26,7 +26,20 @@ pytestmark = pytest.mark.slow  # every test here starts sopbus as a subprocess
 
 SCENARIOS = DATA / "scenarios"
 PAIR = SCENARIOS / "review_pair.toml"
-COSTS_KEYS = ["run_id", "total_usd", "budget_usd", "calls", "by_role", "by_action", "by_model"]
+COSTS_KEYS = [
+    "run_id",
+    "simulated",
+    "status",
+    "end_reason",
+    "stopped",
+    "total_usd",
+    "budget_usd",
+    "calls",
+    "outcomes",
+    "by_role",
+    "by_action",
+    "by_model",
+]
 
 
 def ok(*args: str | Path, cwd: Path) -> str:
@@ -304,8 +317,9 @@ def test_costs_table_groups_and_totals(work: Path, run_dir: Path) -> None:
         assert heading in table
     assert f"costs of run {run_dir.name}" in table
     assert "of $1.00" in table and "2 calls" in table
-    (model_row,) = [ln for ln in table.splitlines() if "gpt-4o-mini" in ln]
-    assert " 2 " in model_row
+    (model_row,) = [ln for ln in table.splitlines() if "│ gpt-4o-mini" in ln]
+    assert " 2 " in model_row and "2 ok" in model_row
+    assert "would have cost at gpt-4o-mini prices" in table  # the run was simulated
 
 
 def test_costs_csv_is_the_ledger(work: Path, run_dir: Path) -> None:

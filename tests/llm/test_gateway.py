@@ -3,6 +3,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from decimal import Decimal
 
+import msgspec
 import pytest
 import trio
 import trio.testing
@@ -121,18 +122,22 @@ async def test_a_call_is_priced_settled_and_ledgered(autojump_clock: object) -> 
     assert gw.budget.reserved == 0
 
 
-async def test_the_cost_line_has_metagpts_form(autojump_clock: object) -> None:
+async def test_the_cost_line_has_metagpts_form_and_names_who_spent_it(
+    autojump_clock: object,
+) -> None:
     messages: list[str] = []
     handler = logger.add(lambda m: messages.append(m.record["message"]), format="{message}")
     try:
-        gw, _ = gateway(Scripted(answer(10, 5)), cap="1")
+        gw, _ = gateway(Scripted(answer(10, 5), answer(1, 1)), cap="1")
         await gw.complete(request(), round=1)
-        await gw.complete(request(), round=1)
+        await gw.complete(msgspec.structs.replace(request(), subject="docs/prd.md"), round=1)
     finally:
         logger.remove(handler)
     assert messages == [
-        "Total running cost: $0.020 | Max budget: $1.000 | Current cost: $0.020, prompt_tokens: 10, completion_tokens: 5",
-        "Total running cost: $0.040 | Max budget: $1.000 | Current cost: $0.020, prompt_tokens: 10, completion_tokens: 5",
+        "Total running cost: $0.02 | Max budget: $1.00 | Current cost: $0.02 by Alice WritePRD, "
+        "prompt_tokens: 10, completion_tokens: 5",
+        "Total running cost: $0.023 | Max budget: $1.00 | Current cost: $0.003 by Alice "
+        "WritePRD (docs/prd.md), prompt_tokens: 1, completion_tokens: 1",
     ]
 
 

@@ -74,6 +74,7 @@ async def test_report_groups_by_role_action_model_and_sums_to_the_gateway(tmp_pa
         "prompt_tokens": 0,
         "completion_tokens": 0,
         "cost_usd": Decimal(0),
+        "outcomes": {"refused": 1},
     }
     assert sum(e["cost_usd"] for e in report["by_model"].values()) == report["total_usd"]
     decoded = msgspec.json.decode(report_json(report))
@@ -112,7 +113,13 @@ async def test_table_and_csv(tmp_path: Path) -> None:
     assert "by role" in text and "WriteDesign" in text and "of $0.05" in text and "3 calls" in text
     csv = ledger_csv(lines).splitlines()
     assert csv[0] == ",".join(LedgerLine.__struct_fields__) and len(csv) == 5
-    assert csv[4].split(",")[13] == "refused"
+    fields = LedgerLine.__struct_fields__
+    refused = dict(zip(fields, csv[4].split(","), strict=True))
+    assert (refused["outcome"], refused["estimated"], refused["resume"]) == (
+        "refused",
+        "false",
+        "0",
+    )
 
 
 def test_an_empty_or_missing_ledger(tmp_path: Path) -> None:
@@ -152,3 +159,54 @@ def test_reprice_keeps_lines_counted_at_their_reservation() -> None:
     repriced = reprice(lines, "gpt-4o", PRICES)
     assert [ln.cost_usd for ln in repriced] == [Decimal("0.002"), Decimal("0.003"), Decimal(0)]
     assert repriced[-1].total_usd == Decimal("0.005")
+
+
+def ledger_line(outcome: str = "ok", cost: str = "0.001", **fields: object) -> LedgerLine:
+    base: dict[str, object] = {
+        "seq": 1,
+        "round": 1,
+        "role": "Edward",
+        "action": "WriteTest",
+        "provider": "openai",
+        "model": "gpt-4o-mini",
+        "prompt_tokens": 10,
+        "completion_tokens": 5,
+        "cached_tokens": 0,
+        "cost_usd": Decimal(cost),
+        "total_usd": Decimal(cost),
+        "budget_usd": Decimal(1),
+        "attempt": 1,
+        "outcome": outcome,
+        "latency_ms": 0.0,
+        "t": 0.0,
+    }
+    return LedgerLine(**{**base, **fields})  # type: ignore[arg-type]
+
+
+def test_an_actions_subjects_are_grouped_under_it_and_sum_to_it() -> None:
+    lines = [
+        ledger_line(cost="0.001", subject="tests/test_a.py"),
+        ledger_line(cost="0.002", subject="tests/test_b.py"),
+        ledger_line("error", cost="0.003", subject="tests/test_b.py", estimated=True),
+        ledger_line(action="DebugError"),
+    ]
+    report = cost_report(lines)
+    tests = report["by_action"]["WriteTest"]
+    assert (tests["calls"], tests["cost_usd"]) == (3, Decimal("0.006"))
+    assert {name: e["cost_usd"] for name, e in tests["subjects"].items()} == {
+        "tests/test_a.py": Decimal("0.001"),
+        "tests/test_b.py": Decimal("0.005"),
+    }
+    assert tests["subjects"]["tests/test_b.py"]["outcomes"] == {"ok": 1, "estimated": 1}
+    assert "subjects" not in report["by_action"]["DebugError"]
+    assert report["outcomes"] == {"ok": 3, "estimated": 1}
+    assert report["by_role"]["Edward"]["cost_usd"] == Decimal("0.007")
+
+
+def test_a_ledger_written_before_subjects_reads_with_none() -> None:
+    old = msgspec.json.encode(ledger_line())
+    assert b"subject" not in old  # an empty subject is omitted, as older ledgers lack it
+    line = msgspec.json.decode(old, type=LedgerLine)
+    assert (line.subject, line.what, line.shown_outcome) == ("", "WriteTest", "ok")
+    named = ledger_line(subject="tests/test_a.py")
+    assert named.what == "WriteTest (tests/test_a.py)"
