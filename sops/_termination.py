@@ -23,6 +23,7 @@ from typing import Any, Protocol
 from loguru import logger
 
 from sopbus.bus import Message
+from sopbus.bus.money import money
 
 Stats = Callable[[], Mapping[str, Any]]
 """The run's totals: ``prompt_tokens``, ``completion_tokens``, ``total_usd`` (Decimal)."""
@@ -115,7 +116,7 @@ class SpendLimit(_NeedsStats):
         if totals is None:
             return None
         spent = Decimal(totals.get("total_usd", 0))
-        return f"${spent} spent, limit ${self.limit}" if spent >= self.limit else None
+        return f"{money(spent)} spent, limit {money(self.limit)}" if spent >= self.limit else None
 
 
 class Timeout:

@@ -25,6 +25,7 @@ from loguru import logger
 from .._protocol import LLMRequest
 from ..llm._gateway import Gateway
 from ..llm._tape import CallLog
+from ..money._format import money
 from ..money._ledger import LedgerLine
 from ..store._store import RunStore
 from ._link import Link
@@ -254,9 +255,9 @@ class EffectsIntake:
             )
             self.gateway.record_remote(line, request, call=call)
             logger.warning(
-                "worker {} was lost with {}'s {} call in flight: counted at its reservation ${}",
+                "worker {} was lost with {}'s {} call in flight: counted at its reservation {}",
                 host,
                 role,
                 held.action,
-                held.amount,
+                money(held.amount),
             )

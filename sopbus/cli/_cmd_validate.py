@@ -104,6 +104,8 @@ def check_team(scenario: Scenario, report: Report) -> Team:
 
 def describe(scenario: Scenario) -> list[tuple[str, str]]:
     """A few ``(label, text)`` lines, the labels aligned, saying what ``scenario`` declares."""
+    from sopbus.bus.money import money
+
     run, llm = scenario.run, scenario.llm
     rows = [
         (
@@ -115,7 +117,7 @@ def describe(scenario: Scenario) -> list[tuple[str, str]]:
         (
             "run",
             f"{run.mode} mode, at most {run.max_rounds} rounds, budget "
-            f"${run.budget_usd}, seed {run.seed}, runs in {run.runs_dir}/",
+            f"{money(run.budget_usd)}, seed {run.seed}, runs in {run.runs_dir}/",
         ),
         (
             "llm",
@@ -128,7 +130,7 @@ def describe(scenario: Scenario) -> list[tuple[str, str]]:
     if cassette is not None:
         rows.append(("cassette", str(cassette)))
     rows += [
-        ("price", f"{model}: ${p.input} in, ${p.output} out per 1M tokens")
+        ("price", f"{model}: {money(p.input)} in, {money(p.output)} out per 1M tokens")
         for model, p in scenario.prices.items()
     ]
     rows += [("role", _role(role)) for role in scenario.roles]
