@@ -28,7 +28,12 @@ What the files do on a resume (the n-th resume of a run):
 * A torn last line of any of the three files is cut off before anything is appended.
 
 A run stopped by its round limit or its budget resumes the same way, with ``--max-rounds``
-or ``--budget`` raised; the budget must stay above what the run has spent.
+or ``--budget`` raised; the budget must stay above what the run has spent. A run that
+completed is not resumed (:func:`finished`) unless the command line forces it.
+
+Every step above can be cut by a kill and is redone or skipped by the next resume: the
+rotation never leaves the run without an ``events.jsonl``, and what a resume needs is read
+from every execution's log (:mod:`sopbus.bus.store._executions`).
 """
 
 from __future__ import annotations
