@@ -19,6 +19,7 @@ import trio
 from loguru import logger
 
 from .._errors import BudgetExhausted, ProviderError, ProviderOverrun
+from .._faults import reached
 from .._protocol import Completion, LLMRequest, Provider, Usage
 from ..money._account import AccountShare, Hold
 from ..money._budget import Budget, Reservation
@@ -146,6 +147,7 @@ class Gateway:
             # ProviderError, cancellation, or a bug: the call returned no usage.
             await self._failed(sent, exc)
             raise
+        reached("llm:answered")  # answered (and billed), not yet written anywhere
         cost = _ZERO if completion.replayed else price.cost(completion.usage)
         if not completion.replayed:
             why = impossible_usage(completion.usage, request, cost=cost, reserved=worst)
@@ -272,6 +274,7 @@ class Gateway:
         status: int | None = None,
         error: str | None = None,
         reserved: Decimal | None = None,
+        lost_call: int = 0,
     ) -> LedgerLine:
         self._seq += 1
         if outcome != "refused":
@@ -303,6 +306,7 @@ class Gateway:
             status=status,
             error=error,
             reserved_usd=reserved,
+            lost_call=lost_call,
             latency_ms=latency_ms,
             t=self._clock(),
         )
@@ -316,6 +320,7 @@ class Gateway:
         ledger line from it (see bus.store._resume)."""
         if self._journal is not None and (call or completion is not None):
             self._journal.closed(call, request, completion, line)
+            reached("llm:journaled")  # in calls.jsonl, not yet in the ledger
         if self._sink is not None:
             self._sink(line)
         _log_line(line)
@@ -343,13 +348,14 @@ class Gateway:
         self._resume = resume
 
     def record_lost(
-        self, request: LLMRequest, *, round: int, attempt: int, amount: Decimal
+        self, request: LLMRequest, *, round: int, attempt: int, amount: Decimal, call: int = 0
     ) -> LedgerLine:
         """Ledgers a call that was in flight when an earlier execution died, as ``lost`` at its
         reserved ``amount``: the provider may have billed it, so the reservation counts as
-        spent (it fit under the cap when it was made, and the resume checks the cap again)."""
+        spent (it fit under the cap when it was made, and the resume checks the cap again).
+        ``call`` is its reservation's id, kept in the line (``lost_call``)."""
         self.budget.settle(self.budget.reserve(amount), amount)
-        return self._ledger(request, round, attempt, "lost", _NO_USAGE, amount, 0.0)
+        return self._ledger(request, round, attempt, "lost", _NO_USAGE, amount, 0.0, lost_call=call)
 
     def record_replay(
         self, request: LLMRequest, completion: Completion, *, round: int, attempt: int

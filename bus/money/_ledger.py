@@ -46,6 +46,9 @@ class LedgerLine(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     ``reserved_usd`` is what a ``refused`` call needed: its worst-case cost (the prompt's
     upper bound plus ``max_tokens`` of completion), which did not fit under the cap
     (omitted from the JSON on other lines).
+    ``lost_call`` is the call id of the reservation a ``lost`` line stands for (its
+    ``llm_reserved`` event), so a resume killed after writing it does not count it again
+    (omitted from the JSON on other lines).
     ``latency_ms`` (provider call duration) and ``t`` (Unix time at the end) are wall clock.
     """
 
@@ -70,6 +73,7 @@ class LedgerLine(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     status: int | None = None
     error: str | None = None
     reserved_usd: Decimal | None = None
+    lost_call: int = 0
     latency_ms: float
     t: float
 

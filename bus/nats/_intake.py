@@ -22,6 +22,7 @@ from typing import Any
 import trio
 from loguru import logger
 
+from .._faults import reached
 from .._protocol import LLMRequest
 from ..llm._gateway import Gateway
 from ..llm._tape import CallLog
@@ -176,6 +177,7 @@ class EffectsIntake:
             self._open[call] = (envelope.host, effect)
         elif isinstance(effect, Called):
             assert self.gateway is not None
+            reached("nats:answer-read")  # the worker's answer is on the stream, not yet here
             self._open.pop(call, None)
             request = effect.request or LLMRequest(
                 messages=(),

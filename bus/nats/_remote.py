@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import time
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from decimal import Decimal
@@ -28,6 +28,7 @@ from .._message import Message
 from ..llm._gateway import Gateway
 from ..llm._tape import CallLog, CallRecord
 from ..money._account import AccountShare
+from ..store._executions import InFlight
 from ..store._store import RunStore
 from ._account import NatsAccount
 from ._claims import CAP_FIX, COORDINATOR, Claim, RunBoard, ScenarioPlan, announce
@@ -167,16 +168,20 @@ class Coordinator:
             )
         return claims
 
-    async def adopt(self, recorded: Sequence[CallRecord], lost: Sequence[Any]) -> int:
+    async def adopt(
+        self, recorded: Sequence[CallRecord], lost: Sequence[InFlight]
+    ) -> tuple[InFlight, ...]:
         """A resumed run: the answers workers got while the coordinator was down (on the
         stream, never written here) are written into the ledger and ``calls.jsonl`` now, so
-        that the run's spend counts them. Answers the run has (``recorded``) are skipped, and
-        so are those of calls the resume already counts as ``lost`` at their reservation
-        (``lost``: in flight when the coordinator died; counted at their worst case, the
-        cautious side). Returns how many were adopted."""
+        that the run's spend counts them and a replay finds them. Answers the run has
+        (``recorded``) are skipped. An answer to a call the resume found in flight (``lost``:
+        reserved here, never answered here) closes that reservation: it is returned, and
+        not counted ``lost`` then."""
         assert self.gateway is not None
         have = Counter((r.round, r.role, r.key) for r in recorded)
-        in_flight = Counter((c.round, c.role, c.action, c.attempt, c.amount) for c in lost)
+        in_flight: dict[tuple[Any, ...], list[InFlight]] = defaultdict(list)
+        for c in lost:
+            in_flight[(c.round, c.role, c.action, c.attempt, c.amount)].append(c)
         envelopes = [
             e
             for e in fenced(await stored_effects(self.link, self.run_id))
@@ -187,7 +192,8 @@ class Coordinator:
             for e in envelopes
             if isinstance(e.effect, Reserved)
         }
-        adopted = 0
+        adopted: list[InFlight] = []
+        count = 0
         for envelope in envelopes:
             effect = envelope.effect
             record = answer_of(effect)
@@ -201,16 +207,21 @@ class Coordinator:
                 (envelope.host, envelope.tenure, envelope.epoch, envelope.role, effect.call)
             )
             flight = held and (held.round, held.role, held.action, held.attempt, held.amount)
-            if flight and in_flight[flight]:
-                in_flight[flight] -= 1
-                continue
-            self.gateway.record_remote(effect.line, effect.request, completion=effect.completion)
-            adopted += 1
-        if adopted:
-            logger.info(
-                "{} answers workers got while the run's coordinator was down were ledgered", adopted
+            closes = in_flight[flight].pop(0) if flight and in_flight.get(flight) else None
+            self.gateway.record_remote(
+                effect.line,
+                effect.request,
+                call=closes.call if closes else 0,
+                completion=effect.completion,
             )
-        return adopted
+            if closes is not None:
+                adopted.append(closes)
+            count += 1
+        if count:
+            logger.info(
+                "{} answers workers got while the run's coordinator was down were ledgered", count
+            )
+        return tuple(adopted)
 
     async def open_account(self, cap: Decimal, *, resumed: bool) -> AccountShare:
         """The run's cap as a :class:`~sopbus.bus.nats.NatsAccount` in the run's bucket, which every

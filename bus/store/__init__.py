@@ -2,12 +2,12 @@
 written as it happens, and what reads it back: verify, resume, replay and fork.
 """
 
+from ._executions import InFlight as InFlight
 from ._fork import completed_rounds as completed_rounds
 from ._fork import plan_fork as plan_fork
 from ._fork import plan_replay as plan_replay
 from ._fork import with_settings as with_settings
 from ._resume import Continuation as Continuation
-from ._resume import InFlight as InFlight
 from ._resume import Unplugged as Unplugged
 from ._resume import in_flight as in_flight
 from ._resume import ledger_of as ledger_of

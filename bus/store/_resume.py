@@ -28,7 +28,12 @@ What the files do on a resume (the n-th resume of a run):
 * A torn last line of any of the three files is cut off before anything is appended.
 
 A run stopped by its round limit or its budget resumes the same way, with ``--max-rounds``
-or ``--budget`` raised; the budget must stay above what the run has spent.
+or ``--budget`` raised; the budget must stay above what the run has spent. A run that
+completed is not resumed (:func:`finished`) unless the command line forces it.
+
+Every step above can be cut by a kill and is redone or skipped by the next resume: the
+rotation never leaves the run without an ``events.jsonl``, and what a resume needs is read
+from every execution's log (:mod:`sopbus.bus.store._executions`).
 """
 
 from __future__ import annotations
@@ -44,29 +49,18 @@ import msgspec
 
 from .._errors import ConfigError
 from .._events import Note
+from .._faults import reached
 from .._jsonl import JsonlWriter, read_jsonl
 from .._layout import CALLS, COSTS, EVENTS, SCENARIO, SUMMARY
 from .._protocol import Completion, LLMRequest
+from .._summary import read_summary
 from ..llm._gateway import Gateway
-from ..llm._tape import RELEASED, RESERVED, CallRecord, Tape, TapeGateway, read_calls
+from ..llm._tape import Tape, TapeGateway, read_calls
 from ..money._ledger import LedgerLine
 from ..scenario._load import load_scenario, scenario_with_overrides
 from ..scenario._types import Scenario
+from ._executions import Executions, InFlight, Rotation, next_execution
 from ._store import RunStore, drop_torn_tail, is_locked
-
-
-@dataclass(frozen=True, kw_only=True)
-class InFlight:
-    """A call whose reservation was written but that neither answered nor was released."""
-
-    call: int
-    round: int
-    role: str
-    action: str
-    model: str
-    attempt: int
-    amount: Decimal
-    subject: str = ""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -104,12 +98,22 @@ class Continuation:
         return store
 
     def wrap(self, gateway: Gateway, store: RunStore) -> TapeGateway:
-        """Logs the start note, carries the earlier ledger over and ledgers the lost calls,
-        then puts the tape in front of ``gateway``."""
+        """Logs the start note and carries the earlier ledger over, then puts the tape in
+        front of ``gateway``. The lost calls follow (:meth:`ledger_lost`)."""
         store.log(self.note)
+        reached("resume:noted")
         if self.carried or self.resume:
             gateway.carry(self.carried, resume=self.resume)
+        return TapeGateway(
+            gateway, self.tape, free=self.free, taped_through=self.taped_through, store=store
+        )
+
+    def ledger_lost(self, gateway: Gateway, answered: tuple[InFlight, ...] = ()) -> None:
+        """Ledgers each call that was in flight when the run died as ``lost``, but those whose
+        answer was found after all (``answered``: on a NATS run's stream), before any turn."""
         for lost in self.lost:
+            if lost in answered:
+                continue
             request = LLMRequest(
                 messages=(),
                 model=lost.model,
@@ -117,10 +121,10 @@ class Continuation:
                 action=lost.action,
                 subject=lost.subject,
             )
-            gateway.record_lost(request, round=lost.round, attempt=lost.attempt, amount=lost.amount)
-        return TapeGateway(
-            gateway, self.tape, free=self.free, taped_through=self.taped_through, store=store
-        )
+            gateway.record_lost(
+                request, round=lost.round, attempt=lost.attempt, amount=lost.amount, call=lost.call
+            )
+            reached("resume:lost")
 
 
 class Unplugged:
@@ -145,19 +149,19 @@ def plan_resume(
     )
     ledger = ledger_of(run_dir)
     calls = read_calls(run_dir)
-    events: list[dict[str, Any]] = list(read_jsonl(run_dir / EVENTS, dict))
+    executions = Executions.read(run_dir)
     known = {line.seq for line in ledger}
     recovered = sorted(
         (c.ledger for c in calls if c.ledger is not None and c.ledger.seq not in known),
         key=lambda line: line.seq,
     )
     carried = (*ledger, *recovered)
-    lost = in_flight(events, calls)
+    lost = executions.in_flight(calls, [*carried])
     spent = sum((line.cost_usd for line in carried), Decimal(0)) + sum(
         (c.amount for c in lost), Decimal(0)
     )
     _check_budget(run_dir, scenario, spent, budget_usd)
-    resume = 1 + len(_rotated(run_dir))
+    resume, rotation = next_execution(run_dir)
     note = Note(
         kind="resumed",
         round=0,
@@ -173,7 +177,6 @@ def plan_resume(
             "max_rounds": scenario.run.max_rounds,
         },
     )
-    ids = [c.call for c in calls] + [e["data"]["call"] for e in events if e.get("kind") == RESERVED]
     return scenario, Continuation(
         run_dir=run_dir,
         tape=Tape(calls, match="key"),
@@ -184,9 +187,22 @@ def plan_resume(
         carried=carried,
         lost=tuple(lost),
         resume=resume,
-        first_call=max(ids, default=0),
-        prepare=lambda: _prepare(run_dir, resume, recovered),
+        first_call=executions.last_call(calls),
+        prepare=lambda: _prepare(run_dir, resume, rotation, recovered),
     )
+
+
+def finished(run_dir: Path, *, max_rounds: int | None = None) -> str | None:
+    """What says the run in ``run_dir`` is complete, so that a resume has nothing to do:
+    its summary says it completed, and not at a round limit that ``max_rounds`` raises.
+    ``None`` for a run that can go on (killed, failed, stopped by its budget)."""
+    summary = read_summary(run_dir)
+    if summary is None or summary.status != "completed":
+        return None
+    if summary.end_reason == "max_rounds" and max_rounds is not None:
+        if max_rounds > summary.max_rounds:
+            return None
+    return f"it completed ({summary.end_reason} after {summary.rounds} rounds)"
 
 
 def scenario_of(run_dir: Path) -> Scenario:
@@ -196,10 +212,10 @@ def scenario_of(run_dir: Path) -> Scenario:
         raise ConfigError(f"{run_dir} is not a run directory (no {EVENTS} in it)")
     if not (run_dir / SCENARIO).is_file():
         raise ConfigError(
-            f"run {run_dir.name} died before it wrote {SCENARIO}, so it cannot be "
-            f"run again; start it anew with `sopbus run`"
+            f"run {run_dir.name} ({run_dir}) died before it wrote {SCENARIO}, so it cannot "
+            f"be resumed: nothing says what it ran; start it anew with `sopbus run SCENARIO`"
         )
-    origin = _origin(run_dir)
+    origin = Executions.read(run_dir).origin()
     if origin is None or not origin.is_file():
         return load_scenario(run_dir / SCENARIO)
     # The copy names the original's files (absolute, inside the original's folder), so it
@@ -208,44 +224,16 @@ def scenario_of(run_dir: Path) -> Scenario:
     return msgspec.structs.replace(scenario, path=origin)
 
 
-def in_flight(events: list[dict[str, Any]], calls: list[CallRecord]) -> list[InFlight]:
-    """The reservations in ``events`` that have neither an answer in ``calls`` nor a release."""
-    closed = {c.call for c in calls} | {
-        e["data"]["call"] for e in events if e.get("kind") == RELEASED
-    }
-    return [
-        InFlight(
-            call=d["call"],
-            round=e["round"],
-            role=e["role"],
-            action=d["action"],
-            model=d["model"],
-            attempt=d["attempt"],
-            amount=Decimal(d["amount"]),
-            subject=d.get("subject", ""),
-        )
-        for e in events
-        if e.get("kind") == RESERVED and (d := e["data"])["call"] not in closed
-    ]
+def in_flight(run_dir: Path) -> list[InFlight]:
+    """The reservations of every execution of the run in ``run_dir`` that neither answered,
+    nor were released, nor were ledgered ``lost`` by an earlier resume."""
+    return Executions.read(run_dir).in_flight(read_calls(run_dir), ledger_of(run_dir))
 
 
 def ledger_of(run_dir: Path) -> list[LedgerLine]:
     """The ledger lines of the run in ``run_dir`` (``costs.jsonl``)."""
     path = run_dir / COSTS
     return list(read_jsonl(path, LedgerLine)) if path.is_file() else []
-
-
-def _origin(run_dir: Path) -> Path | None:
-    event: dict[str, Any]
-    for event in read_jsonl(run_dir / EVENTS, dict):
-        if event.get("kind") == "run_started":
-            origin = event.get("settings", {}).get("scenario_path")
-            return Path(origin) if origin else None
-    return None
-
-
-def _rotated(run_dir: Path) -> list[Path]:
-    return [p for p in run_dir.glob("events.*.jsonl") if p.name.split(".")[1].isdigit()]
 
 
 def _check_budget(run_dir: Path, scenario: Scenario, spent: Decimal, given: Decimal | None) -> None:
@@ -258,12 +246,23 @@ def _check_budget(run_dir: Path, scenario: Scenario, spent: Decimal, given: Deci
         )
 
 
-def _prepare(run_dir: Path, resume: int, recovered: list[LedgerLine]) -> None:
+def _prepare(run_dir: Path, resume: int, rotation: Rotation, recovered: list[LedgerLine]) -> None:
+    """The resume's changes to the directory, each one redone or skipped by the next resume
+    if this one is killed after it (see :func:`sopbus.bus.store._executions.next_execution`)."""
+    # First: a run killed after this reads as unfinished, which it is from now on.
+    (run_dir / SUMMARY).unlink(missing_ok=True)
     for name in (EVENTS, COSTS, CALLS):
         drop_torn_tail(run_dir / name)
-    os.replace(run_dir / EVENTS, run_dir / f"events.{resume}.jsonl")
-    (run_dir / SUMMARY).unlink(missing_ok=True)
+    current, kept = run_dir / EVENTS, run_dir / f"events.{resume}.jsonl"
+    if rotation == "rotate":
+        os.link(current, kept)  # the old log under its new name, while events.jsonl stays
+        reached("resume:linked")
+    fresh = run_dir / f"{EVENTS}.new"
+    fresh.write_bytes(b"")
+    os.replace(fresh, current)  # never a moment without an events.jsonl
+    reached("resume:rotated")
     if recovered:
         with JsonlWriter(run_dir / COSTS) as ledger:
             for line in recovered:
                 ledger.write(line)
+        reached("resume:recovered")

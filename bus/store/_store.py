@@ -105,6 +105,11 @@ class RunStore:
 
     @classmethod
     def create(cls, runs_dir: Path, name: str, *, run_id: str | None = None) -> RunStore:
+        if runs_dir.exists() and not runs_dir.is_dir():
+            raise ConfigError(
+                f"the runs directory {runs_dir} is a file, not a directory; point --runs-dir "
+                f"(or [run].runs_dir in the scenario) at a directory, or move the file away"
+            )
         run_id = run_id or new_run_id(name)
         return cls(runs_dir / run_id, run_id)
 
@@ -215,7 +220,10 @@ class RunStore:
         self.log(Note(kind=kind, round=round, role=role, data=dict(data)))
 
     def write_scenario(self, text: str) -> None:
-        (self.run_dir / SCENARIO).write_text(self.redact(text))
+        path = self.run_dir / SCENARIO
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(self.redact(text))
+        os.replace(tmp, path)  # a resume killed here keeps the copy it resumed from
 
     def write_summary(self, summary: RunSummary) -> None:
         path = self.run_dir / SUMMARY

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from sopbus.bus.money._account import AccountShare
     from sopbus.bus.nats._remote import Coordinator
     from sopbus.bus.scenario._types import Scenario
+    from sopbus.bus.store._executions import InFlight
     from sopbus.bus.store._resume import Continuation
     from sopbus.bus.store._store import RunStore
 
@@ -61,6 +62,9 @@ class Remote:
         self.coordinator, self.continuation = coordinator, continuation
         self.pool = pool
         self.log = coordinator.log if coordinator is not None else None
+        # Calls in flight when the coordinator died whose answers were on the stream: taken
+        # in by members(), so the resume does not count them lost.
+        self.adopted: tuple[InFlight, ...] = ()
 
     async def members(self, roles: list[Any], gateway: Gateway, journal: CallLog) -> list[Member]:
         """The team as the Environment gets it: hosted roles as proxies (waits for claims)."""
@@ -70,7 +74,7 @@ class Remote:
         if self.continuation is not None and self.continuation.resume:
             from sopbus.bus.llm._tape import read_calls
 
-            await self.coordinator.adopt(
+            self.adopted = await self.coordinator.adopt(
                 read_calls(self.continuation.run_dir), self.continuation.lost
             )
             await self.coordinator.rebase(gateway.budget.spent)

@@ -27,6 +27,7 @@ from loguru import logger
 
 from sopbus.bus import _events as ev
 from sopbus.bus._environment import Environment
+from sopbus.bus._faults import reached
 from sopbus.bus._layout import SANDBOX_SCRATCH, SUMMARY
 from sopbus.bus._protocol import Provider
 from sopbus.bus._redact import redact_url
@@ -179,7 +180,6 @@ async def _run(
     from ._bus import coordinated
 
     as_run = scenario_as_run(scenario)
-    store.write_scenario(as_run)
     store.log(
         ev.RunStarted(
             run_id=store.run_id,
@@ -196,6 +196,10 @@ async def _run(
             },
         )
     )
+    # After run_started, which says where the scenario came from: a run killed between the
+    # two has no scenario.toml and is started anew; one with it can always be resumed.
+    reached("run:started")
+    store.write_scenario(as_run)
     async with (
         opened_for_run(provider, record) as live,
         coordinated(bus, scenario, as_run, store, continuation) as remote,
@@ -220,6 +224,8 @@ async def _run(
         # The store takes a publish at once (over NATS: and puts its messages on the stream).
         env = Environment(store.run_id, log=remote.log or store)
         env.add_all(await remote.members(team.roles, gateway, journal))
+        if continuation is not None:
+            continuation.ledger_lost(gateway, answered=remote.adopted)
         runner = Runner(
             env,
             mode=scenario.run.mode,

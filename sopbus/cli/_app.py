@@ -154,6 +154,9 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``sopbus`` with ``argv`` (default: the process's arguments) and return the exit
     code (see :class:`~sopbus.cli.ExitCode`)."""
+    from sopbus.bus._faults import arm
+
+    arm(os.environ)  # crash tests' kill points; a no-op without SOPBUS_KILL_AT
     parser = build_parser()
     try:
         args = parser.parse_args(argv)

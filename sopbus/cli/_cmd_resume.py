@@ -1,10 +1,11 @@
-"""``sopbus resume RUN [--budget USD] [--max-rounds N]``: continue a killed or stopped run.
+"""``sopbus resume RUN [--budget USD] [--max-rounds N] [--force]``: continue a killed or stopped run.
 
 The run's scenario is run again into the same directory; every call the run had already
 answered is answered from its own ``calls.jsonl`` (no provider call, no new cost), calls
 that were in flight when it died are ledgered ``lost`` at their reservation and made
 again, and the run goes on live from there. See :mod:`sopbus.bus.store._resume` for what happens to each
-file. A run stopped by its round limit or budget resumes with the limit raised.
+file. A run stopped by its round limit or budget resumes with the limit raised. A run that
+completed is left as it is (exit 0), unless ``--force`` runs it again.
 """
 
 from __future__ import annotations
@@ -41,14 +42,32 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="answers for roles with human = true that the recording lacks, one a "
         "line (default: ask on the terminal)",
     )
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help="run a completed run again, to continue past its end with new limits "
+        "(without it, resuming a completed run changes nothing and exits 0)",
+    )
     add_output_args(parser)
     add_bus_args(parser)
 
 
 def run(args: argparse.Namespace) -> int:
-    from sopbus.bus.store._resume import plan_resume
+    import sys
+
+    from sopbus.bus.store._resume import finished, plan_resume
 
     run_dir = resolve_run(args.run, args.runs_dir)
+    done = None if args.force else finished(run_dir, max_rounds=args.max_rounds)
+    if done is not None:
+        # Nothing to continue: said, and the directory left exactly as it is.
+        print(
+            f"run {run_dir.name} is complete: {done}; nothing was resumed and nothing in "
+            f"{run_dir} changed. To run it again past its end with new limits, add --force "
+            f"(e.g. `sopbus resume {run_dir.name} --force --max-rounds N`)",
+            file=sys.stderr,
+        )
+        return 0
     scenario, continuation = plan_resume(
         run_dir, budget_usd=args.budget_usd, max_rounds=args.max_rounds
     )

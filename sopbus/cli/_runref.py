@@ -45,8 +45,18 @@ def is_run_dir(path: Path) -> bool:
     return (path / EVENTS).is_file()
 
 
+def check_runs_dir(runs_dir: Path) -> None:
+    """A ``--runs-dir`` that names a file is the user's mistake, said as such (exit 2)."""
+    if runs_dir.exists() and not runs_dir.is_dir():
+        raise ConfigError(
+            f"--runs-dir {runs_dir} is a file, not a directory of runs; point --runs-dir "
+            f"at the directory your runs went to (default: {DEFAULT_RUNS_DIR})"
+        )
+
+
 def run_dirs(runs_dir: Path) -> list[Path]:
     """The run directories in ``runs_dir``, newest first (by start time)."""
+    check_runs_dir(runs_dir)
     if not runs_dir.is_dir():
         return []
     found = [p for p in runs_dir.iterdir() if p.is_dir() and is_run_dir(p)]
@@ -55,6 +65,7 @@ def run_dirs(runs_dir: Path) -> list[Path]:
 
 def resolve_run(ref: str, runs_dir: Path) -> Path:
     """The directory of the run ``ref`` names (see the module docstring)."""
+    check_runs_dir(runs_dir)
     if ref == LAST:
         runs = run_dirs(runs_dir)
         if not runs:

@@ -250,3 +250,54 @@ def test_a_killed_coordinator_resumes_over_nats_with_its_workers(
     )
     code, out = finish(sopbus("verify", str(run_dir), cwd=tmp_path))
     assert code == 0 and "intact" in out, out
+
+
+def test_answers_on_the_stream_when_the_coordinator_died_are_taken_in_and_replay(
+    shared_nats_server: NatsServer,
+    workers: Callable[..., subprocess.Popen[bytes]],
+    in_process: Path,
+    tmp_path: Path,
+) -> None:
+    """The coordinator is killed (a stepped fault point, every time at the same place) as it
+    reads the engineer's first WriteCode answer from the stream: reserved in its log, not yet
+    in its ledger or calls.jsonl. The resume takes that answer in from the stream instead of
+    counting the call lost, so the run's recording is whole and `sopbus replay` runs it."""
+    from sopbus.bus._faults import VARIABLE
+    from support.cli import start
+    from support.nats_server import server_env
+
+    scenario = slow_company(tmp_path)
+    workers("--roles", ENGINEER, "--id", "w-engineer")
+    runs = tmp_path / "nats"
+    bus = ("--bus", shared_nats_server.url, "--remote", ENGINEER, "--wait-workers", "30")
+    argv = ("--quiet", "--runs-dir", str(runs), *bus)
+    coordinator = start(
+        "run",
+        scenario,
+        "--sandbox",
+        "local",
+        *argv,
+        cwd=tmp_path,
+        env={**server_env(), VARIABLE: "nats:answer-read"},
+    )
+    code, out = finish(coordinator, timeout=120)
+    assert code == -signal.SIGKILL, out
+    run_dir = run_dir_of(runs)
+    reserved = [e for e in events(run_dir) if e.get("kind") == "llm_reserved"]
+    assert reserved and reserved[-1]["role"] == ENGINEER  # the kill came with its call open
+    assert not any(e.get("role") == ENGINEER for e in ledger(run_dir))
+
+    code, out = finish(sopbus("resume", run_dir.name, *argv, cwd=tmp_path), timeout=120)
+    assert code == 0, out
+
+    assert first_difference(messages(run_dir), messages(in_process)) is None
+    lines = ledger(run_dir)
+    assert not [x for x in lines if x["outcome"] == "lost"]  # its answer was found, not lost
+    assert_paid_once(run_dir, in_process, tmp_path)
+    calls = [json.loads(line) for line in (run_dir / "calls.jsonl").read_text().splitlines()]
+    assert reserved[-1]["data"]["call"] in {c["call"] for c in calls}
+    code, out = finish(
+        sopbus("replay", str(run_dir), "--into", str(tmp_path / "replay"), "--quiet", cwd=tmp_path)
+    )
+    assert code == 0, out
+    assert first_difference(messages(run_dir_of(tmp_path / "replay")), messages(run_dir)) is None
