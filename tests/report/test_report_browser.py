@@ -107,6 +107,32 @@ def test_the_main_jobs_report_renders_offline_with_its_figures(
     )
     assert isinstance(shown, str) and "WritePRD" in shown and "cost_usd" in shown
     assert chrome.load(run_dir / "report.html").errors == []
+    _check_markdown(chrome)
+
+
+def _check_markdown(chrome: Browser) -> None:
+    """The documents read as their writer meant: names as code, the sketch as a screen,
+    the requirements as a table (issue 30: `**init**`, one-paragraph sketch, raw dicts)."""
+    docs = chrome.evaluate(
+        """Object.fromEntries([...document.querySelectorAll("#artifacts details.artifact")]
+             .map(d => [d.querySelector("summary").firstChild.textContent.trim(),
+                        d.querySelector(".md") && d.querySelector(".md").innerHTML]))"""
+    )
+    prd, tasks = docs["docs/prd.md"], docs["docs/tasks.md"]
+    for html in (prd, tasks, docs["docs/code_summary.md"], docs["docs/system_design.md"]):
+        assert "<strong>" not in html and "{&quot;" not in html and '{"' not in html
+    assert "<code>wordcount/__init__.py</code>" in tasks and "<code>__version__</code>" in tasks
+    rows = chrome.evaluate(
+        """[...document.querySelectorAll("#artifacts .md table")].filter(t =>
+             t.rows[0].textContent.includes("priority")).map(t => [...t.rows].map(r =>
+             [...r.cells].map(c => c.textContent)))"""
+    )
+    assert rows and rows[0][0] == ["priority", "description"] and rows[0][1][0] == "P0"
+    sketch = chrome.evaluate(
+        """[...document.querySelectorAll("#artifacts pre")].map(p => p.textContent)
+             .find(t => t.includes("$ python -m wordcount notes.txt"))"""
+    )
+    assert isinstance(sketch, str) and "\n      12      85     510 notes.txt\n" in sketch
 
 
 def test_a_big_runs_later_pages_are_drawn_on_demand(chrome: Browser, tmp_path: Path) -> None:
