@@ -17,7 +17,7 @@ from sopbus.bus.report import write_report
 from support.chromium import SKIP_REASON, Browser, browser, chromium, png_pixels
 from support.cli import ARGV
 from support.report_page import Page
-from support.sop_runs import ROOT, SCENARIOS
+from support.sop_runs import ROOT, SCENARIOS, run, scenario
 from support.synthetic_run import write_run
 
 pytestmark = pytest.mark.skipif(chromium() is None, reason=SKIP_REASON)
@@ -108,6 +108,11 @@ def test_the_main_jobs_report_renders_offline_with_its_figures(
     assert isinstance(shown, str) and "WritePRD" in shown and "cost_usd" in shown
     assert chrome.load(run_dir / "report.html").errors == []
     _check_markdown(chrome)
+    note = chrome.evaluate('document.querySelector("#calls p.note").textContent')
+    most = int(
+        chrome.evaluate('document.querySelector("[data-figure=max_concurrency]").textContent')
+    )
+    assert f"at most {most} {'call' if most == 1 else 'calls'} in flight" in note
 
 
 def _check_markdown(chrome: Browser) -> None:
@@ -133,6 +138,43 @@ def _check_markdown(chrome: Browser) -> None:
              .find(t => t.includes("$ python -m wordcount notes.txt"))"""
     )
     assert isinstance(sketch, str) and "\n      12      85     510 notes.txt\n" in sketch
+
+
+# QA's tests cannot pass: counter.py does not parse, and QA sends no fix request.
+_BROKEN = """
+[[fixture]]
+action = "WriteCode"
+match = "File to write: wordcount/counter.py"
+responses = ['{"code": "def count_text(:\\n"}']
+"""
+
+
+async def test_a_failed_verdict_links_the_test_report_and_opens_it(
+    chrome: Browser, tmp_path: Path
+) -> None:
+    sc = scenario(
+        "software_company", tmp_path, sop={"review": False, "max_test_rounds": 0}, fixtures=_BROKEN
+    )
+    shipped = str(SCENARIOS / "fixtures" / "software_company.toml")
+    sc = msgspec.structs.replace(
+        sc, llm=msgspec.structs.replace(sc.llm, fixtures=(*sc.llm.fixtures, shipped))
+    )
+    outcome = await run(sc)
+    assert outcome.summary.verdict is not None and not outcome.summary.verdict.passed
+    loaded = chrome.load(write_report(outcome.run_dir))
+    assert loaded.errors == [] and Page(loaded.dom).figures["verdict"] == "false"
+    # The evidence is first among the artifacts and open; the banner's link lands on it.
+    first = chrome.evaluate('document.querySelector("#artifacts details.artifact").id')
+    assert first == "artifact-docs/test_report.md"
+    chrome.evaluate('document.querySelectorAll("#artifacts details").forEach(d => d.open = false)')
+    chrome.evaluate('document.querySelector("[data-figure=verdict] a").click()')
+    opened = _settle(
+        chrome,
+        '(() => { const d = document.getElementById("artifact-docs/test_report.md");'
+        " const r = d.getBoundingClientRect();"
+        " return d.open && r.top >= 0 && r.top < innerHeight && d.textContent; })()",
+    )
+    assert isinstance(opened, str) and "Result: FAILED" in opened
 
 
 def test_a_big_runs_later_pages_are_drawn_on_demand(chrome: Browser, tmp_path: Path) -> None:
