@@ -177,8 +177,8 @@ def _flow_section(data: RunData) -> str:
     )
     intro = (
         f"<p class=note>{len(data.posted):,} messages; roles are lanes, the axis is {axis}; "
-        f"one arrow per delivery, coloured and labelled by cause_by; click a mark to read "
-        f"the message.</p>"
+        f"one arrow per delivery, coloured by cause_by and labelled where the label fits; "
+        f"click a mark to read the message.</p>"
     )
     return intro + _pager(flow_pages(data), "the message flow") + _undelivered_list(undelivered)
 

@@ -108,11 +108,44 @@ def test_the_main_jobs_report_renders_offline_with_its_figures(
     assert isinstance(shown, str) and "WritePRD" in shown and "cost_usd" in shown
     assert chrome.load(run_dir / "report.html").errors == []
     _check_markdown(chrome)
+    _check_flow_labels(
+        chrome, sum(len(p["to"]) or 1 for p in Page(loaded.dom).data("messages-data"))
+    )
+    _check_spend_scale(chrome, Decimal(summary["total_usd"]), Decimal(summary["budget_usd"]))
     note = chrome.evaluate('document.querySelector("#calls p.note").textContent')
     most = int(
         chrome.evaluate('document.querySelector("[data-figure=max_concurrency]").textContent')
     )
     assert f"at most {most} {'call' if most == 1 else 'calls'} in flight" in note
+
+
+def _check_flow_labels(chrome: Browser, deliveries: int) -> None:
+    """Every arrow's cause_by stands level and clear of the others (issue 30: vertical labels
+    in a 3-pixel band)."""
+    boxes = chrome.evaluate(
+        """[...document.querySelectorAll("#flow .labels_marks text")].map(t => {
+             const r = t.getBoundingClientRect(); return [r.left, r.top, r.right, r.bottom]; })"""
+    )
+    assert len(boxes) == deliveries
+    for i, (l1, t1, r1, b1) in enumerate(boxes):
+        assert r1 - l1 > 2 * (b1 - t1), "a label stands on its end"
+        for l2, t2, r2, b2 in boxes[i + 1 :]:
+            assert r1 <= l2 or r2 <= l1 or b1 <= t2 or b2 <= t1, "two labels overlap"
+
+
+def _check_spend_scale(chrome: Browser, spent: Decimal, cap: Decimal) -> None:
+    """The main job spends a small share of its cap: the spend's axis ends near the spend,
+    not at the cap, and a second axis reads it as shares of the budget."""
+    axes = chrome.evaluate(
+        """Object.fromEntries([...document.querySelectorAll("#money g.role-axis")]
+             .map(g => [g.querySelector(".role-axis-title text")?.textContent,
+                        [...g.querySelectorAll(".role-axis-label text")].map(t => t.textContent)]))"""
+    )
+    assert spent < cap / 5
+    top = max(Decimal(v) for v in axes["USD spent"])
+    assert spent / 2 < top <= spent * Decimal("1.1")
+    assert axes["share of the budget"][0] == "0%" and axes["share of the budget"][-1].endswith("%")
+    assert "off this scale" in chrome.evaluate('document.querySelector("#money").textContent')
 
 
 def _check_markdown(chrome: Browser) -> None:
