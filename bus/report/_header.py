@@ -108,10 +108,11 @@ def _simulated(providers: list[str]) -> str:
         if "human" in providers
         else ""
     )
-    return _machine(providers) + person
+    return machine_mark(providers) + person
 
 
-def _machine(providers: list[str]) -> str:
+def machine_mark(providers: list[str]) -> str:
+    """The SIMULATED (or REPLAYED) mark when any of ``providers`` gave no model's answers."""
     if "sim" in providers:
         return (
             '<p class="mark sim" data-figure="simulated" data-value="true">SIMULATED: the '
