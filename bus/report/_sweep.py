@@ -58,7 +58,7 @@ _LINE_PX, _CHAR_PX = 15, 6.6  # an 11 px label's line height and average charact
 
 
 def _tradeoff(variants: Sequence[Mapping[str, Any]]) -> str:
-    rows = [
+    rows: list[dict[str, Any]] = [
         {
             "variant": str(v["variant"]),
             "mean_usd": float(v["spend_mean_usd"]),
