@@ -1,8 +1,10 @@
 """The two charts along the run's clock: the message flow and the calls timeline.
 
 **Message flow**: roles are lanes; each delivery is an arrow from the sender's lane to the
-recipient's, labelled with the message's ``cause_by``. In ``rounds`` mode the axis is the
-publish order, grouped into bands by round (a round of fifty deliveries gets fifty slots);
+recipient's, coloured by the message's ``cause_by`` and labelled with it, level, where the
+labels fit (a crowded page leaves them to the legend and the click). In ``rounds`` mode
+the axis is the publish order, grouped into bands by round (a round of fifty deliveries
+gets fifty slots);
 in ``events`` mode it is the time since the run started. A message that reached nobody
 points at the ``(undelivered)`` lane, dashed. Every arrow links to ``#msg-<id>``: the page
 shows that message whole.
