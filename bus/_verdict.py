@@ -5,7 +5,8 @@ failed, the checker never passed, the chat hit its message limit before the done
 An SOP states its verdict as a :data:`Judge`, a function of what the run produced (a
 :class:`RunRecord`) that returns a :class:`Verdict`, or ``None`` when it has nothing to
 say. The run loop asks it once, at the end, and writes the answer into ``summary.json``
-as ``"verdict": {"passed": ..., "reason": ...}`` (``null`` when the SOP states none).
+as ``"verdict": {"passed": ..., "reason": ...}`` (``null`` when the SOP states none), with
+``"evidence"`` when the verdict names the artifact it rests on.
 """
 
 from __future__ import annotations
@@ -20,13 +21,16 @@ from loguru import logger
 from ._message import Message
 
 
-class Verdict(msgspec.Struct, frozen=True, kw_only=True):
+class Verdict(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     """Whether a run did what its procedure is for."""
 
     passed: bool
     """True when the purpose was met (the tests passed, the gate passed, ...)."""
     reason: str
     """One sentence for people: what was checked and what was found."""
+    evidence: str = ""
+    """The artifact the verdict rests on, as a path under ``artifacts/`` (the test report,
+    the gate's report); the run report's verdict links to it. Empty: none."""
 
 
 class RunRecord(msgspec.Struct, frozen=True, kw_only=True):

@@ -6,6 +6,7 @@ its own prompt can reuse the parts it wants.
 from __future__ import annotations
 
 import json
+import re
 import string
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -95,19 +96,58 @@ def render_output(output: BaseModel) -> str:
 
 
 def render_value(value: Any) -> str:
-    """A JSON value as text: lists as bullets, objects as ``key: value`` bullets."""
+    """A JSON value as Markdown: a list of objects as a table, other lists as bullets,
+    objects as ``key: value`` bullets; paths and dunder names in text as code spans."""
     if isinstance(value, bool):
         return "yes" if value else "no"
     if value is None:
         return "(none)"
     if isinstance(value, list):
+        if value and all(isinstance(v, dict) for v in value):
+            return _table(value)
         return "\n".join(f"- {_inline(v)}" for v in value) or "(none)"
     if isinstance(value, dict):
         return "\n".join(f"- {k}: {_inline(v)}" for k, v in value.items()) or "(none)"
-    return str(value)
+    return code_spans(str(value))
 
 
 def _inline(value: Any) -> str:
     if isinstance(value, (list, dict)):
-        return json.dumps(value, ensure_ascii=False)
+        return f"`{json.dumps(value, ensure_ascii=False)}`"
     return render_value(value)
+
+
+def _table(rows: list[dict[str, Any]]) -> str:
+    """Rows of objects as a GFM table, one column per key (in order of first appearance)."""
+    keys = list(dict.fromkeys(k for row in rows for k in row))
+    cells = [[_cell(row.get(k, "")) for k in keys] for row in rows]
+    lines = [keys, ["---"] * len(keys), *cells]
+    return "\n".join("| " + " | ".join(line) + " |" for line in lines)
+
+
+def _cell(value: Any) -> str:
+    # A table row is one line, and a bare | would end the cell.
+    return _inline(value).replace("\n", " ").replace("|", "\\|")
+
+
+# Existing code (fenced blocks, `spans`) is kept as written; outside it, a word that is a
+# path (`pkg/mod.py`, `rich==13.7`) or holds a dunder name (`__init__`) is code: CommonMark
+# would read the underscores of `__init__` as bold.
+_CODE = re.compile(r"(```.*?```|`[^`\n]*`)", re.S)
+_WORD = re.compile(r"(?<![\w`])[\w./=-]*__\w+__[\w./-]*")
+_PATH = re.compile(r"[\w.=-]*[A-Za-z][\w.=-]*(?:[/.=][\w.=-]+)+/?")
+
+
+def code_spans(text: str) -> str:
+    """``text`` with its bare paths and dunder names as Markdown code spans."""
+    if _PATH.fullmatch(text) and not text.endswith("."):
+        return f"`{text}`"
+    parts = _CODE.split(text)
+    parts[::2] = [_WORD.sub(_span, part) for part in parts[::2]]
+    return "".join(parts)
+
+
+def _span(found: re.Match[str]) -> str:
+    word = found.group(0)
+    core = word.rstrip(".-/")  # a full stop after a name ends the sentence, not the name
+    return f"`{core}`{word[len(core) :]}"

@@ -79,6 +79,7 @@ def valid_plan(record: RunRecord) -> Verdict:
             f"{len(payload.get('suggestions', []))} suggestion(s), "
             f"{len(payload.get('adjustment_list', []))} adjustment(s), "
             f"{len(payload.get('new_chapters', []))} new chapter(s)",
+            evidence="plan.md",
         )
     why = record.detail or record.end_reason
     return Verdict(passed=False, reason=f"no valid plan was proposed: {why}")

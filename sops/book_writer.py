@@ -129,22 +129,27 @@ def build(ctx: SopContext) -> Team:
         roles=[keeper, *workers],
         seed=seed,
         finish=keeper.finish,
-        verdict=lambda record: book_written(board, titles, record),
+        verdict=lambda record: book_written(board, titles, record, keeper.book_file),
     )
 
 
-def book_written(board: Board, titles: list[str], record: RunRecord) -> Verdict:
-    """The book writer's verdict: every outline heading has been written."""
+def book_written(
+    board: Board, titles: list[str], record: RunRecord, book_file: str = "book.md"
+) -> Verdict:
+    """The book writer's verdict: every outline heading has been written (in ``book_file``)."""
     view = board.view()
     empty = [t for t in titles if not _written(view, t, set())]
     if not empty:
         return Verdict(
-            passed=True, reason=f"all {len(titles)} headings of the outline were written (book.md)"
+            passed=True,
+            reason=f"all {len(titles)} headings of the outline were written ({book_file})",
+            evidence=book_file,
         )
     return Verdict(
         passed=False,
         reason=f"{len(empty)} of {len(titles)} headings have no text: "
         f"{', '.join(empty)} (the run ended: {record.end_reason})",
+        evidence=book_file,
     )
 
 

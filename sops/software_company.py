@@ -27,7 +27,7 @@ import msgspec
 from sopbus.bus import RunRecord, Verdict
 from sopbus.roles.company._code import Engineer
 from sopbus.roles.company._docs import Architect, ProductManager, ProjectManager
-from sopbus.roles.company._qa import QaEngineer
+from sopbus.roles.company._qa import TEST_REPORT, QaEngineer
 
 from . import _sop
 from ._sop import SopContext, Team
@@ -107,11 +107,13 @@ def qa_passed(record: RunRecord) -> Verdict:
         return Verdict(
             passed=True,
             reason=f"QA's tests passed in test round {last.get('test_round')} ({totals})",
+            evidence=TEST_REPORT,
         )
     return Verdict(
         passed=False,
         reason=f"QA's tests failed in test round {last.get('test_round')} "
-        f"({totals}); see docs/test_report.md",
+        f"({totals}); see {TEST_REPORT}",
+        evidence=TEST_REPORT,
     )
 
 

@@ -20,7 +20,7 @@ from ._artifacts import highlight_css, render_artifacts
 from ._data import Posted, RunData, read_run
 from ._flow import call_pages, flow_pages, max_concurrency
 from ._graph import graph_svg, routes
-from ._header import cost_tables, figures, header_html
+from ._header import artifact_id, cost_tables, evidence, figures, header_html
 from ._money import breakdown_svg, spend_svg
 
 REPORT_FILE = "report.html"
@@ -50,7 +50,7 @@ def build_report(run_dir: Path) -> str:
         ("money", "Money", _money_section(data, report, fig)),
         ("calls", "Calls timeline", _calls_section(data)),
         ("graph", "Watch graph", _graph_section(data)),
-        ("artifacts", "Artifacts", _artifacts_section(data)),
+        ("artifacts", "Artifacts", _artifacts_section(data, evidence(fig, data))),
         ("notes", "Role events", _notes_section(data)),
     ]
     body = "".join(
@@ -177,8 +177,8 @@ def _flow_section(data: RunData) -> str:
     )
     intro = (
         f"<p class=note>{len(data.posted):,} messages; roles are lanes, the axis is {axis}; "
-        f"one arrow per delivery, coloured and labelled by cause_by; click a mark to read "
-        f"the message.</p>"
+        f"one arrow per delivery, coloured by cause_by and labelled where the label fits; "
+        f"click a mark to read the message.</p>"
     )
     return intro + _pager(flow_pages(data), "the message flow") + _undelivered_list(undelivered)
 
@@ -221,13 +221,19 @@ def _calls_section(data: RunData) -> str:
         return "<p class=note>no LLM calls</p>"
     marks = {m: sum(c.mark == m for c in data.calls) for m in ("retry", "repair")}
     refused = sum(c.line.outcome == "refused" for c in data.calls)
+    most = max_concurrency(data.calls)
     intro = (
-        f"<p class=note>{len(data.calls):,} ledger lines; at most "
-        f'<span data-figure="max_concurrency">{max_concurrency(data.calls)}</span> calls in flight '
-        f"at once; {marks['retry']} retries, {marks['repair']} repairs, {refused} refused. "
+        f"<p class=note>{_count(len(data.calls), 'ledger line')}; at most "
+        f'<span data-figure="max_concurrency">{most}</span> {"call" if most == 1 else "calls"} '
+        f"in flight at once; {_count(marks['retry'], 'retry', 'retries')}, "
+        f"{_count(marks['repair'], 'repair')}, {refused} refused. "
         f"Click a bar to read the ledger line.</p>"
     )
     return intro + _pager(call_pages(data), "calls")
+
+
+def _count(n: int, one: str, many: str = "") -> str:
+    return f"{n:,} {one if n == 1 else many or one + 's'}"
 
 
 def _graph_section(data: RunData) -> str:
@@ -249,14 +255,18 @@ def _graph_section(data: RunData) -> str:
     )
 
 
-def _artifacts_section(data: RunData) -> str:
+def _artifacts_section(data: RunData, proof: str) -> str:
+    """Every artifact, the first three open; the one the verdict rests on first and open."""
     entries = render_artifacts(data.run_dir / "artifacts", data.artifacts)
     if not entries:
         return "<p class=note>the run wrote no artifacts</p>"
+    entries.sort(key=lambda e: e["path"] != proof)  # stable: the others keep their order
     items = "".join(
-        f'<details class=artifact data-kind="{e["kind"]}"{" open" if i < 3 else ""}><summary>'
-        f"{escape(e['path'])} <span class=note>({e['kind']}, {e['size']:,} bytes, by {escape(e['role'])} "
-        f"in round {e['round']})</span></summary>{e['html']}</details>"
+        f'<details class=artifact id="{escape(artifact_id(e["path"]))}" data-kind="{e["kind"]}"'
+        f"{' open' if i < 3 else ''}><summary>{escape(e['path'])} <span class=note>"
+        f"({e['kind']}, {e['size']:,} bytes, by {escape(e['role'])} in round {e['round']}"
+        f"{'; the verdict rests on it' if e['path'] == proof else ''})</span></summary>"
+        f"{e['html']}</details>"
         for i, e in enumerate(entries)
     )
     return f"<p class=note>{len(entries)} files in artifacts/</p>{items}"

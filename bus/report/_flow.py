@@ -1,8 +1,10 @@
 """The two charts along the run's clock: the message flow and the calls timeline.
 
 **Message flow**: roles are lanes; each delivery is an arrow from the sender's lane to the
-recipient's, labelled with the message's ``cause_by``. In ``rounds`` mode the axis is the
-publish order, grouped into bands by round (a round of fifty deliveries gets fifty slots);
+recipient's, coloured by the message's ``cause_by`` and labelled with it, level, where the
+labels fit (a crowded page leaves them to the legend and the click). In ``rounds`` mode
+the axis is the publish order, grouped into bands by round (a round of fifty deliveries
+gets fifty slots);
 in ``events`` mode it is the time since the run started. A message that reached nobody
 points at the ``(undelivered)`` lane, dashed. Every arrow links to ``#msg-<id>``: the page
 shows that message whole.
@@ -18,6 +20,7 @@ Big runs are paged: each page is one SVG of at most :data:`FLOW_PAGE` deliveries
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import pairwise
 from typing import Any, get_args
 
 import altair as alt
@@ -55,7 +58,7 @@ def _delivery(posted: Posted, dst: str, index: dict[str, int]) -> dict[str, Any]
         "cause_by": m.cause_by,
         "y0": src_i,
         "y1": dst_i,
-        "ymid": (src_i + dst_i) / 2,
+        "ytop": min(src_i, dst_i),
         "down": dst_i > src_i,
         "undelivered": posted.reason is not None,
         "href": f"#msg-{m.id}",
@@ -140,14 +143,40 @@ def _flow_svg(rows: list[dict[str, Any]], lanes: list[str], events: bool) -> str
         linked.mark_point(size=70, shape="cross", strokeWidth=2)
         .encode(y=alt.Y("y1:Q"))
         .transform_filter(alt.datum.undelivered == True),  # noqa: E712
-        base.mark_text(angle=270, fontSize=9, dy=-6, align="center").encode(
-            y=alt.Y("ymid:Q"), text="cause_by:N", color=alt.value("#333")
-        ),
     ]
-    slot = max(_SLOT_PX, min(64, 900 // max(len(rows), 1)))
+    label_px = _label_px(rows)
+    slot = max(_SLOT_PX, min(max(64, label_px), 1100 // max(len(rows), 1)))
     width = 900 if events else max(320, len(rows) * slot)
+    if _labels_fit(rows, label_px, width if events else None, slot):
+        # Level, above the arrow's upper end, no wider than the arrow's own column.
+        layers.append(
+            base.mark_text(fontSize=10, dy=-9, align="center", baseline="bottom")
+            .encode(y=alt.Y("ytop:Q"), text="cause_by:N", color=alt.value("#333"))
+            .properties(name="labels")
+        )
     chart = alt.layer(*layers).properties(width=width, height=max(120, 44 * len(lanes)))
     return to_svg(chart, {"flow": rows, "bands": bands})
+
+
+_CHAR_PX = 6.2  # the average width of a 10 px sans-serif character, with some to spare
+
+
+def _label_px(rows: list[dict[str, Any]]) -> int:
+    return int(max((len(r["cause_by"]) for r in rows), default=0) * _CHAR_PX) + 8
+
+
+def _labels_fit(
+    rows: list[dict[str, Any]], label_px: int, events_width: int | None, slot: int
+) -> bool:
+    """Whether every arrow's label fits beside its neighbours' (else the colour, the
+    legend and a click on the arrow tell its cause_by)."""
+    if events_width is None:
+        return slot >= label_px
+    xs = sorted(r["x"] for r in rows)
+    span = (xs[-1] - xs[0]) if xs else 0
+    gaps = [b - a for a, b in pairwise(xs)]
+    # 0.9: the axis rounds its ends outwards, so the span takes a little less than the width
+    return len(xs) < 2 or (span > 0 and min(gaps) / span * events_width * 0.9 >= label_px)
 
 
 def _round_bands(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from decimal import Decimal
 from html import escape
 from typing import Any
+from urllib.parse import quote
 
 import msgspec
 
@@ -94,7 +95,7 @@ def header_html(fig: dict[str, Any], data: RunData) -> str:
     bar = f'<div class=meter title="{escape(share)}"><span style="width:{min(100.0, float(spent / cap * 100) if cap else 0):.2f}%"></span></div>'
     return (
         f"<header><h1>{escape(str(fig['scenario']))} <small>{escape(fig['run_id'])}</small></h1>"
-        f"{_simulated(providers)}{_verdict(fig)}<table class=figures>{table}</table>{bar}</header>"
+        f"{_simulated(providers)}{_verdict(fig, data)}<table class=figures>{table}</table>{bar}</header>"
     )
 
 
@@ -107,10 +108,11 @@ def _simulated(providers: list[str]) -> str:
         if "human" in providers
         else ""
     )
-    return _machine(providers) + person
+    return machine_mark(providers) + person
 
 
-def _machine(providers: list[str]) -> str:
+def machine_mark(providers: list[str]) -> str:
+    """The SIMULATED (or REPLAYED) mark when any of ``providers`` gave no model's answers."""
     if "sim" in providers:
         return (
             '<p class="mark sim" data-figure="simulated" data-value="true">SIMULATED: the '
@@ -125,7 +127,19 @@ def _machine(providers: list[str]) -> str:
     return ""
 
 
-def _verdict(fig: dict[str, Any]) -> str:
+def evidence(fig: dict[str, Any], data: RunData) -> str:
+    """The artifact the verdict rests on, when the run wrote it ("" otherwise)."""
+    verdict = fig.get("verdict")
+    path = str(verdict.get("evidence") or "") if isinstance(verdict, dict) else ""
+    return path if path in data.artifacts else ""
+
+
+def artifact_id(path: str) -> str:
+    """The element id of an artifact's entry on the page (a link target: ``#artifact-...``)."""
+    return f"artifact-{path}"
+
+
+def _verdict(fig: dict[str, Any], data: RunData) -> str:
     if "verdict" not in fig:
         return ""
     verdict = fig["verdict"]
@@ -133,9 +147,15 @@ def _verdict(fig: dict[str, Any]) -> str:
         return '<p class="mark none" data-figure="verdict" data-value="none">verdict: none (the SOP states none)</p>'
     passed = bool(verdict.get("passed"))
     word, cls = ("PASSED", "pass") if passed else ("FAILED", "fail")
+    path = evidence(fig, data)
+    link = (
+        f' <a class=evidence href="#{escape(quote(artifact_id(path)))}">read {escape(path)}</a>'
+        if path
+        else ""
+    )
     return (
         f'<p class="mark {cls}" data-figure="verdict" data-value="{str(passed).lower()}">verdict: '
-        f"{word}: {escape(str(verdict.get('reason', '')))}</p>"
+        f"{word}: {escape(str(verdict.get('reason', '')))}{link}</p>"
     )
 
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import altair as alt
 
-from ..money._format import money
+from ..money._format import money, share
 from ._data import Call
 from ._vega import named, to_svg
 
@@ -21,35 +21,30 @@ _MAX_POINTS = 400
 
 
 def spend_svg(calls: Sequence[Call], budget: Decimal) -> str:
-    """Cumulative spend over time with the budget as a line (left), and the same spend
-    stacked by role on its own scale (right: a small spend under a large cap stays visible)."""
+    """Cumulative spend against the budget (left) and stacked by role (right). A spend far
+    below the cap is drawn on its own scale, with the cap's share on a second axis and
+    the cap named above it, so 1% of the cap still shows when the money went."""
     total, by_role = _series(calls)
-    x = alt.X("t:Q", title="seconds since the run started", scale=alt.Scale(zero=False))
-    line = (
-        named("total")
-        .mark_line(point=len(total) < 60, interpolate="step-after")
-        .encode(
-            x=x,
-            y=alt.Y(
-                "usd:Q",
-                title="USD spent",
-                scale=alt.Scale(domain=[0, max(float(budget), _last(total))]),
-            ),
-        )
+    spent, cap = _last(total), float(budget)
+    # The cap's scale while the spend is a fair share of it; else the spend's, with air.
+    top = cap if cap and spent >= cap / ZOOM_BELOW else spent * 1.1 or 1e-6
+    x = alt.X(
+        "t:Q",
+        title="seconds since the run started",
+        scale=alt.Scale(zero=False),
+        axis=alt.Axis(tickCount=5, labelOverlap="greedy"),
     )
-    cap = (
-        named("budget")
-        .mark_rule(color="#e45756", strokeDash=[6, 4], strokeWidth=2)
-        .encode(y="usd:Q")
-    )
-    cap_text = (
-        named("budget")
-        .mark_text(align="left", dx=4, dy=-7, color="#e45756")
-        .encode(y="usd:Q", x=alt.value(0), text="label:N")
-    )
-    left = alt.layer(line, cap, cap_text).properties(
-        width=380, height=220, title="spend against the budget"
-    )
+    usd = alt.Y("usd:Q", title="USD spent", scale=alt.Scale(domain=[0, top], nice=False))
+    line = named("total").mark_line(interpolate="step-after").encode(x=x, y=usd)
+    left: Any = line.properties(name="spend")
+    data: dict[str, list[dict[str, Any]]] = {"total": total, "roles": by_role}
+    if cap:
+        off = top < cap
+        spent_share = share(Decimal(str(spent)), budget)
+        where = f" is off this scale: {spent_share} of it spent" if off else ""
+        data["budget"] = [{"usd": cap, "label": f"budget {money(budget)}{where}"}]
+        # One scale, two axes: dollars on the left, the same heights as shares on the right.
+        left = alt.layer(left, *_cap_mark(off), _shares(x, cap)).resolve_axis(y="independent")
     right = (
         named("roles")
         .mark_area(interpolate="step-after", opacity=0.85)
@@ -60,10 +55,37 @@ def spend_svg(calls: Sequence[Call], budget: Decimal) -> str:
         )
         .properties(width=380, height=220, title="cumulative spend by role")
     )
-    budget_rows = [{"usd": float(budget), "label": f"budget {money(budget)}"}]
-    return to_svg(
-        alt.hconcat(left, right), {"total": total, "roles": by_role, "budget": budget_rows}
+    title = "spend against the budget"
+    return to_svg(alt.hconcat(left.properties(width=380, height=220, title=title), right), data)
+
+
+ZOOM_BELOW = 5  # a spend under a fifth of the cap gets its own scale
+
+
+def _shares(x: alt.X, cap: float) -> alt.Chart:
+    """An invisible copy of the spend whose axis, on the right, reads it as budget shares."""
+    axis = alt.Axis(
+        orient="right",
+        title="share of the budget",
+        grid=False,
+        labelExpr=f"format(datum.value / {cap!r}, '.2~%')",
     )
+    return (
+        named("total")
+        .mark_line(interpolate="step-after", opacity=0)
+        .encode(x=x, y=alt.Y("usd:Q", axis=axis))
+    )
+
+
+def _cap_mark(off: bool) -> list[alt.Chart]:
+    """The budget as a dashed line, or, off the scale, as its label along the top."""
+    text = named("budget").mark_text(align="left", dx=4, dy=9 if off else -7, color="#e45756")
+    text = text.encode(x=alt.value(0), text="label:N").properties(name="budget_label")
+    if off:
+        return [text.encode(y=alt.value(0))]
+    rule = named("budget").mark_rule(color="#e45756", strokeDash=[6, 4], strokeWidth=2)
+    on_scale = alt.Y("usd:Q", axis=None)
+    return [rule.encode(y=on_scale), text.encode(y=on_scale)]
 
 
 def _last(total: list[dict[str, Any]]) -> float:

@@ -49,7 +49,8 @@ class PRD(_Doc):
     competitive_analysis: list[str] = Field(description="similar products and how we differ")
     requirements: list[Requirement]
     ui_sketch: str = Field(
-        description="what the user sees and types (for a CLI: example commands and output)"
+        title="UI sketch",
+        description="what the user sees and types (for a CLI: example commands and output)",
     )
     open_questions: list[str]
 
@@ -65,6 +66,13 @@ class WritePRD(DocumentAction):
     Output = PRD
     artifact = "docs/prd.md"
     title = "Product requirement document"
+
+    def render(self, output: BaseModel) -> str:
+        assert isinstance(output, PRD)
+        # The sketch is a screen: its lines and columns are the point, so it is a code block.
+        return render_output(
+            output.model_copy(update={"ui_sketch": _fenced(output.ui_sketch, "text")})
+        )
 
 
 class ProductManager(Role):
@@ -109,18 +117,23 @@ class WriteDesign(DocumentAction):
         assert isinstance(output, SystemDesign)
         shown = output.model_copy(
             update={
-                "data_structures_and_interfaces": _mermaid(output.data_structures_and_interfaces),
-                "program_call_flow": _mermaid(output.program_call_flow),
+                "data_structures_and_interfaces": _fenced(
+                    output.data_structures_and_interfaces, "mermaid"
+                ),
+                "program_call_flow": _fenced(output.program_call_flow, "mermaid"),
             }
         )
         return render_output(shown)
 
 
-def _mermaid(diagram: str) -> str:
-    body = diagram.strip()
-    if body.startswith("```"):
-        return body  # the model fenced it already
-    return f"```mermaid\n{body}\n```"
+def _fenced(text: str, lang: str) -> str:
+    body = text.strip("\n")
+    if body.lstrip().startswith("```"):
+        return body.strip()  # the model fenced it already
+    fence = "```"
+    while fence in body:
+        fence += "`"
+    return f"{fence}{lang}\n{body}\n{fence}"
 
 
 class Architect(Role):

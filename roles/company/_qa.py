@@ -28,6 +28,8 @@ from ._code import BUG_REPORT, SummarizeCode, WriteCode
 from ._testrun import PytestRun, RunCode
 from ._util import WORKSPACE, concurrently, is_test, listing, task_prompt
 
+TEST_REPORT = "docs/test_report.md"  # the artifact the software company's verdict rests on
+
 
 class PytestFile(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -223,7 +225,7 @@ class QaEngineer(Role):
             totals=run.totals,
             duration_s=run.duration_s,
         )
-        turn.write_artifact("docs/test_report.md", render_test_report(self.runs))
+        turn.write_artifact(TEST_REPORT, render_test_report(self.runs))
         return run
 
     async def _debug(

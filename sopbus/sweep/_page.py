@@ -32,9 +32,9 @@ def write_sweep_page(sdir: SweepDir, record: SweepRecord, variants: list[dict[st
         "sweep": record.sweep_id,
         "scenario": record.scenario,
         "state": record.state,
-        "budget (USD)": record.budget_usd,
+        "budget": record.budget_usd,
         "runs": len(record.runs),
-        "spent (USD)": sum((r["total_usd"] for r in runs if r["total_usd"] is not None), 0.0),
+        "spent": sum((r["total_usd"] for r in runs if r["total_usd"] is not None), 0.0),
     }
     page = build_sweep_report(
         f"sopbus sweep {record.sweep_id}",
@@ -64,5 +64,6 @@ def _run_row(
         "state": state,
         "total_usd": float(summary.total_usd) if summary else None,
         "verdict": summary.passed if summary else None,
+        "provider": summary.provider if summary else "",
         "report": report,
     }

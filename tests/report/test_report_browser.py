@@ -17,7 +17,7 @@ from sopbus.bus.report import write_report
 from support.chromium import SKIP_REASON, Browser, browser, chromium, png_pixels
 from support.cli import ARGV
 from support.report_page import Page
-from support.sop_runs import ROOT, SCENARIOS
+from support.sop_runs import ROOT, SCENARIOS, run, scenario
 from support.synthetic_run import write_run
 
 pytestmark = pytest.mark.skipif(chromium() is None, reason=SKIP_REASON)
@@ -107,6 +107,107 @@ def test_the_main_jobs_report_renders_offline_with_its_figures(
     )
     assert isinstance(shown, str) and "WritePRD" in shown and "cost_usd" in shown
     assert chrome.load(run_dir / "report.html").errors == []
+    _check_markdown(chrome)
+    _check_flow_labels(
+        chrome, sum(len(p["to"]) or 1 for p in Page(loaded.dom).data("messages-data"))
+    )
+    _check_spend_scale(chrome, Decimal(summary["total_usd"]), Decimal(summary["budget_usd"]))
+    note = chrome.evaluate('document.querySelector("#calls p.note").textContent')
+    most = int(
+        chrome.evaluate('document.querySelector("[data-figure=max_concurrency]").textContent')
+    )
+    assert f"at most {most} {'call' if most == 1 else 'calls'} in flight" in note
+
+
+def _check_flow_labels(chrome: Browser, deliveries: int) -> None:
+    """Every arrow's cause_by stands level and clear of the others (issue 30: vertical labels
+    in a 3-pixel band)."""
+    boxes = chrome.evaluate(
+        """[...document.querySelectorAll("#flow .labels_marks text")].map(t => {
+             const r = t.getBoundingClientRect(); return [r.left, r.top, r.right, r.bottom]; })"""
+    )
+    assert len(boxes) == deliveries
+    for i, (l1, t1, r1, b1) in enumerate(boxes):
+        assert r1 - l1 > 2 * (b1 - t1), "a label stands on its end"
+        for l2, t2, r2, b2 in boxes[i + 1 :]:
+            assert r1 <= l2 or r2 <= l1 or b1 <= t2 or b2 <= t1, "two labels overlap"
+
+
+def _check_spend_scale(chrome: Browser, spent: Decimal, cap: Decimal) -> None:
+    """The main job spends a small share of its cap: the spend's axis ends near the spend,
+    not at the cap, and a second axis reads it as shares of the budget."""
+    axes = chrome.evaluate(
+        """Object.fromEntries([...document.querySelectorAll("#money g.role-axis")]
+             .map(g => [g.querySelector(".role-axis-title text")?.textContent,
+                        [...g.querySelectorAll(".role-axis-label text")].map(t => t.textContent)]))"""
+    )
+    assert spent < cap / 5
+    top = max(Decimal(v) for v in axes["USD spent"])
+    assert spent / 2 < top <= spent * Decimal("1.1")
+    assert axes["share of the budget"][0] == "0%" and axes["share of the budget"][-1].endswith("%")
+    assert "off this scale" in chrome.evaluate('document.querySelector("#money").textContent')
+
+
+def _check_markdown(chrome: Browser) -> None:
+    """The documents read as their writer meant: names as code, the sketch as a screen,
+    the requirements as a table (issue 30: `**init**`, one-paragraph sketch, raw dicts)."""
+    docs = chrome.evaluate(
+        """Object.fromEntries([...document.querySelectorAll("#artifacts details.artifact")]
+             .map(d => [d.querySelector("summary").firstChild.textContent.trim(),
+                        d.querySelector(".md") && d.querySelector(".md").innerHTML]))"""
+    )
+    prd, tasks = docs["docs/prd.md"], docs["docs/tasks.md"]
+    for html in (prd, tasks, docs["docs/code_summary.md"], docs["docs/system_design.md"]):
+        assert "<strong>" not in html and "{&quot;" not in html and '{"' not in html
+    assert "<code>wordcount/__init__.py</code>" in tasks and "<code>__version__</code>" in tasks
+    rows = chrome.evaluate(
+        """[...document.querySelectorAll("#artifacts .md table")].filter(t =>
+             t.rows[0].textContent.includes("priority")).map(t => [...t.rows].map(r =>
+             [...r.cells].map(c => c.textContent)))"""
+    )
+    assert rows and rows[0][0] == ["priority", "description"] and rows[0][1][0] == "P0"
+    sketch = chrome.evaluate(
+        """[...document.querySelectorAll("#artifacts pre")].map(p => p.textContent)
+             .find(t => t.includes("$ python -m wordcount notes.txt"))"""
+    )
+    assert isinstance(sketch, str) and "\n      12      85     510 notes.txt\n" in sketch
+
+
+# QA's tests cannot pass: counter.py does not parse, and QA sends no fix request.
+_BROKEN = """
+[[fixture]]
+action = "WriteCode"
+match = "File to write: wordcount/counter.py"
+responses = ['{"code": "def count_text(:\\n"}']
+"""
+
+
+async def test_a_failed_verdict_links_the_test_report_and_opens_it(
+    chrome: Browser, tmp_path: Path
+) -> None:
+    sc = scenario(
+        "software_company", tmp_path, sop={"review": False, "max_test_rounds": 0}, fixtures=_BROKEN
+    )
+    shipped = str(SCENARIOS / "fixtures" / "software_company.toml")
+    sc = msgspec.structs.replace(
+        sc, llm=msgspec.structs.replace(sc.llm, fixtures=(*sc.llm.fixtures, shipped))
+    )
+    outcome = await run(sc)
+    assert outcome.summary.verdict is not None and not outcome.summary.verdict.passed
+    loaded = chrome.load(write_report(outcome.run_dir))
+    assert loaded.errors == [] and Page(loaded.dom).figures["verdict"] == "false"
+    # The evidence is first among the artifacts and open; the banner's link lands on it.
+    first = chrome.evaluate('document.querySelector("#artifacts details.artifact").id')
+    assert first == "artifact-docs/test_report.md"
+    chrome.evaluate('document.querySelectorAll("#artifacts details").forEach(d => d.open = false)')
+    chrome.evaluate('document.querySelector("[data-figure=verdict] a").click()')
+    opened = _settle(
+        chrome,
+        '(() => { const d = document.getElementById("artifact-docs/test_report.md");'
+        " const r = d.getBoundingClientRect();"
+        " return d.open && r.top >= 0 && r.top < innerHeight && d.textContent; })()",
+    )
+    assert isinstance(opened, str) and "Result: FAILED" in opened
 
 
 def test_a_big_runs_later_pages_are_drawn_on_demand(chrome: Browser, tmp_path: Path) -> None:

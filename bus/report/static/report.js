@@ -1,5 +1,6 @@
-// The report's only script: page switching for paged charts, and the detail panel that
-// shows a whole message (#msg-<id>) or LLM call (#call-<seq>) when a mark is clicked. Data
+// The report's only script: page switching for paged charts, the detail panel that
+// shows a whole message (#msg-<id>) or LLM call (#call-<seq>) when a mark is clicked, and
+// an artifact (#artifact-<path>, the verdict's evidence) opened when its link is followed. Data
 // sits in <script type="application/json"> blocks (or gzip + base64 ones in big runs,
 // inflated by the browser's DecompressionStream), read on first use, and is put into the
 // page with textContent only: it is model output.
@@ -62,6 +63,7 @@
     var panel = document.getElementById("detail"), body = document.getElementById("detail-body");
     var hash = decodeURIComponent(location.hash.slice(1));
     var call = hash.indexOf("call-") === 0;
+    if (hash.indexOf("artifact-") === 0) { openArtifact(hash); return; }
     if (!call && hash.indexOf("msg-") !== 0) { panel.hidden = true; return; }
     var found = call ? table("calls-data", "seq").then(function (t) { return t[hash.slice(5)]; })
                      : table("messages-data", "id").then(function (t) { return t[hash.slice(4)]; });
@@ -72,6 +74,12 @@
       panel.hidden = false;
       panel.dataset.shown = hash;
     }).catch(function (e) { console.error("report: cannot show " + hash + ": " + e); });
+  }
+  function openArtifact(id) {
+    var entry = document.getElementById(id);
+    if (!entry) return;
+    entry.open = true;  // a link to a closed <details> would land on its summary alone
+    entry.scrollIntoView();
   }
   function pager(root) {
     var select = root.querySelector("select"), view = root.querySelector(".page-view"), first = null;
