@@ -14,7 +14,9 @@ What the files do on a resume (the n-th resume of a run):
   ``events.<n>.jsonl``. So the new log is a whole run: ``sopbus show`` prints the same
   messages as an uninterrupted run, and replayed calls appear as ``llm_called`` events with
   their original ledger lines. After ``run_started`` comes a ``resumed`` event that says what
-  was carried over. (Continuing the old file after the replayed prefix would need the
+  was carried over, and chains the new log to the old one: it names ``events.<n>.jsonl``,
+  its last seal (``previous_head``) and its length, so ``sopbus verify`` finds an earlier
+  log dropped, cut, swapped or renamed. (Continuing the old file after the replayed prefix would need the
   re-execution's events to line up one by one with the killed one's, which concurrent turns
   do not promise.)
 * ``costs.jsonl`` continues: its lines stand, their spend is the starting spend, ``seq``
@@ -42,6 +44,7 @@ from typing import Any
 
 import msgspec
 
+from .._chain import open_tail
 from .._errors import ConfigError
 from .._events import Note
 from .._jsonl import JsonlWriter, read_jsonl
@@ -151,6 +154,7 @@ def plan_resume(
     )
     _check_budget(run_dir, scenario, spent, budget_usd)
     resume = 1 + len(_rotated(run_dir))
+    head, lines = _log_head(run_dir / EVENTS)
     note = Note(
         kind="resumed",
         round=0,
@@ -158,6 +162,10 @@ def plan_resume(
         data={
             "resume": resume,
             "previous_events": f"events.{resume}.jsonl",
+            # The last seal of the previous execution's log, which chains this log to it:
+            # verify finds that log dropped, cut, swapped or renamed (None: no seal in it).
+            "previous_head": head,
+            "previous_lines": lines,
             "carried_lines": len(carried),
             "recovered_lines": len(recovered),
             "carried_usd": spent,
@@ -234,6 +242,15 @@ def _origin(run_dir: Path) -> Path | None:
             origin = event.get("settings", {}).get("scenario_path")
             return Path(origin) if origin else None
     return None
+
+
+def _log_head(path: Path) -> tuple[str | None, int]:
+    """The ``_h`` of the last seal of the log at ``path`` and its complete lines, as they
+    will be once its torn last line (if any) is cut off."""
+    data = path.read_bytes()
+    complete = data[: data.rfind(b"\n") + 1]
+    found = open_tail(complete)
+    return (found[0].decode() if found else None), complete.count(b"\n")
 
 
 def _rotated(run_dir: Path) -> list[Path]:
