@@ -52,8 +52,17 @@ def recheck_messages(run_dir: Path) -> Recheck:
     with tempfile.TemporaryDirectory(prefix="sopbus-verify-") as scratch:
         replayed = _replay(run_dir, Path(scratch), found)
         if replayed is not None:
-            _compare(run_dir, replayed, found)
+            _compare(run_dir, replayed, found, _stopped(run_dir, replayed))
     return found
+
+
+def _stopped(run_dir: Path, replayed: Path) -> str | None:
+    """Why the replay ended in an error the run did not end in (a recording it cannot
+    follow to the end), or ``None``."""
+    ran, again = (msgspec.json.decode((d / SUMMARY).read_bytes()) for d in (run_dir, replayed))
+    if again.get("end_reason") == "error" and ran.get("end_reason") != "error":
+        return str(again.get("detail") or again.get("error"))
+    return None
 
 
 def _replay(run_dir: Path, scratch: Path, found: Recheck) -> Path | None:
@@ -90,11 +99,21 @@ def _messages(path: Path) -> list[tuple[int, dict[str, Any]]]:
     return out
 
 
-def _compare(run_dir: Path, replayed: Path, found: Recheck) -> None:
+def _compare(run_dir: Path, replayed: Path, found: Recheck, stopped: str | None) -> None:
     logged, again = _messages(run_dir / EVENTS), _messages(replayed / EVENTS)
     found.messages = len(logged)
     mode = msgspec.json.decode((run_dir / SUMMARY).read_bytes()).get("mode", "rounds")
     where = run_dir / EVENTS
+    if stopped is not None:
+        # Only what the replay got to can be compared; the rest is said, not judged.
+        found.messages = min(len(logged), len(again))
+        if len(logged) > len(again):
+            found.notes.append(
+                f"{where}: the replay of the recorded answers stopped with an error "
+                f"({stopped}), so only the first {len(again)} of {len(logged)} messages "
+                f"are checked against it"
+            )
+        logged = logged[: len(again)]
     if mode != "rounds":
         _compare_as_sets(where, logged, again, found)
         return
