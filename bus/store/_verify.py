@@ -271,8 +271,12 @@ def _check_unrecorded(
                 verdict.problems.append(
                     f"{path}: a symbolic link (to {os.readlink(path)}) that the run did not write"
                 )
-            elif name.endswith(".tmp") and not finished and path.is_file():
-                verdict.notes.append(f"{path}: half-written when the run was killed")
+            elif not finished and path.is_file():
+                # A file is written before its event is logged: a kill in between leaves it.
+                verdict.notes.append(
+                    f"{path}: no artifact_written event records it: written as the run was "
+                    f"killed, or put there afterwards (the run has not finished)"
+                )
             elif path.is_file():
                 verdict.problems.append(
                     f"{path}: not written by the run: no artifact_written event in "

@@ -177,9 +177,18 @@ def _name(record: dict[str, Any]) -> str:
 def _difference(have: dict[str, Any], want: dict[str, Any]) -> str:
     a, b = _flat(have), _flat(want)
     names = [n for n in sorted(a.keys() | b.keys()) if a.get(n) != b.get(n)]
-    return "; ".join(
-        f"{n} is {_show(a.get(n))}, the answers give {_show(b.get(n))}" for n in names[:3]
-    )
+    shown = [(n, *_around(a.get(n), b.get(n))) for n in names[:3]]
+    return "; ".join(f"{n} is {_show(x)}, the answers give {_show(y)}" for n, x, y in shown)
+
+
+def _around(have: Any, want: Any) -> tuple[Any, Any]:
+    """Two long texts shown from a little before where they first differ."""
+    if not (isinstance(have, str) and isinstance(want, str)):
+        return have, want
+    at = next((i for i, (a, b) in enumerate(zip(have, want)) if a != b), min(len(have), len(want)))
+    start = max(0, at - 20)
+    mark = "..." if start else ""
+    return mark + have[start:], mark + want[start:]
 
 
 def _flat(record: dict[str, Any]) -> dict[str, Any]:
