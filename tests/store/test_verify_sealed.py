@@ -181,6 +181,25 @@ def test_an_artifact_replaced_by_a_link_is_reported(company: Path, tmp_path: Pat
     assert "artifacts/docs/prd.md: a symbolic link" in not_intact(run_dir, "--no-replay")
 
 
+def test_artifacts_replaced_by_a_linked_folder_are_reported(company: Path, tmp_path: Path) -> None:
+    run_dir = copy_run(company, tmp_path)
+    artifacts = run_dir / "artifacts"
+    artifacts.rename(tmp_path / "elsewhere")
+    artifacts.symlink_to(tmp_path / "elsewhere")
+    out = not_intact(run_dir, "--no-replay")
+    assert f"{artifacts}: a symbolic link (to {tmp_path / 'elsewhere'})" in out
+
+
+def test_a_passed_verdict_edited_to_failed_is_reported_too(company: Path, tmp_path: Path) -> None:
+    run_dir = copy_run(company, tmp_path)
+    path = run_dir / "summary.json"
+    summary = json.loads(path.read_text())
+    summary["verdict"] = None
+    path.write_text(json.dumps(summary, indent=2))
+    assert "summary.json: verdict is null but run_ended" in not_intact(run_dir, "--no-replay")
+    assert RunOutcome.open(run_dir).verdict is not None
+
+
 # -- item 8: the keyed seal -------------------------------------------------------------------
 
 
