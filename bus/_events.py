@@ -32,6 +32,7 @@ import msgspec
 from ._chain import CHAIN_FIELDS
 from ._jsonl import read_jsonl
 from ._message import Message
+from ._verdict import Verdict
 
 WALL_CLOCK_FIELDS = frozenset({"t", "latency_ms", "run_id"})
 # The chain's hashes cover the wall-clock fields, so they differ between identical runs too.
@@ -129,6 +130,9 @@ class RunEnded(_Event, tag="run_ended"):
     detail: str = ""
     error: str | None = None
     traceback: str | None = None
+    verdict: Verdict | None = None
+    """The SOP's verdict, sealed in the log so that ``summary.json``'s copy can be checked
+    (``null``: the SOP states none; absent in logs written before it was sealed)."""
 
 
 class Note(msgspec.Struct, kw_only=True):

@@ -364,16 +364,24 @@ class Runner:
             # cap stopped holding there, and that is why the run ended.
             end = _End("budget_exhausted", closed)
         error, tb = self._error or (None, None)
-        self._log(
-            RunEnded(
-                round=self._round, reason=end.reason, detail=end.detail, error=error, traceback=tb
-            )
-        )
         record = RunRecord(
             end_reason=end.reason,
             detail=end.detail,
             messages=tuple(self._messages),
             artifacts_dir=self._store.artifacts_dir if self._store else None,
+        )
+        # Judged before run_ended is logged, so that the verdict is sealed with the log and
+        # summary.json's copy of it can be checked (sopbus verify).
+        verdict = judge_run(self._judge, record)
+        self._log(
+            RunEnded(
+                round=self._round,
+                reason=end.reason,
+                detail=end.detail,
+                error=error,
+                traceback=tb,
+                verdict=verdict,
+            )
         )
         result = RunResult(
             run_id=self.env.run_id,
@@ -383,7 +391,7 @@ class Runner:
             published=self.env.published,
             undelivered=self.env.undelivered,
             error=error,
-            verdict=judge_run(self._judge, record),
+            verdict=verdict,
         )
         if self._store is not None:
             self._store.write_summary(self._summary(result, started))

@@ -4,6 +4,10 @@ The run writes a :class:`RunSummary` when it ends (``sopbus resume`` finishes a 
 has none); ``sopbus runs``, ``show``, ``costs``, sweeps, the report, the trace and
 :class:`sopbus.RunOutcome` read it through :func:`read_summary`. Summaries written by older
 versions read too: a field they lack takes its default.
+
+The verdict is also sealed in the log (``run_ended``): :func:`read_summary` takes that one
+when the two disagree, so an edited ``summary.json`` cannot turn a failed run into a passed
+one in ``sopbus runs`` or :class:`sopbus.RunOutcome` (``sopbus verify`` reports the edit).
 """
 
 from __future__ import annotations
@@ -14,7 +18,8 @@ from typing import Any
 
 import msgspec
 
-from ._layout import SUMMARY
+from ._chain import unseal
+from ._layout import EVENTS, SUMMARY
 from ._verdict import Verdict
 
 
@@ -93,9 +98,52 @@ def decode_summary(data: bytes) -> RunSummary:
 
 
 def read_summary(run_dir: Path) -> RunSummary | None:
-    """The run's ``summary.json``; ``None`` when the run has not finished (killed, still
+    """The run's ``summary.json``, with the verdict sealed in its log where the two differ
+    (:func:`sealed_summary`); ``None`` when the run has not finished (killed, still
     running, being replaced) or the file is damaged."""
     try:
-        return decode_summary((run_dir / SUMMARY).read_bytes())
+        summary = decode_summary((run_dir / SUMMARY).read_bytes())
     except (OSError, msgspec.DecodeError, msgspec.ValidationError):
         return None
+    return sealed_summary(summary, run_dir)
+
+
+def sealed_summary(summary: RunSummary, run_dir: Path) -> RunSummary:
+    """``summary`` with the verdict its run's ``run_ended`` event seals, when the log has
+    one that differs (an edited ``summary.json``); else ``summary`` itself."""
+    sealed = sealed_verdict(run_dir)
+    if sealed is _UNSEALED or sealed == summary.verdict:
+        return summary
+    return msgspec.structs.replace(summary, verdict=sealed)  # type: ignore[arg-type]
+
+
+_UNSEALED = object()
+_TAIL = 1 << 18  # run_ended holds at most a traceback: this covers it many times over
+
+
+def sealed_verdict(run_dir: Path) -> Verdict | object | None:
+    """The verdict the last line of ``events.jsonl`` (its ``run_ended``) seals, read from
+    the file's end; ``_UNSEALED`` when there is none (an unfinished run, a log written
+    before verdicts were sealed, or a last line too long to be a ``run_ended``)."""
+    try:
+        with open(run_dir / EVENTS, "rb") as f:
+            f.seek(0, 2)
+            size = f.tell()
+            f.seek(max(0, size - _TAIL))
+            tail = f.read()
+    except OSError:
+        return _UNSEALED
+    lines = tail.split(b"\n")
+    if len(lines) < 3 and size > _TAIL:
+        return _UNSEALED
+    body = unseal(lines[-2]) if len(lines) >= 2 else None
+    try:
+        event = msgspec.json.decode(body) if body is not None else None
+    except msgspec.DecodeError:
+        return _UNSEALED
+    if not isinstance(event, dict) or event.get("kind") != "run_ended" or "verdict" not in event:
+        return _UNSEALED
+    try:
+        return msgspec.convert(event["verdict"], Verdict | None)
+    except msgspec.ValidationError:
+        return _UNSEALED

@@ -14,7 +14,7 @@ from pathlib import Path
 import msgspec
 
 from sopbus.bus import ConfigError, LedgerLine, Message, RunSummary, Verdict
-from sopbus.bus._summary import decode_summary
+from sopbus.bus._summary import decode_summary, sealed_summary
 
 _SUMMARY, _EVENTS, _COSTS, _ARTIFACTS = "summary.json", "events.jsonl", "costs.jsonl", "artifacts"
 
@@ -63,6 +63,7 @@ class RunOutcome:
                 f"{run_dir / _SUMMARY}: not a run summary ({error}); "
                 f"`sopbus verify {run_dir}` checks the run"
             ) from None
+        summary = sealed_summary(summary, run_dir)  # the log's verdict, not an edited one
         return cls(
             run_id=summary.run_id,
             run_dir=run_dir,

@@ -259,8 +259,9 @@ def _unlogged(logs: Logs, number: int, line: dict[str, Any], report: Report, not
         )
 
 
-def check_summary(logs: Logs, report: Report) -> None:
-    """``summary.json`` against the ledger (totals) and the latest log (start and end)."""
+def check_summary(logs: Logs, report: Report, note: Report | None = None) -> None:
+    """``summary.json`` against the ledger (totals) and the latest log (start, end and the
+    verdict its ``run_ended`` seals)."""
     path = logs.run_dir / SUMMARY
     if not path.is_file():
         return
@@ -279,6 +280,13 @@ def check_summary(logs: Logs, report: Report) -> None:
         have = summary.get(key)
         if not _same(have, want):
             report(f"{path}: {key} is {_show(have)} but {_source(key)} says {_show(want)}")
+    events = logs.logs.get(logs.run_dir / EVENTS, [])
+    ended = events[-1][1] if events and events[-1][1].get("kind") == "run_ended" else None
+    if ended is not None and "verdict" not in ended and note is not None:
+        note(
+            f"{path}: the run was made before sopbus sealed its verdict in run_ended, so "
+            f"the verdict ({_show(summary.get('verdict'))}) is not checked"
+        )
 
 
 _TOTALS = ("total_usd", "llm_calls", "prompt_tokens", "completion_tokens")
@@ -307,6 +315,8 @@ def _expected(logs: Logs) -> dict[str, Any]:
             status=_STATUS.get(str(ended.get("reason")), ended.get("reason")),
             error=ended.get("error"),
         )
+        if "verdict" in ended:
+            want["verdict"] = ended["verdict"]
     return want
 
 
@@ -326,6 +336,8 @@ def _same(have: Any, want: Any) -> bool:
 
 
 def _show(value: Any) -> str:
+    if isinstance(value, (dict, list)) or value is None:
+        return msgspec.json.encode(value).decode()
     return f'"{value}"' if isinstance(value, (str, Decimal)) else str(value)
 
 

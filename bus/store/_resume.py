@@ -14,7 +14,9 @@ What the files do on a resume (the n-th resume of a run):
   ``events.<n>.jsonl``. So the new log is a whole run: ``sopbus show`` prints the same
   messages as an uninterrupted run, and replayed calls appear as ``llm_called`` events with
   their original ledger lines. After ``run_started`` comes a ``resumed`` event that says what
-  was carried over. (Continuing the old file after the replayed prefix would need the
+  was carried over, and chains the new log to the old one: it names ``events.<n>.jsonl``,
+  its last seal (``previous_head``) and its length, so ``sopbus verify`` finds an earlier
+  log dropped, cut, swapped or renamed. (Continuing the old file after the replayed prefix would need the
   re-execution's events to line up one by one with the killed one's, which concurrent turns
   do not promise.)
 * ``costs.jsonl`` continues: its lines stand, their spend is the starting spend, ``seq``
@@ -47,6 +49,7 @@ from typing import Any
 
 import msgspec
 
+from .._chain import open_tail
 from .._errors import ConfigError
 from .._events import Note
 from .._faults import reached
@@ -59,6 +62,7 @@ from ..llm._tape import Tape, TapeGateway, read_calls
 from ..money._ledger import LedgerLine
 from ..scenario._load import load_scenario, scenario_with_overrides
 from ..scenario._types import Scenario
+from ._chained import rotated_name
 from ._executions import Executions, InFlight, Rotation, next_execution
 from ._store import RunStore, drop_torn_tail, is_locked
 
@@ -162,6 +166,9 @@ def plan_resume(
     )
     _check_budget(run_dir, scenario, spent, budget_usd)
     resume, rotation = next_execution(run_dir)
+    # The log of the execution before this one: events.jsonl, unless a resume killed
+    # after rotating it is being redone (then it already has its new name).
+    head, lines = _log_head(run_dir / (EVENTS if rotation != "reuse" else rotated_name(resume)))
     note = Note(
         kind="resumed",
         round=0,
@@ -169,6 +176,10 @@ def plan_resume(
         data={
             "resume": resume,
             "previous_events": f"events.{resume}.jsonl",
+            # The last seal of the previous execution's log, which chains this log to it:
+            # verify finds that log dropped, cut, swapped or renamed (None: no seal in it).
+            "previous_head": head,
+            "previous_lines": lines,
             "carried_lines": len(carried),
             "recovered_lines": len(recovered),
             "carried_usd": spent,
@@ -234,6 +245,15 @@ def ledger_of(run_dir: Path) -> list[LedgerLine]:
     """The ledger lines of the run in ``run_dir`` (``costs.jsonl``)."""
     path = run_dir / COSTS
     return list(read_jsonl(path, LedgerLine)) if path.is_file() else []
+
+
+def _log_head(path: Path) -> tuple[str | None, int]:
+    """The ``_h`` of the last seal of the log at ``path`` and its complete lines, as they
+    will be once its torn last line (if any) is cut off."""
+    data = path.read_bytes()
+    complete = data[: data.rfind(b"\n") + 1]
+    found = open_tail(complete)
+    return (found[0].decode() if found else None), complete.count(b"\n")
 
 
 def _check_budget(run_dir: Path, scenario: Scenario, spent: Decimal, given: Decimal | None) -> None:

@@ -9,8 +9,13 @@
 - the ledger against the event logs, the recorded answers and ``summary.json``, each call
   paired by its ledger ``seq`` (:mod:`sopbus.bus.store._crosscheck`; this also catches lines cut
   from the end of ``costs.jsonl``, which no chain can see, and edited summary totals);
+- the executions of a resumed run: each earlier log is there, whole, under its own name
+  (:mod:`sopbus.bus.store._chained`), and ``summary.json``'s verdict is the one
+  ``run_ended`` seals;
 - a finished run (one with ``summary.json``) must end with its ``run_ended`` event;
-- every artifact must still have the SHA-256 its last ``artifact_written`` event recorded;
+- every artifact must still have the SHA-256 its last ``artifact_written`` event recorded,
+  be a file (not a symbolic link), and ``artifacts/`` must hold nothing the run did not
+  record writing;
 - every receipt must name files whose hashes still match, and each ``receipt_issued``
   event must name a receipt of the file, in order.
 
@@ -24,6 +29,7 @@ whole receipt chain verifies and the files are unchanged.
 from __future__ import annotations
 
 import hashlib
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,6 +40,7 @@ from .._chain import ChainReport, split_line, unseal, verify_file
 from .._errors import SopbusError
 from .._jsonl import JsonlWriter
 from .._layout import ARTIFACTS, CALLS, COSTS, EVENTS, RECEIPTS, SUMMARY
+from ._chained import check_executions
 from ._crosscheck import Logs, check_ledger, check_summary, event_logs
 
 RECEIPT_EVENT = "receipt_issued"
@@ -172,11 +179,27 @@ def verify_run(run_dir: Path) -> RunVerdict:
     logs = Logs.read(run_dir)
     events = logs.logs.get(run_dir / EVENTS, [])
     check_ledger(logs, verdict.problems.append, verdict.notes.append)
-    check_summary(logs, verdict.problems.append)
+    check_summary(logs, verdict.problems.append, verdict.notes.append)
+    check_executions(
+        logs,
+        {report.path: report for report in verdict.files},
+        _summary_dict(run_dir),
+        verdict.problems.append,
+        verdict.notes.append,
+    )
     _check_ending(verdict, run_dir, events)
     _check_artifacts(verdict, run_dir, events)
+    _check_unrecorded(verdict, run_dir, events)
     _check_receipts(verdict, run_dir, events)
     return verdict
+
+
+def _summary_dict(run_dir: Path) -> dict[str, Any] | None:
+    try:
+        data = msgspec.json.decode((run_dir / SUMMARY).read_bytes())
+    except (OSError, msgspec.DecodeError):
+        return None  # absent, or damaged (check_summary says so)
+    return data if isinstance(data, dict) else None
 
 
 def _check_chain(verdict: RunVerdict, report: ChainReport) -> None:
@@ -212,13 +235,54 @@ def _check_artifacts(
             latest[event["path"]] = (number, event["sha256"])
     for rel, (number, digest) in sorted(latest.items()):
         file = run_dir / ARTIFACTS / rel
-        if not file.is_file():
+        if file.is_symlink():
+            verdict.problems.append(
+                f"{file}: a symbolic link (to {os.readlink(file)}) where "
+                f"{run_dir / EVENTS}:{number} recorded a file the run wrote"
+            )
+        elif not file.is_file():
             verdict.problems.append(f"{file}: missing; written at {run_dir / EVENTS}:{number}")
         elif sha256_file(file) != digest:
             verdict.problems.append(
                 f"{file}: changed since it was written "
                 f"({run_dir / EVENTS}:{number} recorded SHA-256 {digest[:12]})"
             )
+
+
+def _check_unrecorded(
+    verdict: RunVerdict, run_dir: Path, events: list[tuple[int, dict[str, Any]]]
+) -> None:
+    """Files (or links) in ``artifacts/`` that no ``artifact_written`` event records: the
+    run writes nothing there without recording it, so each was put there afterwards."""
+    root = run_dir / ARTIFACTS
+    if root.is_symlink():
+        verdict.problems.append(f"{root}: a symbolic link (to {os.readlink(root)}), not the run's")
+        return
+    recorded = {e["path"] for _, e in events if e.get("kind") == "artifact_written"}
+    finished = bool(events) and events[-1][1].get("kind") == "run_ended"
+    for dirpath, dirnames, filenames in os.walk(root):
+        here = Path(dirpath)
+        for name in sorted(dirnames + filenames):
+            path = here / name
+            rel = path.relative_to(root).as_posix()
+            if rel == RECEIPTS or rel in recorded:
+                continue  # receipts are checked on their own, a recorded file above
+            if path.is_symlink():
+                verdict.problems.append(
+                    f"{path}: a symbolic link (to {os.readlink(path)}) that the run did not write"
+                )
+            elif not finished and path.is_file():
+                # A file is written before its event is logged: a kill in between leaves it.
+                verdict.notes.append(
+                    f"{path}: no artifact_written event records it: written as the run was "
+                    f"killed, or put there afterwards (the run has not finished)"
+                )
+            elif path.is_file():
+                verdict.problems.append(
+                    f"{path}: not written by the run: no artifact_written event in "
+                    f"{run_dir / EVENTS} records it"
+                )
+        dirnames[:] = [d for d in dirnames if not (here / d).is_symlink()]
 
 
 def _check_receipts(

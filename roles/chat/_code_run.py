@@ -90,6 +90,7 @@ class RunScript(Action):
                 files={**self.data, self.script_name: code},
             )
             checked = await self._accept(ran, keep)
+            _record_kept(ctx.turn, keep)
         accepted = ran.exit_code == 0 and (checked is None or checked.exit_code == 0)
         ctx.turn.emit(
             "script_ran",
@@ -128,6 +129,18 @@ class RunScript(Action):
             limits=self.limits,
             files={**self.data, CHECK_NAME: self.check},
         )
+
+
+def _record_kept(turn: Turn, keep: Path) -> None:
+    """Records each file the sandbox left in ``keep`` as an artifact the run wrote (the same
+    bytes, rewritten through the store), so that ``sopbus verify`` holds it against its
+    SHA-256 and reports any file in ``artifacts/`` that no write recorded."""
+    root = turn.artifacts_dir
+    if root is None or not keep.is_dir():
+        return
+    for path in sorted(keep.rglob("*")):
+        if path.is_file() and not path.is_symlink():
+            turn.write_artifact(path.relative_to(root).as_posix(), path.read_bytes())
 
 
 def report(p: Mapping[str, Any]) -> str:

@@ -40,6 +40,7 @@ from sopbus.bus.sandbox import SandboxSettings, check_backend, sweep_stale
 from sopbus.bus.sandbox import using as sandbox_using
 from sopbus.bus.scenario._load import scenario_to_builtins
 from sopbus.bus.scenario._types import Scenario
+from sopbus.bus.store._keyed import seal_key, write_keyed_seal
 from sopbus.bus.store._store import RunStore
 
 from ._logs import FILE_FORMAT, RedactedFile, redacting_stderr
@@ -84,7 +85,8 @@ async def execute(
     """Builds and runs ``scenario``; every configuration mistake is raised as
     :class:`~sopbus.bus.ConfigError` before any call is made or any run directory is created
     (or, with a ``continuation``, changed). ``environ`` holds the keys and endpoints
-    (default ``os.environ``; the CLI and the Python API pass :func:`~sopbus._assemble._environ.run_environ`).
+    (default ``os.environ``; the CLI and the Python API pass :func:`~sopbus._assemble._environ.run_environ`),
+    and the seal key (``SOPBUS_SEAL_KEY``: :mod:`sopbus.bus.store._keyed`), if any.
     ``run_id`` names a new run's directory (a sweep's runs); ``pool`` is a sweep's shared
     account, drawn on by every call besides the run's own budget. ``bus`` runs the team
     over NATS, with roles on workers (:mod:`sopbus._assemble._bus`)."""
@@ -106,7 +108,8 @@ async def execute(
     else:
         store = RunStore.create(Path(scenario.run.runs_dir), scenario.name, run_id=run_id)
         store.lock()
-    store.hide(run_secrets(scenario, env))
+    key = seal_key(env)
+    store.hide((*run_secrets(scenario, env), *([key.decode()] if key else [])))
     sink_id = logger.add(
         RedactedFile(store.run_dir / "run.log", store.redact),
         level="DEBUG",
@@ -129,6 +132,8 @@ async def execute(
         logger.remove(sink_id)
         _remove_if_empty(store.run_dir / SANDBOX_SCRATCH)
         store.close()
+    if key is not None:
+        write_keyed_seal(store.run_dir, key)
     summary = decode_summary((store.run_dir / SUMMARY).read_bytes())
     return Outcome(result, store.run_dir, summary)
 

@@ -16,7 +16,8 @@ if TYPE_CHECKING:
 
 
 def add_output_args(parser: argparse.ArgumentParser) -> None:
-    """``--quiet`` and ``-v``: what a command that runs a scenario prints while it runs."""
+    """``--quiet`` and ``-v``: what a command that runs a scenario prints while it runs;
+    ``--seal-key-file``: the key of its keyed seal."""
     parser.add_argument(
         "--quiet", action="store_true", help="no progress display; only the summary"
     )
@@ -25,6 +26,13 @@ def add_output_args(parser: argparse.ArgumentParser) -> None:
         "--verbose",
         action="store_true",
         help="also print the cost line of every LLM call (always in run.log)",
+    )
+    parser.add_argument(
+        "--seal-key-file",
+        metavar="FILE",
+        type=path_arg,
+        help="seal the run with the key in FILE (an HMAC that `sopbus verify --key-file` "
+        "checks; the key is never written to the run; default: $SOPBUS_SEAL_KEY)",
     )
 
 

@@ -1,19 +1,29 @@
 """``sopbus verify RUN``: is a run's record intact?
 
-Checks the hash chains of ``events.jsonl`` (and a resumed run's earlier event logs),
-``costs.jsonl``, ``calls.jsonl`` and (for a gated run) the receipts; the ledger against the
-event logs, the answers and ``summary.json``, call by call; the artifacts against their
-recorded SHA-256, and each receipt against the files it vouches for (see
-:mod:`sopbus.bus.store._verify`). Prints one line
-per file and, for each problem, the file and line number where it is. Exit 0 when intact
-(a torn last line of a killed run is reported, but is not tampering), 1 when not.
+Checks the hash chains of ``events.jsonl`` (and a resumed run's earlier event logs, each
+chained to the one before), ``costs.jsonl``, ``calls.jsonl`` and (for a gated run) the
+receipts; the ledger against the event logs, the answers and ``summary.json`` (its totals
+and its verdict), call by call; the artifacts against their recorded writes, and each
+receipt against the files it vouches for (see :mod:`sopbus.bus.store._verify`). Then, for a
+finished run, it replays the recorded answers and compares the messages
+(:mod:`sopbus._assemble._recheck`), and with a key it checks the keyed seal
+(:mod:`sopbus.bus.store._keyed`). Prints one line per file and, for each problem, the file
+and line number where it is. Exit 0 when intact (a torn last line of a killed run is
+reported, but is not tampering), 1 when not, 2 for a key file that cannot be used.
 """
 
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
+from typing import TYPE_CHECKING
 
+from ._args import path_arg
 from ._runref import add_run_arg, resolve_run
+
+if TYPE_CHECKING:
+    from sopbus._assemble._recheck import Recheck
+    from sopbus.bus.store._verify import RunVerdict
 
 NAME = "verify"
 HELP = "check that a run's event logs, cost ledger, answers, summary, artifacts and receipts are intact"
@@ -21,13 +31,49 @@ HELP = "check that a run's event logs, cost ledger, answers, summary, artifacts 
 
 def configure(parser: argparse.ArgumentParser) -> None:
     add_run_arg(parser)
+    parser.add_argument(
+        "--key-file",
+        metavar="FILE",
+        type=path_arg,
+        help="check the run's keyed seal with the key in FILE (default: $SOPBUS_SEAL_KEY)",
+    )
+    parser.add_argument(
+        "--no-replay",
+        action="store_true",
+        help="do not replay the recorded answers to check the messages (faster; an edited "
+        "message that was sealed again then goes unseen)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
+    from sopbus._assemble import run_environ
+    from sopbus.bus.store._keyed import check_keyed_seal, read_key_file, seal_key
     from sopbus.bus.store._verify import verify_run
 
     run_dir = resolve_run(args.run, args.runs_dir)
+    key = (
+        read_key_file(args.key_file, "--key-file")
+        if args.key_file is not None
+        else seal_key(run_environ())
+    )
     verdict = verify_run(run_dir)
+    check_keyed_seal(run_dir, key, verdict.problems.append, verdict.notes.append)
+    replayed = None
+    if args.no_replay:
+        verdict.notes.append(
+            f"{run_dir}: --no-replay: the messages are not checked against the answers"
+        )
+    elif verdict.intact:  # a broken record needs no replay to say so
+        from sopbus._assemble._recheck import recheck_messages
+
+        replayed = recheck_messages(run_dir)
+        verdict.problems += replayed.problems
+        verdict.notes += replayed.notes
+    _print(verdict, run_dir, replayed)
+    return 0 if verdict.intact else 1
+
+
+def _print(verdict: RunVerdict, run_dir: Path, replayed: Recheck | None) -> None:
     print(f"{run_dir}:")
     for report in verdict.files:
         state = (
@@ -44,9 +90,10 @@ def run(args: argparse.Namespace) -> int:
         )
     if verdict.receipts:
         print(f"  receipts: {verdict.receipts}")
+    if replayed is not None and replayed.messages:
+        print(f"  messages: {replayed.messages}, checked against a replay of the answers")
     for note in verdict.notes:
         print(f"note: {note}")
     for problem in verdict.problems:
         print(f"error: {problem}")
     print("intact" if verdict.intact else "NOT intact")
-    return 0 if verdict.intact else 1

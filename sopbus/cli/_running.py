@@ -39,6 +39,11 @@ def run_command(
     if wanted(bool(getattr(args, "otel", False)), os.environ):
         check_available()  # a missing extra is said before the run, not after it
     environ = run_environ()  # keys and endpoints: the environment over ./.env
+    key_file = getattr(args, "seal_key_file", None)
+    if key_file is not None:
+        from sopbus.bus.store._keyed import SEAL_KEY_ENV, read_key_file
+
+        environ[SEAL_KEY_ENV] = read_key_file(key_file, "--seal-key-file").decode()
     configure_logging(quiet, verbose=bool(getattr(args, "verbose", False)))
     from ._busargs import bus_options
 
