@@ -8,11 +8,8 @@ with a module attribute ``SOP``; a user's SOP is named ``"package.module:attribu
 
 from __future__ import annotations
 
-import importlib
 import pkgutil
 import re
-import sys
-import traceback
 import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -23,6 +20,8 @@ import msgspec
 
 from sopbus.bus import ConfigError, Injection, Judge, Message, Scenario, StopCondition, closest
 from sopbus.roles import LLMSettings, Registry, Role
+
+from ._import import import_sop_module
 
 S = TypeVar("S")
 
@@ -106,18 +105,7 @@ def get_sop(ref: str, *, where: str = "$.scenario.sop", path: Path | None = None
             f"{file}unknown SOP {ref!r} at {where}: built-in SOPs are "
             f"{', '.join(builtin_sops())}, or name your own as 'module:attribute'{hint}"
         )
-    try:
-        module = _import_beside(module_name, path.parent if path else None)
-    except ImportError as exc:
-        raise ConfigError(
-            f"{file}cannot import the SOP module {module_name!r} named at {where}: "
-            f"{exc}; check the name and that the module is on PYTHONPATH"
-        ) from None
-    except Exception as exc:  # the user's module ran and failed: say where, not how we got there
-        raise ConfigError(
-            f"{file}the SOP module {module_name!r} named at {where} failed while "
-            f"it was imported: {_raised_at(exc)}; fix the module"
-        ) from None
+    module = import_sop_module(module_name, path.parent if path else None, where, file)
     if not hasattr(module, attr):
         raise ConfigError(f"{file}{_missing(module, attr, ref, where)}")
     sop = getattr(module, attr)
@@ -128,19 +116,6 @@ def get_sop(ref: str, *, where: str = "$.scenario.sop", path: Path | None = None
             f"sops.SOP(name=..., description=..., build=...) value"
         )
     return sop
-
-
-def _raised_at(exc: Exception) -> str:
-    """``RuntimeError: boom (at my_team.py, line 3)``: the exception and the last frame it
-    passed that is not the import machinery (for a SyntaxError, its own file and line)."""
-    if isinstance(exc, SyntaxError):
-        return f"SyntaxError: {exc.msg} (at {exc.filename}, line {exc.lineno})"
-    frames = [
-        f for f in traceback.extract_tb(exc.__traceback__) if not f.filename.startswith("<frozen")
-    ]
-    own = [f for f in frames if Path(f.filename).resolve() != Path(__file__).resolve()]
-    where = f" (at {own[-1].filename}, line {own[-1].lineno})" if own else ""
-    return f"{type(exc).__name__}: {exc}{where}"
 
 
 def _missing(module: Any, attr: str, ref: str, where: str) -> str:
@@ -161,19 +136,6 @@ def _missing(module: Any, attr: str, ref: str, where: str) -> str:
 
 def _module_file(module: Any) -> str:
     return str(getattr(module, "__file__", None) or f"module {module.__name__}")
-
-
-def _import_beside(module_name: str, directory: Path | None) -> Any:
-    """Imports ``module_name``, looking first beside the scenario file, so that a user's
-    ``sop = "my_team:SOP"`` works with ``my_team.py`` next to the scenario, wherever
-    ``sopbus`` is run from."""
-    if directory is None or str(directory) in sys.path:
-        return importlib.import_module(module_name)
-    sys.path.insert(0, str(directory))
-    try:
-        return importlib.import_module(module_name)
-    finally:
-        sys.path.remove(str(directory))
 
 
 def options_as(options: Mapping[str, Any], kind: type[S], path: Path | None = None) -> S:

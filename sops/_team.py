@@ -22,7 +22,8 @@ from sopbus.roles import (
     role_with_overrides,
 )
 
-from ._sop import SopContext, Team, get_sop
+from ._import import raised_at
+from ._sop import SOP, SopContext, Team, get_sop
 
 IDEA_ACTION = "UserRequirement"
 IDEA_SENDER = "Boss"
@@ -68,7 +69,7 @@ def build_team(scenario: Scenario) -> Team:
         except ConfigError as exc:
             raise ConfigError(f"{scenario.path}: {exc}") from None
     defaults = llm_defaults(scenario)
-    team = sop.build(SopContext(scenario, reg, defaults)) if sop else Team(roles=[])
+    team = _built(sop, SopContext(scenario, reg, defaults)) if sop else Team(roles=[])
     if sop is not None and sop.verdict is not None:
         team.verdict = sop.verdict
     for i, spec in enumerate(scenario.roles):
@@ -143,6 +144,20 @@ def llm_defaults(scenario: Scenario) -> LLMSettings:
         max_tokens=llm.max_tokens,
         output_mode=llm.output_mode,
     )
+
+
+def _built(sop: SOP, ctx: SopContext) -> Team:
+    """``sop.build(ctx)``; a user's ``build`` that fails is their file's error, reported with
+    the line it failed at rather than as a traceback of ours."""
+    try:
+        return sop.build(ctx)
+    except ConfigError:
+        raise
+    except (Exception, SystemExit) as exc:
+        raise ConfigError(
+            f"{ctx.scenario.path}: the build() of SOP {sop.name!r} (named at $.scenario.sop) "
+            f"failed: {raised_at(exc)}; fix the SOP's build function"
+        ) from None
 
 
 def _apply_role(
