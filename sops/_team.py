@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from sopbus.bus import ConfigError, Injection, Message, RoleSpec, Scenario, did_you_mean
+from sopbus.bus.scenario import ROLE_NAME_FIX, role_name_problem
 from sopbus.roles import (
     LLMSettings,
     Registry,
@@ -79,6 +80,7 @@ def build_team(scenario: Scenario) -> Team:
             f"{scenario.path}: the team is empty: name an SOP at $.scenario.sop "
             f"or declare roles in [[roles]]"
         )
+    _check_names(team, scenario)
     _check_addresses(team, scenario)
     if not team.seed and scenario.idea:
         team.seed.append(
@@ -98,6 +100,19 @@ def build_team(scenario: Scenario) -> Team:
         for i in scenario.inject
     )
     return team
+
+
+def _check_names(team: Team, scenario: Scenario) -> None:
+    """The names an SOP gave its roles (its ``[sop]`` options, a user's ``build``) follow the
+    rule the file's ``[[roles]]`` follow, checked when it was loaded."""
+    for role in team.roles:
+        for name in (role.name, *role.aliases):
+            if problem := role_name_problem(name):
+                raise ConfigError(
+                    f"{scenario.path}: {problem}, in the team the SOP {scenario.sop!r} "
+                    f"built - at `$.scenario.sop`: check the names its [sop] options or its "
+                    f"build() give; {ROLE_NAME_FIX}"
+                )
 
 
 def _check_addresses(team: Team, scenario: Scenario) -> None:

@@ -25,6 +25,7 @@ import msgspec
 from .._errors import ConfigError
 from .._userfiles import nesting_depth, read_user_bytes
 from ._errors import PathToken, explain_syntax_error, explain_validation_error, format_path
+from ._names import ROLE_NAME_FIX, role_name_problem
 from ._paths import inside, outside_problem
 from ._types import Provider, RunMode, SandboxBackend, Scenario, ScenarioDoc
 from ._typespec import TYPE_SPECS, TypeSpecError, parse_type_spec
@@ -197,6 +198,8 @@ def _role_problems(s: Scenario) -> list[str]:
     for i, role in enumerate(s.roles):
         if not role.name.strip():
             out.append(_at(["roles", i, "name"], "empty role name"))
+        elif problem := role_name_problem(role.name):
+            out.append(_at(["roles", i, "name"], problem, ROLE_NAME_FIX))
         elif role.name in first_at:
             out.append(
                 _at(
@@ -207,6 +210,9 @@ def _role_problems(s: Scenario) -> list[str]:
             )
         else:
             first_at[role.name] = i
+        for j, alias in enumerate(role.aliases or ()):
+            if problem := role_name_problem(alias):
+                out.append(_at(["roles", i, "aliases", j], problem, ROLE_NAME_FIX))
     return out
 
 
