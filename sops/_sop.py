@@ -153,8 +153,27 @@ def options_as(options: Mapping[str, Any], kind: type[S], path: Path | None = No
     try:
         return msgspec.convert(dict(options), kind)
     except msgspec.ValidationError as exc:
+        if missing := re.fullmatch(r"Object missing required field `(\w+)`", str(exc)):
+            raise ConfigError(f"{file}{_missing_option(missing[1], kind)}") from None
         text = str(exc).replace("- at `$", "- at `$.sop")
         raise ConfigError(f"{file}{text}{_choices(kind, text)}") from None
+
+
+def _missing_option(key: str, kind: type) -> str:
+    """A required ``[sop]`` key left out: where it goes and how to write it (msgspec names
+    the key only, with no path)."""
+    hint = typing.get_type_hints(kind).get(key)
+    item = (
+        typing.get_args(hint)[0]
+        if typing.get_origin(hint) is list and typing.get_args(hint)
+        else None
+    )
+    if isinstance(item, type) and hasattr(item, "__struct_fields__"):
+        keys = ", ".join(item.__struct_fields__)
+        how = f"add a [[sop.{key}]] table for each entry (keys: {keys})"
+    else:
+        how = f"add `{key} = ...` to the [sop] table"
+    return f"missing required key `{key}` - at `$.sop.{key}`: this SOP needs it; {how}"
 
 
 def _choices(kind: type, error: str) -> str:
