@@ -45,6 +45,8 @@ RoundLimit = Annotated[int, msgspec.Meta(ge=1, le=MAX_ROUNDS)]
 MAX_TIMEOUT_S = 86_400.0
 """The longest timeout of one LLM call, a day: above any CPU generation; ``inf`` (accepted
 once) let a stuck server hold a run forever."""
+MAX_SANDBOX_MB = 65_536
+SandboxMB = Annotated[int, msgspec.Meta(ge=1, le=MAX_SANDBOX_MB)]
 TimeoutS = Annotated[float, msgspec.Meta(gt=0.0, le=MAX_TIMEOUT_S)]
 
 
@@ -135,9 +137,14 @@ class LLMConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields
 class SandboxSpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """``[sandbox]``: how model-written code runs. ``backend``: ``"bwrap"`` (bubblewrap
     namespaces; a configuration error where it is missing), ``"local"`` (no isolation), or
-    ``"auto"`` (bwrap when installed, else local with a warning for a real model's code)."""
+    ``"auto"`` (bwrap when installed, else local with a warning for a real model's code).
+    ``scratch_mb``: what the files in the code's working directory may total (a run that
+    passes it is stopped; at most that much is kept); ``tmp_mb``: the size of its ``/tmp``
+    and of its home directory."""
 
     backend: SandboxBackend = "auto"
+    scratch_mb: SandboxMB = 256
+    tmp_mb: SandboxMB = 256
 
 
 class PriceSpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
