@@ -44,7 +44,7 @@ def import_sop_module(module_name: str, directory: Path | None, where: str, file
         )
     if "module" in outcome:
         return outcome["module"]
-    return _raise_for(outcome["error"], module_name, directory, where, file)
+    return _raise_for(outcome["error"], module_name, where, file)
 
 
 def _import_into(module_name: str, directory: Path | None, outcome: dict[str, Any]) -> None:
@@ -69,9 +69,7 @@ def _import_beside(module_name: str, directory: Path | None) -> Any:
         sys.path.remove(str(directory))
 
 
-def _raise_for(
-    exc: BaseException, module_name: str, directory: Path | None, where: str, file: str
-) -> Any:
+def _raise_for(exc: BaseException, module_name: str, where: str, file: str) -> Any:
     named = f"the SOP module {module_name!r} named at {where}"
     if isinstance(exc, ImportError):
         raise ConfigError(
