@@ -6,6 +6,8 @@ parser can follow.
 
 from __future__ import annotations
 
+import os
+import stat
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -14,13 +16,52 @@ from ._errors import ConfigError
 
 
 def read_user_bytes(path: Path, what: str) -> bytes:
-    """The bytes of ``path``; ``what`` names the file for people ("scenario file")."""
+    """The bytes of ``path``; ``what`` names the file for people ("scenario file").
+
+    Opened without blocking and checked to be a regular file before it is read: a FIFO
+    would otherwise wait forever for a writer, and a device would never end."""
     try:
-        return path.read_bytes()
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except FileNotFoundError:
         raise ConfigError(f"{path}: no such {what}") from None
     except OSError as error:
         raise ConfigError(f"{path}: cannot read the {what} ({error.strerror})") from None
+    with os.fdopen(fd, "rb") as file:
+        kind = _kind(os.fstat(fd).st_mode)
+        if kind is not None:
+            raise ConfigError(f"{path}: the {what} {not_regular_problem(kind)}")
+        try:
+            return file.read()
+        except OSError as error:
+            raise ConfigError(f"{path}: cannot read the {what} ({error.strerror})") from None
+
+
+def not_regular(path: Path) -> str | None:
+    """What ``path`` is when it exists and is not a regular file ("a FIFO", "a
+    directory"); ``None`` for a regular file or a missing one."""
+    try:
+        return _kind(path.stat().st_mode)
+    except OSError:
+        return None
+
+
+def not_regular_problem(kind: str) -> str:
+    """The words for a path that is ``kind`` (see :func:`not_regular`) where a file is
+    needed, with the fix."""
+    return f"is not a regular file (it is {kind}); point it at a file"
+
+
+def _kind(mode: int) -> str | None:
+    kinds = {
+        stat.S_ISDIR: "a directory",
+        stat.S_ISFIFO: "a FIFO",
+        stat.S_ISSOCK: "a socket",
+        stat.S_ISCHR: "a character device",
+        stat.S_ISBLK: "a block device",
+    }
+    if stat.S_ISREG(mode):
+        return None
+    return next((name for test, name in kinds.items() if test(mode)), "not a file")
 
 
 def read_user_text(path: Path, what: str) -> str:

@@ -8,11 +8,8 @@ with a module attribute ``SOP``; a user's SOP is named ``"package.module:attribu
 
 from __future__ import annotations
 
-import importlib
 import pkgutil
 import re
-import sys
-import traceback
 import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -23,6 +20,8 @@ import msgspec
 
 from sopbus.bus import ConfigError, Injection, Judge, Message, Scenario, StopCondition, closest
 from sopbus.roles import LLMSettings, Registry, Role
+
+from ._import import import_sop_module
 
 S = TypeVar("S")
 
@@ -110,18 +109,7 @@ def get_sop(ref: str, *, where: str = "$.scenario.sop", path: Path | None = None
             f"{file}unknown SOP {ref!r} at {where}: built-in SOPs are "
             f"{', '.join(builtin_sops())}, or name your own as 'module:attribute'{hint}"
         )
-    try:
-        module = _import_beside(module_name, path.parent if path else None)
-    except ImportError as exc:
-        raise ConfigError(
-            f"{file}cannot import the SOP module {module_name!r} named at {where}: "
-            f"{exc}; check the name and that the module is on PYTHONPATH"
-        ) from None
-    except Exception as exc:  # the user's module ran and failed: say where, not how we got there
-        raise ConfigError(
-            f"{file}the SOP module {module_name!r} named at {where} failed while "
-            f"it was imported: {_raised_at(exc)}; fix the module"
-        ) from None
+    module = import_sop_module(module_name, path.parent if path else None, where, file)
     if not hasattr(module, attr):
         raise ConfigError(f"{file}{_missing(module, attr, ref, where)}")
     sop = getattr(module, attr)
@@ -132,19 +120,6 @@ def get_sop(ref: str, *, where: str = "$.scenario.sop", path: Path | None = None
             f"sops.SOP(name=..., description=..., build=...) value"
         )
     return sop
-
-
-def _raised_at(exc: Exception) -> str:
-    """``RuntimeError: boom (at my_team.py, line 3)``: the exception and the last frame it
-    passed that is not the import machinery (for a SyntaxError, its own file and line)."""
-    if isinstance(exc, SyntaxError):
-        return f"SyntaxError: {exc.msg} (at {exc.filename}, line {exc.lineno})"
-    frames = [
-        f for f in traceback.extract_tb(exc.__traceback__) if not f.filename.startswith("<frozen")
-    ]
-    own = [f for f in frames if Path(f.filename).resolve() != Path(__file__).resolve()]
-    where = f" (at {own[-1].filename}, line {own[-1].lineno})" if own else ""
-    return f"{type(exc).__name__}: {exc}{where}"
 
 
 def _missing(module: Any, attr: str, ref: str, where: str) -> str:
@@ -167,19 +142,6 @@ def _module_file(module: Any) -> str:
     return str(getattr(module, "__file__", None) or f"module {module.__name__}")
 
 
-def _import_beside(module_name: str, directory: Path | None) -> Any:
-    """Imports ``module_name``, looking first beside the scenario file, so that a user's
-    ``sop = "my_team:SOP"`` works with ``my_team.py`` next to the scenario, wherever
-    ``sopbus`` is run from."""
-    if directory is None or str(directory) in sys.path:
-        return importlib.import_module(module_name)
-    sys.path.insert(0, str(directory))
-    try:
-        return importlib.import_module(module_name)
-    finally:
-        sys.path.remove(str(directory))
-
-
 def options_as(options: Mapping[str, Any], kind: type[S], path: Path | None = None) -> S:
     """``options`` converted to ``kind``, with errors that say where and what is valid."""
     file = f"{path}: " if path else ""
@@ -195,8 +157,27 @@ def options_as(options: Mapping[str, Any], kind: type[S], path: Path | None = No
     try:
         return msgspec.convert(dict(options), kind)
     except msgspec.ValidationError as exc:
+        if missing := re.fullmatch(r"Object missing required field `(\w+)`", str(exc)):
+            raise ConfigError(f"{file}{_missing_option(missing[1], kind)}") from None
         text = str(exc).replace("- at `$", "- at `$.sop")
         raise ConfigError(f"{file}{text}{_choices(kind, text)}") from None
+
+
+def _missing_option(key: str, kind: type) -> str:
+    """A required ``[sop]`` key left out: where it goes and how to write it (msgspec names
+    the key only, with no path)."""
+    hint = typing.get_type_hints(kind).get(key)
+    item = (
+        typing.get_args(hint)[0]
+        if typing.get_origin(hint) is list and typing.get_args(hint)
+        else None
+    )
+    if isinstance(item, type) and hasattr(item, "__struct_fields__"):
+        keys = ", ".join(item.__struct_fields__)
+        how = f"add a [[sop.{key}]] table for each entry (keys: {keys})"
+    else:
+        how = f"add `{key} = ...` to the [sop] table"
+    return f"missing required key `{key}` - at `$.sop.{key}`: this SOP needs it; {how}"
 
 
 def _choices(kind: type, error: str) -> str:

@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from sopbus.bus import ConfigError, Injection, Message, RoleSpec, Scenario, did_you_mean
+from sopbus.bus.scenario import ROLE_NAME_FIX, role_name_problem
 from sopbus.roles import (
     LLMSettings,
     Registry,
@@ -22,7 +23,8 @@ from sopbus.roles import (
     role_with_overrides,
 )
 
-from ._sop import SopContext, Team, get_sop
+from ._import import raised_at
+from ._sop import SOP, SopContext, Team, get_sop
 
 IDEA_ACTION = "UserRequirement"
 IDEA_SENDER = "Boss"
@@ -68,7 +70,7 @@ def build_team(scenario: Scenario) -> Team:
         except ConfigError as exc:
             raise ConfigError(f"{scenario.path}: {exc}") from None
     defaults = llm_defaults(scenario)
-    team = sop.build(SopContext(scenario, reg, defaults)) if sop else Team(roles=[])
+    team = _built(sop, SopContext(scenario, reg, defaults)) if sop else Team(roles=[])
     if sop is not None and sop.verdict is not None:
         team.verdict = sop.verdict
     for i, spec in enumerate(scenario.roles):
@@ -78,6 +80,7 @@ def build_team(scenario: Scenario) -> Team:
             f"{scenario.path}: the team is empty: name an SOP at $.scenario.sop "
             f"or declare roles in [[roles]]"
         )
+    _check_names(team, scenario)
     _check_addresses(team, scenario)
     if not team.seed and scenario.idea:
         team.seed.append(
@@ -97,6 +100,19 @@ def build_team(scenario: Scenario) -> Team:
         for i in scenario.inject
     )
     return team
+
+
+def _check_names(team: Team, scenario: Scenario) -> None:
+    """The names an SOP gave its roles (its ``[sop]`` options, a user's ``build``) follow the
+    rule the file's ``[[roles]]`` follow, checked when it was loaded."""
+    for role in team.roles:
+        for name in (role.name, *role.aliases):
+            if problem := role_name_problem(name):
+                raise ConfigError(
+                    f"{scenario.path}: {problem}, in the team the SOP {scenario.sop!r} "
+                    f"built - at `$.scenario.sop`: check the names its [sop] options or its "
+                    f"build() give; {ROLE_NAME_FIX}"
+                )
 
 
 def _check_addresses(team: Team, scenario: Scenario) -> None:
@@ -143,6 +159,20 @@ def llm_defaults(scenario: Scenario) -> LLMSettings:
         max_tokens=llm.max_tokens,
         output_mode=llm.output_mode,
     )
+
+
+def _built(sop: SOP, ctx: SopContext) -> Team:
+    """``sop.build(ctx)``; a user's ``build`` that fails is their file's error, reported with
+    the line it failed at rather than as a traceback of ours."""
+    try:
+        return sop.build(ctx)
+    except ConfigError:
+        raise
+    except (Exception, SystemExit) as exc:
+        raise ConfigError(
+            f"{ctx.scenario.path}: the build() of SOP {sop.name!r} (named at $.scenario.sop) "
+            f"failed: {raised_at(exc)}; fix the SOP's build function"
+        ) from None
 
 
 def _apply_role(

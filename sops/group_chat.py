@@ -40,6 +40,7 @@ from typing import Literal
 import msgspec
 
 from sopbus.bus import ConfigError, RunRecord, Verdict
+from sopbus.bus.scenario import ROLE_NAME_FIX, role_name_problem
 from sopbus.roles.chat._group_chat import (
     ROUND_ROBIN,
     SPEAK,
@@ -168,6 +169,11 @@ def _check(o: GroupChatOptions, file: str) -> None:
                 f"{file}participant name {name!r} is empty, repeated (names are "
                 f"matched in any case) or {ChatManager.name!r} - at "
                 f"`$.sop.participants[{i}].name`"
+            )
+    for i, name in enumerate(names):
+        if problem := role_name_problem(name):
+            raise ConfigError(
+                f"{file}{problem} - at `$.sop.participants[{i}].name`: {ROLE_NAME_FIX}"
             )
     if o.fallback != ROUND_ROBIN and o.fallback not in names:
         raise ConfigError(

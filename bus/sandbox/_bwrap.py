@@ -5,8 +5,9 @@ kernel permits it; :func:`probe` says which were granted). Inside, the root is a
 tmpfs with: ``/usr`` (and the ``/bin``, ``/lib`` links or directories), a few files of ``/etc``
 the loader needs, the interpreter's prefix and sopbus's venv, all read-only at their own
 paths; the scratch directory read-write at ``/sandbox`` (the working directory, the only
-writable place that outlives the run); a fresh tmpfs at ``/tmp`` and ``/home/sandbox``; a fresh
-``/proc`` (it shows only the sandbox's processes) and a minimal ``/dev``. The environment is
+writable place that outlives the run); a fresh tmpfs of ``tmp_mb`` at ``/tmp`` and at
+``/home/sandbox``; a fresh ``/proc`` (it shows only the sandbox's processes) and a minimal
+``/dev``. The environment is
 cleared and only the allow-listed variables are set. ``--new-session`` keeps the code off
 sopbus's terminal; ``--die-with-parent`` kills the sandbox when sopbus dies, also by
 ``kill -9``. The run ends by killing the namespace's first process, and the kernel then kills
@@ -32,7 +33,7 @@ import shutil
 import signal
 import subprocess
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
@@ -42,7 +43,7 @@ from ._env import environment
 from ._launcher import launcher, own_processes
 from ._process import Capture, Child, run_child, sweep_group
 from ._scratch import Scratch
-from ._types import SANDBOX_DIR, SANDBOX_HOME, SANDBOX_TMP, SandboxLimits
+from ._types import DEFAULT_TMP_MB, SANDBOX_DIR, SANDBOX_HOME, SANDBOX_TMP, SandboxLimits
 
 INSTALL = "install bubblewrap (apt-get install bubblewrap)"
 _NAMESPACES = ("--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-net")
@@ -135,8 +136,11 @@ def command(
     info_fd: int,
     uid: int,
     processes_now: int,
+    tmp_mb: int = DEFAULT_TMP_MB,
 ) -> list[str]:
-    """The full bwrap command line for one run."""
+    """The full bwrap command line for one run; ``/tmp`` and the home directory are tmpfs
+    mounts of ``tmp_mb`` each (a tmpfs takes memory, and without a size it may take half)."""
+    size = ["--size", str(tmp_mb << 20)]
     assert found.bwrap is not None
     args = [
         found.bwrap,
@@ -156,7 +160,7 @@ def command(
         args += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
     # The fresh /tmp first, the interpreter after: a venv under /tmp (a clone in /tmp, a
     # test's copy) is bound inside it; mounted the other way round, the tmpfs hid it.
-    args += ["--perms", "1777", "--tmpfs", SANDBOX_TMP]
+    args += [*size, "--perms", "1777", "--tmpfs", SANDBOX_TMP]
     args += _python_binds()
     args += [
         "--bind",
@@ -164,6 +168,7 @@ def command(
         SANDBOX_DIR,
         "--chdir",
         SANDBOX_DIR,
+        *size,
         "--perms",
         "1777",
         "--tmpfs",
@@ -187,9 +192,15 @@ def fresh_uid() -> int:
 
 
 async def run(
-    scratch: Scratch, argv: Sequence[str], limits: SandboxLimits, extra_env: Mapping[str, str]
+    scratch: Scratch,
+    argv: Sequence[str],
+    limits: SandboxLimits,
+    extra_env: Mapping[str, str],
+    watch: Callable[[], Awaitable[None]] | None = None,
+    tmp_mb: int = DEFAULT_TMP_MB,
 ) -> tuple[int | None, Capture, Capture, bool]:
-    """Run ``argv`` in a new sandbox on ``scratch``; (status, stdout, stderr, timed out)."""
+    """Run ``argv`` in a new sandbox on ``scratch``; (status, stdout, stderr, timed out).
+    ``watch`` ends the run when it returns."""
     found = await trio.to_thread.run_sync(probe)
     uid = fresh_uid() if os.geteuid() == 0 else -1
     if uid >= 0:
@@ -201,7 +212,7 @@ async def run(
     info_r, info_w = os.pipe()
     try:
         child = Child(
-            command(found, scratch, argv, limits, env, info_w, uid, now),
+            command(found, scratch, argv, limits, env, info_w, uid, now, tmp_mb),
             cwd=scratch.path,
             env={},
             pass_fds=(info_w,),
@@ -227,7 +238,7 @@ async def run(
 
     try:
         status, timed_out = await run_child(
-            child, timeout_s=limits.timeout_s, out=out, err=err, end_all=end_all
+            child, timeout_s=limits.timeout_s, out=out, err=err, end_all=end_all, watch=watch
         )
     finally:
         info.close()

@@ -67,35 +67,55 @@ def write_files(root: Path, files: Mapping[PurePosixPath, str | bytes]) -> None:
         write_file(root, rel, content)
 
 
-def copy_tree(src: Path, dst: Path, *, collecting: bool) -> None:
+def copy_tree(
+    src: Path, dst: Path, *, collecting: bool, budget: int | None = None
+) -> list[PurePosixPath]:
     """Copy the tree at ``src`` into ``dst`` (created as needed) without following links.
 
     ``collecting`` marks files coming out of a sandbox: multiply-linked files are dropped.
+    ``budget`` caps the bytes copied: files are taken in name order, and a file that does
+    not fit in what is left is not copied; the files left out are returned.
     """
     dst.parent.mkdir(parents=True, exist_ok=True)  # the caller's own path, trusted
     real_dirs(dst.parent, PurePosixPath(dst.name))
-    _copy_dir(src, dst, PurePosixPath(), collecting)
+    left = _Budget(budget)
+    _copy_dir(src, dst, PurePosixPath(), collecting, left)
+    return left.dropped
 
 
-def _copy_dir(src: Path, dst: Path, rel: PurePosixPath, collecting: bool) -> None:
-    with os.scandir(src) as entries:
-        for entry in entries:
-            inner = rel / entry.name
-            st = entry.stat(follow_symlinks=False)
-            if stat.S_ISDIR(st.st_mode):
-                _copy_dir(
-                    Path(entry.path), real_dirs(dst, PurePosixPath(entry.name)), inner, collecting
-                )
-            elif stat.S_ISLNK(st.st_mode):
-                _copy_link(Path(entry.path), dst / entry.name, inner)
-            elif stat.S_ISREG(st.st_mode):
-                if collecting and st.st_nlink > 1:
-                    logger.warning(
-                        "sandbox: dropped {} (a hard link; it may be a host file)", inner
-                    )
-                    continue
-                _copy_file(Path(entry.path), dst / entry.name)
-            # sockets, fifos and devices are not files anyone wants back; skipped
+class _Budget:
+    def __init__(self, total: int | None):
+        self.left = total
+        self.dropped: list[PurePosixPath] = []
+
+    def take(self, size: int, rel: PurePosixPath) -> bool:
+        if self.left is None:
+            return True
+        if size > self.left:
+            self.dropped.append(rel)
+            return False
+        self.left -= size
+        return True
+
+
+def _copy_dir(src: Path, dst: Path, rel: PurePosixPath, collecting: bool, budget: _Budget) -> None:
+    with os.scandir(src) as listing:
+        entries = sorted(listing, key=lambda e: e.name)  # the same files kept, run after run
+    for entry in entries:
+        inner = rel / entry.name
+        st = entry.stat(follow_symlinks=False)
+        if stat.S_ISDIR(st.st_mode):
+            inside = real_dirs(dst, PurePosixPath(entry.name))
+            _copy_dir(Path(entry.path), inside, inner, collecting, budget)
+        elif stat.S_ISLNK(st.st_mode):
+            _copy_link(Path(entry.path), dst / entry.name, inner)
+        elif stat.S_ISREG(st.st_mode):
+            if collecting and st.st_nlink > 1:
+                logger.warning("sandbox: dropped {} (a hard link; it may be a host file)", inner)
+                continue
+            if budget.take(st.st_size, inner):
+                _copy_file(Path(entry.path), dst / entry.name, st.st_size)
+        # sockets, fifos and devices are not files anyone wants back; skipped
 
 
 def _copy_link(src: Path, dst: Path, rel: PurePosixPath) -> None:
@@ -108,7 +128,9 @@ def _copy_link(src: Path, dst: Path, rel: PurePosixPath) -> None:
     os.symlink(target, dst)
 
 
-def _copy_file(src: Path, dst: Path) -> None:
+def _copy_file(src: Path, dst: Path, size: int) -> None:
+    """Copy at most ``size`` bytes (the size counted against the budget: a file still growing
+    is cut there)."""
     _remove(dst)
     try:
         fd_in = os.open(src, _READ)
@@ -116,8 +138,10 @@ def _copy_file(src: Path, dst: Path) -> None:
         logger.warning("sandbox: could not copy {}: {}", src.name, exc.strerror)
         return
     with os.fdopen(fd_in, "rb") as fin, os.fdopen(os.open(dst, _WRITE, 0o644), "wb") as fout:
-        while chunk := fin.read(_CHUNK):
+        left = size
+        while left > 0 and (chunk := fin.read(min(_CHUNK, left))):
             fout.write(chunk)
+            left -= len(chunk)
 
 
 def _remove(path: Path) -> None:

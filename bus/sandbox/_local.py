@@ -24,7 +24,7 @@ import functools
 import os
 import shutil
 import subprocess
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import NamedTuple
 
 import trio
@@ -89,9 +89,14 @@ def make_undumpable() -> bool:
 
 
 async def run(
-    scratch: Scratch, argv: Sequence[str], limits: SandboxLimits, extra_env: Mapping[str, str]
+    scratch: Scratch,
+    argv: Sequence[str],
+    limits: SandboxLimits,
+    extra_env: Mapping[str, str],
+    watch: Callable[[], Awaitable[None]] | None = None,
 ) -> tuple[int | None, Capture, Capture, bool]:
-    """Run ``argv`` in ``scratch.work``; (status, stdout, stderr, timed out)."""
+    """Run ``argv`` in ``scratch.work``; (status, stdout, stderr, timed out). ``watch``
+    ends the run when it returns (its ``/tmp`` and home are in ``scratch``: it watches them)."""
     isolation = await trio.to_thread.run_sync(_detect_network_isolation)
     make_undumpable()
     now = await trio.to_thread.run_sync(own_processes)
@@ -106,6 +111,6 @@ async def run(
         await sweep_group(child.pid)
 
     status, timed_out = await run_child(
-        child, timeout_s=limits.timeout_s, out=out, err=err, end_all=end_all
+        child, timeout_s=limits.timeout_s, out=out, err=err, end_all=end_all, watch=watch
     )
     return status, out, err, timed_out

@@ -126,16 +126,22 @@ async def run_child(
     out: Capture,
     err: Capture,
     end_all: Callable[[], Awaitable[None]],
+    watch: Callable[[], Awaitable[None]] | None = None,
 ) -> tuple[int | None, bool]:
     """Drain the child's output until it exits or ``timeout_s`` passes; then ``end_all``
-    (shielded) kills whatever the run started. Returns (status or None, timed out)."""
+    (shielded) kills whatever the run started. ``watch``, when it returns, ends the run the
+    same way (a size limit passed). Returns (status or None, timed out)."""
     try:
         # The one place that owns the run's timeout: the limit is a value, applied here.
         with trio.move_on_after(timeout_s) as deadline:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(out.drain, child.stdout)
                 nursery.start_soon(err.drain, child.stderr)
-                await child.wait()
+                async with trio.open_nursery() as waiting:
+                    if watch is not None:
+                        waiting.start_soon(_cancel_after, watch, waiting.cancel_scope)
+                    await child.wait()
+                    waiting.cancel_scope.cancel()
                 # A finished run's background processes would hold the pipes open.
                 await end_all()
     finally:
@@ -146,3 +152,8 @@ async def run_child(
                 await stream.aclose()
     timed_out = deadline.cancelled_caught
     return (None if timed_out else child.returncode), timed_out
+
+
+async def _cancel_after(watch: Callable[[], Awaitable[None]], scope: trio.CancelScope) -> None:
+    await watch()
+    scope.cancel()

@@ -7,12 +7,15 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path, PurePosixPath
 
+import msgspec
 import trio
+from loguru import logger
 
 from . import _bwrap, _local
 from ._env import refuse_secrets
 from ._files import copy_tree, relative_path, write_files
 from ._process import Capture
+from ._quota import Quota, Watch, mb
 from ._scratch import Scratch, sweep_stale
 from ._settings import SandboxSettings, current, resolve
 from ._types import SANDBOX_DIR, SANDBOX_HOME, SANDBOX_TMP, SandboxLimits, SandboxResult
@@ -46,30 +49,67 @@ async def run_sandboxed(
     to_write = {relative_path(name): content for name, content in (files or {}).items()}
     if workspace is not None and not workspace.is_dir():
         raise ValueError(f"workspace {workspace} is not a directory")
-    backend, scratch = await trio.to_thread.run_sync(
-        _prepare, sandbox or current(), workspace, to_write
-    )
+    settings = sandbox or current()
+    backend, scratch = await trio.to_thread.run_sync(_prepare, settings, workspace, to_write)
+    watch = Watch(_quotas(backend, scratch, settings))
+    # No single file may pass what the whole directory may hold.
+    biggest = max(settings.scratch_mb, settings.tmp_mb)
+    limits = msgspec.structs.replace(limits, file_size_mb=min(limits.file_size_mb, biggest))
+    notes: list[str] = []
     try:
         started = time.perf_counter()
-        runner = _bwrap.run if backend == "bwrap" else _local.run
-        exit_code, out, err, timed_out = await runner(scratch, command, limits, extra_env)
+        if backend == "bwrap":
+            ran = await _bwrap.run(scratch, command, limits, extra_env, watch, settings.tmp_mb)
+        else:
+            ran = await _local.run(scratch, command, limits, extra_env, watch)
+        exit_code, out, err, timed_out = ran
         duration = time.perf_counter() - started
+        if stopped := watch.note():
+            notes.append(stopped)
         if keep is not None:
-            await trio.to_thread.run_sync(lambda: copy_tree(scratch.work, keep, collecting=True))
+            budget = settings.scratch_mb << 20
+            dropped = await trio.to_thread.run_sync(
+                lambda: copy_tree(scratch.work, keep, collecting=True, budget=budget)
+            )
+            if dropped:
+                notes.append(_dropped_note(dropped, budget))
     finally:
         with trio.CancelScope(shield=True):
             await trio.to_thread.run_sync(scratch.remove)
+    for note in notes:
+        logger.warning(note)
     isolated = backend == "bwrap" or _local.network_isolated()
+    stderr = _fixed_paths(err, scratch) + (f"\n[{stopped}]\n" if stopped else "")
     return SandboxResult(
         argv=tuple(command),
         exit_code=exit_code,
         stdout=_fixed_paths(out, scratch),
-        stderr=_fixed_paths(err, scratch),
+        stderr=stderr,
         timed_out=timed_out,
         duration_s=duration,
         network_isolated=isolated,
         workdir=SANDBOX_DIR,
         backend=backend,
+        notes=tuple(notes),
+    )
+
+
+def _quotas(backend: str, scratch: Scratch, settings: SandboxSettings) -> list[Quota]:
+    """What the watch measures: the working directory, and on the local backend the
+    ``/tmp`` and home it lends the code (bwrap mounts those as tmpfs of that size)."""
+    quotas = [Quota(scratch.work, settings.scratch_mb << 20, "[sandbox].scratch_mb")]
+    if backend != "bwrap":
+        quotas += [
+            Quota(d, settings.tmp_mb << 20, "[sandbox].tmp_mb") for d in (scratch.tmp, scratch.home)
+        ]
+    return quotas
+
+
+def _dropped_note(dropped: list[PurePosixPath], budget: int) -> str:
+    names = ", ".join(str(p) for p in dropped[:5]) + (", ..." if len(dropped) > 5 else "")
+    return (
+        f"sandbox: kept at most {mb(budget)} of the run's files ([sandbox].scratch_mb); "
+        f"dropped {len(dropped)} that did not fit: {names}"
     )
 
 

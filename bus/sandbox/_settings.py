@@ -18,7 +18,7 @@ from loguru import logger
 
 from .._errors import ConfigError
 from . import _bwrap
-from ._types import BACKENDS, BackendName
+from ._types import BACKENDS, DEFAULT_SCRATCH_MB, DEFAULT_TMP_MB, BackendName
 
 UNISOLATED_WARNING = "model-written code runs without isolation; install bubblewrap"
 FALLBACK_NOTE = "sandbox: auto chose the local backend"
@@ -28,17 +28,24 @@ class SandboxSettings(msgspec.Struct, frozen=True, kw_only=True):
     """``backend``: ``"bwrap"``, ``"local"``, or ``"auto"`` (bwrap when it works here, else
     local). ``scratch_root``: where scratch directories go (a run's ``.sandbox/``); None means
     the system's temporary directory. ``untrusted``: the code comes from a real model, so
-    ``auto`` falling back to ``local`` warns."""
+    ``auto`` falling back to ``local`` warns. ``scratch_mb``: what the files of the working
+    directory may total (a run that passes it is stopped, and at most that much is copied
+    out with ``keep=``); ``tmp_mb``: the size of ``/tmp`` and of the home directory."""
 
     backend: BackendName = "auto"
     scratch_root: Path | None = None
     untrusted: bool = False
+    scratch_mb: int = DEFAULT_SCRATCH_MB
+    tmp_mb: int = DEFAULT_TMP_MB
 
     def __post_init__(self) -> None:
         if self.backend not in BACKENDS:
             raise ValueError(
                 f"sandbox backend {self.backend!r}: expected one of {', '.join(BACKENDS)}"
             )
+        for name in ("scratch_mb", "tmp_mb"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"SandboxSettings.{name} must be > 0, got {getattr(self, name)!r}")
 
 
 class _Scope:

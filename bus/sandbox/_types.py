@@ -15,6 +15,11 @@ BACKENDS: tuple[BackendName, ...] = ("auto", "bwrap", "local")
 SANDBOX_DIR = "/sandbox"
 SANDBOX_HOME = "/home/sandbox"
 SANDBOX_TMP = "/tmp"
+# A run's files and its /tmp: enough for a test suite and its reports, small enough that a
+# loop writing 60 MB files cannot fill the disk of the run directory or the memory a tmpfs
+# /tmp takes.
+DEFAULT_SCRATCH_MB = 256
+DEFAULT_TMP_MB = 256
 
 
 class SandboxLimits(msgspec.Struct, frozen=True):
@@ -55,7 +60,8 @@ class SandboxResult(msgspec.Struct, frozen=True):
     random), so the same code gives the same text. ``workdir`` is that fixed path; the real
     directory is gone when the result is returned (copy what you need with ``keep=``).
     ``network_isolated`` says whether the run had no network; ``backend`` which backend ran
-    it (``"bwrap"`` or ``"local"``).
+    it (``"bwrap"`` or ``"local"``). ``notes`` says what the sandbox did to the run beyond
+    its own exit: stopped when its files passed ``scratch_mb``, files not copied out.
     """
 
     argv: tuple[str, ...]
@@ -67,3 +73,4 @@ class SandboxResult(msgspec.Struct, frozen=True):
     network_isolated: bool
     workdir: str = SANDBOX_DIR
     backend: str = "local"
+    notes: tuple[str, ...] = ()

@@ -11,6 +11,8 @@ from ._load import load_scenario as load_scenario
 from ._load import scenario_to_builtins as scenario_to_builtins
 from ._load import scenario_warnings as scenario_warnings
 from ._load import scenario_with_overrides as scenario_with_overrides
+from ._names import ROLE_NAME_FIX as ROLE_NAME_FIX
+from ._names import role_name_problem as role_name_problem
 from ._types import ActionSpec as ActionSpec
 from ._types import InjectSpec as InjectSpec
 from ._types import LLMConfig as LLMConfig

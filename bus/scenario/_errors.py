@@ -63,6 +63,8 @@ def explain_validation_error(error: msgspec.ValidationError, raw: Any, root: typ
     shown = "" if value is _MISSING else f" {_show(value)}"
     if m := re.fullmatch(r"Expected `(.*)`, got `(.*)`", text):
         return _wrong_type(_toml_type(m[1]), _toml_type(m[2]), value, tokens)
+    if re.fullmatch(r"Expected `(int|float)` (>=|>|<=|<) \S+", text):
+        return _out_of_range(root, tokens, value)
     if text == "Invalid decimal string":
         return f"expected a number, got{shown} - at `{format_path(tokens)}`"
     got = "" if value is _MISSING else f", got{shown}"
@@ -102,6 +104,41 @@ def _wrong_type(expected: str, got: str, value: Any, tokens: list[PathToken]) ->
         # [roles] instead of [[roles]]: the one-bracket slip TOML makes easy.
         return f"{text} - at `{format_path(tokens)}`: write [[{tokens[-1]}]] for each entry"
     return f"{text} - at `{format_path(tokens)}`"
+
+
+def _out_of_range(root: Any, tokens: list[PathToken], value: Any) -> str:
+    """A number outside its field's bounds, with the whole allowed range (msgspec names
+    only the bound it broke)."""
+    tp: Any = root
+    for token in tokens:
+        tp = _child_type(tp, token)
+    meta = _meta(tp)
+    if meta.ge is not None and meta.le is not None:
+        span = f"from {_num(meta.ge)} to {_num(meta.le)}"
+    else:
+        parts = [
+            f"{_num(meta.ge)} or more" if meta.ge is not None else "",
+            f"above {_num(meta.gt)}" if meta.gt is not None else "",
+            f"at most {_num(meta.le)}" if meta.le is not None else "",
+            f"below {_num(meta.lt)}" if meta.lt is not None else "",
+        ]
+        span = " and ".join(p for p in parts if p)
+    shown = "" if value is _MISSING else f" {_show(value)}"
+    return f"out of range:{shown} - at `{format_path(tokens)}`: expected a number {span}"
+
+
+def _num(bound: Any) -> str:
+    return str(int(bound)) if float(bound).is_integer() else str(bound)
+
+
+def _meta(tp: Any) -> msgspec.Meta:
+    """The ``msgspec.Meta`` bounds on a field's type (``Annotated[int, Meta(...)] | None``)."""
+    for arg in (tp, *typing.get_args(tp)):
+        if typing.get_origin(arg) is typing.Annotated:
+            for extra in arg.__metadata__:
+                if isinstance(extra, msgspec.Meta):
+                    return extra
+    return msgspec.Meta()
 
 
 def _bad_choice(value: Any, tokens: list[PathToken], here: Any) -> str:

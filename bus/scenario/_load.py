@@ -23,10 +23,11 @@ from typing import Any
 import msgspec
 
 from .._errors import ConfigError
-from .._userfiles import nesting_depth, read_user_bytes
+from .._userfiles import nesting_depth, not_regular, read_user_text
 from ._errors import PathToken, explain_syntax_error, explain_validation_error, format_path
+from ._names import ROLE_NAME_FIX, role_name_problem
 from ._paths import inside, outside_problem
-from ._types import Provider, RunMode, SandboxBackend, Scenario, ScenarioDoc
+from ._types import MAX_ROUNDS, Provider, RunMode, SandboxBackend, Scenario, ScenarioDoc
 from ._typespec import TYPE_SPECS, TypeSpecError, parse_type_spec
 
 _SOP_REF = re.compile(r"[A-Za-z_][\w-]*|[A-Za-z_][\w.]*:[A-Za-z_][\w.]*")
@@ -44,7 +45,7 @@ def load_scenario(path: Path | str, *, base_dir: Path | None = None) -> Scenario
     """
     path = Path(path)
     shown = str(path)
-    doc = _decode(read_user_bytes(path, "scenario file"), shown)
+    doc = _decode(read_user_text(path, "scenario file"), shown)
     absolute = path.resolve()
     fields = {f: getattr(doc, f) for f in doc.__struct_fields__}
     base = absolute.parent if base_dir is None else base_dir.resolve()
@@ -53,17 +54,16 @@ def load_scenario(path: Path | str, *, base_dir: Path | None = None) -> Scenario
     return scenario
 
 
-def _decode(data: bytes, shown: str) -> ScenarioDoc:
+def _decode(text: str, shown: str) -> ScenarioDoc:
     try:
-        return msgspec.toml.decode(data, type=ScenarioDoc)
+        return msgspec.toml.decode(text, type=ScenarioDoc)
     except msgspec.ValidationError as error:
-        raw = msgspec.toml.decode(data)  # parsed fine a moment ago: only the types were wrong
+        raw = msgspec.toml.decode(text)  # parsed fine a moment ago: only the types were wrong
         raise ConfigError(f"{shown}: {explain_validation_error(error, raw, ScenarioDoc)}") from None
     except msgspec.DecodeError as error:
-        text = data.decode("utf-8", errors="replace")
         raise ConfigError(f"{shown}: {explain_syntax_error(error, text)}") from None
     except RecursionError:
-        depth = nesting_depth(data.decode("utf-8", errors="replace"))
+        depth = nesting_depth(text)
         raise ConfigError(
             f"{shown}: arrays or tables nested {depth} levels deep, more than the "
             f"TOML parser can follow; a scenario needs a few levels at most: "
@@ -163,7 +163,15 @@ def _llm_problems(s: Scenario) -> list[str]:
     if out:
         return out
     for i, fixture in enumerate(s.llm.fixtures):
-        if not s.resolve(fixture).is_file():
+        if kind := not_regular(s.resolve(fixture)):
+            out.append(
+                _at(
+                    ["llm", "fixtures", i],
+                    f"fixture file {_q(fixture)} is not a regular file (it is {kind})",
+                    "point it at a file",
+                )
+            )
+        elif not s.resolve(fixture).is_file():
             out.append(
                 _at(
                     ["llm", "fixtures", i],
@@ -178,6 +186,14 @@ def _llm_problems(s: Scenario) -> list[str]:
                 ["llm", "cassette"],
                 "no cassette",
                 'provider "replay" needs cassette = "<file recorded with sopbus run --record>"',
+            )
+        )
+    elif s.llm.provider == "replay" and cassette is not None and (kind := not_regular(cassette)):
+        out.append(
+            _at(
+                ["llm", "cassette"],
+                f"cassette file {_q(s.llm.cassette)} is not a regular file (it is {kind})",
+                "point it at a file",
             )
         )
     elif s.llm.provider == "replay" and cassette is not None and not cassette.is_file():
@@ -197,6 +213,8 @@ def _role_problems(s: Scenario) -> list[str]:
     for i, role in enumerate(s.roles):
         if not role.name.strip():
             out.append(_at(["roles", i, "name"], "empty role name"))
+        elif problem := role_name_problem(role.name):
+            out.append(_at(["roles", i, "name"], problem, ROLE_NAME_FIX))
         elif role.name in first_at:
             out.append(
                 _at(
@@ -207,6 +225,9 @@ def _role_problems(s: Scenario) -> list[str]:
             )
         else:
             first_at[role.name] = i
+        for j, alias in enumerate(role.aliases or ()):
+            if problem := role_name_problem(alias):
+                out.append(_at(["roles", i, "aliases", j], problem, ROLE_NAME_FIX))
     return out
 
 
@@ -320,8 +341,8 @@ def _check_flags(
         )
     if mode is not None and mode not in typing.get_args(RunMode):
         raise ConfigError(f"--mode {mode!r}: expected one of {', '.join(typing.get_args(RunMode))}")
-    if max_rounds is not None and max_rounds < 1:
-        raise ConfigError(f"--max-rounds {max_rounds}: expected 1 or more")
+    if max_rounds is not None and not 1 <= max_rounds <= MAX_ROUNDS:
+        raise ConfigError(f"--max-rounds {max_rounds}: expected a number from 1 to {MAX_ROUNDS}")
 
 
 def _replace(struct: Any, **changes: Any) -> Any:

@@ -38,6 +38,16 @@ MAX_LATENCY_MS = 600_000
 """The simulator's longest latency: ten minutes is more than any real call; a larger value
 (2^63 ms was accepted once) only hangs a run."""
 LatencyMs = Annotated[int, msgspec.Meta(ge=0, le=MAX_LATENCY_MS)]
+MAX_ROUNDS = 100_000
+"""The largest round limit: each round is at least one turn of a role, so a run that needs
+more is a loop, and a 23-digit limit (accepted once) is no limit at all."""
+RoundLimit = Annotated[int, msgspec.Meta(ge=1, le=MAX_ROUNDS)]
+MAX_TIMEOUT_S = 86_400.0
+"""The longest timeout of one LLM call, a day: above any CPU generation; ``inf`` (accepted
+once) let a stuck server hold a run forever."""
+MAX_SANDBOX_MB = 65_536
+SandboxMB = Annotated[int, msgspec.Meta(ge=1, le=MAX_SANDBOX_MB)]
+TimeoutS = Annotated[float, msgspec.Meta(gt=0.0, le=MAX_TIMEOUT_S)]
 
 
 class ScenarioInfo(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -60,7 +70,7 @@ class RunSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
     """``[run]``: limits and scheduling of a run. ``runs_dir`` is relative to the current
     directory; ``budget_usd`` is a ``Decimal`` (> 0) however the file wrote it."""
 
-    max_rounds: PositiveInt = 10
+    max_rounds: RoundLimit = 10
     budget_usd: Decimal = Decimal("3")
     seed: int = 0
     mode: RunMode = "rounds"
@@ -79,7 +89,7 @@ class LLMOverrides(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     max_tokens: PositiveInt | None = None
     output_mode: OutputMode | None = None
     stream: bool | None = None
-    timeout_s: PositiveFloat | None = None
+    timeout_s: TimeoutS | None = None
     max_attempts: PositiveInt | None = None
 
 
@@ -102,7 +112,7 @@ class LLMConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields
     base_url: str | None = None
     output_mode: OutputMode = "json_schema"
     stream: bool = False
-    timeout_s: PositiveFloat = 60.0
+    timeout_s: TimeoutS = 60.0
     max_attempts: PositiveInt = 3
     max_tokens_param: MaxTokensParam = "max_completion_tokens"
     latency_ms: LatencyMs = 0
@@ -127,9 +137,14 @@ class LLMConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields
 class SandboxSpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """``[sandbox]``: how model-written code runs. ``backend``: ``"bwrap"`` (bubblewrap
     namespaces; a configuration error where it is missing), ``"local"`` (no isolation), or
-    ``"auto"`` (bwrap when installed, else local with a warning for a real model's code)."""
+    ``"auto"`` (bwrap when installed, else local with a warning for a real model's code).
+    ``scratch_mb``: what the files in the code's working directory may total (a run that
+    passes it is stopped; at most that much is kept); ``tmp_mb``: the size of its ``/tmp``
+    and of its home directory."""
 
     backend: SandboxBackend = "auto"
+    scratch_mb: SandboxMB = 256
+    tmp_mb: SandboxMB = 256
 
 
 class PriceSpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):

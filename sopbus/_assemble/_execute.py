@@ -289,6 +289,8 @@ def _sandbox(scenario: Scenario, store: RunStore) -> SandboxSettings:
         backend=scenario.sandbox.backend,
         scratch_root=root,
         untrusted=scenario.llm.provider != "sim",
+        scratch_mb=scenario.sandbox.scratch_mb,
+        tmp_mb=scenario.sandbox.tmp_mb,
     )
 
 

@@ -78,7 +78,7 @@ def test_a_latency_near_2_to_the_63_is_refused(tmp_path: Path) -> None:
     done = sopbus("run", path, "--runs-dir", tmp_path / "runs")
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert (
-        f"{path}: expected `int` <= 600000, got 9223372036854775000 - at `$.llm.latency_ms`"
+        f"{path}: out of range: 9223372036854775000 - at `$.llm.latency_ms`: expected a number from 0 to 600000"
         in done.stderr
     )
     assert not (tmp_path / "runs").exists()

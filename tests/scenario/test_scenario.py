@@ -265,7 +265,7 @@ def test_overrides_are_checked_again(tmp_path: Path) -> None:
         scenario_with_overrides(s, provider="replay")
     with pytest.raises(ConfigError, match="budget_usd"):
         scenario_with_overrides(s, budget_usd=Decimal("-1"))
-    with pytest.raises(ConfigError, match="--max-rounds 0: expected 1 or more"):
+    with pytest.raises(ConfigError, match="--max-rounds 0: expected a number from 1 to 100000"):
         scenario_with_overrides(s, max_rounds=0)
     with pytest.raises(ConfigError, match="--mode 'later': expected one of rounds, events"):
         scenario_with_overrides(s, mode="later")  # type: ignore[arg-type]
