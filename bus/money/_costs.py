@@ -136,8 +136,8 @@ def render_table(report: dict[str, Any]) -> RenderableType:
     outcomes = outcome_text(report["outcomes"])
     tables.append(
         Text(
-            f"total {money(total)} of {money(budget)}{of_cap}, {report['calls']} calls"
-            + (f" ({outcomes})" if outcomes else ""),
+            f"total {money(total)} of {money(budget)}{of_cap}, {report['calls']} "
+            f"call{'' if report['calls'] == 1 else 's'}" + (f" ({outcomes})" if outcomes else ""),
             style="bold",
         )
     )
