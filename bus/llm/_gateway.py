@@ -26,6 +26,7 @@ from ..money._format import money
 from ..money._ledger import LedgerLine, Outcome
 from ..money._prices import Price, PriceBook
 from ._overrun import impossible_usage, overrun_cost, overrun_record
+from ._plausible import plausible_usage
 from ._tokens import prompt_upper_bound
 
 LedgerSink = Callable[[LedgerLine], None]
@@ -147,10 +148,15 @@ class Gateway:
             await self._failed(sent, exc)
             raise
         cost = _ZERO if completion.replayed else price.cost(completion.usage)
+        corrected = None
         if not completion.replayed:
             why = impossible_usage(completion.usage, request, cost=cost, reserved=worst)
             if why is not None:
                 raise await self._overran(sent, price, completion.usage, bound, why)
+            if worst:  # a call priced $0 (a person, a free model) has nothing to undercount
+                usage, corrected = plausible_usage(completion.usage, request, completion.text)
+                completion = msgspec.structs.replace(completion, usage=usage)
+                cost = price.cost(usage)
             if completion.usage.prompt_tokens > bound:
                 logger.warning(
                     "{} {} used {} prompt tokens, above the bound of {}; its cost "
@@ -160,7 +166,7 @@ class Gateway:
                     completion.usage.prompt_tokens,
                     bound,
                 )
-        await self._answered(sent, cost, completion)
+        await self._answered(sent, cost, completion, corrected)
         return completion
 
     async def _hold(self, amount: Decimal) -> Hold | None:
@@ -176,7 +182,9 @@ class Gateway:
         with trio.CancelScope(shield=True):
             await self._pool.settle(hold, actual)
 
-    async def _answered(self, sent: _Sent, cost: Decimal, completion: Completion) -> None:
+    async def _answered(
+        self, sent: _Sent, cost: Decimal, completion: Completion, corrected: str | None
+    ) -> None:
         self.budget.settle(sent.reservation, cost)
         await self._unhold(sent.hold, cost)
         outcome: Outcome = "replayed" if completion.replayed else "ok"
@@ -190,6 +198,8 @@ class Gateway:
             sent.latency_ms(),
             call=sent.call,
             completion=completion,
+            estimated=corrected is not None,
+            corrected=corrected,
         )
 
     async def _failed(self, sent: _Sent, exc: BaseException) -> None:
@@ -272,6 +282,7 @@ class Gateway:
         status: int | None = None,
         error: str | None = None,
         reserved: Decimal | None = None,
+        corrected: str | None = None,
     ) -> LedgerLine:
         self._seq += 1
         if outcome != "refused":
@@ -302,6 +313,7 @@ class Gateway:
             status=status,
             error=error,
             reserved_usd=reserved,
+            corrected=corrected,
             latency_ms=latency_ms,
             t=self._clock(),
         )
@@ -480,6 +492,15 @@ def _log_line(line: LedgerLine) -> None:
             line.prompt_tokens,
             line.completion_tokens,
         )
+        if line.corrected:
+            logger.warning(
+                "Usage not believed: {} {} on {}: {}; booked at sopbus's own count, ${}",
+                line.role,
+                line.action,
+                line.model,
+                line.corrected,
+                line.cost_usd,
+            )
     elif line.outcome != "refused":
         counted = (
             f"counted at its reservation ${line.cost_usd} (estimated: the provider may "

@@ -13,7 +13,8 @@ test can check what the client sent. Replies:
 - a callable - computes one of the above from the request's JSON body.
 
 Hostile replies, for the hardening tests (usage lies are plain :class:`Answer` values with
-inflated, negative or huge counts):
+inflated, negative, huge or zero counts, cached tokens above the prompt, or a count left out
+of the usage with ``None``):
 
 - :class:`Raw` - any status, content type and body (an HTML page with 200, broken JSON);
 - :class:`Huge` - a 200 answer of ``size`` bytes, written in pieces so the server never
@@ -41,8 +42,8 @@ from typing import Any
 @dataclass(frozen=True)
 class Answer:
     text: str
-    prompt_tokens: int = 11
-    completion_tokens: int = 7
+    prompt_tokens: int | None = 11  # None: the usage leaves the field out
+    completion_tokens: int | None = 7
     cached_tokens: int = 0
     chunks: int = 3  # how many pieces the text is streamed in
 
@@ -246,10 +247,10 @@ def _handler_for(server: OpenAIServer) -> type[BaseHTTPRequestHandler]:
 
 
 def _usage(reply: Answer) -> dict[str, Any]:
+    counts = {"prompt_tokens": reply.prompt_tokens, "completion_tokens": reply.completion_tokens}
     return {
-        "prompt_tokens": reply.prompt_tokens,
-        "completion_tokens": reply.completion_tokens,
-        "total_tokens": reply.prompt_tokens + reply.completion_tokens,
+        **{name: value for name, value in counts.items() if value is not None},
+        "total_tokens": sum(value or 0 for value in counts.values()),
         "prompt_tokens_details": {"cached_tokens": reply.cached_tokens},
     }
 
