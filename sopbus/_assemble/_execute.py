@@ -197,7 +197,7 @@ async def _run(
         )
     )
     async with (
-        opened_for_run(provider, record) as live,
+        opened_for_run(provider, record, store.redactor) as live,
         coordinated(bus, scenario, as_run, store, continuation) as remote,
     ):
         journal = CallLog(store, first_call=continuation.first_call if continuation else 0)

@@ -16,7 +16,7 @@ from typing import Any
 
 from sopbus.bus._errors import ConfigError
 from sopbus.bus._protocol import Provider
-from sopbus.bus._redact import MASK, redact_url, url_secrets
+from sopbus.bus._redact import MASK, Redactor, redact_url, url_secrets
 from sopbus.bus.llm._opened import opened
 from sopbus.bus.money._prices import PriceBook
 from sopbus.bus.scenario._types import Scenario
@@ -133,12 +133,15 @@ def _whole_url(scenario: Scenario, from_env: str | None) -> str | None:
 
 
 @asynccontextmanager
-async def opened_for_run(provider: Provider, record: Path | None) -> AsyncIterator[Provider]:
-    """The provider, opened for the run (and wrapped in a recorder with ``--record``)."""
+async def opened_for_run(
+    provider: Provider, record: Path | None, redactor: Redactor
+) -> AsyncIterator[Provider]:
+    """The provider, opened for the run (and wrapped in a recorder with ``--record``, which
+    writes through the run's ``redactor`` as the run's own files do)."""
     if record is not None:
         from sopbus.bus.llm._replay import RecordingProvider
 
-        provider = RecordingProvider(provider, record)
+        provider = RecordingProvider(provider, record, scrub=redactor.data if redactor else None)
     async with opened(provider) as live:
         yield live
 

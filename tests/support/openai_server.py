@@ -23,6 +23,8 @@ of the usage with ``None``):
 - :class:`Cut` - an answer broken off: a stream after ``events`` events (the connection
   closes cleanly, no ``[DONE]``), a plain answer half-way through its announced length;
 - :class:`BadChunk` - a stream with a malformed event after ``after`` good ones;
+- :class:`Echo` - an answer that repeats the request's path and headers (the key, Basic
+  auth) after a given text;
 - :class:`StreamError` - a stream with an error event (``{"error": {"code": "500"}}``)
   after ``after`` good ones, as a gateway sends when its backend fails mid-stream.
 
@@ -101,8 +103,16 @@ class StreamError:
     message: str = "the backend failed mid-stream"
 
 
+@dataclass(frozen=True)
+class Echo:
+    """An answer whose text is ``text`` followed by the request's path and headers, as a
+    server that repeats what it was sent (so a test sees what reaches the run's files)."""
+
+    text: str = ""
+
+
 Hostile = Raw | Huge | Trickle | Cut | BadChunk | StreamError
-Static = Answer | Fail | Slow | Hostile
+Static = Answer | Fail | Slow | Echo | Hostile
 Reply = Static | Callable[[dict[str, Any]], Static]
 """A scripted reply; a callable computes it from the request's JSON body (e.g. an answer
 that fits the request's ``response_format`` schema)."""
@@ -164,6 +174,11 @@ def _handler_for(server: OpenAIServer) -> type[BaseHTTPRequestHandler]:
             body = json.loads(self.rfile.read(length) or b"{}")
             received = Received(self.path, {k.lower(): v for k, v in self.headers.items()}, body)
             reply = server._take(received)
+            if callable(reply):
+                reply = reply(body)
+            if isinstance(reply, Echo):
+                said = " ".join(f"{k}: {v}" for k, v in received.headers.items())
+                reply = Answer(f"{reply.text} {received.path} {said}")
             try:
                 self._reply(reply, body)
             except (BrokenPipeError, ConnectionResetError):
