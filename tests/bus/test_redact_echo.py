@@ -10,13 +10,13 @@ stdout and stderr are searched for each form.
 
 from __future__ import annotations
 
-import base64
 import json
 from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import quote
 
 from support.cli import sopbus
+from support.leaks import basic, leaks, secret_forms
 from support.openai_server import Echo, OpenAIServer
 from support.otlp_server import Collected
 
@@ -25,24 +25,12 @@ PASSWORD = "pw?>>~~x1"  # its Basic auth has '+' (urlsafe '-') and '=' padding
 API_KEY = "sk-live-echo-0123456789"
 PAIR = (("Dora", "Draft"), ("Pete", "Polish"))
 LLM = {"provider": "openai", "max_tokens": 100, "max_attempts": 1}
-
-
-def basic(pair: str) -> list[str]:
-    std, safe = base64.b64encode(pair.encode()), base64.urlsafe_b64encode(pair.encode())
-    return [form.decode() for form in (std, safe, std.rstrip(b"="), safe.rstrip(b"="))]
-
-
-FORMS = [API_KEY, PASSWORD, quote(PASSWORD, safe=""), *basic(f"{USER}:{PASSWORD}")]
+FORMS = secret_forms(USER, PASSWORD, API_KEY)
 
 
 def test_the_forms_are_distinct() -> None:
     # else the test below would check fewer forms than it says
     assert len(set(FORMS)) == len(FORMS)
-
-
-def found_in(text: str | bytes) -> list[str]:
-    data = text.encode() if isinstance(text, str) else text
-    return [form for form in FORMS if form.encode() in data]
 
 
 def test_no_form_of_a_secret_an_answer_echoes_is_written(
@@ -81,14 +69,13 @@ def test_no_form_of_a_secret_an_answer_echoes_is_written(
     headers = openai_server.requests[0].headers
     assert headers["authorization"] == f"Basic {basic(f'{USER}:{PASSWORD}')[0]}"
     assert len(openai_server.requests) == 2
-    files = [p for p in (*runs.rglob("*"), cassette) if p.is_file()]
-    assert {"report.html", "cassette.jsonl", "calls.jsonl", "events.jsonl"} <= {
-        p.name for p in files
+    assert {"report.html", "calls.jsonl", "events.jsonl"} <= {p.name for p in run_dir.iterdir()}
+    texts = {
+        "stdout": done.stdout,
+        "stderr": done.stderr,
+        "spans": json.dumps(collected.spans, default=str),
     }
-    leaks = {str(p): found_in(p.read_bytes()) for p in files}
-    leaks |= {"stdout": found_in(done.stdout), "stderr": found_in(done.stderr)}
-    leaks["spans"] = found_in(json.dumps(collected.spans, default=str))
-    assert {where: forms for where, forms in leaks.items() if forms} == {}
+    assert leaks(FORMS, [runs, cassette], texts) == {}
     assert collected.spans, "the trace was sent"
     assert "***" in (run_dir / "calls.jsonl").read_text()
     assert sopbus("verify", run_dir).returncode == 0
