@@ -154,6 +154,9 @@ class Coordinator:
                 claims, changed = now, trio.current_time()
             if self.remote and self.remote <= set(claims):
                 break
+            problem = await self.board.problem() if self.remote - set(claims) else None
+            if problem is not None:
+                raise ConfigError(f"worker {problem.worker} cannot host the run: {problem.message}")
             if not self.remote and (
                 len(claims) == len(names) or (claims and trio.current_time() - changed >= _SETTLE_S)
             ):
@@ -415,8 +418,12 @@ async def coordinating(
             await coordinator.ended()
 
 
-def plan_of(text: str, files: Sequence[Path], seed: int) -> ScenarioPlan:
-    """The plan a worker builds the team from: the scenario as run and its files' content."""
+def plan_of(text: str, files: Sequence[Path], seed: int, origin: str = "") -> ScenarioPlan:
+    """The plan a worker builds the team from: the scenario as run and its files' content
+    (``origin``: see :attr:`ScenarioPlan.origin`)."""
     return ScenarioPlan(
-        text=text, files={str(p): p.read_bytes() for p in files if p.is_file()}, seed=seed
+        text=text,
+        files={str(p): p.read_bytes() for p in files if p.is_file()},
+        seed=seed,
+        origin=origin,
     )
