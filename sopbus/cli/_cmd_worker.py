@@ -20,6 +20,7 @@ import argparse
 import os
 import secrets
 import socket
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -167,7 +168,7 @@ def build_team(plan: ScenarioPlan, workdir: Path) -> WorkerTeam:
     team = build(scenario)
     prices = checked_prices(scenario, team.roles)
     # A blanked base URL is made whole from the user's scenario file, if this machine has it.
-    environ = run_environ()
+    environ: Mapping[str, str] = run_environ()
     if plan.origin:
         environ = with_whole_url(environ, scenario, Path(plan.origin))
     provider = with_people(make_provider(scenario, environ), team.roles, None, required=False)

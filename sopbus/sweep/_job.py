@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import os
 import traceback
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from decimal import Decimal
 from pathlib import Path
@@ -84,7 +84,9 @@ async def _run_job(job: Job, account: SharedAccount) -> JobResult:
     pool = AccountShare(account, job.run_id)
     run_dir = Path(job.runs_dir) / job.run_id
     try:
-        environ = run_environ()  # the sweep's working directory (a worker's too): its .env
+        environ: Mapping[str, str] = (
+            run_environ()
+        )  # the sweep's working directory (a worker's too): its .env
         if job.resume and (run_dir / SCENARIO).is_file():
             from sopbus.bus.store._resume import plan_resume
 

@@ -14,7 +14,7 @@ from urllib.parse import quote
 
 import pytest
 
-from support.cli import start
+from support.cli import ARGV, environ, start
 from support.leaks import leaks, secret_forms
 from support.nats_server import NatsServer
 from support.openai_server import Echo, OpenAIServer
@@ -31,14 +31,10 @@ def worker(tmp: Path, url: str, env: dict[str, str | None]) -> Iterator[Path]:
     log = tmp / "worker.log"
     with open(log, "wb") as out:
         argv = ["worker", "--bus", url, "--workdir", str(tmp / "w"), "--roles", "Pete"]
-        proc = start(
-            *argv,
-            "--id",
-            "w-pete",
-            "--runs-dir",
-            str(tmp / "w-runs"),
+        proc = subprocess.Popen(
+            [*ARGV, *argv, "--id", "w-pete", "--runs-dir", str(tmp / "w-runs")],
             cwd=tmp,
-            env={"PYTHONUNBUFFERED": "1", **env},
+            env=environ({"PYTHONUNBUFFERED": "1", **env}),
             stdout=out,
             stderr=out,
         )

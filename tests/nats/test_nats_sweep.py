@@ -543,7 +543,7 @@ def test_a_sweep_with_credentials_in_its_base_url_runs_on_the_workers_and_writes
         scenario = greet_sweep(tmp_path, base, 'seeds = "1..1"')
         with workers(tmp_path, url, env={"OPENAI_API_KEY": key}) as (one, two):
             done = sopbus(tmp_path, "sweep", str(scenario), "--bus", url)
-            logs = {str(w.log): w.log.read_bytes() for w in (one, two)}
+            logs: dict[str, str | bytes] = {str(w.log): w.log.read_bytes() for w in (one, two)}
         requests = len(server.requests)
     assert done.returncode == 0, done.stdout + done.stderr
     data = record(sweep_dir(tmp_path / "sweeps"))

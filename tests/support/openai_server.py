@@ -173,9 +173,8 @@ def _handler_for(server: OpenAIServer) -> type[BaseHTTPRequestHandler]:
             length = int(self.headers.get("content-length", 0))
             body = json.loads(self.rfile.read(length) or b"{}")
             received = Received(self.path, {k.lower(): v for k, v in self.headers.items()}, body)
-            reply = server._take(received)
-            if callable(reply):
-                reply = reply(body)
+            scripted = server._take(received)
+            reply = scripted(body) if callable(scripted) else scripted
             if isinstance(reply, Echo):
                 said = " ".join(f"{k}: {v}" for k, v in received.headers.items())
                 reply = Answer(f"{reply.text} {received.path} {said}")
@@ -184,9 +183,7 @@ def _handler_for(server: OpenAIServer) -> type[BaseHTTPRequestHandler]:
             except (BrokenPipeError, ConnectionResetError):
                 pass  # the client gave up (a timeout test); nothing to answer
 
-        def _reply(self, reply: Reply, body: dict[str, Any]) -> None:
-            if callable(reply):
-                reply = reply(body)
+        def _reply(self, reply: Answer | Fail | Slow | Hostile, body: dict[str, Any]) -> None:
             if isinstance(reply, Slow):
                 if server._stopping.wait(reply.seconds):
                     return
