@@ -22,11 +22,11 @@ from .._errors import BudgetExhausted, ProviderError, ProviderOverrun
 from .._protocol import Completion, LLMRequest, Provider, Usage
 from ..money._account import AccountShare, Hold
 from ..money._budget import Budget, Reservation
-from ..money._format import money
 from ..money._ledger import LedgerLine, Outcome
 from ..money._prices import Price, PriceBook
 from ._overrun import impossible_usage, overrun_cost, overrun_record
 from ._plausible import plausible_usage
+from ._said import first_line, log_line, refusal
 from ._tokens import prompt_upper_bound
 
 LedgerSink = Callable[[LedgerLine], None]
@@ -49,7 +49,6 @@ class CallJournal(Protocol):
 
 _NO_USAGE = Usage(prompt_tokens=0, completion_tokens=0)
 _ZERO = Decimal(0)
-_ERROR_CHARS = 300  # of a failed attempt's reason on its ledger line
 
 
 class Gateway:
@@ -219,7 +218,7 @@ class Gateway:
             call=sent.call,
             estimated=billed,
             status=status,
-            error=_first_line(exc),
+            error=first_line(exc),
         )
 
     async def _overran(
@@ -329,7 +328,7 @@ class Gateway:
             self._journal.closed(call, request, completion, line)
         if self._sink is not None:
             self._sink(line)
-        _log_line(line)
+        log_line(line)
         return line
 
     def _provider_name(self, request: LLMRequest) -> str:
@@ -446,80 +445,5 @@ class _Sent:
         return round_ms(trio.current_time() - self.start)
 
 
-def refusal(
-    request: LLMRequest, price: Price, prompt_bound: int, worst: Decimal, budget: Budget
-) -> str:
-    """Why a call was refused: its worst case, where that comes from, what is left, and the
-    two ways out (a bigger budget, or a smaller ``max_tokens``, which is most of a worst
-    case when the prompt is short)."""
-    completion = request.max_tokens * price.output / Decimal(1_000_000)
-    return (
-        f"{request.role} {request.action} on {request.model} was not sent: its worst case is "
-        f"{money(worst)} (a prompt of up to {prompt_bound} tokens plus max_tokens = "
-        f"{request.max_tokens} of completion, {money(completion)} of it), and {money(budget.left)} "
-        f"is left of {money(budget.cap)} ({money(budget.spent)} spent, {money(budget.reserved)} held "
-        f"by calls in flight); raise [run].budget_usd or --budget, or lower max_tokens "
-        f"([llm].max_tokens, or llm = {{ max_tokens = ... }} on the action or role): a call "
-        f"usually costs far less than its worst case"
-    )
-
-
 def round_ms(seconds: float) -> float:
     return round(seconds * 1000, 3)
-
-
-def _first_line(exc: BaseException) -> str:
-    """Why an attempt failed, in one bounded line for its ledger line and event."""
-    if isinstance(exc, trio.Cancelled):
-        return "cancelled"
-    text = str(exc).strip().splitlines()
-    line = text[0] if text else type(exc).__name__
-    return line if len(line) <= _ERROR_CHARS else line[: _ERROR_CHARS - 3] + "..."
-
-
-def _log_line(line: LedgerLine) -> None:
-    """MetaGPT's cost line for an answered call; a failed or overrun attempt gets a warning
-    that cannot be read as one (a refusal is not a call: BudgetExhausted tells the run)."""
-    if line.outcome in ("ok", "replayed", "lost"):
-        # Bound as a cost line: the run's log keeps every one, the terminal shows them only
-        # with -v (they would wrap under the live view).
-        logger.bind(cost=True).info(
-            "Total running cost: ${:.3f} | Max budget: ${:.3f} | Current cost: ${:.3f}, "
-            "prompt_tokens: {}, completion_tokens: {}",
-            line.total_usd,
-            line.budget_usd,
-            line.cost_usd,
-            line.prompt_tokens,
-            line.completion_tokens,
-        )
-        if line.corrected:
-            logger.warning(
-                "Usage not believed: {} {} on {}: {}; booked at sopbus's own count, ${}",
-                line.role,
-                line.action,
-                line.model,
-                line.corrected,
-                line.cost_usd,
-            )
-    elif line.outcome != "refused":
-        counted = (
-            f"counted at its reservation ${line.cost_usd} (estimated: the provider may "
-            f"have billed it)"
-            if line.estimated
-            else f"counted at ${line.cost_usd}"
-        )
-        status = f"HTTP {line.status}: " if line.status is not None else ""
-        what = "Provider overrun" if line.outcome == "overrun" else "LLM call failed"
-        logger.warning(
-            "{}: {} {} on {}, attempt {}: {}{}; {}; ${:.3f} of ${:.3f} spent",
-            what,
-            line.role,
-            line.action,
-            line.model,
-            line.attempt,
-            status,
-            line.error,
-            counted,
-            line.total_usd,
-            line.budget_usd,
-        )
