@@ -108,7 +108,8 @@ class Redactor:
     its :func:`secret_forms`, and, in JSON, also as escaped inside a string."""
 
     def __init__(self, secrets: Iterable[str] = ()):
-        self.forms = secret_forms(secrets)
+        self.secrets = tuple(s for s in secrets if s)
+        self.forms = secret_forms(self.secrets)
         escaped = {
             json.dumps(form, ensure_ascii=ascii)[1:-1].encode()
             for form in self.forms

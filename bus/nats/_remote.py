@@ -400,6 +400,7 @@ async def coordinating(
     from ._link import open_link
 
     async with open_link(url, name=f"sopbus run {store.run_id}") as link:
+        link.hide(store.redactor.secrets)  # what the run's files never hold, nor the server's
         coordinator = Coordinator(link, store, wait_s=wait_s, remote=remote, epoch=epoch)
         await coordinator.prepare(plan, cap)
         try:

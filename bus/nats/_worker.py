@@ -77,6 +77,7 @@ class WorkerTeam:
     cap: Decimal
     max_attempts: int = 3
     build_again: Callable[[], Sequence[Member]] = list  # the roles, built anew (fresh instances)
+    secrets: tuple[str, ...] = ()  # the run's key and URL credentials, never to be published
 
 
 BuildTeam = Callable[[ScenarioPlan, Path], WorkerTeam]
@@ -105,6 +106,7 @@ async def serve_run(link: Link, run_id: str, build: BuildTeam, options: WorkerOp
     except ConfigError as exc:  # the coordinator says it, instead of waiting for a claim
         await board.put_problem(Problem(worker=options.worker_id, message=str(exc)))
         raise
+    link.hide(team.secrets)
     stream = RunStream(link, run_id)
     sender = EffectSender(link, run_id, options.worker_id)
     account = NatsAccount(link, bucket_name(run_id), fix=CAP_FIX)

@@ -148,6 +148,7 @@ def build_team(plan: ScenarioPlan, workdir: Path) -> WorkerTeam:
     from sopbus._assemble._provider import (
         checked_prices,
         make_provider,
+        run_secrets,
         with_people,
         with_whole_url,
     )
@@ -179,4 +180,5 @@ def build_team(plan: ScenarioPlan, workdir: Path) -> WorkerTeam:
         cap=scenario.run.budget_usd,
         max_attempts=scenario.llm.max_attempts,
         build_again=lambda: build(scenario).roles,
+        secrets=run_secrets(scenario, environ),
     )

@@ -549,5 +549,6 @@ def test_a_sweep_with_credentials_in_its_base_url_runs_on_the_workers_and_writes
     data = record(sweep_dir(tmp_path / "sweeps"))
     assert [e["state"] for e in data["runs"]] == ["done"] * 2 and requests == 2
     texts = {"stdout": done.stdout, "stderr": done.stderr, **logs}
-    assert leaks(forms, [tmp_path / "sweeps", one.runs, two.runs], texts) == {}
+    stores = [tmp_path / "sweeps", one.runs, two.runs, shared_nats_server.store]
+    assert leaks(forms, stores, texts) == {}
     assert not any(b"Traceback" in log for log in logs.values())
