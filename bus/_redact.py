@@ -3,14 +3,18 @@
 scenario it keeps, into errors, logs and the summary.
 
 :func:`redact_url` gives the URL to show and record; :func:`url_secrets` the strings that
-must not appear anywhere, so that :func:`redact_text` can blank them in text that came from
-elsewhere (an HTTP library's error that quotes the URL it was given).
+must not appear anywhere, so that a :class:`Redactor` can blank them, in every encoding a
+server may echo them in (Basic auth's base64), in text that came from elsewhere (an HTTP
+library's error that quotes the URL it was given, an answer that repeats the headers).
 """
 
 from __future__ import annotations
 
+import base64
+import json
 import re
-from urllib.parse import parse_qsl, urlsplit, urlunsplit
+from collections.abc import Iterable
+from urllib.parse import parse_qsl, quote, unquote, urlsplit, urlunsplit
 
 MASK = "***"
 _KEYLIKE = re.compile(
@@ -77,7 +81,53 @@ def url_secrets(url: str | None) -> tuple[str, ...]:
 
 
 def redact_text(text: str, secrets: tuple[str, ...]) -> str:
-    """``text`` with every one of ``secrets`` replaced by ``***``."""
+    """``text`` with every one of ``secrets`` replaced by ``***`` (as given: a writer wants
+    :class:`Redactor`, which knows their encodings too)."""
     for secret in secrets:
         text = text.replace(secret, MASK)
     return text
+
+
+def secret_forms(secrets: Iterable[str]) -> tuple[str, ...]:
+    """Every form in which ``secrets`` may come back in what a server says: as given,
+    percent-decoded and percent-encoded, and base64 (standard and urlsafe, padded or not) of
+    each: an HTTP client sends a URL's ``user:password`` as Basic auth, and a server that
+    echoes its headers echoes that. Longest first, so a form is blanked before a part of it."""
+    plain = {form for s in secrets if s for form in (s, unquote(s))}
+    forms = set(plain) | {quote(s, safe="") for s in plain}
+    for s in plain:
+        data = s.encode()
+        for coded in (base64.b64encode(data), base64.urlsafe_b64encode(data)):
+            forms |= {coded.decode(), coded.rstrip(b"=").decode()}
+    return tuple(sorted((f for f in forms if len(f) >= 3), key=len, reverse=True))
+
+
+class Redactor:
+    """The one redaction step of everything a run writes (events, ledger, answers, the
+    cassette, summary, scenario, run.log, stderr): blanks each of the run's secrets in all
+    its :func:`secret_forms`, and, in JSON, also as escaped inside a string."""
+
+    def __init__(self, secrets: Iterable[str] = ()):
+        self.secrets = tuple(s for s in secrets if s)
+        self.forms = secret_forms(self.secrets)
+        escaped = {
+            json.dumps(form, ensure_ascii=ascii)[1:-1].encode()
+            for form in self.forms
+            for ascii in (True, False)
+        } | {form.encode() for form in self.forms}
+        self._raw = tuple(sorted(escaped, key=len, reverse=True))
+
+    def __bool__(self) -> bool:
+        return bool(self.forms)
+
+    def text(self, text: str) -> str:
+        """``text`` with every form of a secret replaced by ``***``."""
+        return redact_text(text, self.forms)
+
+    def data(self, data: bytes) -> bytes:
+        """Encoded JSON lines ``data`` with every form of a secret replaced by ``***``; a
+        secret inside a JSON string is blanked as written there, so the line stays valid."""
+        for secret in self._raw:
+            if secret in data:
+                data = data.replace(secret, MASK.encode())
+        return data

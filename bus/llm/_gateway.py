@@ -27,6 +27,8 @@ from ..money._format import money
 from ..money._ledger import LedgerLine, Outcome
 from ..money._prices import Price, PriceBook
 from ._overrun import impossible_usage, overrun_cost, overrun_record
+from ._plausible import plausible_usage
+from ._said import first_line, log_line, refusal
 from ._tokens import prompt_upper_bound
 
 LedgerSink = Callable[[LedgerLine], None]
@@ -49,7 +51,6 @@ class CallJournal(Protocol):
 
 _NO_USAGE = Usage(prompt_tokens=0, completion_tokens=0)
 _ZERO = Decimal(0)
-_ERROR_CHARS = 300  # of a failed attempt's reason on its ledger line
 
 
 class Gateway:
@@ -149,10 +150,15 @@ class Gateway:
             raise
         reached("llm:answered")  # answered (and billed), not yet written anywhere
         cost = _ZERO if completion.replayed else price.cost(completion.usage)
+        corrected = None
         if not completion.replayed:
             why = impossible_usage(completion.usage, request, cost=cost, reserved=worst)
             if why is not None:
                 raise await self._overran(sent, price, completion.usage, bound, why)
+            if worst:  # a call priced $0 (a person, a free model) has nothing to undercount
+                usage, corrected = plausible_usage(completion.usage, request, completion.text)
+                completion = msgspec.structs.replace(completion, usage=usage)
+                cost = price.cost(usage)
             if completion.usage.prompt_tokens > bound:
                 logger.warning(
                     "{} {} used {} prompt tokens, above the bound of {}; its cost "
@@ -162,7 +168,7 @@ class Gateway:
                     completion.usage.prompt_tokens,
                     bound,
                 )
-        await self._answered(sent, cost, completion)
+        await self._answered(sent, cost, completion, corrected)
         return completion
 
     async def _hold(self, amount: Decimal) -> Hold | None:
@@ -178,7 +184,9 @@ class Gateway:
         with trio.CancelScope(shield=True):
             await self._pool.settle(hold, actual)
 
-    async def _answered(self, sent: _Sent, cost: Decimal, completion: Completion) -> None:
+    async def _answered(
+        self, sent: _Sent, cost: Decimal, completion: Completion, corrected: str | None
+    ) -> None:
         self.budget.settle(sent.reservation, cost)
         await self._unhold(sent.hold, cost)
         outcome: Outcome = "replayed" if completion.replayed else "ok"
@@ -192,6 +200,8 @@ class Gateway:
             sent.latency_ms(),
             call=sent.call,
             completion=completion,
+            estimated=corrected is not None,
+            corrected=corrected,
         )
 
     async def _failed(self, sent: _Sent, exc: BaseException) -> None:
@@ -211,7 +221,7 @@ class Gateway:
             call=sent.call,
             estimated=billed,
             status=status,
-            error=_first_line(exc),
+            error=first_line(exc),
         )
 
     async def _overran(
@@ -275,6 +285,7 @@ class Gateway:
         error: str | None = None,
         reserved: Decimal | None = None,
         lost_call: int = 0,
+        corrected: str | None = None,
     ) -> LedgerLine:
         self._seq += 1
         if outcome != "refused":
@@ -307,6 +318,7 @@ class Gateway:
             error=error,
             reserved_usd=reserved,
             lost_call=lost_call,
+            corrected=corrected,
             latency_ms=latency_ms,
             t=self._clock(),
         )
@@ -323,7 +335,7 @@ class Gateway:
             reached("llm:journaled")  # in calls.jsonl, not yet in the ledger
         if self._sink is not None:
             self._sink(line)
-        _log_line(line)
+        log_line(line)
         return line
 
     def _provider_name(self, request: LLMRequest) -> str:
@@ -441,78 +453,5 @@ class _Sent:
         return round_ms(trio.current_time() - self.start)
 
 
-def refusal(
-    request: LLMRequest, price: Price, prompt_bound: int, worst: Decimal, budget: Budget
-) -> str:
-    """Why a call was refused: its worst case, where that comes from, what is left, and the
-    two ways out (a bigger budget, or a smaller ``max_tokens``, which is most of a worst
-    case when the prompt is short)."""
-    completion = request.max_tokens * price.output / Decimal(1_000_000)
-    return (
-        f"{request.role} {request.action} on {request.model} was not sent: its worst case is "
-        f"{money(worst)} (a prompt of up to {prompt_bound} tokens plus max_tokens = "
-        f"{request.max_tokens} of completion, {money(completion)} of it), and {money(budget.left)} "
-        f"is left of {money(budget.cap)} ({money(budget.spent)} spent, {money(budget.reserved)} held "
-        f"by calls in flight); raise [run].budget_usd or --budget, or lower max_tokens "
-        f"([llm].max_tokens, or llm = {{ max_tokens = ... }} on the action or role): a call "
-        f"usually costs far less than its worst case"
-    )
-
-
 def round_ms(seconds: float) -> float:
     return round(seconds * 1000, 3)
-
-
-def _first_line(exc: BaseException) -> str:
-    """Why an attempt failed, in one bounded line for its ledger line and event."""
-    if isinstance(exc, trio.Cancelled):
-        return "cancelled"
-    text = str(exc).strip().splitlines()
-    line = text[0] if text else type(exc).__name__
-    return line if len(line) <= _ERROR_CHARS else line[: _ERROR_CHARS - 3] + "..."
-
-
-def _log_line(line: LedgerLine) -> None:
-    """MetaGPT's cost line for an answered call, naming who spent it; a failed or overrun
-    attempt gets a warning that cannot be read as one (a refusal is not a call:
-    BudgetExhausted tells the run). Amounts in :func:`money`'s digits, so a simulated
-    call's fraction of a cent shows."""
-    if line.outcome in ("ok", "replayed", "lost"):
-        # Bound as a cost line: the run's log keeps every one, the terminal shows them only
-        # with -v (they would wrap under the live view).
-        logger.bind(cost=True).info(
-            "Total running cost: {} | Max budget: {} | Current cost: {} by {}, "
-            "prompt_tokens: {}, completion_tokens: {}",
-            money(line.total_usd),
-            money(line.budget_usd),
-            money(line.cost_usd),
-            who(line),
-            line.prompt_tokens,
-            line.completion_tokens,
-        )
-    elif line.outcome != "refused":
-        counted = (
-            f"counted at its reservation {money(line.cost_usd)} (estimated: the provider may "
-            f"have billed it)"
-            if line.estimated
-            else f"counted at {money(line.cost_usd)}"
-        )
-        status = f"HTTP {line.status}: " if line.status is not None else ""
-        what = "Provider overrun" if line.outcome == "overrun" else "LLM call failed"
-        logger.warning(
-            "{}: {} on {}, attempt {}: {}{}; {}; {} of {} spent",
-            what,
-            who(line),
-            line.model,
-            line.attempt,
-            status,
-            line.error,
-            counted,
-            money(line.total_usd),
-            money(line.budget_usd),
-        )
-
-
-def who(line: LedgerLine) -> str:
-    """Who spent a line's money and on what: ``QaEngineer WriteTest (tests/test_game.py)``."""
-    return f"{line.role} {line.what}" if line.role else line.what

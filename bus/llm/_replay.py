@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
 
 import msgspec
@@ -92,16 +93,26 @@ class ReplayProvider:
 
 
 class RecordingProvider:
-    """Wraps ``inner`` and appends each answer to ``cassette_path`` (flushed per line).
+    """Wraps ``inner`` and appends each answer to ``cassette_path`` (flushed per line),
+    each line rewritten by ``scrub`` first (the run's secrets blanked).
 
     Use it with ``async with``: that opens ``inner`` too when it is a context manager (the
     ``openai`` provider is), and closes both; :meth:`aclose` closes the cassette alone.
     """
 
-    def __init__(self, inner: Provider, cassette_path: str | Path):
+    def __init__(
+        self,
+        inner: Provider,
+        cassette_path: str | Path,
+        *,
+        scrub: Callable[[bytes], bytes] | None = None,
+    ):
         self.inner = inner
         self.name = inner.name
         self._writer = JsonlWriter(Path(cassette_path))
+        # The run's redaction (RunStore.redactor): an answer that repeats the key or the
+        # URL's credentials must not keep them in the cassette either.
+        self._writer.scrub = scrub
 
     async def complete(self, request: LLMRequest) -> Completion:
         completion = await self.inner.complete(request)

@@ -58,16 +58,18 @@ class _Details(msgspec.Struct):
 
 
 class _Usage(msgspec.Struct):
-    prompt_tokens: int
-    completion_tokens: int
+    # A count the server left out reads as 0: the gateway books such usage at its own
+    # count (bus.llm._plausible), where a decoding error would fail an answered call.
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
     prompt_tokens_details: _Details | None = None
 
     def value(self) -> Usage:
         details = self.prompt_tokens_details
         cached = details.cached_tokens if details is not None else None
         return Usage(
-            prompt_tokens=self.prompt_tokens,
-            completion_tokens=self.completion_tokens,
+            prompt_tokens=self.prompt_tokens or 0,
+            completion_tokens=self.completion_tokens or 0,
             cached_tokens=cached or 0,
         )
 

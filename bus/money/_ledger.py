@@ -43,6 +43,10 @@ class LedgerLine(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     ``replayed`` line, which costs $0 whatever the price, and in ledgers written before it.
     ``resume`` is 0 for lines of a run's first execution and ``n`` for lines written by its
     n-th ``sopbus resume`` (omitted from the JSON when 0).
+    ``corrected`` says why an ``ok`` line's tokens are sopbus's own count rather than the
+    provider's: the usage it reported was too small to be true (zero prompt tokens, no
+    completion tokens for the text it sent, more cached tokens than prompt; see
+    :mod:`sopbus.bus.llm._plausible`); ``estimated`` is then true (omitted when unset).
     ``reserved_usd`` is what a ``refused`` call needed: its worst-case cost (the prompt's
     upper bound plus ``max_tokens`` of completion), which did not fit under the cap
     (omitted from the JSON on other lines).
@@ -74,6 +78,7 @@ class LedgerLine(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     error: str | None = None
     reserved_usd: Decimal | None = None
     lost_call: int = 0
+    corrected: str | None = None
     latency_ms: float
     t: float
 

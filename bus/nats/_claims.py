@@ -7,7 +7,8 @@ Two buckets:
   without ``--run`` watches it for runs to join.
 * ``SOPBUS_<run>`` (the run's own bucket, history 1): ``scenario`` (the
   :class:`ScenarioPlan`: the scenario as run and the files it names, so that a worker on
-  another machine builds the same team), ``hosts`` (the roles that run on workers, fixed by
+  another machine builds the same team), ``problem`` (a worker's :class:`Problem`: why it
+cannot build the team, which ends a run waiting for it at once), ``hosts`` (the roles that run on workers, fixed by
   the coordinator when it stops waiting for claims), ``claim.<token(role)>`` (a
   :class:`Claim`), and ``budget`` (the run's cap, :mod:`sopbus.bus.nats._account`).
 
@@ -50,6 +51,17 @@ class ScenarioPlan(msgspec.Struct, frozen=True, kw_only=True):
     text: str
     files: dict[str, bytes] = {}
     seed: int = 0
+    origin: str = ""
+    """The scenario file the run was made from, on the coordinator's machine: a worker that
+    can read it takes the whole base URL from it when the scenario as run keeps the URL's
+    credentials blanked (never sent: they stay out of the stream and the buckets)."""
+
+
+class Problem(msgspec.Struct, frozen=True, kw_only=True):
+    """Why a worker cannot host the run's roles (it cannot build the team)."""
+
+    worker: str
+    message: str
 
 
 class Claim(msgspec.Struct, frozen=True, kw_only=True):
@@ -106,6 +118,14 @@ class RunBoard:
     async def scenario(self) -> ScenarioPlan | None:
         found = await self._get("scenario")
         return None if found is None else msgspec.json.decode(found[0], type=ScenarioPlan)
+
+    async def put_problem(self, problem: Problem) -> None:
+        """Tells the coordinator why a worker cannot host the run (the last one told)."""
+        await self._put("problem", msgspec.json.encode(problem))
+
+    async def problem(self) -> Problem | None:
+        found = await self._get("problem")
+        return None if found is None else msgspec.json.decode(found[0], type=Problem)
 
     async def set_hosts(self, roles: list[str]) -> None:
         await self._put("hosts", msgspec.json.encode(roles))

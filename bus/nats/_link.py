@@ -36,13 +36,14 @@ import itertools
 import random
 import threading
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, TypeVar
 
 import trio
 
 from .._errors import SopbusError
+from .._redact import Redactor
 
 T = TypeVar("T")
 
@@ -115,8 +116,19 @@ class Link:
         self, url: str, loop: asyncio.AbstractEventLoop, thread: threading.Thread, nc: Any, js: Any
     ):
         self.url = url
+        self.redactor = Redactor()  # see hide
         self._loop, self._thread = loop, thread
         self.nc, self.js = nc, js  # for use inside `call` only (they belong to the loop)
+
+    def hide(self, secrets: Iterable[str]) -> None:
+        """Blanks ``secrets`` (a run's key and URL credentials, in all their encodings) in
+        every payload this link publishes or puts from now on: the streams and buckets are
+        files on the server's disk, and a model's answer may repeat a secret."""
+        self.redactor = Redactor((*self.redactor.secrets, *secrets))
+
+    def scrubbed(self, payload: bytes) -> bytes:
+        """``payload`` with the secrets given to :meth:`hide` blanked."""
+        return self.redactor.data(payload) if self.redactor else payload
 
     async def call(self, fn: Callable[[Any, Any], Awaitable[T]]) -> T:
         """Runs ``await fn(nc, js)`` on the link's loop and returns its result (or raises its
@@ -162,6 +174,7 @@ class Link:
         Raises the first failure (a timeout, no stream for a subject) after all were sent."""
         if not items:
             return []
+        items = [(subject, self.scrubbed(payload), headers) for subject, payload, headers in items]
 
         async def send(nc: Any, js: Any) -> list[Any]:
             futures = [
@@ -228,6 +241,7 @@ class Link:
         self, subject: str, payload: bytes, *, headers: Headers | None = None, reply: str = ""
     ) -> None:
         """A core-NATS publish (no JetStream ack): control messages, heartbeats."""
+        payload = self.scrubbed(payload)
 
         async def pub(nc: Any, js: Any) -> None:
             await nc.publish(subject, payload, reply=reply, headers=headers)
@@ -343,6 +357,7 @@ class Link:
 
     async def put_key(self, kv: Any, key: str, value: bytes) -> int:
         """Writes ``key`` whatever it holds; returns the new revision."""
+        value = self.scrubbed(value)
 
         async def fn(nc: Any, js: Any) -> int:
             return int(await _ridden_out(lambda: kv.put(key, value)))
@@ -351,6 +366,7 @@ class Link:
 
     async def create_key(self, kv: Any, key: str, value: bytes) -> int:
         """Creates ``key`` (atomic); returns its revision, or raises :class:`KeyExists`."""
+        value = self.scrubbed(value)
 
         async def fn(nc: Any, js: Any) -> int:
             import nats.js.errors
@@ -365,6 +381,7 @@ class Link:
     async def update_key(self, kv: Any, key: str, value: bytes, *, last: int) -> int:
         """Writes ``key`` if it is still at revision ``last``; returns the new revision, or
         raises :class:`WrongRevision`."""
+        value = self.scrubbed(value)
 
         async def fn(nc: Any, js: Any) -> int:
             import nats.js.errors

@@ -155,6 +155,9 @@ class Coordinator:
                 claims, changed = now, trio.current_time()
             if self.remote and self.remote <= set(claims):
                 break
+            problem = await self.board.problem() if self.remote - set(claims) else None
+            if problem is not None:
+                raise ConfigError(f"worker {problem.worker} cannot host the run: {problem.message}")
             if not self.remote and (
                 len(claims) == len(names) or (claims and trio.current_time() - changed >= _SETTLE_S)
             ):
@@ -408,6 +411,7 @@ async def coordinating(
     from ._link import open_link
 
     async with open_link(url, name=f"sopbus run {store.run_id}") as link:
+        link.hide(store.redactor.secrets)  # what the run's files never hold, nor the server's
         coordinator = Coordinator(link, store, wait_s=wait_s, remote=remote, epoch=epoch)
         await coordinator.prepare(plan, cap)
         try:
@@ -426,8 +430,12 @@ async def coordinating(
             await coordinator.ended()
 
 
-def plan_of(text: str, files: Sequence[Path], seed: int) -> ScenarioPlan:
-    """The plan a worker builds the team from: the scenario as run and its files' content."""
+def plan_of(text: str, files: Sequence[Path], seed: int, origin: str = "") -> ScenarioPlan:
+    """The plan a worker builds the team from: the scenario as run and its files' content
+    (``origin``: see :attr:`ScenarioPlan.origin`)."""
     return ScenarioPlan(
-        text=text, files={str(p): p.read_bytes() for p in files if p.is_file()}, seed=seed
+        text=text,
+        files={str(p): p.read_bytes() for p in files if p.is_file()},
+        seed=seed,
+        origin=origin,
     )

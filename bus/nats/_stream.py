@@ -177,7 +177,7 @@ class RunStream:
         return message
 
     def _copies(self, message: Message, recipients: Sequence[str], items: list[_Item]) -> None:
-        run, payload, msg_id = self.run_id, _encode(message), message.id
+        run, payload, msg_id = self.run_id, self.link.scrubbed(_encode(message)), message.id
         if not message.send_to:
             items.append(
                 _Item(

@@ -39,6 +39,7 @@ from typing import Any
 import trio
 from loguru import logger
 
+from .._errors import ConfigError
 from .._member import Member
 from .._protocol import Provider
 from ..llm._gateway import Gateway
@@ -47,7 +48,16 @@ from ..money._account import AccountShare
 from ..money._budget import Budget
 from ..money._prices import PriceBook
 from ._account import NatsAccount
-from ._claims import CAP_FIX, LEASE_S, RunBoard, ScenarioPlan, announced, bucket_name, run_state
+from ._claims import (
+    CAP_FIX,
+    LEASE_S,
+    Problem,
+    RunBoard,
+    ScenarioPlan,
+    announced,
+    bucket_name,
+    run_state,
+)
 from ._effects import EffectSender, TurnEffects
 from ._host import RoleHost
 from ._link import Link
@@ -67,6 +77,7 @@ class WorkerTeam:
     cap: Decimal
     max_attempts: int = 3
     build_again: Callable[[], Sequence[Member]] = list  # the roles, built anew (fresh instances)
+    secrets: tuple[str, ...] = ()  # the run's key and URL credentials, never to be published
 
 
 BuildTeam = Callable[[ScenarioPlan, Path], WorkerTeam]
@@ -90,7 +101,12 @@ async def serve_run(link: Link, run_id: str, build: BuildTeam, options: WorkerOp
     plan = await _wait_for_plan(board)
     workdir = options.workdir / run_id
     workdir.mkdir(parents=True, exist_ok=True)
-    team = build(plan, workdir)
+    try:
+        team = build(plan, workdir)
+    except ConfigError as exc:  # the coordinator says it, instead of waiting for a claim
+        await board.put_problem(Problem(worker=options.worker_id, message=str(exc)))
+        raise
+    link.hide(team.secrets)
     stream = RunStream(link, run_id)
     sender = EffectSender(link, run_id, options.worker_id)
     account = NatsAccount(link, bucket_name(run_id), fix=CAP_FIX)
@@ -272,6 +288,8 @@ async def serve(
 async def _serve_logged(link: Link, run_id: str, build: BuildTeam, options: WorkerOptions) -> None:
     try:
         await serve_run(link, run_id, build, options)
+    except ConfigError as exc:  # the run's settings, not a bug here: said without a traceback
+        logger.error("run {}: cannot host its roles: {}", run_id, exc)
     except Exception as exc:  # one run's trouble does not stop the worker's other runs
         # with its traceback: a nursery's error group says nothing of what went wrong
         logger.opt(exception=exc).error("run {}: {}: {}", run_id, type(exc).__name__, exc)

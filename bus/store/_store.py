@@ -34,11 +34,9 @@ import os
 import re
 import secrets
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
 from typing import Any
-
-import msgspec
 
 from .._dirlock import try_lock
 from .._errors import ConfigError, ModelOutputError
@@ -53,7 +51,7 @@ from .._events import (
 )
 from .._jsonl import JsonlWriter
 from .._layout import ARTIFACTS, CALLS, COSTS, EVENTS, SCENARIO, SUMMARY
-from .._redact import redact_text
+from .._redact import Redactor
 from .._summary import RunSummary, encode_summary
 
 _WAITING = (MessagePublished, MessageUndelivered)  # records that wait for the end of their publish
@@ -101,7 +99,7 @@ class RunStore:
         self._lock_fd = -1
         self._waiting: list[Any] = []
         self._opening: tuple[int, tuple[str, ...], float] | None = None  # see open_round
-        self._secrets: tuple[str, ...] = ()
+        self.redactor = Redactor()  # see hide
 
     @classmethod
     def create(cls, runs_dir: Path, name: str, *, run_id: str | None = None) -> RunStore:
@@ -132,17 +130,19 @@ class RunStore:
         self._lock_fd = fd
 
     def hide(self, secrets: tuple[str, ...]) -> None:
-        """Blanks each of ``secrets`` (credentials from the base URL, the API key) as ``***``
-        in everything written from now on: events, ledger, answers, summary, scenario."""
-        self._secrets = tuple(s for s in secrets if s)
-        scrub = _scrubber(self._secrets) if self._secrets else None
+        """Blanks each of ``secrets`` (credentials from the base URL, the API key), in
+        every form a server may echo it in (:class:`~sopbus.bus._redact.Redactor`), as
+        ``***`` in everything written from now on: events, ledger, answers, artifacts,
+        summary, scenario."""
+        self.redactor = Redactor(secrets)
+        scrub = self.redactor.data if self.redactor else None
         self._events.scrub = self._costs.scrub = scrub
         if self._calls is not None:
             self._calls.scrub = scrub
 
     def redact(self, text: str) -> str:
         """``text`` with the secrets given to :meth:`hide` blanked."""
-        return redact_text(text, self._secrets)
+        return self.redactor.text(text)
 
     @property
     def artifacts_dir(self) -> Path:
@@ -201,7 +201,7 @@ class RunStore:
     def write_artifact(self, relpath: str, data: str | bytes, *, role: str, round: int) -> Path:
         path = self.artifacts_dir / _safe_relpath(relpath)
         path.parent.mkdir(parents=True, exist_ok=True)
-        raw = data.encode() if isinstance(data, str) else data
+        raw = self.redactor.data(data.encode() if isinstance(data, str) else data)
         tmp = path.with_name(path.name + ".tmp")
         tmp.write_bytes(raw)
         os.replace(tmp, path)  # a reader never sees half a file
@@ -240,20 +240,6 @@ class RunStore:
         if self._lock_fd >= 0:
             os.close(self._lock_fd)  # releases the lock
             self._lock_fd = -1
-
-
-def _scrubber(secrets: tuple[str, ...]) -> Callable[[bytes], bytes]:
-    # Blanked as written inside a JSON string (escaped where it holds quotes or backslashes),
-    # so the line stays valid JSON.
-    raw = tuple({form for s in secrets for form in (s.encode(), msgspec.json.encode(s)[1:-1])})
-
-    def scrub(data: bytes) -> bytes:
-        for secret in raw:
-            if secret in data:
-                data = data.replace(secret, b"***")
-        return data
-
-    return scrub
 
 
 def is_locked(run_dir: Path) -> bool:

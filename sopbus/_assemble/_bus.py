@@ -97,7 +97,7 @@ async def coordinated(
     from sopbus.bus.nats._remote import coordinating, plan_of
 
     files = [*scenario.fixture_paths(), *filter(None, [scenario.cassette_path()])]
-    plan = plan_of(as_run, files, scenario.run.seed)
+    plan = plan_of(as_run, files, scenario.run.seed, origin=str(scenario.path))
     async with coordinating(
         bus.url,
         store,

@@ -206,7 +206,7 @@ async def _run(
     reached("run:started")
     store.write_scenario(as_run)
     async with (
-        opened_for_run(provider, record) as live,
+        opened_for_run(provider, record, store.redactor) as live,
         coordinated(bus, scenario, as_run, store, continuation) as remote,
     ):
         journal = CallLog(store, first_call=continuation.first_call if continuation else 0)

@@ -16,7 +16,7 @@ from typing import Any
 
 from sopbus.bus._errors import ConfigError
 from sopbus.bus._protocol import Provider
-from sopbus.bus._redact import MASK, redact_url, url_secrets
+from sopbus.bus._redact import MASK, Redactor, redact_url, url_secrets
 from sopbus.bus.llm._opened import opened
 from sopbus.bus.money._prices import PriceBook
 from sopbus.bus.scenario._types import Scenario
@@ -133,21 +133,67 @@ def _whole_url(scenario: Scenario, from_env: str | None) -> str | None:
 
 
 @asynccontextmanager
-async def opened_for_run(provider: Provider, record: Path | None) -> AsyncIterator[Provider]:
-    """The provider, opened for the run (and wrapped in a recorder with ``--record``)."""
+async def opened_for_run(
+    provider: Provider, record: Path | None, redactor: Redactor
+) -> AsyncIterator[Provider]:
+    """The provider, opened for the run (and wrapped in a recorder with ``--record``, which
+    writes through the run's ``redactor`` as the run's own files do)."""
     if record is not None:
         from sopbus.bus.llm._replay import RecordingProvider
 
-        provider = RecordingProvider(provider, record)
+        provider = RecordingProvider(provider, record, scrub=redactor.data if redactor else None)
     async with opened(provider) as live:
         yield live
 
 
 def run_secrets(scenario: Scenario, environ: Mapping[str, str]) -> tuple[str, ...]:
-    """What a run must never write: the credentials in its base URL (the scenario's or
-    ``OPENAI_BASE_URL``) and the API key (see :mod:`sopbus.bus._redact`)."""
+    """What a run must never write: the credentials in its base URL (the scenario's and
+    ``OPENAI_BASE_URL``: a run whose kept URL is blanked calls the one from the environment)
+    and the API key (see :mod:`sopbus.bus._redact`)."""
     from sopbus.bus.llm._openai import openai_settings_from_env
 
     env = openai_settings_from_env(environ)
     key = env.api_key if env.api_key and len(env.api_key) >= 8 else None
-    return (*url_secrets(scenario.llm.base_url or env.base_url), *([key] if key else []))
+    urls = (scenario.llm.base_url, env.base_url)
+    return (
+        *(s for url in urls for s in url_secrets(url) if MASK not in s),
+        *([key] if key else []),
+    )
+
+
+def with_whole_url(
+    environ: Mapping[str, str], scenario: Scenario, origin: Path
+) -> Mapping[str, str]:
+    """``environ`` with ``OPENAI_BASE_URL`` set to the whole URL that ``scenario``'s blanked
+    base URL stands for, taken from the file ``origin`` it was made from (a sweep's
+    variants and runs keep their URL blanked; the user's scenario file has it whole), when
+    the environment does not give it already. The URL stays in memory, never in a file."""
+    kept = scenario.llm.base_url
+    if kept is None or MASK not in kept or environ.get("OPENAI_BASE_URL"):
+        return environ
+    for url in _credentialed_urls(origin):
+        if redact_url(url) == kept:
+            return {**environ, "OPENAI_BASE_URL": url}
+    return environ
+
+
+def _credentialed_urls(path: Path) -> list[str]:
+    """The strings of the TOML file at ``path`` that are URLs with credentials (its
+    ``[llm].base_url``, the values of a ``[sweep.set]``); none when it cannot be read."""
+    import tomllib
+
+    try:
+        doc = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return []
+    found: list[str] = []
+    pending: list[Any] = [doc]
+    while pending:
+        value = pending.pop()
+        if isinstance(value, dict):
+            pending += value.values()
+        elif isinstance(value, list):
+            pending += value
+        elif isinstance(value, str) and redact_url(value) != value:
+            found.append(value)
+    return found

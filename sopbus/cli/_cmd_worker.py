@@ -20,6 +20,7 @@ import argparse
 import os
 import secrets
 import socket
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -144,7 +145,13 @@ def build_team(plan: ScenarioPlan, workdir: Path) -> WorkerTeam:
     """The run's team, provider and prices, built from its plan as the coordinator built
     them: the files the scenario names are written under ``workdir`` and named there."""
     from sopbus._assemble._environ import run_environ
-    from sopbus._assemble._provider import checked_prices, make_provider, with_people
+    from sopbus._assemble._provider import (
+        checked_prices,
+        make_provider,
+        run_secrets,
+        with_people,
+        with_whole_url,
+    )
     from sopbus.bus import load_scenario
     from sopbus.bus.nats._worker import WorkerTeam
 
@@ -161,7 +168,11 @@ def build_team(plan: ScenarioPlan, workdir: Path) -> WorkerTeam:
 
     team = build(scenario)
     prices = checked_prices(scenario, team.roles)
-    provider = with_people(make_provider(scenario, run_environ()), team.roles, None, required=False)
+    # A blanked base URL is made whole from the user's scenario file, if this machine has it.
+    environ: Mapping[str, str] = run_environ()
+    if plan.origin:
+        environ = with_whole_url(environ, scenario, Path(plan.origin))
+    provider = with_people(make_provider(scenario, environ), team.roles, None, required=False)
     return WorkerTeam(
         roles=team.roles,
         provider=provider,
@@ -169,4 +180,5 @@ def build_team(plan: ScenarioPlan, workdir: Path) -> WorkerTeam:
         cap=scenario.run.budget_usd,
         max_attempts=scenario.llm.max_attempts,
         build_again=lambda: build(scenario).roles,
+        secrets=run_secrets(scenario, environ),
     )

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import os
 import traceback
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from decimal import Decimal
 from pathlib import Path
@@ -79,11 +79,14 @@ async def run_job(job: Job, account: SharedAccount | None = None) -> JobResult:
 async def _run_job(job: Job, account: SharedAccount) -> JobResult:
     from sopbus._assemble._environ import run_environ
     from sopbus._assemble._execute import execute
+    from sopbus._assemble._provider import with_whole_url
 
     pool = AccountShare(account, job.run_id)
     run_dir = Path(job.runs_dir) / job.run_id
     try:
-        environ = run_environ()  # the sweep's working directory (a worker's too): its .env
+        environ: Mapping[str, str] = (
+            run_environ()
+        )  # the sweep's working directory (a worker's too): its .env
         if job.resume and (run_dir / SCENARIO).is_file():
             from sopbus.bus.store._resume import plan_resume
 
@@ -92,14 +95,15 @@ async def _run_job(job: Job, account: SharedAccount) -> JobResult:
             await account.rebase(
                 job.run_id, carried + sum((c.amount for c in continuation.lost), Decimal(0))
             )
+            environ = with_whole_url(environ, scenario, Path(job.origin))
             outcome = await execute(scenario, continuation=continuation, pool=pool, environ=environ)
         else:
             if run_dir.exists():  # it died before its first call (no scenario.toml): anew
                 os.replace(run_dir, run_dir.with_name(f"{job.run_id}.dead-{os.getpid()}"))
             await account.rebase(job.run_id, job.spent_before)
-            outcome = await execute(
-                job_scenario(job), run_id=job.run_id, pool=pool, environ=environ
-            )
+            scenario = job_scenario(job)
+            environ = with_whole_url(environ, scenario, Path(job.origin))
+            outcome = await execute(scenario, run_id=job.run_id, pool=pool, environ=environ)
     except ConfigError as exc:
         return JobResult(run_id=job.run_id, state="crashed", error=str(exc))
     summary = outcome.summary

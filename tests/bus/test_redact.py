@@ -117,3 +117,25 @@ def test_a_run_with_credentials_resumes_with_the_whole_url_from_the_environment(
         and f"api-key={QUERY_KEY}" in openai_server.requests[-1].path
     )
     assert leaks(done, runs) == [] and leaks(refused, runs) == []
+
+
+def test_the_redactor_blanks_every_form_of_a_secret_and_keeps_json_valid() -> None:
+    import base64
+    import json
+
+    from sopbus.bus._redact import Redactor
+
+    pair = 'bob:p"w?>~'  # a quote: escaped inside a JSON string
+    redactor = Redactor((*url_secrets("http://bob:p%22w%3F%3E~@h/v1"), API_KEY))
+    coded = base64.b64encode(pair.encode()).decode()
+    forms = [
+        API_KEY,
+        pair,
+        coded,
+        coded.rstrip("="),
+        base64.urlsafe_b64encode(pair.encode()).decode(),
+    ]
+    line = json.dumps({"text": " ".join(forms) + " p%22w%3F%3E~"}).encode()
+    scrubbed = redactor.data(line)
+    assert json.loads(scrubbed)["text"].split() == ["***"] * (len(forms) + 1)
+    assert redactor.text(f"Basic {coded}") == "Basic ***"

@@ -522,3 +522,33 @@ def test_a_run_that_every_worker_dies_on_is_given_up_after_three_deliveries(
     assert f"delivered {MAX_DELIVER} times" in run["error"]
     assert all(w.run_ids() == set() for w in killed)  # no attempt ended
     assert not healthy.runs.exists() or not any(healthy.runs.iterdir())
+
+
+@pytest.mark.slow
+def test_a_sweep_with_credentials_in_its_base_url_runs_on_the_workers_and_writes_none(
+    tmp_path: Path, shared_nats_server: NatsServer
+) -> None:
+    # issue 28 item 13: the worker failed with a traceback and the run exited 2 after 20 s
+    from urllib.parse import quote
+
+    from support.leaks import leaks, secret_forms
+    from support.openai_server import Echo
+
+    user, password, key = "ann", "nats?>>~~pw9", "sk-worker-0123456789"
+    forms = secret_forms(user, password, key)
+    url = shared_nats_server.url
+    with OpenAIServer() as server:
+        server.script(Echo(" ".join(forms)))
+        base = server.base_url.replace("http://", f"http://{user}:{quote(password, safe='')}@")
+        scenario = greet_sweep(tmp_path, base, 'seeds = "1..1"')
+        with workers(tmp_path, url, env={"OPENAI_API_KEY": key}) as (one, two):
+            done = sopbus(tmp_path, "sweep", str(scenario), "--bus", url)
+            logs: dict[str, str | bytes] = {str(w.log): w.log.read_bytes() for w in (one, two)}
+        requests = len(server.requests)
+    assert done.returncode == 0, done.stdout + done.stderr
+    data = record(sweep_dir(tmp_path / "sweeps"))
+    assert [e["state"] for e in data["runs"]] == ["done"] * 2 and requests == 2
+    texts = {"stdout": done.stdout, "stderr": done.stderr, **logs}
+    stores = [tmp_path / "sweeps", one.runs, two.runs, shared_nats_server.store]
+    assert leaks(forms, stores, texts) == {}
+    assert not any(b"Traceback" in log for log in logs.values())

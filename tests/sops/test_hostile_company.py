@@ -93,7 +93,7 @@ class Script:
         reply = self.hostile(body) if turned else honest(body)
         if isinstance(reply, Answer):  # a whole answer with its usage: the server billed it
             with self._lock:
-                self.reported.append(Usage(reply.prompt_tokens, reply.completion_tokens))
+                self.reported.append(Usage(reply.prompt_tokens or 0, reply.completion_tokens or 0))
         return reply
 
 

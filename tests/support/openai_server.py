@@ -13,7 +13,8 @@ test can check what the client sent. Replies:
 - a callable - computes one of the above from the request's JSON body.
 
 Hostile replies, for the hardening tests (usage lies are plain :class:`Answer` values with
-inflated, negative or huge counts):
+inflated, negative, huge or zero counts, cached tokens above the prompt, or a count left out
+of the usage with ``None``):
 
 - :class:`Raw` - any status, content type and body (an HTML page with 200, broken JSON);
 - :class:`Huge` - a 200 answer of ``size`` bytes, written in pieces so the server never
@@ -22,6 +23,8 @@ inflated, negative or huge counts):
 - :class:`Cut` - an answer broken off: a stream after ``events`` events (the connection
   closes cleanly, no ``[DONE]``), a plain answer half-way through its announced length;
 - :class:`BadChunk` - a stream with a malformed event after ``after`` good ones;
+- :class:`Echo` - an answer that repeats the request's path and headers (the key, Basic
+  auth) after a given text;
 - :class:`StreamError` - a stream with an error event (``{"error": {"code": "500"}}``)
   after ``after`` good ones, as a gateway sends when its backend fails mid-stream.
 
@@ -41,8 +44,8 @@ from typing import Any
 @dataclass(frozen=True)
 class Answer:
     text: str
-    prompt_tokens: int = 11
-    completion_tokens: int = 7
+    prompt_tokens: int | None = 11  # None: the usage leaves the field out
+    completion_tokens: int | None = 7
     cached_tokens: int = 0
     chunks: int = 3  # how many pieces the text is streamed in
 
@@ -100,8 +103,16 @@ class StreamError:
     message: str = "the backend failed mid-stream"
 
 
+@dataclass(frozen=True)
+class Echo:
+    """An answer whose text is ``text`` followed by the request's path and headers, as a
+    server that repeats what it was sent (so a test sees what reaches the run's files)."""
+
+    text: str = ""
+
+
 Hostile = Raw | Huge | Trickle | Cut | BadChunk | StreamError
-Static = Answer | Fail | Slow | Hostile
+Static = Answer | Fail | Slow | Echo | Hostile
 Reply = Static | Callable[[dict[str, Any]], Static]
 """A scripted reply; a callable computes it from the request's JSON body (e.g. an answer
 that fits the request's ``response_format`` schema)."""
@@ -162,15 +173,17 @@ def _handler_for(server: OpenAIServer) -> type[BaseHTTPRequestHandler]:
             length = int(self.headers.get("content-length", 0))
             body = json.loads(self.rfile.read(length) or b"{}")
             received = Received(self.path, {k.lower(): v for k, v in self.headers.items()}, body)
-            reply = server._take(received)
+            scripted = server._take(received)
+            reply = scripted(body) if callable(scripted) else scripted
+            if isinstance(reply, Echo):
+                said = " ".join(f"{k}: {v}" for k, v in received.headers.items())
+                reply = Answer(f"{reply.text} {received.path} {said}")
             try:
                 self._reply(reply, body)
             except (BrokenPipeError, ConnectionResetError):
                 pass  # the client gave up (a timeout test); nothing to answer
 
-        def _reply(self, reply: Reply, body: dict[str, Any]) -> None:
-            if callable(reply):
-                reply = reply(body)
+        def _reply(self, reply: Answer | Fail | Slow | Hostile, body: dict[str, Any]) -> None:
             if isinstance(reply, Slow):
                 if server._stopping.wait(reply.seconds):
                     return
@@ -246,10 +259,10 @@ def _handler_for(server: OpenAIServer) -> type[BaseHTTPRequestHandler]:
 
 
 def _usage(reply: Answer) -> dict[str, Any]:
+    counts = {"prompt_tokens": reply.prompt_tokens, "completion_tokens": reply.completion_tokens}
     return {
-        "prompt_tokens": reply.prompt_tokens,
-        "completion_tokens": reply.completion_tokens,
-        "total_tokens": reply.prompt_tokens + reply.completion_tokens,
+        **{name: value for name, value in counts.items() if value is not None},
+        "total_tokens": sum(value or 0 for value in counts.values()),
         "prompt_tokens_details": {"cached_tokens": reply.cached_tokens},
     }
 

@@ -1,0 +1,52 @@
+"""Usage too small to be true, and what such a call is booked at instead.
+
+:mod:`sopbus.bus.llm._overrun` catches usage that prices above the call's reservation. The
+other lie is usage that prices below the truth: a server that reports
+``prompt_tokens: 0``, no completion tokens for the text it sent, or more cached tokens than
+the prompt has. Each call would be booked at (nearly) $0, and the cap would never stop a run
+that spends without end. sopbus counted the request itself, and the text came back, so it
+knows better:
+
+* prompt tokens below half of sopbus's own count of the prompt are booked at the prompt's
+  upper bound, the prompt part of the reservation (half leaves room for a tokenizer that is
+  not the one sopbus counts with; every tokenizer in use stays well within it);
+* completion tokens below half of sopbus's count of the text (zero, absent) are booked at
+  that count, at most ``max_tokens``, so the booking stays within the reservation;
+* cached tokens above the prompt cannot be true, so none are believed cached.
+
+Such a call is answered and the run goes on: its ledger line holds the booked counts, says
+``estimated`` and, in ``corrected``, what the provider reported. Those lines price at what
+the call really cost or more, so the cap holds against the server's own bill.
+"""
+
+from __future__ import annotations
+
+from .._protocol import LLMRequest, Usage
+from ._tokens import count_prompt, count_text, prompt_upper_bound
+
+
+def plausible_usage(usage: Usage, request: LLMRequest, text: str) -> tuple[Usage, str | None]:
+    """The usage to book for ``request`` answered with ``text``, and why it is not the
+    reported ``usage`` (``None`` when it is): see the module docstring. ``usage`` has no
+    negative count (that is an overrun, caught before)."""
+    why: list[str] = []
+    prompt, completion, cached = usage.prompt_tokens, usage.completion_tokens, usage.cached_tokens
+    counted = count_prompt(request)
+    if _far_below(prompt, counted):
+        why.append(f"prompt_tokens={prompt} for a prompt sopbus counts at {counted}")
+        prompt = max(prompt, prompt_upper_bound(request))
+    if text:
+        written = count_text(text, request.model)
+        if _far_below(completion, written):
+            why.append(f"completion_tokens={completion} for an answer of {written} tokens")
+            completion = max(completion, min(written, request.max_tokens))
+    if cached > usage.prompt_tokens:
+        why.append(f"cached_tokens={cached} above prompt_tokens={usage.prompt_tokens}")
+        cached = 0
+    if not why:
+        return usage, None
+    return Usage(prompt, completion, cached), "; ".join(why)
+
+
+def _far_below(reported: int, counted: int) -> bool:
+    return reported * 2 < counted or (reported == 0 and counted > 0)
