@@ -128,7 +128,7 @@ async def test_the_cost_line_has_metagpts_form_and_names_who_spent_it(
     messages: list[str] = []
     handler = logger.add(lambda m: messages.append(m.record["message"]), format="{message}")
     try:
-        gw, _ = gateway(Scripted(answer(10, 5), answer(1, 1)), cap="1")
+        gw, _ = gateway(Scripted(answer(10, 5), answer(8, 1)), cap="1")
         await gw.complete(request(), round=1)
         await gw.complete(msgspec.structs.replace(request(), subject="docs/prd.md"), round=1)
     finally:
@@ -136,8 +136,8 @@ async def test_the_cost_line_has_metagpts_form_and_names_who_spent_it(
     assert messages == [
         "Total running cost: $0.02 | Max budget: $1.00 | Current cost: $0.02 by Alice WritePRD, "
         "prompt_tokens: 10, completion_tokens: 5",
-        "Total running cost: $0.023 | Max budget: $1.00 | Current cost: $0.003 by Alice "
-        "WritePRD (docs/prd.md), prompt_tokens: 1, completion_tokens: 1",
+        "Total running cost: $0.03 | Max budget: $1.00 | Current cost: $0.01 by Alice "
+        "WritePRD (docs/prd.md), prompt_tokens: 8, completion_tokens: 1",
     ]
 
 
