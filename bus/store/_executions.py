@@ -120,8 +120,9 @@ def next_execution(run_dir: Path) -> tuple[int, Rotation]:
     * ``rotate``: it is the log of a whole execution, kept as ``events.<n>.jsonl``;
     * ``finish``: a resume was killed half-way through that rotation (the old log has its
       new name and still stands as ``events.jsonl``): the resume is redone as the same n;
-    * ``reuse``: a resume was killed before it logged its ``run_started`` (its log holds
-      nothing): it is redone as the same n, in the same file.
+    * ``reuse``: a resume was killed before it logged its ``resumed`` note, which comes
+      right after its ``run_started`` and before any call (its log holds nothing
+      else): it is redone as the same n, in the same file.
     """
     earlier = rotated(run_dir)
     current = run_dir / EVENTS
@@ -129,7 +130,7 @@ def next_execution(run_dir: Path) -> tuple[int, Rotation]:
         return len(earlier), "finish"
     if earlier and not (
         current.is_file()
-        and any(event.get("kind") == "run_started" for event in read_jsonl(current, dict))
+        and any(event.get("kind") == "resumed" for event in read_jsonl(current, dict))
     ):
         return len(earlier), "reuse"
     return len(earlier) + 1, "rotate"

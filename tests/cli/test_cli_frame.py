@@ -59,7 +59,7 @@ def good_file(directory: Path) -> Path:
 
 
 def test_exit_codes_are_the_documented_ones() -> None:
-    assert [int(c) for c in ExitCode] == [0, 1, 2, 3, 4, 130]
+    assert [int(c) for c in ExitCode] == [0, 1, 2, 3, 4, 5, 130]
     assert (
         ExitCode.COMPLETED,
         ExitCode.FAILED,
@@ -143,7 +143,9 @@ def test_validate_prints_a_summary_of_a_good_file(tmp_path: Path) -> None:
     assert lines[0] == f"{tmp_path / 'ok.toml'}: ok"
     assert "  scenario  demo" in lines
     assert "  sop       software_company (options: review)" in lines
-    assert "  run       rounds mode, at most 10 rounds, budget $0.5, seed 0, runs in runs/" in lines
+    assert (
+        "  run       rounds mode, at most 10 rounds, budget $0.50, seed 0, runs in runs/" in lines
+    )
     assert f"  fixture   {tmp_path.resolve() / 'fixtures' / 'team.toml'}" in lines
     assert "  role      Rita (Code Reviewer); watches WriteCode; actions ReviewCode" in lines
     assert "  action    ReviewCode -> approved: bool, problems: list[str]" in lines

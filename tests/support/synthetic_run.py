@@ -19,6 +19,9 @@ from pathlib import Path
 from sopbus.bus import LedgerLine, Message, RunStore, RunSummary, Verdict
 from sopbus.bus import _events as ev
 
+# Sealed in run_ended and copied into summary.json, as a real run does.
+SYNTHETIC_VERDICT = Verdict(passed=False, reason="synthetic runs check nothing")
+
 HOSTILE = (
     '<script>document.title="pwned"</script><img src="http://127.0.0.1:9/leak.png"></script><!-- '
 )
@@ -113,7 +116,7 @@ def write_run(
             )
     _artifacts(store, hostile)
     last = (messages - 1) // per_round
-    store.log(ev.RunEnded(round=last, reason="idle"))
+    store.log(ev.RunEnded(round=last, reason="idle", verdict=SYNTHETIC_VERDICT))
     store.write_summary(
         _summary(store, messages, undelivered, sent, prompt, completion, total, budget, last)
     )
@@ -193,5 +196,5 @@ def _summary(
         llm_calls=calls,
         prompt_tokens=prompt,
         completion_tokens=completion,
-        verdict=Verdict(passed=False, reason="synthetic runs check nothing"),
+        verdict=SYNTHETIC_VERDICT,
     )
