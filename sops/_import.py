@@ -1,7 +1,7 @@
 """Importing a user's SOP module so that whatever it does at import time (exits, raises,
 hangs) becomes a :class:`~sopbus.bus.ConfigError` that names the file and what it did.
 
-The import runs in a daemon thread bounded by :data:`IMPORT_TIMEOUT_S`: ``signal.alarm``
+The import runs in a daemon thread bounded by :func:`import_timeout_s`: ``signal.alarm``
 only works on the main thread and cannot interrupt a C call, and a thread can be left
 behind when the module never finishes (a daemon thread does not keep the process alive).
 """
@@ -9,6 +9,7 @@ behind when the module never finishes (a daemon thread does not keep the process
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 import threading
 import traceback
@@ -18,8 +19,27 @@ from typing import Any
 from sopbus.bus import ConfigError
 
 IMPORT_TIMEOUT_S = 10.0
-"""How long a SOP module may take to import: a module that needs more is doing work (or
-waiting on something) at import time that belongs in its ``build``."""
+"""How long a SOP module may take to import by default: a module that needs more is doing
+work (or waiting on something) at import time that belongs in its ``build``. A module that
+imports a heavy library may need more: ``SOPBUS_IMPORT_TIMEOUT_S`` sets the bound."""
+TIMEOUT_ENV = "SOPBUS_IMPORT_TIMEOUT_S"
+
+
+def import_timeout_s() -> float:
+    """The import bound: ``SOPBUS_IMPORT_TIMEOUT_S`` when set, else :data:`IMPORT_TIMEOUT_S`."""
+    text = os.environ.get(TIMEOUT_ENV, "").strip()
+    if not text:
+        return IMPORT_TIMEOUT_S
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 < value <= 3600:
+        raise ConfigError(
+            f"{TIMEOUT_ENV}={text!r}: expected seconds above 0 and at most 3600, e.g. 30"
+        )
+    return value
+
 
 _HERE = Path(__file__).resolve().parent
 
@@ -34,13 +54,14 @@ def import_sop_module(module_name: str, directory: Path | None, where: str, file
         name=f"import {module_name}",
         daemon=True,
     )
+    bound = import_timeout_s()
     worker.start()
-    worker.join(IMPORT_TIMEOUT_S)
+    worker.join(bound)
     if worker.is_alive():
         raise ConfigError(
             f"{file}{_shown(module_name, directory)} (the SOP module named at {where}) did not "
-            f"finish importing within {IMPORT_TIMEOUT_S:g} s; move slow or blocking work "
-            f"out of the module's top level into its build()"
+            f"finish importing within {bound:g} s; move slow or blocking work out of the "
+            f"module's top level into its build(), or give it longer with {TIMEOUT_ENV}"
         )
     if "module" in outcome:
         return outcome["module"]

@@ -20,14 +20,17 @@ def build(ctx):
 
 SOP = SOP(name="mine", description="fails", build=build)
 """
+MODULE_TAIL = "from sopbus.sops.software_company import SOP\n"  # a module that works
 
 
-def run(command: str, tmp_path: Path, module: str) -> subprocess.CompletedProcess[str]:
+def run(
+    command: str, tmp_path: Path, module: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     (tmp_path / "my_team.py").write_text(module)
     path = tmp_path / "team.toml"
     path.write_text(TEAM)
     extra = ("--runs-dir", tmp_path / "runs") if command == "run" else ()
-    return sopbus(command, path, *extra, cwd=tmp_path, timeout=60)
+    return sopbus(command, path, *extra, cwd=tmp_path, timeout=60, env=env)
 
 
 def assert_usage_error(done: subprocess.CompletedProcess[str], *needles: str) -> None:
@@ -75,12 +78,22 @@ def test_a_build_that_raises(command: str, tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("command", ["validate", "run"])
 def test_a_module_that_never_finishes_importing(command: str, tmp_path: Path) -> None:
+    # The default bound is 10 s; the variable shortens it so the test is quick.
     started = time.monotonic()
-    done = run(command, tmp_path, "import time\nwhile True:\n    time.sleep(1)\n")
-    assert time.monotonic() - started < 45  # bounded: the command came back by itself
+    hang = "import time\nwhile True:\n    time.sleep(1)\n"
+    done = run(command, tmp_path, hang, env={"SOPBUS_IMPORT_TIMEOUT_S": "1.5"})
+    assert time.monotonic() - started < 30  # bounded: the command came back by itself
     assert_usage_error(
         done,
         f"{tmp_path / 'my_team.py'} (the SOP module named at $.scenario.sop) did not "
-        "finish importing within 10 s",
+        "finish importing within 1.5 s",
+        "SOPBUS_IMPORT_TIMEOUT_S",
     )
     assert not (tmp_path / "runs").exists()
+
+
+def test_a_slow_import_within_the_bound_is_fine_and_a_bad_bound_is_named(tmp_path: Path) -> None:
+    slow = "import time\ntime.sleep(0.5)\n" + MODULE_TAIL
+    assert run("validate", tmp_path, slow, env={"SOPBUS_IMPORT_TIMEOUT_S": "5"}).returncode == 0
+    bad = run("validate", tmp_path, slow, env={"SOPBUS_IMPORT_TIMEOUT_S": "soon"})
+    assert_usage_error(bad, "SOPBUS_IMPORT_TIMEOUT_S='soon'", "e.g. 30")
