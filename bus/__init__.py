@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from ._run import Runner as Runner
     from ._run import RunResult as RunResult
     from ._run import StopCondition as StopCondition
+    from ._run import WriteArtifact as WriteArtifact
     from ._run import run_team as run_team
     from ._suggest import closest as closest
     from ._suggest import did_you_mean as did_you_mean
@@ -128,6 +129,7 @@ _WHERE: dict[str, str] = {
     "RunResult": "._run",
     "Runner": "._run",
     "StopCondition": "._run",
+    "WriteArtifact": "._run",
     "run_team": "._run",
     "Judge": "._verdict",
     "RunRecord": "._verdict",

@@ -38,6 +38,9 @@ from .store._store import RunStore
 _replace = msgspec.structs.replace
 
 StopCondition = Callable[[Sequence[Message], int], "str | None"]
+WriteArtifact = Callable[[str, "str | bytes"], Any]
+"""Writes an artifact (a path under ``artifacts/``, its text or bytes) through the run's
+record, as a role's turn does: what an SOP's ``finish`` is given."""
 """Looks at the messages a round (or a turn) published and returns why to stop, or None."""
 
 # Rounds of one turn run without a nursery, and a turn that never waits never reaches a
@@ -102,6 +105,7 @@ class Runner:
         store: RunStore | None = None,
         summary: Mapping[str, Any] | None = None,
         judge: Judge | None = None,
+        finish: Callable[[WriteArtifact], None] | None = None,
     ):
         if mode not in ("rounds", "events"):
             raise ValueError(f"mode must be 'rounds' or 'events', not {mode!r}")
@@ -111,6 +115,7 @@ class Runner:
         self._stop, self._gateway, self._store = stop, gateway, store
         self._summary_extra = dict(summary or {})
         self._judge = judge
+        self._final_writes = finish
         self._messages: list[Message] = []  # every published message, for the verdict
         self._ending: _End | None = None  # set by a turn: budget or stop, finish in-flight work
         self._error: tuple[str, str] | None = None
@@ -363,6 +368,16 @@ class Runner:
             # A provider overran its reservation: whatever a role made of that error, the
             # cap stopped holding there, and that is why the run ended.
             end = _End("budget_exhausted", closed)
+        if self._final_writes is not None and self._store is not None:
+            # The SOP's last writes (a book assembled from every board write) go through the
+            # run's record like a role's, before the verdict reads them and before run_ended
+            # seals the log: verify then finds each file as it was written.
+            store = self._store
+            self._final_writes(
+                lambda name, data: store.write_artifact(
+                    name, data, role="finish", round=self._round
+                )
+            )
         error, tb = self._error or (None, None)
         record = RunRecord(
             end_reason=end.reason,

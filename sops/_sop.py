@@ -18,7 +18,16 @@ from typing import Any, TypeVar
 
 import msgspec
 
-from sopbus.bus import ConfigError, Injection, Judge, Message, Scenario, StopCondition, closest
+from sopbus.bus import (
+    ConfigError,
+    Injection,
+    Judge,
+    Message,
+    Scenario,
+    StopCondition,
+    WriteArtifact,
+    closest,
+)
 from sopbus.roles import LLMSettings, Registry, Role
 
 from ._import import import_sop_module
@@ -33,8 +42,10 @@ class Team:
     ``roles`` in declared order (the order they publish in within a round); ``seed`` the
     first messages (default: the scenario's idea as ``UserRequirement`` from ``Boss``);
     ``stop`` a condition checked after each round (if it has a ``bind_stats(stats)``
-    method, the run hands it the gateway's ``stats`` callable before starting); ``finish`` runs once at the end with
-    the run's artifacts directory (or ``None`` without a store), e.g. to assemble a book;
+    method, the run hands it the gateway's ``stats`` callable before starting); ``finish`` runs
+    once at the end, before the verdict, with ``write(path, data)``, which writes an artifact
+    through the run's record as a role's turn does (so ``sopbus verify`` sees it), e.g. to
+    assemble a book; it is not called without a run store;
     ``verdict`` judges what the run produced (a :class:`sopbus.bus.RunRecord`) and says whether
     the procedure did what it is for (a :class:`sopbus.bus.Verdict`; ``None``: no verdict).
     ``bounds`` names the roles that end the cycles through them themselves, each with the
@@ -46,7 +57,7 @@ class Team:
     seed: list[Message] = field(default_factory=list)
     stop: StopCondition | None = None
     injections: list[Injection] = field(default_factory=list)
-    finish: Callable[[Path | None], None] | None = None
+    finish: Callable[[WriteArtifact], None] | None = None
     verdict: Judge | None = None
     bounds: dict[str, str] = field(default_factory=dict)
 

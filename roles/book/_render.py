@@ -3,8 +3,7 @@ and the BoardKeeper, the role that keeps ``artifacts/book.md`` up to date."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from pathlib import Path
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from sopbus.bus import Message, Turn
@@ -78,10 +77,7 @@ class BoardKeeper(Role):
     def render(self, view: BoardView) -> str:
         return render_book(view, title=self.board.title)
 
-    def finish(self, artifacts: Path | None) -> None:
-        """Writes the final book (every recorded write) at the end of the run."""
-        if artifacts is not None:
-            artifacts.mkdir(parents=True, exist_ok=True)
-            (artifacts / self.book_file).write_text(
-                self.render(self.board.view()), encoding="utf-8"
-            )
+    def finish(self, write: Callable[[str, str], object]) -> None:
+        """Writes the final book (every recorded write, those of the last round too) at the
+        end of the run, through the run's record (``write`` is the engine's)."""
+        write(self.book_file, self.render(self.board.view()))

@@ -126,8 +126,6 @@ async def execute(
             result = await _run(
                 scenario, team, prices, provider, store, record, progress, continuation, pool, bus
             )
-        if team.finish is not None:
-            team.finish(store.artifacts_dir)
     finally:
         logger.remove(sink_id)
         _remove_if_empty(store.run_dir / SANDBOX_SCRATCH)
@@ -242,6 +240,7 @@ async def _run(
             store=store,
             summary=summary,
             judge=team.verdict,
+            finish=team.finish,
         )
         if not progress:
             return await runner.run()

@@ -426,3 +426,29 @@ def test_a_bad_inject_file_is_a_usage_error(tmp_path: Path) -> None:
     assert done.returncode == 2
     assert "$.inject[0].round" in done.stderr
     assert not (tmp_path / "runs").exists()
+
+
+def test_a_run_cut_at_its_round_limit_verifies_intact(tmp_path: Path) -> None:
+    """The final book.md is written through the run's record before run_ended (it was
+    written after the log closed, and verify found it changed since its last recorded
+    write whenever the run stopped mid-book)."""
+    runs = tmp_path / "runs"
+    done = subprocess.run(
+        [*ARGV, "run", str(SCENARIO), "--max-rounds", "8", "--runs-dir", str(runs), "--quiet"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode in (0, 4), done.stderr
+    (run_dir,) = runs.iterdir()
+    checked = subprocess.run(
+        [*ARGV, "verify", str(run_dir)], capture_output=True, text=True, timeout=300
+    )
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    book = (run_dir / "artifacts" / "book.md").read_text()
+    writes = [
+        e
+        for e in read_jsonl(run_dir / "events.jsonl")
+        if e.get("kind") == "artifact_written" and e.get("path") == "book.md"
+    ]
+    assert writes and writes[-1]["role"] == "finish" and book.strip()
