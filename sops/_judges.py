@@ -12,19 +12,41 @@ from sopbus.bus import RunRecord, Verdict
 
 
 def said_token(
-    token: str, *, in_action: str, counting: str, noun: str
+    token: str,
+    *,
+    in_action: str,
+    counting: str,
+    noun: str,
+    at_least: int = 0,
+    says: Callable[[str], bool] | None = None,
 ) -> Callable[[RunRecord], Verdict]:
     """Passed when a message caused by ``in_action`` contains the done ``token`` (CAMEL's
-    ``<CAMEL_TASK_DONE>``, a group chat's ``TERMINATE``). The reason names who said it and
-    how many ``counting`` messages (called ``noun``) came before the run ended; a run that
-    ended without the token failed, for the reason the run ended."""
+    ``<CAMEL_TASK_DONE>``, a group chat's ``TERMINATE``; ``says`` decides instead when
+    given) after at least ``at_least`` ``counting`` messages (called ``noun``). The reason
+    names who said it and how many came before; a run that ended without the token, or
+    said it too early, failed, and says why."""
+    said_it = says or (lambda text: token in text)
 
     def judge(record: RunRecord) -> Verdict:
-        said = [m for m in record.of(in_action) if token in m.content]
+        before = 0
+        early = None
+        for message in record.messages:
+            # The token's own message counts too where it is of the counted kind (a group
+            # chat's speaker says TERMINATE in a turn of the chat).
+            before += message.cause_by == counting
+            if message.cause_by == in_action and said_it(message.content):
+                if before >= at_least:
+                    return Verdict(
+                        passed=True,
+                        reason=f"{message.sent_from} said {token!r} after {before} {noun}",
+                    )
+                early = early or message
         count = len(record.of(counting))
-        if said:
+        if early is not None:
             return Verdict(
-                passed=True, reason=f"{said[0].sent_from} said {token!r} after {count} {noun}"
+                passed=False,
+                reason=f"{early.sent_from} said {token!r} after {count} {noun}: the task is "
+                f"done only after at least {at_least}",
             )
         why = record.detail or record.end_reason
         return Verdict(

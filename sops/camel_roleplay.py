@@ -41,6 +41,7 @@ from sopbus.roles.chat._camel import (
     GiveSolution,
     SpecifyTask,
     TaskSpecifier,
+    says_done,
 )
 
 from . import _sop
@@ -68,7 +69,7 @@ class CamelStop:
 
     def __call__(self, published: Sequence[Message], round: int) -> str | None:
         for message in published:
-            if message.cause_by == INSTRUCT and TASK_DONE in message.content:
+            if message.cause_by == INSTRUCT and says_done(message.content):
                 return f"the AI user said {TASK_DONE} after {self.turns} exchange(s): task done"
             if message.cause_by == SOLVE:
                 self.turns += 1
@@ -111,7 +112,11 @@ def build(ctx: SopContext) -> Team:
     )
 
 
-task_done = said_token(TASK_DONE, in_action=INSTRUCT, counting=SOLVE, noun="solution(s)")
+task_done = said_token(
+    TASK_DONE, in_action=INSTRUCT, counting=SOLVE, noun="solution(s)", at_least=1, says=says_done
+)
+"""CAMEL's verdict: the AI user said the done token (alone on a line) after at least one
+solution; a user that says it at once, or copies the reply form, has not finished a task."""
 """CAMEL's verdict: the AI user ended the role-play with the done token."""
 
 

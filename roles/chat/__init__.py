@@ -12,6 +12,7 @@ from ._camel import TaskSpecifier as TaskSpecifier
 from ._camel import check_assistant_turn as check_assistant_turn
 from ._camel import check_user_turn as check_user_turn
 from ._camel import guarded_reply as guarded_reply
+from ._camel import says_done as says_done
 from ._code_run import CHECK_NAME as CHECK_NAME
 from ._code_run import Coder as Coder
 from ._code_run import Executor as Executor

@@ -79,10 +79,17 @@ def _has_label(text: str, label: str) -> bool:
     return re.search(_LINE_START + re.escape(label) + r"\s*:", text) is not None
 
 
+def says_done(text: str) -> bool:
+    """Whether the AI user's message ends the task: the token on a line of its own, as CAMEL
+    asks for it. The token inside a line (a weak model copying the reply form's "(or only
+    <CAMEL_TASK_DONE>)" after an instruction) does not end it."""
+    return any(line.strip().strip("*_`").strip() == TASK_DONE for line in text.splitlines())
+
+
 def check_user_turn(text: str) -> str | None:
     """Why the AI user's message is out of its part, or None when it is an instruction
     (or the termination token)."""
-    if TASK_DONE in text:
+    if says_done(text):
         return None
     if _has_label(text, "Solution"):
         return "answered instead of instructing (its message contains 'Solution:')"
@@ -108,7 +115,10 @@ def _feedback(problem: str, form: str) -> str:
     )
 
 
-_USER_FORM = f"Instruction: <one instruction>\nInput: <details, or None>\n(or only {TASK_DONE})"
+_USER_FORM = (
+    "Instruction: <one instruction>\nInput: <details, or None>\n"
+    f"(when the task is done, reply with {TASK_DONE} alone instead)"
+)
 _ASSISTANT_FORM = "Solution: <your solution>\nNext request."
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from sopbus.bus import Turn
+from sopbus.bus import Message, Turn
 from sopbus.roles.chat._camel import TASK_DONE, check_assistant_turn, check_user_turn
 from sopbus.sops import build_team
 from support.sop_runs import cli_run, events, ledger, messages, run, scenario
@@ -172,3 +172,42 @@ def test_sopbus_run_on_the_shipped_scenario(tmp_path: Path) -> None:
     done, summary = cli_run("camel_roleplay", tmp_path / "runs")
     assert done.returncode == 0, done.stderr
     assert summary["end_reason"] == "stop_condition" and TASK_DONE in summary["detail"]
+
+
+def _said(role: str, cause_by: str, content: str) -> Message:
+    return Message(content=content, sent_from=role, cause_by=cause_by, round=1)
+
+
+def test_the_task_is_done_only_after_a_solution_and_by_the_token_alone() -> None:
+    from sopbus.bus import RunRecord
+    from sopbus.sops.camel_roleplay import task_done
+
+    instruct = "Instruction: plan the posts.\nInput: None"
+    solve = "Solution: posts on Monday.\nNext request."
+    done = RunRecord(
+        end_reason="stop_condition",
+        messages=(
+            _said("AIUser", "GiveInstruction", instruct),
+            _said("AIAssistant", "GiveSolution", solve),
+            _said("AIUser", "GiveInstruction", TASK_DONE),
+        ),
+    )
+    assert task_done(done).passed and "after 1 solution(s)" in task_done(done).reason
+    # Said at once, before any solution (3 of 4 real runs with a tiny model did this).
+    early = RunRecord(
+        end_reason="stop_condition", messages=(_said("AIUser", "GiveInstruction", TASK_DONE),)
+    )
+    verdict = task_done(early)
+    assert not verdict.passed and "at least 1" in verdict.reason
+    # The reply form copied back after an instruction is not the token alone.
+    copied = f"{instruct}\n(or only {TASK_DONE})"
+    assert check_user_turn(copied) is None  # still an instruction
+    echo = RunRecord(
+        end_reason="max_rounds",
+        messages=(
+            _said("AIUser", "GiveInstruction", instruct),
+            _said("AIAssistant", "GiveSolution", solve),
+            _said("AIUser", "GiveInstruction", copied),
+        ),
+    )
+    assert not task_done(echo).passed

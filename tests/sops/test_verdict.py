@@ -80,8 +80,9 @@ def test_code_and_run_passes_when_a_script_passed_the_check() -> None:
 
 
 def test_chats_pass_only_when_their_done_token_was_said() -> None:
-    done = said("GiveInstruction", "Instruction: none. <CAMEL_TASK_DONE>")
-    assert task_done(RunRecord(end_reason="stop_condition", messages=(done,))).passed
+    solved = said("GiveSolution", "Solution: x\nNext request.")
+    done = said("GiveInstruction", "<CAMEL_TASK_DONE>")
+    assert task_done(RunRecord(end_reason="stop_condition", messages=(solved, done))).passed
     limit = task_done(
         RunRecord(
             end_reason="stop_condition",
