@@ -68,11 +68,24 @@ def build(ctx: SopContext) -> Team:
     )
 
 
+_STEPS = ("suggestions", "adjustment_list", "new_chapters")  # each names a chapter (validated)
+
+
 def valid_plan(record: RunRecord) -> Verdict:
-    """The book doctor's verdict: a validated plan was proposed (``plan.md``)."""
+    """The book doctor's verdict: a validated plan was proposed (``plan.md``) with at least
+    one step, each of which names a chapter of the book (the validator checks the names)."""
     plan = record.last(ProposePlan.name)
     if plan is not None:
         payload = plan.payload if isinstance(plan.payload, dict) else {}
+        steps = sum(len(payload.get(k) or []) for k in _STEPS)
+        if steps == 0:
+            # A plan is for changing the book: one with nothing to do is a diagnosis only.
+            return Verdict(
+                passed=False,
+                reason="the plan proposes no step: no suggestion, adjustment or new chapter "
+                "names a chapter of the book",
+                evidence="plan.md",
+            )
         return Verdict(
             passed=True,
             reason=f"a validated plan was proposed (plan.md): "

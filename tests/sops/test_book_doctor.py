@@ -390,3 +390,20 @@ def test_sopbus_runs_the_shipped_doctor(tmp_path: Path) -> None:
     assert doc["applied"] is False and [a["chapter"] for a in doc["adjustment_list"]] == [15]
     assert "Nothing has been applied" in (run_dir / "artifacts" / "plan.md").read_text()
     assert digest(DATA) == before
+
+
+def test_a_plan_with_no_step_does_not_pass() -> None:
+    from sopbus.bus import Message, RunRecord
+    from sopbus.sops.book_doctor import valid_plan
+
+    def plan(**steps: list[dict[str, object]]) -> RunRecord:
+        payload = {"diagnosis": "fine", "suggestions": [], "adjustment_list": [], **steps}
+        message = Message(
+            content="plan", sent_from="BookDoctor", cause_by="ProposePlan", payload=payload
+        )
+        return RunRecord(end_reason="stop_condition", messages=(message,))
+
+    empty = valid_plan(plan())
+    assert not empty.passed and "no step" in empty.reason
+    one = valid_plan(plan(suggestions=[{"chapter": 2, "advice": "cut", "reason": "slow"}]))
+    assert one.passed and "1 suggestion(s)" in one.reason
