@@ -13,7 +13,9 @@ too and, after each message, publishes ``NextSpeaker`` addressed to the one it c
   ``speaker_fallback`` event says why): never a silent livelock. Each ask is a call in
   the name of ``SelectSpeaker``, so it is priced and in the ledger under that name.
 - ``handoff``: the speaker names the next one in the ``handoff`` field of its structured
-  reply; no (or an unknown) name keeps the floor with the speaker.
+  reply; no name keeps the floor with the speaker (unless repeats are off). A name of
+  nobody in the group, or keeping the floor with repeats off, gives it to the ``fallback``
+  speaker, and a ``speaker_fallback`` event says why.
 
 A message therefore takes two rounds (the speech, then the choice); ``[run].max_rounds``
 and the SOP's termination conditions bound the chat.
@@ -300,7 +302,7 @@ class ChatManager(Role):
         if self.strategy == "round_robin":
             return Choice(self.after(self.last_speaker))
         if self.strategy == "handoff":
-            return Choice(self.handed_to(spoken))
+            return self.handed_to(spoken)
         action = self.actions[0]
         assert isinstance(action, NextSpeaker)
         return await action.choose(self.context(action, news, turn), self)
@@ -309,14 +311,24 @@ class ChatManager(Role):
         names = [p.name for p in self.group]
         return names[(names.index(name) + 1) % len(names)] if name in names else names[0]
 
-    def handed_to(self, spoken: Message | None) -> str:
-        """The participant the speaker's ``handoff`` field names (any case), else the speaker."""
+    def handed_to(self, spoken: Message | None) -> Choice:
+        """The participant the speaker's ``handoff`` field names (any case); no name keeps
+        the floor. A name of nobody in the group, or keeping the floor where
+        ``allow_repeat = false``, goes to the ``fallback`` speaker, with the reason (a
+        ``speaker_fallback`` event), never silently."""
         assert spoken is not None
         wanted = spoken.payload.get("handoff") if isinstance(spoken.payload, dict) else None
-        for p in self.group:
-            if isinstance(wanted, str) and p.name.lower() == wanted.strip().lower():
-                return p.name
-        return spoken.sent_from
+        wanted = wanted.strip() if isinstance(wanted, str) else ""
+        names = [p.name for p in self.group]
+        chosen = next((n for n in names if n.lower() == wanted.lower()), None) if wanted else None
+        if wanted and chosen is None:
+            why = f"{spoken.sent_from} handed off to {wanted!r}, who is not in the group ({', '.join(names)})"
+            return Choice(self.fallback_speaker(), fallback=True, why=why)
+        chosen = chosen or spoken.sent_from
+        if chosen == spoken.sent_from and not self.allow_repeat:
+            why = f"{spoken.sent_from} kept the floor, and allow_repeat = false"
+            return Choice(self.fallback_speaker(), fallback=True, why=why)
+        return Choice(chosen)
 
     def fallback_speaker(self) -> str:
         return self.after(self.last_speaker) if self.fallback == ROUND_ROBIN else self.fallback

@@ -69,12 +69,42 @@ responses = ['{"message": "w", "handoff": "Nobody"}']
         "group_chat",
         tmp_path,
         fixtures=fixtures,
-        sop={"strategy": "handoff", "termination": {"max_messages": 5}},
+        sop={"strategy": "handoff", "allow_repeat": True, "termination": {"max_messages": 5}},
     )
     out = await run(sc)
-    assert speakers(out) == ["Planner", "Critic", "Critic", "Writer", "Writer"]
-    assert [m["content"] for m in messages(out, "Speak")] == ["plan", "c1", "c2", "w", "w"]
+    # Writer hands off to nobody in the group: the fallback (round robin) speaks next, and
+    # the event says why; before, Writer kept the floor silently.
+    chosen = speakers(out)
+    assert chosen[:4] == ["Planner", "Critic", "Critic", "Writer"] and chosen[4] != "Writer"
+    assert [m["content"] for m in messages(out, "Speak")][:4] == ["plan", "c1", "c2", "w"]
     assert messages(out, "Speak")[0]["payload"] == {"message": "plan", "handoff": "critic"}
+    (fallback,) = events(out, "speaker_fallback")
+    assert "'Nobody', who is not in the group" in fallback["data"]["problem"]
+
+
+async def test_handoff_keeping_the_floor_where_repeats_are_not_allowed_falls_back(
+    tmp_path: Path,
+) -> None:
+    fixtures = """
+[[fixture]]
+action = "Speak"
+role = "Planner"
+responses = ['{"message": "plan", "handoff": null}']
+"""
+    sc = scenario(
+        "group_chat",
+        tmp_path,
+        fixtures=fixtures,
+        sop={
+            "strategy": "handoff",
+            "allow_repeat": False,
+            "termination": {"max_messages": 2},
+        },
+    )
+    out = await run(sc)
+    assert speakers(out)[0] == "Planner" and speakers(out)[1] != "Planner"
+    (fallback,) = events(out, "speaker_fallback")
+    assert "kept the floor, and allow_repeat = false" in fallback["data"]["problem"]
 
 
 async def test_model_selector_retries_no_name_two_names_and_a_repeat_then_falls_back(
