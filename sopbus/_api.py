@@ -55,8 +55,8 @@ def run_scenario(
     ``"software_company"``) to its end and returns its :class:`RunOutcome`.
 
     ``overrides`` lay values over the file as ``sopbus run``'s flags do
-    (``model="gpt-4o-mini"``, ``budget_usd=0.5``, ``max_rounds=3``, ``runs_dir="runs"``;
-    see :data:`OVERRIDES`). ``environ`` holds the keys and endpoints (default: the process
+    (``model="gpt-4o-mini"``, ``budget_usd=0.5``, ``max_rounds=3``, ``runs_dir="runs"``,
+    ``price=(0, 0)`` for a local model; see :data:`OVERRIDES`). ``environ`` holds the keys and endpoints (default: the process
     environment over ``./.env``). A bad file, override or missing key raises
     :class:`~sopbus.bus.ConfigError` before anything runs; a run that fails or runs out of budget
     returns normally with that ``status``. The run prints only warnings to stderr;

@@ -128,8 +128,9 @@ class PriceBook:
         hint = f"; close names: {', '.join(close)}" if close else ""
         return (
             f'no price for model {model!r} in {searched}{hint}; add [prices."{model}"] '
-            f"input = ..., output = ... (USD per 1M tokens) to the scenario, or pick a "
-            f"priced model (`sopbus prices MODEL` shows what a model costs)"
+            f"input = ..., output = ... (USD per 1M tokens) to the scenario, or give "
+            f"--price INPUT,OUTPUT on the command line (--price 0,0 for a local model), or "
+            f"pick a priced model (`sopbus prices MODEL` shows what a model costs)"
         )
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import re
 import typing
+from collections.abc import Sequence
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,7 @@ from .._userfiles import nesting_depth, not_regular, read_user_text
 from ._errors import PathToken, explain_syntax_error, explain_validation_error, format_path
 from ._names import ROLE_NAME_FIX, role_name_problem
 from ._paths import inside, outside_problem
+from ._price import price_spec
 from ._types import MAX_ROUNDS, Provider, RunMode, SandboxBackend, Scenario, ScenarioDoc
 from ._typespec import TYPE_SPECS, TypeSpecError, parse_type_spec
 
@@ -301,9 +303,15 @@ def scenario_with_overrides(
     mode: RunMode | None = None,
     runs_dir: str | Path | None = None,
     sandbox: SandboxBackend | None = None,
+    price: Sequence[Decimal | int | str] | None = None,
 ) -> Scenario:
     """``scenario`` with the command line's flags laid over the file; ``None`` keeps the
-    file's value. The result is checked again (``--provider replay`` needs a cassette)."""
+    file's value. The result is checked again (``--provider replay`` needs a cassette).
+
+    ``price`` is ``(input, output)`` or ``(input, output, cached_input)`` in USD per 1M
+    tokens (``--price``): it prices the run's model (after ``model``) as a ``[prices]``
+    entry would, over the file's entry for that model, so a local model needs no edited
+    copy of the scenario."""
     _check_flags(provider=provider, mode=mode, max_rounds=max_rounds, idea=idea)
     info = _replace(scenario.info, idea=idea)
     llm = _replace(scenario.llm, provider=provider, model=model, base_url=base_url)
@@ -320,7 +328,12 @@ def scenario_with_overrides(
             f"--sandbox {sandbox!r}: expected one of {', '.join(typing.get_args(SandboxBackend))}"
         )
     box = _replace(scenario.sandbox, backend=sandbox)
-    result = msgspec.structs.replace(scenario, info=info, llm=llm, run=run, sandbox=box)
+    prices = scenario.prices
+    if price is not None:
+        prices = {**prices, llm.model: price_spec(price)}
+    result = msgspec.structs.replace(
+        scenario, info=info, llm=llm, run=run, sandbox=box, prices=prices
+    )
     check_scenario(result)
     return result
 

@@ -36,6 +36,32 @@ def add_output_args(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_model_args(parser: argparse.ArgumentParser, *, model: bool = True) -> None:
+    """``--provider``, ``--model``, ``--base-url`` (``model=False`` leaves them out: a sweep
+    sets them with ``--set``) and ``--price``: the model a command runs or checks. Shared
+    by ``run`` and ``validate``, so the model validate checks is the one run would call."""
+    if model:
+        parser.add_argument(
+            "--provider",
+            choices=("sim", "openai", "replay"),
+            help="LLM provider (overrides [llm].provider)",
+        )
+        parser.add_argument("--model", metavar="M", help="model name (overrides [llm].model)")
+        parser.add_argument(
+            "--base-url",
+            metavar="URL",
+            help="OpenAI-compatible endpoint (overrides [llm].base_url)",
+        )
+    parser.add_argument(
+        "--price",
+        metavar="IN,OUT",
+        help="USD per 1M input,output tokens of the run's model"
+        + (" (after --model)" if model else " (the scenario's [llm].model)")
+        + ", e.g. 0.15,0.60 (0,0 for a local model; a third value prices cached input); "
+        'wins over the file\'s [prices."MODEL"]',
+    )
+
+
 def path_arg(text: str) -> Path:
     """A file or directory argument, as a :class:`pathlib.Path`."""
     from pathlib import Path

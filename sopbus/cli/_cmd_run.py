@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
-from ._args import add_output_args, path_arg, positive_int, usd
+from ._args import add_model_args, add_output_args, path_arg, positive_int, usd
 from ._busargs import add_bus_args
 
 if TYPE_CHECKING:
@@ -32,6 +32,7 @@ OVERRIDES = (
     "mode",
     "runs_dir",
     "sandbox",
+    "price",
 )
 
 
@@ -45,15 +46,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--idea", metavar="TEXT", help="the first message (overrides [scenario].idea)"
     )
-    parser.add_argument(
-        "--provider",
-        choices=("sim", "openai", "replay"),
-        help="LLM provider (overrides [llm].provider)",
-    )
-    parser.add_argument("--model", metavar="M", help="model name (overrides [llm].model)")
-    parser.add_argument(
-        "--base-url", metavar="URL", help="OpenAI-compatible endpoint (overrides [llm].base_url)"
-    )
+    add_model_args(parser)
     parser.add_argument(
         "--budget",
         dest="budget_usd",
@@ -163,4 +156,4 @@ def with_injections(scenario: Scenario, path: Path) -> Scenario:
 
 def overrides(args: argparse.Namespace) -> dict[str, Any]:
     """The override flags the user gave (``None`` ones left out)."""
-    return {name: value for name in OVERRIDES if (value := getattr(args, name)) is not None}
+    return {name: value for name in OVERRIDES if (value := getattr(args, name, None)) is not None}

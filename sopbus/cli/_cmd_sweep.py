@@ -21,7 +21,7 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
-from ._args import path_arg, positive_int, usd
+from ._args import add_model_args, path_arg, positive_int, usd
 
 if TYPE_CHECKING:
     from sopbus.sweep._record import SweepDir, SweepRecord
@@ -57,6 +57,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--budget", metavar="USD", type=usd, help="the whole sweep's budget cap")
     parser.add_argument("--runs-dir", metavar="DIR", help="where the run directories go")
+    add_model_args(parser, model=False)
     parser.add_argument(
         "--sweeps-dir",
         metavar="DIR",
@@ -106,6 +107,7 @@ def run(args: argparse.Namespace) -> int:
                 ("--seed", args.seed),
                 ("--set", args.settings),
                 ("--runs-dir", args.runs_dir),
+                ("--price", args.price),
             )
             if v
         ]
@@ -132,6 +134,7 @@ def run(args: argparse.Namespace) -> int:
                 runs_dir=args.runs_dir,
                 sweeps_dir=args.sweeps_dir,
                 bus=args.bus,
+                price=args.price,
             )
         )
     try:

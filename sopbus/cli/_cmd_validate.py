@@ -1,4 +1,5 @@
-"""``sopbus validate SCENARIO [--mermaid]``: check a scenario file without running it.
+"""``sopbus validate SCENARIO [--provider P] [--model M] [--base-url URL] [--price IN,OUT]
+[--mermaid]``: check a scenario file without running it.
 
 Two steps. The file: decode it, resolve the files it names, and describe what it declares.
 The team: build it from the SOP and the file's roles exactly as ``sopbus run`` would (every
@@ -8,7 +9,9 @@ routes between them), and warn about actions nobody watches, roles nobody can re
 cycles only the round limit bounds. Nothing is printed until both steps pass.
 
 ``--mermaid`` prints only the graph, as a Mermaid flowchart (pipe it into a ``.mmd`` file);
-the warnings then go to stderr.
+the warnings then go to stderr. ``--provider``, ``--model``, ``--base-url`` and ``--price``
+are ``sopbus run``'s flags, laid over the file the same way, so the model checked (its price
+above all) is the one the run would call.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
-from ._args import path_arg
+from ._args import add_model_args, path_arg
 
 if TYPE_CHECKING:
     from sopbus.bus import RoleSpec, Scenario
@@ -39,6 +42,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="print the watch graph as a Mermaid flowchart (warnings to stderr)",
     )
+    add_model_args(parser)
 
 
 class Report:
@@ -59,9 +63,14 @@ class Report:
 
 def run(args: argparse.Namespace) -> int:
     from sopbus._examples import scenario_path
-    from sopbus.bus import load_scenario, scenario_warnings
+    from sopbus.bus import load_scenario, scenario_warnings, scenario_with_overrides
 
-    scenario = load_scenario(scenario_path(args.scenario))  # a ConfigError exits 2 with its message
+    from ._cmd_run import overrides
+
+    # A ConfigError exits 2 with its message.
+    scenario = scenario_with_overrides(
+        load_scenario(scenario_path(args.scenario)), **overrides(args)
+    )
     report = Report(lines=describe(scenario), warnings=scenario_warnings(scenario))
     team = check_team(scenario, report)
     if args.mermaid:

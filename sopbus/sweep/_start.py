@@ -25,7 +25,7 @@ from sopbus._assemble._provider import checked_prices, endpoint
 from sopbus.bus._errors import ConfigError
 from sopbus.bus.money import money
 from sopbus.bus.money._file_account import FileAccount
-from sopbus.bus.scenario._load import load_scenario
+from sopbus.bus.scenario._load import load_scenario, scenario_with_overrides
 from sopbus.bus.scenario._types import Scenario, SweepSpec
 from sopbus.bus.store._resume import ledger_of
 from sopbus.bus.store._store import is_locked, new_run_id
@@ -47,11 +47,16 @@ class SweepArgs:
     runs_dir: str | None = None
     sweeps_dir: Path = Path("sweeps")
     bus: str | None = None
+    price: str | None = None  # --price: prices the scenario's [llm].model in every variant
 
 
 def new_sweep(args: SweepArgs) -> tuple[SweepDir, SweepRecord]:
     """Checks the matrix, then writes the sweep's directory (nothing has run yet)."""
     base = load_scenario(args.scenario)
+    if args.price is not None:
+        # Priced before the variants are laid over it: a variant's llm.model is not the
+        # model --price names, and still needs a price of its own.
+        base = scenario_with_overrides(base, price=args.price)
     spec = base.sweep or SweepSpec()
     seeds = seeds_from(args.seeds, args.seed, spec.seeds, base.run.seed)
     variants = variants_from(args.settings, spec.set)
