@@ -38,7 +38,9 @@ class LedgerLine(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     say why an ``error`` or ``overrun`` line failed; the three are omitted when unset.
     ``attempt`` is the caller's attempt number plus the gateway's retries before this one.
     ``total_usd`` is the run's spend after this line, ``budget_usd`` its cap.
-    ``price_source`` says who priced the model: ``scenario`` (its ``[prices]``), ``sopbus``
+    ``price_source`` says who priced the model: ``command-line`` (``--price``; a resumed
+    run's lines say ``scenario``, as its ``scenario.toml`` holds the price), ``scenario`` (its
+    ``[prices]``), ``sopbus``
     (``bus/money/prices.toml``) or ``genai-prices``; empty (and omitted from the JSON) for a
     ``replayed`` line, which costs $0 whatever the price, and in ledgers written before it.
     ``resume`` is 0 for lines of a run's first execution and ``n`` for lines written by its

@@ -14,7 +14,7 @@ the fix, never $0: a price of 0 counts only when someone wrote it down.
 from __future__ import annotations
 
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from datetime import UTC, datetime
 from decimal import Decimal
 from importlib import resources
@@ -68,10 +68,12 @@ class PriceBook:
         library: bool = True,
         endpoint: str | None = None,
         at: datetime | None = None,
+        command_line: Collection[str] = (),
     ) -> PriceBook:
         """The packaged prices with ``overrides`` (``{model: {"input", "output",
         "cached_input"}}``, USD per 1M tokens, from a scenario) laid over them, whole model
-        by whole model, and genai-prices behind both."""
+        by whole model, and genai-prices behind both. The models in ``command_line`` were
+        priced by ``--price``: their quotes (and ledger lines) name that source."""
         text = (
             resources.files("sopbus.bus.money").joinpath("prices.toml").read_text(encoding="utf-8")
         )
@@ -80,7 +82,7 @@ class PriceBook:
         sources: dict[str, PriceSource] = dict.fromkeys(prices, "sopbus")
         for model, entry in (overrides or {}).items():
             prices[model] = _parse_price(model, entry, "the scenario")
-            sources[model] = "scenario"
+            sources[model] = "command-line" if model in command_line else "scenario"
         return cls(prices, sources=sources, library=library, endpoint=endpoint, at=at)
 
     @property

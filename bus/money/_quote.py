@@ -11,9 +11,10 @@ import msgspec
 
 from .._protocol import Usage
 
-PriceSource = Literal["scenario", "sopbus", "genai-prices"]
-"""Who priced a model: the scenario's ``[prices]``, sopbus's ``bus/money/prices.toml``, or
-the genai-prices library (in that order of precedence)."""
+PriceSource = Literal["command-line", "scenario", "sopbus", "genai-prices"]
+"""Who priced a model: ``--price`` on the command line (or ``price=`` to the Python API),
+the scenario's ``[prices]``, sopbus's ``bus/money/prices.toml``, or the genai-prices library
+(in that order of precedence)."""
 
 _PER_TOKEN = Decimal(1_000_000)
 

@@ -328,11 +328,11 @@ def scenario_with_overrides(
             f"--sandbox {sandbox!r}: expected one of {', '.join(typing.get_args(SandboxBackend))}"
         )
     box = _replace(scenario.sandbox, backend=sandbox)
-    prices = scenario.prices
+    prices, flagged = scenario.prices, scenario.priced_by_flag
     if price is not None:
-        prices = {**prices, llm.model: price_spec(price)}
+        prices, flagged = {**prices, llm.model: price_spec(price)}, flagged | {llm.model}
     result = msgspec.structs.replace(
-        scenario, info=info, llm=llm, run=run, sandbox=box, prices=prices
+        scenario, info=info, llm=llm, run=run, sandbox=box, prices=prices, priced_by_flag=flagged
     )
     check_scenario(result)
     return result

@@ -254,6 +254,9 @@ class Scenario(ScenarioDoc, frozen=True, kw_only=True, forbid_unknown_fields=Tru
 
     path: Path
     base_dir: Path
+    # Models whose [prices] entry came from --price (price=); not part of the file, so a
+    # run directory's scenario.toml holds the price as an ordinary [prices] table.
+    priced_by_flag: frozenset[str] = frozenset()
 
     @property
     def name(self) -> str:

@@ -50,7 +50,9 @@ def checked_prices(
     """The price book, with every model the team can call priced (else a ConfigError that
     names the model and the fix) before any call is made. ``endpoint`` (see :func:`endpoint`)
     lets genai-prices price a model at the provider that serves it."""
-    prices = PriceBook.load(scenario.price_table(), endpoint=endpoint)
+    prices = PriceBook.load(
+        scenario.price_table(), endpoint=endpoint, command_line=scenario.priced_by_flag
+    )
     models = {scenario.llm.model} | {m for role in roles for m in role.models() if m}
     for model in sorted(models):
         try:

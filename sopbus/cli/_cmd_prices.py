@@ -127,6 +127,8 @@ def _source(quote: Quote) -> str:
     from sopbus.bus.money._library import version
     from sopbus.bus.money._prices import PACKAGED
 
+    if quote.source == "command-line":
+        return "the command line: --price (it comes first, over the scenario's [prices])"
     if quote.source == "scenario":
         return f'scenario: its [prices."{quote.model}"] table (it comes first)'
     if quote.source == "sopbus":

@@ -139,7 +139,11 @@ def describe(scenario: Scenario) -> list[tuple[str, str]]:
     if cassette is not None:
         rows.append(("cassette", str(cassette)))
     rows += [
-        ("price", f"{model}: {money(p.input)} in, {money(p.output)} out per 1M tokens")
+        (
+            "price",
+            f"{model}: {money(p.input)} in, {money(p.output)} out per 1M tokens"
+            + (" (--price, the command line)" if model in scenario.priced_by_flag else ""),
+        )
         for model, p in scenario.prices.items()
     ]
     rows += [("role", _role(role)) for role in scenario.roles]

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from sopbus._assemble._execute import scenario_as_run
 from sopbus.bus import ConfigError, load_scenario, scenario_with_overrides
 from support.cli import sopbus
 from support.openai_server import Answer, OpenAIServer
@@ -53,6 +54,7 @@ def run_local(tmp_path: Path, scenario: Path, server: OpenAIServer, price: str) 
     lines = [json.loads(x) for x in (run_dir / "costs.jsonl").read_text().splitlines()]
     assert [x["outcome"] for x in lines] == ["ok", "ok"]
     assert {x["model"] for x in lines} == {MODEL}
+    assert {x["price_source"] for x in lines} == {"command-line"}
     return lines
 
 
@@ -88,7 +90,7 @@ def test_validate_checks_the_model_of_the_command_line(tmp_path: Path) -> None:
     priced = sopbus("validate", *model, "--price", "0,0", cwd=tmp_path, env=ENV)
     assert priced.returncode == 0, priced.stderr
     assert "openai my-local-model" in priced.stdout
-    assert "my-local-model: $0.00 in, $0.00 out per 1M tokens" in priced.stdout
+    assert "my-local-model: $0.00 in, $0.00 out per 1M tokens (--price" in priced.stdout
 
 
 @pytest.mark.parametrize(
@@ -121,8 +123,15 @@ def test_the_python_api_takes_a_price_over_the_files_entry(scenario: Path) -> No
     priced = scenario_with_overrides(base, model=MODEL, price=("0.5", 1))
     assert priced.prices[MODEL].input == Decimal("0.5")
     assert priced.prices[MODEL].output == 1
+    assert priced.priced_by_flag == {MODEL}
     again = scenario_with_overrides(priced, price=(0, 0, 0))
     assert again.prices[MODEL].output == 0
+    assert "[prices.unknown-local]" in scenario_as_run(again).replace('"', "")
+    filed = scenario.with_name("filed.toml")
+    filed.write_text(SCENARIO + f'\n[prices."{MODEL}"]\ninput = 5\noutput = 9\n')
+    assert load_scenario(filed).prices[MODEL].input == 5
+    wins = scenario_with_overrides(load_scenario(filed), model=MODEL, price="1,2")
+    assert (wins.prices[MODEL].input, wins.prices[MODEL].output) == (1, 2)
     with pytest.raises(ConfigError, match="cannot be negative"):
         scenario_with_overrides(base, price=(-1, 0))
 
