@@ -31,7 +31,8 @@ class LLMRequest(msgspec.Struct, frozen=True, kw_only=True):
     calls of one action can be told apart. ``stream``, ``timeout_s`` and ``max_attempts``
     are a role's or an action's own transport settings (``llm = {...}``); ``None`` keeps
     the run's (``[llm]``). None of these four is part of what the model sees, so none is
-    part of a cassette's key.
+    part of a cassette's key. ``extra_body`` is sent with the request as it is (a server's
+    sampling settings, ``repeat_penalty``...): it changes the answer, so it is part of the key.
     """
 
     messages: tuple[ChatMessage, ...]
@@ -47,6 +48,7 @@ class LLMRequest(msgspec.Struct, frozen=True, kw_only=True):
     stream: bool | None = None
     timeout_s: float | None = None
     max_attempts: int | None = None
+    extra_body: dict[str, Any] | None = None
 
 
 class Usage(msgspec.Struct, frozen=True):

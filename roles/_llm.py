@@ -7,7 +7,7 @@ budget-checked, priced and written to the ledger by the run's gateway.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Literal, TypeVar, overload
+from typing import Any, Literal, TypeVar, overload
 
 import msgspec
 import pydantic
@@ -39,10 +39,15 @@ class LLMSettings(BaseModel):
     stream: bool | None = None
     timeout_s: float | None = Field(default=None, gt=0)
     max_attempts: int | None = Field(default=None, ge=1)
+    # Server sampling settings sent as they are; merged key by key over the weaker layer's.
+    extra_body: dict[str, Any] | None = None
 
     def over(self, base: LLMSettings) -> LLMSettings:
-        """These settings laid over ``base``: a field set here wins, a ``None`` keeps base's."""
+        """These settings laid over ``base``: a field set here wins, a ``None`` keeps base's
+        (``extra_body`` is merged key by key, so a role's ``top_k`` keeps the run's others)."""
         given = self.model_dump(exclude_none=True)
+        if "extra_body" in given and base.extra_body:
+            given["extra_body"] = {**base.extra_body, **given["extra_body"]}
         return base.model_copy(update=given) if given else base
 
 
@@ -75,7 +80,15 @@ def build_request(
     if schema is not None and llm.output_mode == "prompt":
         messages = _append_to_last(messages, schema_text(schema))
     options = llm.model_dump(
-        include={"temperature", "max_tokens", "output_mode", "stream", "timeout_s", "max_attempts"},
+        include={
+            "temperature",
+            "max_tokens",
+            "output_mode",
+            "stream",
+            "timeout_s",
+            "max_attempts",
+            "extra_body",
+        },
         exclude_none=True,
     )
     return LLMRequest(

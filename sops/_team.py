@@ -158,6 +158,7 @@ def llm_defaults(scenario: Scenario) -> LLMSettings:
         temperature=llm.temperature,
         max_tokens=llm.max_tokens,
         output_mode=llm.output_mode,
+        extra_body=llm.extra_body,
     )
 
 

@@ -256,6 +256,9 @@ def request_params(
     elif request.schema is not None:
         params["response_format"] = response_format(request)
     params["messages"] = [{"role": m.role, "content": m.content} for m in messages]
+    if request.extra_body:
+        # The SDK merges it into the JSON body: sampling keys the SDK has no argument for.
+        params["extra_body"] = dict(request.extra_body)
     if stream:
         params["stream"] = True
         params["stream_options"] = {"include_usage": True}

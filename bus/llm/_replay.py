@@ -2,7 +2,8 @@
 
 A cassette is a JSON-lines file of :class:`CassetteLine` (``key``, ``role``, ``action``,
 ``completion``). The key is :func:`request_key`: a SHA-256 of the msgspec JSON of what the
-model sees (messages, model, temperature, max_tokens, schema, schema name, output mode).
+model sees (messages, model, temperature, max_tokens, schema, schema name, output mode, and
+``extra_body`` where one is given: a request without it keys as before it existed).
 ``role`` and ``action`` are left out of the key on purpose: they are bookkeeping the model
 never sees, so renaming a role keeps its recordings; they are kept on the line for people and
 for error messages.
@@ -46,12 +47,19 @@ class _Seen(msgspec.Struct, frozen=True, array_like=True):
     output_mode: str
 
 
+class _SeenSampled(_Seen, frozen=True, array_like=True):
+    # Only a request with extra_body keys on it, so every older recording keeps its key.
+    extra_body: dict[str, object]
+
+
 _encoder = msgspec.json.Encoder(order="sorted")
 
 
 def request_key(request: LLMRequest) -> str:
     """The cassette key of ``request`` (see the module docstring)."""
-    seen = _Seen(
+    kind = _SeenSampled if request.extra_body else _Seen
+    extra = (request.extra_body,) if request.extra_body else ()
+    seen = kind(
         request.messages,
         request.model,
         request.temperature,
@@ -59,6 +67,7 @@ def request_key(request: LLMRequest) -> str:
         request.schema,
         request.schema_name,
         request.output_mode,
+        *extra,
     )
     return hashlib.sha256(_encoder.encode(seen)).hexdigest()
 

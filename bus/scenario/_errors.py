@@ -103,6 +103,11 @@ def _wrong_type(expected: str, got: str, value: Any, tokens: list[PathToken]) ->
     if (expected, got) == ("array", "table") and tokens and isinstance(tokens[-1], str):
         # [roles] instead of [[roles]]: the one-bracket slip TOML makes easy.
         return f"{text} - at `{format_path(tokens)}`: write [[{tokens[-1]}]] for each entry"
+    if tokens and tokens[-1] == "extra_body":
+        return (
+            f"{text} - at `{format_path(tokens)}`: write a table of the server's own "
+            "settings, extra_body = { repeat_penalty = 1.3, top_k = 40 }"
+        )
     return f"{text} - at `{format_path(tokens)}`"
 
 

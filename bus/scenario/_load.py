@@ -26,6 +26,7 @@ import msgspec
 from .._errors import ConfigError
 from .._userfiles import nesting_depth, not_regular, read_user_text
 from ._errors import PathToken, explain_syntax_error, explain_validation_error, format_path
+from ._extra import scenario_extra_problems
 from ._names import ROLE_NAME_FIX, role_name_problem
 from ._paths import inside, outside_problem
 from ._price import price_spec
@@ -97,6 +98,7 @@ def _problems(s: Scenario) -> list[str]:
         *_info_problems(s),
         *_money_problems(s),
         *_llm_problems(s),
+        *scenario_extra_problems(s),
         *_role_problems(s),
         *_action_problems(s),
         *_inject_problems(s),

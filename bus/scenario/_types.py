@@ -20,6 +20,7 @@ from typing import Annotated, Any, Literal
 import msgspec
 
 from .._errors import ConfigError
+from ._extra import merged_extra
 from ._paths import inside, outside_problem, place_of
 from ._typespec import parse_type_spec
 
@@ -91,6 +92,7 @@ class LLMOverrides(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     stream: bool | None = None
     timeout_s: TimeoutS | None = None
     max_attempts: PositiveInt | None = None
+    extra_body: dict[str, Any] | None = None  # merged key by key over the outer table
 
 
 class LLMConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -103,6 +105,8 @@ class LLMConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields
     only, ``cassette`` by ``replay`` only; the others ignore them, so one file can be run
     with ``--provider`` switched. ``fixtures`` and ``cassette`` are relative to the
     scenario file: use :meth:`Scenario.fixture_paths` / :meth:`Scenario.cassette_path`.
+    ``extra_body`` is sent as it is with each ``openai`` request (server sampling settings
+    such as ``repeat_penalty``; see :mod:`sopbus.bus.scenario._extra`); the simulator ignores it.
     """
 
     provider: Provider = "sim"
@@ -118,6 +122,7 @@ class LLMConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields
     latency_ms: LatencyMs = 0
     fixtures: tuple[str, ...] = ()
     cassette: str | None = None
+    extra_body: dict[str, Any] | None = None
 
     def merged(self, *overrides: LLMOverrides | None) -> LLMConfig:
         """These settings with each override's given (non-``None``) fields laid on top, in
@@ -130,6 +135,8 @@ class LLMConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields
                     for f in override.__struct_fields__
                     if (v := getattr(override, f)) is not None
                 }
+                if "extra_body" in given:
+                    given["extra_body"] = merged_extra(result.extra_body, given["extra_body"])
                 result = msgspec.structs.replace(result, **given)
         return result
 

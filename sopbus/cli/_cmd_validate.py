@@ -17,6 +17,7 @@ above all) is the one the run would call.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from typing import TYPE_CHECKING
 
@@ -131,7 +132,8 @@ def describe(scenario: Scenario) -> list[tuple[str, str]]:
         (
             "llm",
             f"{llm.provider} {llm.model}, temperature {llm.temperature}, "
-            f"max_tokens {llm.max_tokens}, output {llm.output_mode}",
+            f"max_tokens {llm.max_tokens}, output {llm.output_mode}"
+            + (f", extra_body {json.dumps(llm.extra_body)}" if llm.extra_body else ""),
         ),
     ]
     rows += [("fixture", str(p)) for p in scenario.fixture_paths()]
