@@ -1,0 +1,82 @@
+"""Answers cut at max_tokens (finish_reason "length"), against a real OpenAI-compatible server.
+
+Issue 26: 35 of 146 real requests were cut and sopbus never noticed; a cut structured answer
+was sent back as a repair with the same max_tokens, cut again, and cost three times.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+from sopbus._assemble import execute
+from sopbus.bus import ChatMessage, LLMRequest, load_scenario, read_jsonl
+from sopbus.bus.llm import SimProvider
+from support.openai_server import Answer, OpenAIServer
+from support.sop_runs import events
+from support.teams import pipeline
+
+KEY = {"OPENAI_API_KEY": "sk-test"}
+
+
+def run_team(tmp_path: Path, server: OpenAIServer, *, stream: bool, outputs: Any = None) -> Any:
+    path = tmp_path / "team.toml"
+    llm = {
+        "provider": "openai",
+        "base_url": server.base_url,
+        "max_tokens": 400,
+        "max_attempts": 1,
+        "stream": stream,
+    }
+    path.write_text(
+        pipeline(
+            ("Dora", "Draft"), run={"runs_dir": str(tmp_path / "runs")}, llm=llm, outputs=outputs
+        )
+    )
+    return trio.run(lambda: execute(load_scenario(path), environ=KEY))
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_cut_structured_answer_fails_at_once_naming_max_tokens(
+    openai_server: OpenAIServer, tmp_path: Path, stream: bool
+) -> None:
+    openai_server.script(Answer('{"title": "Steam ris', finish_reason="length"))
+    outcome = run_team(tmp_path, openai_server, stream=stream, outputs={"Draft": {"title": "str"}})
+    assert outcome.result.end_reason == "error"
+    assert len(openai_server.requests) == 1  # no repair: it would be cut again
+    lines = list(read_jsonl(outcome.run_dir / "costs.jsonl"))
+    assert [(line["outcome"], line.get("finish_reason")) for line in lines] == [("ok", "length")]
+    (called,) = events(outcome, "llm_called")
+    assert called["call"]["finish_reason"] == "length"
+    said = json.dumps(events(outcome))
+    assert "cut at max_tokens = 400 (finish_reason length)" in said
+    assert "raise max_tokens for Dora's Draft" in said
+    assert "llm = { max_tokens = ... }" in said
+
+
+def test_a_whole_answer_records_stop_and_replays_it(
+    openai_server: OpenAIServer, tmp_path: Path
+) -> None:
+    openai_server.script(Answer('{"title": "Steam rises"}'))
+    outcome = run_team(tmp_path, openai_server, stream=False, outputs={"Draft": {"title": "str"}})
+    assert outcome.result.end_reason == "idle"
+    (line,) = read_jsonl(outcome.run_dir / "costs.jsonl")
+    assert line["finish_reason"] == "stop"
+    (call,) = read_jsonl(outcome.run_dir / "calls.jsonl")
+    assert call["completion"]["finish_reason"] == "stop"
+
+
+def test_the_simulator_says_length_when_it_cut_an_answer() -> None:
+    sim = SimProvider()
+    prompt = (ChatMessage("user", "Write a long essay about tea. " * 40),)
+
+    async def ask(max_tokens: int) -> str | None:
+        request = LLMRequest(messages=prompt, model="gpt-4o-mini", max_tokens=max_tokens)
+        return (await sim.complete(request)).finish_reason
+
+    assert trio.run(ask, 3) == "length"
+    assert trio.run(ask, 4000) == "stop"
