@@ -14,10 +14,12 @@ import pytest
 import trio
 
 from sopbus._assemble import execute
-from sopbus.bus import ChatMessage, LLMRequest, load_scenario, read_jsonl
+from sopbus.bus import ChatMessage, LLMRequest, Message, RunRecord, load_scenario, read_jsonl
 from sopbus.bus.llm import SimProvider
+from sopbus.roles.chat._camel import INSTRUCT, SOLVE, TASK_DONE
+from sopbus.sops.camel_roleplay import task_done
 from support.openai_server import Answer, OpenAIServer
-from support.sop_runs import events
+from support.sop_runs import events, messages
 from support.teams import pipeline
 
 KEY = {"OPENAI_API_KEY": "sk-test"}
@@ -80,3 +82,42 @@ def test_the_simulator_says_length_when_it_cut_an_answer() -> None:
 
     assert trio.run(ask, 3) == "length"
     assert trio.run(ask, 4000) == "stop"
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_cut_free_text_answer_is_flagged_on_its_message(
+    openai_server: OpenAIServer, tmp_path: Path, stream: bool
+) -> None:
+    openai_server.script(Answer("Steam rises from the", finish_reason="length"))
+    outcome = run_team(tmp_path, openai_server, stream=stream)
+    assert outcome.result.end_reason == "idle"
+    (draft,) = [m for m in messages(outcome) if m["cause_by"] == "Draft"]
+    assert draft["cut"] is True and draft["content"] == "Steam rises from the"
+    (cut,) = events(outcome, "answer_cut")
+    assert (cut["role"], cut["data"]) == ("Dora", {"action": "Draft", "max_tokens": 400})
+
+
+def test_a_whole_free_text_answer_is_not_flagged(
+    openai_server: OpenAIServer, tmp_path: Path
+) -> None:
+    openai_server.script(Answer("Steam rises from the cup."))
+    outcome = run_team(tmp_path, openai_server, stream=False)
+    (draft,) = [m for m in messages(outcome) if m["cause_by"] == "Draft"]
+    assert "cut" not in draft
+    assert events(outcome, "answer_cut") == []
+
+
+def camel_record(*, cut: bool) -> RunRecord:
+    said = [
+        Message(cause_by=INSTRUCT, sent_from="User", content="Instruction: write a haiku"),
+        Message(cause_by=SOLVE, sent_from="Assistant", content="Solution: Steam ris", cut=cut),
+        Message(cause_by=INSTRUCT, sent_from="User", content=TASK_DONE),
+    ]
+    return RunRecord(end_reason="stop_condition", messages=tuple(said))
+
+
+def test_camel_does_not_pass_a_task_whose_last_solution_was_cut() -> None:
+    assert task_done(camel_record(cut=False)).passed
+    verdict = task_done(camel_record(cut=True))
+    assert not verdict.passed
+    assert "cut at max_tokens" in verdict.reason and "Assistant" in verdict.reason
