@@ -48,6 +48,7 @@ from ._wire import (
     Lines,
     StreamReader,
     body_limit,
+    context_exceeded,
     first_line,
     head,
     read_answer,
@@ -354,8 +355,9 @@ def _provider_error(error: openai.APIError, base_url: str) -> ProviderError:
         return ProviderError(f"cannot reach {base_url}: {error}", retryable=True)
     if isinstance(error, openai.APIStatusError):
         status = error.status_code
+        said = context_exceeded(error.body) or _said(error)
         return ProviderError(
-            f"{base_url} answered HTTP {status}: {_said(error)}",
+            f"{base_url} answered HTTP {status}: {said}",
             retryable=retryable_status(status),
             status=status,
             retry_after=_retry_after(error.response.headers),

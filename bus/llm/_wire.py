@@ -265,3 +265,20 @@ class StreamReader:
                 maybe_billed=True,
             )
         return self.text(), self.usage, self.finish_reason
+
+
+def context_exceeded(body: object) -> str | None:
+    """What to do about llama.cpp's ``exceed_context_size_error`` (HTTP 400 whose error
+    names the server's ``n_ctx``), or ``None`` for any other error body. The request will
+    not fit however often it is sent, so this is the server's configuration against the
+    run's, and the fix is in one of them."""
+    if not isinstance(body, dict) or body.get("type") != "exceed_context_size_error":
+        return None
+    n_ctx, prompt = body.get("n_ctx"), body.get("n_prompt_tokens")
+    needs = f"a prompt of {prompt} tokens" if isinstance(prompt, int) else "the prompt"
+    return (
+        f"the request does not fit the server's context: {needs} plus max_tokens of answer "
+        f"is more than its n_ctx = {n_ctx} tokens; lower max_tokens ([llm].max_tokens, or "
+        f"llm = {{ max_tokens = ... }} on the action or role) or the history the prompt "
+        f"carries, or start the server with a larger context (llama.cpp: --ctx-size)"
+    )

@@ -18,7 +18,7 @@ from sopbus.bus import ChatMessage, LLMRequest, Message, RunRecord, load_scenari
 from sopbus.bus.llm import SimProvider
 from sopbus.roles.chat._camel import INSTRUCT, SOLVE, TASK_DONE
 from sopbus.sops.camel_roleplay import task_done
-from support.openai_server import Answer, OpenAIServer
+from support.openai_server import Answer, OpenAIServer, Raw
 from support.sop_runs import events, messages
 from support.teams import pipeline
 
@@ -121,3 +121,35 @@ def test_camel_does_not_pass_a_task_whose_last_solution_was_cut() -> None:
     verdict = task_done(camel_record(cut=True))
     assert not verdict.passed
     assert "cut at max_tokens" in verdict.reason and "Assistant" in verdict.reason
+
+
+CONTEXT_FULL = json.dumps(
+    {
+        "error": {
+            "code": 400,
+            "message": "request (2400 tokens) exceeds the available context size (2048 tokens)",
+            "type": "exceed_context_size_error",
+            "n_prompt_tokens": 2400,
+            "n_ctx": 2048,
+        }
+    }
+).encode()
+
+
+def test_a_repair_past_the_servers_context_ends_the_action_naming_n_ctx(
+    openai_server: OpenAIServer, tmp_path: Path
+) -> None:
+    openai_server.script(
+        Answer("not json at all"), Raw(CONTEXT_FULL, "application/json", 400), Answer("{}")
+    )
+    outcome = run_team(tmp_path, openai_server, stream=False, outputs={"Draft": {"title": "str"}})
+    assert outcome.result.end_reason == "error"
+    assert len(openai_server.requests) == 2  # no further repair, no retry of the 400
+    lines = list(read_jsonl(outcome.run_dir / "costs.jsonl"))
+    assert [(line["outcome"], line.get("status")) for line in lines] == [
+        ("ok", None),
+        ("error", 400),
+    ]
+    said = json.dumps(events(outcome))
+    assert "n_ctx = 2048" in said and "a prompt of 2400 tokens" in said
+    assert "lower max_tokens ([llm].max_tokens" in said and "--ctx-size" in said
