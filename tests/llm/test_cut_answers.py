@@ -14,8 +14,17 @@ import pytest
 import trio
 
 from sopbus._assemble import execute
-from sopbus.bus import ChatMessage, LLMRequest, Message, RunRecord, load_scenario, read_jsonl
+from sopbus.bus import (
+    ChatMessage,
+    LLMRequest,
+    Message,
+    RunRecord,
+    load_scenario,
+    read_events,
+    read_jsonl,
+)
 from sopbus.bus.llm import SimProvider
+from sopbus.cli import main
 from sopbus.roles.chat._camel import INSTRUCT, SOLVE, TASK_DONE
 from sopbus.sops.camel_roleplay import task_done
 from support.openai_server import Answer, OpenAIServer, Raw
@@ -153,3 +162,21 @@ def test_a_repair_past_the_servers_context_ends_the_action_naming_n_ctx(
     said = json.dumps(events(outcome))
     assert "n_ctx = 2048" in said and "a prompt of 2400 tokens" in said
     assert "lower max_tokens ([llm].max_tokens" in said and "--ctx-size" in said
+
+
+def test_a_replay_reproduces_the_cut_at_no_request(
+    openai_server: OpenAIServer, tmp_path: Path
+) -> None:
+    openai_server.script(Answer("Steam rises from the", finish_reason="length"))
+    original = run_team(tmp_path, openai_server, stream=False).run_dir
+    into = tmp_path / "replay"
+    assert main(["replay", str(original), "--into", str(into), "--quiet"]) == 0
+    assert len(openai_server.requests) == 1  # the replay asked nobody
+    (replay,) = into.iterdir()
+    (line,) = read_jsonl(replay / "costs.jsonl")
+    assert (line["outcome"], line["finish_reason"]) == ("replayed", "length")
+    found = list(read_events(replay / "events.jsonl"))
+    said = [e["message"] for e in found if e["kind"].startswith("message_")]
+    (draft,) = [m for m in said if m["cause_by"] == "Draft"]
+    assert draft["cut"] is True
+    assert [e["data"]["action"] for e in found if e["kind"] == "answer_cut"] == ["Draft"]
