@@ -63,9 +63,13 @@ class Turn:
     ``emit`` writes a custom event (``tool_called``, ``gate_passed``, ...) into the run log.
     ``doing`` is the action the role is on, as last said (:meth:`doing_now`, or the action
     of its latest model call): what the live view shows as "role: action".
+    ``last_cut`` says whether the latest answer was cut at ``max_tokens`` (finish_reason
+    ``length``; each such answer also writes an ``answer_cut`` event): the role marks the
+    message an action publishes ``cut`` when the action's last answer was (a repair that
+    came back whole clears it).
     """
 
-    __slots__ = ("_gateway", "_services", "doing", "role", "round", "run_id")
+    __slots__ = ("_gateway", "_services", "doing", "last_cut", "role", "round", "run_id")
 
     def __init__(
         self,
@@ -80,6 +84,7 @@ class Turn:
         self.round = round
         self.role = role
         self.doing = ""
+        self.last_cut = False
         self._gateway = gateway
         self._services = services
 
@@ -95,7 +100,11 @@ class Turn:
 
             request = msgspec.structs.replace(request, role=self.role)
         self.doing = request.action or self.doing
-        return await self._gateway.complete(request, round=self.round, attempt=attempt)
+        completion = await self._gateway.complete(request, round=self.round, attempt=attempt)
+        self.last_cut = completion.finish_reason == "length"
+        if self.last_cut:
+            self.emit("answer_cut", action=request.action, max_tokens=request.max_tokens)
+        return completion
 
     @property
     def artifacts_dir(self) -> Path | None:

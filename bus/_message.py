@@ -33,6 +33,9 @@ class Message(msgspec.Struct, frozen=True, kw_only=True, gc=False, omit_defaults
     ``send_to`` empty means "whoever watches ``cause_by``"; otherwise exactly the roles it
     names (by name or alias). ``payload`` is the action's structured output (JSON-able).
     ``parents`` are the ids of the messages this one answers: the run's causal graph.
+    ``cut`` is true when the answer it carries was cut at ``max_tokens`` (finish_reason
+    ``length``): the text is not whole, so a verdict must not count it as done (omitted
+    from the JSON when false, so older run logs read the same).
     """
 
     cause_by: str
@@ -44,3 +47,4 @@ class Message(msgspec.Struct, frozen=True, kw_only=True, gc=False, omit_defaults
     id: str = ""
     run_id: str = ""
     round: int = -1  # -1 until published: a stamped message always has its round in its JSON
+    cut: bool = False

@@ -60,13 +60,18 @@ class Usage(msgspec.Struct, frozen=True):
 
 
 class Completion(msgspec.Struct, frozen=True, kw_only=True):
-    """A provider's answer: the text (JSON text when a schema was asked for) and its usage."""
+    """A provider's answer: the text (JSON text when a schema was asked for) and its usage.
+
+    ``finish_reason`` is why the model stopped, as the server said it (``"length"``: cut at
+    ``max_tokens``, so the text is not whole); ``None`` where the provider does not say.
+    """
 
     text: str
     usage: Usage
     model: str
     provider: str
     replayed: bool = False
+    finish_reason: str | None = None
 
 
 class Provider(Protocol):

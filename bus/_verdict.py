@@ -55,6 +55,12 @@ class RunRecord(msgspec.Struct, frozen=True, kw_only=True):
         found = self.of(*actions)
         return found[-1] if found else None
 
+    def cut(self, *actions: str) -> tuple[Message, ...]:
+        """The messages caused by any of ``actions`` (all, when none is named) that carry an
+        answer cut at ``max_tokens``: a verdict whose rule depends on one must not pass it."""
+        found = self.of(*actions) if actions else self.messages
+        return tuple(m for m in found if m.cut)
+
     def artifact(self, relpath: str) -> str | None:
         """The text of the artifact at ``relpath`` (under ``artifacts/``), or ``None``."""
         if self.artifacts_dir is None:

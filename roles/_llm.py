@@ -160,11 +160,16 @@ async def ask_model(
     first = request.messages
     error = ""
     for attempt in range(1, max_repairs + 2):
-        answer = (await turn.ask(request, attempt=attempt)).text
+        completion = await turn.ask(request, attempt=attempt)
+        answer = completion.text
         try:
             return output.model_validate_json(unfence(answer))
         except pydantic.ValidationError as exc:
             error = describe_validation_error(exc)
+        if completion.finish_reason == "length":
+            # Not a content mistake: a repair with the same max_tokens (and a longer prompt
+            # quoting the cut answer) is cut again, at up to max_repairs times the cost.
+            raise ModelOutputError(cut_error(request, role, action))
         feedback = (
             ChatMessage("assistant", quoted(answer)),
             ChatMessage("user", repair_text(error)),
@@ -175,6 +180,16 @@ async def ask_model(
         f"after {max_repairs + 1} attempts (max_repairs={max_repairs}); last validation error:\n"
         f"{error}\nRaise max_repairs, simplify the output fields, or use a model that "
         f'supports structured outputs (output_mode = "json_schema").'
+    )
+
+
+def cut_error(request: LLMRequest, role: str, action: str) -> str:
+    """Why a structured answer cut at ``max_tokens`` failed, naming the knob to turn."""
+    return (
+        f"action {action!r} of role {role!r}: the answer was cut at max_tokens = "
+        f"{request.max_tokens} (finish_reason length), so it is not whole JSON; no repair was "
+        f"sent (it would be cut again): raise max_tokens for {role}'s {action} "
+        f"([llm].max_tokens, or llm = {{ max_tokens = ... }} on the action or role)"
     )
 
 

@@ -254,6 +254,7 @@ class Role:
         self, action: Action, news: tuple[Message, ...], earlier: tuple[Message, ...], turn: Turn
     ) -> Message | None:
         ctx = self.context(action, news, turn, earlier)
+        turn.last_cut = False
         result = await action.run(ctx)
         action.keep(result, ctx)
         if not result.publish:
@@ -265,6 +266,7 @@ class Role:
             content=result.content,
             payload=result.payload,
             parents=tuple(dict.fromkeys(m.id for m in news if m.id)),
+            cut=turn.last_cut,  # the action's last answer was cut at max_tokens
         )
         self.memory.add(message)
         return message

@@ -23,18 +23,30 @@ def said_token(
     """Passed when a message caused by ``in_action`` contains the done ``token`` (CAMEL's
     ``<CAMEL_TASK_DONE>``, a group chat's ``TERMINATE``; ``says`` decides instead when
     given) after at least ``at_least`` ``counting`` messages (called ``noun``). The reason
-    names who said it and how many came before; a run that ended without the token, or
-    said it too early, failed, and says why."""
+    names who said it and how many came before; a run that ended without the token, said
+    it too early, or said it after a ``counting`` message cut at ``max_tokens`` (its work is
+    not whole), failed, and says why."""
     said_it = says or (lambda text: token in text)
 
     def judge(record: RunRecord) -> Verdict:
         before = 0
         early = None
+        latest = None  # the last counted message so far: the work the token says is done
         for message in record.messages:
             # The token's own message counts too where it is of the counted kind (a group
             # chat's speaker says TERMINATE in a turn of the chat).
-            before += message.cause_by == counting
+            if message.cause_by == counting:
+                before += 1
+                latest = message
             if message.cause_by == in_action and said_it(message.content):
+                if latest is not None and latest.cut:
+                    return Verdict(
+                        passed=False,
+                        reason=f"{message.sent_from} said {token!r}, but {latest.sent_from}'s "
+                        f"last {counting} was cut at max_tokens (finish_reason length): a cut "
+                        f"answer is not a finished task; raise max_tokens for "
+                        f"{latest.sent_from}'s {counting}",
+                    )
                 if before >= at_least:
                     return Verdict(
                         passed=True,

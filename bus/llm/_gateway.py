@@ -319,6 +319,7 @@ class Gateway:
             reserved_usd=reserved,
             lost_call=lost_call,
             corrected=corrected,
+            finish_reason=completion.finish_reason if completion is not None else None,
             latency_ms=latency_ms,
             t=self._clock(),
         )

@@ -44,9 +44,11 @@ from .._redact import redact_url
 from ._live import LiveText
 from ._tokens import count_text, prompt_upper_bound, schema_text
 from ._wire import (
+    Answer,
     Lines,
     StreamReader,
     body_limit,
+    context_exceeded,
     first_line,
     head,
     read_answer,
@@ -173,7 +175,7 @@ class OpenAIProvider:
         params = request_params(request, max_tokens_param=self.max_tokens_param, stream=stream)
         if request.timeout_s is not None:  # the SDK's per-read timeout follows it too
             params["timeout"] = timeout_s
-        answer: tuple[str, Usage | None] | None = None
+        answer: Answer | None = None
         # timeout_s bounds the whole call: the SDK's timeout is per read, and a server that
         # trickles a byte a second would never trip it.
         with trio.move_on_after(timeout_s):
@@ -184,14 +186,18 @@ class OpenAIProvider:
                 retryable=True,
                 maybe_billed=True,
             )
-        text, usage = answer
+        text, usage, finish_reason = answer
         if usage is None:
             usage = _counted_usage(request, text, self.base_url)
-        return Completion(text=text, usage=usage, model=request.model, provider=self.name)
+        return Completion(
+            text=text,
+            usage=usage,
+            model=request.model,
+            provider=self.name,
+            finish_reason=finish_reason,
+        )
 
-    async def _exchange(
-        self, params: dict[str, Any], request: LLMRequest, stream: bool
-    ) -> tuple[str, Usage | None]:
+    async def _exchange(self, params: dict[str, Any], request: LLMRequest, stream: bool) -> Answer:
         """One request and its whole answer, read within the body size bound."""
         live = self.live if stream else None
         call = live.open(request) if live is not None else 0
@@ -212,7 +218,7 @@ class OpenAIProvider:
         limit: int,
         on_text: Callable[[str], None] | None,
         stream: bool,
-    ) -> tuple[str, Usage | None]:
+    ) -> Answer:
         assert self._client is not None
         try:
             async with self._client.chat.completions.with_streaming_response.create(
@@ -352,8 +358,9 @@ def _provider_error(error: openai.APIError, base_url: str) -> ProviderError:
         return ProviderError(f"cannot reach {base_url}: {error}", retryable=True)
     if isinstance(error, openai.APIStatusError):
         status = error.status_code
+        said = context_exceeded(error.body) or _said(error)
         return ProviderError(
-            f"{base_url} answered HTTP {status}: {_said(error)}",
+            f"{base_url} answered HTTP {status}: {said}",
             retryable=retryable_status(status),
             status=status,
             retry_after=_retry_after(error.response.headers),

@@ -80,7 +80,16 @@ class SimProvider:
         usage = Usage(
             prompt_tokens=count_prompt(request), completion_tokens=count_text(text, request.model)
         )
-        return Completion(text=text, usage=usage, model=request.model, provider=self.name)
+        # An answer that fills max_tokens was cut there (_generate cuts a long one), as a
+        # server says it.
+        cut = usage.completion_tokens >= request.max_tokens
+        return Completion(
+            text=text,
+            usage=usage,
+            model=request.model,
+            provider=self.name,
+            finish_reason="length" if cut else "stop",
+        )
 
     async def _trickle(self, request: LLMRequest, text: str, seconds: float) -> None:
         """The answer piece by piece over the call's latency, as a streaming server sends it."""

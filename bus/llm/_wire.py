@@ -81,6 +81,7 @@ class _Message(msgspec.Struct):
 
 class _Choice(msgspec.Struct):
     message: _Message | None = None
+    finish_reason: str | None = None
 
 
 class _Answer(msgspec.Struct):
@@ -103,6 +104,11 @@ class _Chunk(msgspec.Struct):
     error: Any = None
 
 
+Answer = tuple[str, Usage | None, str | None]
+"""An answer as read off the wire: its text, its usage (if the server said) and its
+finish_reason (if the server said)."""
+
+
 def not_an_answer(base_url: str, what: str, data: bytes) -> ProviderError:
     """A 200 answer that is no chat completion (see the module docstring)."""
     return ProviderError(
@@ -112,8 +118,8 @@ def not_an_answer(base_url: str, what: str, data: bytes) -> ProviderError:
     )
 
 
-def read_answer(body: bytes, base_url: str, content_type: str) -> tuple[str, Usage | None]:
-    """The text and usage of a (not streamed) chat completion ``body``."""
+def read_answer(body: bytes, base_url: str, content_type: str) -> Answer:
+    """The text, usage and finish_reason of a (not streamed) chat completion ``body``."""
     try:
         answer = msgspec.json.decode(body, type=_Answer)
     except msgspec.DecodeError as error:
@@ -122,9 +128,11 @@ def read_answer(body: bytes, base_url: str, content_type: str) -> tuple[str, Usa
             f"a body that is not a chat completion ({content_type or 'no content-type'}: {error})",
             body,
         ) from None
-    message = answer.choices[0].message if answer.choices else None
+    choice = answer.choices[0] if answer.choices else None
+    message = choice.message if choice is not None else None
     text = (message.content or message.refusal or "") if message is not None else ""
-    return text, answer.usage.value() if answer.usage is not None else None
+    usage = answer.usage.value() if answer.usage is not None else None
+    return text, usage, choice.finish_reason if choice is not None else None
 
 
 async def read_body(
@@ -192,6 +200,7 @@ class StreamReader:
         self.parts: list[str] = []
         self.usage: Usage | None = None
         self.finished = False  # a finish_reason or [DONE] arrived: the answer is whole
+        self.finish_reason: str | None = None  # the last one the stream named
         self.began = False  # a chunk with choices arrived: the server was generating
 
     def text(self) -> str:
@@ -221,7 +230,9 @@ class StreamReader:
                 self.parts.append(choice.delta.content)
                 if self._on_text is not None:
                     self._on_text(choice.delta.content)
-            self.finished = self.finished or choice.finish_reason is not None
+            if choice.finish_reason is not None:
+                self.finished = True
+                self.finish_reason = choice.finish_reason
         if chunk.usage is not None:  # the last chunk, with include_usage
             self.usage = chunk.usage.value()
 
@@ -243,8 +254,9 @@ class StreamReader:
             maybe_billed=self.began,
         )
 
-    def end(self, seen: bytes) -> tuple[str, Usage | None]:
-        """The text and usage once the body ended; a stream cut before its end is an error."""
+    def end(self, seen: bytes) -> Answer:
+        """The text, usage and finish_reason once the body ended; a stream cut before its end
+        is an error."""
         if not self.finished:
             raise ProviderError(
                 f"{self.base_url} ended the stream before the answer was whole "
@@ -252,4 +264,21 @@ class StreamReader:
                 retryable=True,
                 maybe_billed=True,
             )
-        return self.text(), self.usage
+        return self.text(), self.usage, self.finish_reason
+
+
+def context_exceeded(body: object) -> str | None:
+    """What to do about llama.cpp's ``exceed_context_size_error`` (HTTP 400 whose error
+    names the server's ``n_ctx``), or ``None`` for any other error body. The request will
+    not fit however often it is sent, so this is the server's configuration against the
+    run's, and the fix is in one of them."""
+    if not isinstance(body, dict) or body.get("type") != "exceed_context_size_error":
+        return None
+    n_ctx, prompt = body.get("n_ctx"), body.get("n_prompt_tokens")
+    needs = f"a prompt of {prompt} tokens" if isinstance(prompt, int) else "the prompt"
+    return (
+        f"the request does not fit the server's context: {needs} plus max_tokens of answer "
+        f"is more than its n_ctx = {n_ctx} tokens; lower max_tokens ([llm].max_tokens, or "
+        f"llm = {{ max_tokens = ... }} on the action or role) or the history the prompt "
+        f"carries, or start the server with a larger context (llama.cpp: --ctx-size)"
+    )

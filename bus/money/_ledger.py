@@ -55,6 +55,9 @@ class LedgerLine(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     ``lost_call`` is the call id of the reservation a ``lost`` line stands for (its
     ``llm_reserved`` event), so a resume killed after writing it does not count it again
     (omitted from the JSON on other lines).
+    ``finish_reason`` is why an answered call's model stopped, as the provider said it
+    (``length``: cut at ``max_tokens``); omitted when the provider did not say, and in
+    ledgers written before it.
     ``latency_ms`` (provider call duration) and ``t`` (Unix time at the end) are wall clock.
     """
 
@@ -81,6 +84,7 @@ class LedgerLine(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     reserved_usd: Decimal | None = None
     lost_call: int = 0
     corrected: str | None = None
+    finish_reason: str | None = None
     latency_ms: float
     t: float
 

@@ -4,7 +4,8 @@ It serves ``POST /v1/chat/completions`` from a script: each request takes the ne
 reply (the last one repeats), and every request is recorded (path, headers, JSON body) so a
 test can check what the client sent. Replies:
 
-- :class:`Answer` - a chat completion with the given usage; streamed as server-sent events
+- :class:`Answer` - a chat completion with the given usage and finish_reason (``length``
+  for an answer cut at max_tokens); streamed as server-sent events
   when the request says ``stream: true`` (usage in a last chunk with no choices, only when
   ``stream_options.include_usage`` asks for it, as OpenAI does);
 - :class:`Fail` - an HTTP error status with an OpenAI-style error body and headers
@@ -48,6 +49,7 @@ class Answer:
     completion_tokens: int | None = 7
     cached_tokens: int = 0
     chunks: int = 3  # how many pieces the text is streamed in
+    finish_reason: str = "stop"  # "length": the server cut the answer at max_tokens
 
 
 @dataclass(frozen=True)
@@ -277,7 +279,7 @@ def _completion(reply: Answer, model: str) -> dict[str, Any]:
         "choices": [
             {
                 "index": 0,
-                "finish_reason": "stop",
+                "finish_reason": reply.finish_reason,
                 "message": {"role": "assistant", "content": reply.text},
             }
         ],
@@ -334,7 +336,9 @@ def _sse(reply: Answer, model: str, include_usage: bool) -> list[str]:
         }
         for piece in pieces
     ]
-    events.append({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
+    events.append(
+        {**base, "choices": [{"index": 0, "delta": {}, "finish_reason": reply.finish_reason}]}
+    )
     if include_usage:
         events.append({**base, "choices": [], "usage": _usage(reply)})
     return [f"data: {json.dumps(event)}\n\n" for event in events] + ["data: [DONE]\n\n"]
