@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from ._errors import exception_leaves as exception_leaves
     from ._events import decode_event as decode_event
     from ._events import logical_view as logical_view
+    from ._events import message_sequence as message_sequence
     from ._events import read_events as read_events
     from ._jsonl import JsonlWriter as JsonlWriter
     from ._jsonl import read_jsonl as read_jsonl
@@ -123,6 +124,7 @@ _WHERE: dict[str, str] = {
     "run_sandboxed": ".sandbox._run",
     "Environment": "._environment",
     "logical_view": "._events",
+    "message_sequence": "._events",
     "decode_event": "._events",
     "read_events": "._events",
     "Injection": "._run",

@@ -233,6 +233,14 @@ def logical_view(records: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:
         yield _strip(rec)
 
 
+def message_sequence(path: Path) -> list[dict[str, Any]]:
+    """The message events of the log at ``path`` in order, logical fields only and without
+    ``seq`` (other events, such as a resume's, shift it without changing the messages): what
+    two runs are compared on (``sopbus diff``, a sweep's seeds)."""
+    events = (e for e in read_events(path) if e.get("kind") in MESSAGE_KINDS)
+    return [{k: v for k, v in e.items() if k != "seq"} for e in logical_view(events)]
+
+
 def _strip(value: Any) -> Any:
     if isinstance(value, dict):
         return {k: _strip(v) for k, v in value.items() if k not in _NOT_LOGICAL}

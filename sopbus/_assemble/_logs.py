@@ -11,6 +11,8 @@ from typing import Any
 
 from loguru import logger
 
+STDERR_FORMAT = "<green>{time:HH:mm:ss}</green> <level>{level: <7}</level> {message}"
+"""A line on stderr, for people: the time, the level, the message."""
 FILE_FORMAT = "{time:YYYY-MM-DD HH:mm:ss.SSS} | {level: <8} | {name}:{function}:{line} - {message}"
 _redact_stderr: list[Callable[[str], str]] = []  # the runs executing now (one, from the CLI)
 
@@ -53,7 +55,7 @@ def configure_logging(quiet: bool, verbose: bool = False) -> None:
         level="WARNING" if quiet else "INFO",
         colorize=sys.stderr.isatty(),
         filter=lambda record: verbose or not record["extra"].get("cost"),
-        format="<green>{time:HH:mm:ss}</green> <level>{level: <7}</level> {message}",
+        format=STDERR_FORMAT,
     )
 
 
@@ -83,7 +85,7 @@ def quiet_for_the_api() -> None:
         level="DEBUG",
         colorize=sys.stderr.isatty(),
         filter=_api_lines,
-        format="<green>{time:HH:mm:ss}</green> <level>{level: <7}</level> {message}",
+        format=STDERR_FORMAT,
     )
 
 

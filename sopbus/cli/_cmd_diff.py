@@ -19,8 +19,6 @@ from ._runref import EVENTS, add_runs_dir, resolve_run
 NAME = "diff"
 HELP = "print the first difference of two runs' message sequences (exit 5 if they differ)"
 
-_KINDS = ("message_published", "message_undelivered")
-
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("first", metavar="RUN1", help="a run id, a run directory, or 'last'")
@@ -40,12 +38,10 @@ def run(args: argparse.Namespace) -> int:
 
 
 def messages(run_dir: Path) -> list[dict[str, Any]]:
-    """The run's message events in order, logical fields only (no ``seq``: other events,
-    such as a resume's, shift it without changing the messages)."""
-    from sopbus.bus import logical_view, read_events
+    """The run's message events in order, logical fields only."""
+    from sopbus.bus import message_sequence
 
-    events = (e for e in read_events(run_dir / EVENTS) if e.get("kind") in _KINDS)
-    return [{k: v for k, v in e.items() if k != "seq"} for e in logical_view(events)]
+    return message_sequence(run_dir / EVENTS)
 
 
 def first_difference(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> str | None:

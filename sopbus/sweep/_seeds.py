@@ -12,11 +12,9 @@ import textwrap
 from collections import defaultdict
 from pathlib import Path
 
-from sopbus.bus import logical_view, read_events
+from sopbus.bus import message_sequence
 
 from ._record import SweepRecord
-
-_MESSAGES = ("message_published", "message_undelivered")
 
 
 def same_across_seeds(record: SweepRecord) -> list[str]:
@@ -46,8 +44,8 @@ def seeds_note(record: SweepRecord) -> str:
 
 
 def _digest(events: Path) -> str:
+    """The run's messages as ``sopbus diff`` compares them, in one hash."""
     h = hashlib.blake2b(digest_size=16)
-    for event in logical_view(e for e in read_events(events) if e.get("kind") in _MESSAGES):
-        event.pop("seq", None)
+    for event in message_sequence(events):
         h.update(repr(sorted(event.items())).encode())
     return h.hexdigest()
