@@ -110,12 +110,12 @@ class RunOutcome:
     def messages(self) -> list[Message]:
         """Every message the run published, in order (undelivered ones too)."""
         from sopbus.bus import read_events
+        from sopbus.bus._events import MESSAGE_KINDS
 
-        kinds = ("message_published", "message_undelivered")
         return [
             msgspec.convert(event["message"], Message)
             for event in read_events(self.run_dir / _EVENTS)
-            if event.get("kind") in kinds
+            if event.get("kind") in MESSAGE_KINDS
         ]
 
     def ledger(self) -> list[LedgerLine]:

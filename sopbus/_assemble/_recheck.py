@@ -24,10 +24,9 @@ from loguru import logger
 
 from sopbus.bus import logical_view, read_events
 from sopbus.bus._errors import SopbusError
+from sopbus.bus._events import MESSAGE_KINDS
 from sopbus.bus._layout import EVENTS, SUMMARY
 from sopbus.bus.store._fork import plan_replay
-
-_KINDS = ("message_published", "message_undelivered")
 
 
 @dataclass
@@ -94,7 +93,7 @@ def _messages(path: Path) -> list[tuple[int, dict[str, Any]]]:
     """(line, logical record) of each message event of the log at ``path``."""
     out = []
     for number, event in enumerate(logical_view(read_events(path)), 1):
-        if event.get("kind") in _KINDS:
+        if event.get("kind") in MESSAGE_KINDS:
             out.append((number, {k: v for k, v in event.items() if k != "seq"}))
     return out
 
