@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from ._errors import ProviderOverrun as ProviderOverrun
     from ._errors import SopbusError as SopbusError
     from ._errors import StopRun as StopRun
+    from ._errors import ToolServerError as ToolServerError
     from ._errors import exception_leaves as exception_leaves
     from ._events import decode_event as decode_event
     from ._events import logical_view as logical_view
@@ -104,6 +105,7 @@ _WHERE: dict[str, str] = {
     "ProviderError": "._errors",
     "ProviderOverrun": "._errors",
     "SopbusError": "._errors",
+    "ToolServerError": "._errors",
     "StopRun": "._errors",
     "exception_leaves": "._errors",
     "JsonlWriter": "._jsonl",

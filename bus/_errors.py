@@ -39,6 +39,15 @@ class ModelOutputError(SopbusError):
     """The model's answer does not fit the action's output schema (after all repairs)."""
 
 
+class ToolServerError(SopbusError):
+    """A tool source failed, not a tool: an MCP server did not start, crashed, timed out,
+    or listed tools sopbus cannot use. The message names the server and what to check."""
+
+    def __init__(self, server: str, message: str):
+        super().__init__(f"tool server {server!r}: {message}")
+        self.server = server
+
+
 class ProviderError(SopbusError):
     """An LLM provider failed: transport error, HTTP error status, timeout, an answer that is
     not a chat completion.
