@@ -21,7 +21,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.types import CallToolResult
 
 from support.cli import ARGV, sopbus
-from support.paths import SCENARIOS
+from support.paths import DATA, SCENARIOS
 
 pytestmark = pytest.mark.slow
 
@@ -186,6 +186,23 @@ async def test_a_runs_spend_never_passes_the_budget_it_asked_for(tmp_path: Path)
     ledger = load_ledger(ran["run_dir"])
     assert any(line.outcome == "refused" for line in ledger)
     assert all(line.total_usd <= ask for line in ledger)
+
+
+async def test_a_run_that_fails_is_a_tool_error_with_the_reason_and_the_run(tmp_path: Path) -> None:
+    # The writer's answers always miss `body`: one ask and two repairs, then the run fails.
+    (tmp_path / "no_body.toml").write_text(
+        "# SIMULATED OUTPUT: canned answers for sopbus's sim provider; no model wrote them.\n"
+        'simulated = true\n[[fixture]]\naction = "Draft"\nresponses = [\'{"title": "T"}\']\n'
+    )
+    pair = (DATA / "scenarios" / "review_pair.toml").read_text(encoding="utf-8")
+    pair = pair.replace("max_tokens = 256", 'max_tokens = 256\nfixtures = ["no_body.toml"]')
+    (tmp_path / "pair.toml").write_text(pair, encoding="utf-8")
+    async with served(tmp_path) as server:
+        failed = await server.error("run_scenario", scenario="pair.toml", budget=0.05)
+        summary = await server.data("run_summary", run="last")
+    assert summary["status"] == "failed" and summary["run_id"] in failed
+    assert "failed (error)" in failed and "role 'Writer' failed in round 1" in failed
+    assert str(tmp_path / "runs" / summary["run_id"]) in failed
 
 
 NOISY_SOP = """\
