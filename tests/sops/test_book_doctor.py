@@ -397,7 +397,7 @@ def test_sopbus_runs_the_shipped_doctor(tmp_path: Path) -> None:
     )
 
 
-def plan_record(**steps: list[dict[str, object]]) -> Any:
+def plan_record(**steps: list[Any]) -> Any:
     from sopbus.bus import RunRecord
 
     payload = {"diagnosis": "fine", "suggestions": [], "adjustment_list": [], **steps}
