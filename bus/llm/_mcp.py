@@ -13,8 +13,8 @@ import math
 import os
 import shutil
 import tempfile
-from collections.abc import AsyncIterator, Mapping
-from contextlib import AsyncExitStack, asynccontextmanager
+from collections.abc import AsyncIterator, Iterator, Mapping
+from contextlib import AsyncExitStack, asynccontextmanager, contextmanager
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -35,7 +35,7 @@ except ImportError as missing:  # the SDK is the mcp extra
         f"tool servers ([mcp.NAME]) need the MCP SDK: pip install 'sopbus[mcp]' ({missing})"
     ) from None
 
-from .._errors import ToolServerError
+from .._errors import ToolServerError, exception_leaves
 from ._mcp_output import MAX_TOOLS, check_tools, cut, stderr_tail, tool_output
 from ._tools import McpServer, ToolOutput, ToolSource, ToolSpec
 
@@ -202,12 +202,21 @@ async def _serve(
     task_status: trio.TaskStatus[McpToolSource] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Run one server for the run: connect, list, hand its source over, wait for the end."""
+    if (server.command is None) == (server.url is None):
+        raise ToolServerError(name, f"give exactly one of command or url in [mcp.{name}]")
     timeout = server.startup_timeout_s
     ready = False
     async with AsyncExitStack() as stack:
-        transport = _transport(name, server, cwd, log, stack)
+        if server.url is not None:
+            http = httpx2.AsyncClient(
+                headers=server.headers, timeout=httpx2.Timeout(30.0, read=300.0)
+            )
+            await stack.enter_async_context(http)
+            transport = streamable_http_client(server.url, http_client=http)
+        else:
+            transport = _stdio(name, server, cwd, log, stack)
         try:
-            with trio.CancelScope(deadline=trio.current_time() + timeout) as startup:
+            with trio.CancelScope(deadline=trio.current_time() + timeout) as startup, _one_error():
                 async with Client(transport) as client:
                     specs = check_tools(name, await _list_tools(name, client))
                     startup.deadline = math.inf
@@ -232,12 +241,20 @@ async def _serve(
             )
 
 
-def _transport(name: str, server: McpServer, cwd: Path, log: Path, stack: AsyncExitStack) -> Any:
-    if (server.command is None) == (server.url is None):
-        raise ToolServerError(name, f"give exactly one of command or url in [mcp.{name}]")
-    if server.url is not None:
-        http = httpx2.AsyncClient(headers=server.headers, timeout=httpx2.Timeout(30.0, read=300.0))
-        return streamable_http_client(server.url, http_client=http)
+@contextmanager
+def _one_error() -> Iterator[None]:
+    """The SDK's task groups wrap what fails inside a session in exception groups; a lone
+    error (ours from the tool list, the SDK's from the handshake) comes out as itself."""
+    try:
+        yield
+    except BaseExceptionGroup as group:
+        leaves = list(exception_leaves(group))
+        if len(leaves) == 1 and isinstance(leaves[0], Exception):
+            raise leaves[0] from None
+        raise
+
+
+def _stdio(name: str, server: McpServer, cwd: Path, log: Path, stack: AsyncExitStack) -> Any:
     folder = (cwd / server.cwd) if server.cwd else cwd
     if not folder.is_dir():
         raise ToolServerError(
@@ -308,5 +325,7 @@ def _transport_failure(error: BaseException) -> str:
     if isinstance(error, httpx2.HTTPStatusError):
         return f"it answered HTTP {error.response.status_code}, not MCP; check the url"
     if isinstance(error, pydantic.ValidationError):
-        return f"it answered something that is not MCP ({error.error_count()} errors)"
+        first = error.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        return f"its answer is not valid MCP at {where}: {first['msg']}"
     return f"{type(error).__name__}: {error}"

@@ -40,8 +40,7 @@ def check_tools(server: str, tools: Sequence[mcp_types.Tool]) -> list[ToolSpec]:
     if len(tools) > MAX_TOOLS:
         raise ToolServerError(
             server,
-            f"it lists {'more than ' if len(tools) > MAX_TOOLS + 1 else ''}{len(tools)} tools, "
-            f"more than the {MAX_TOOLS} sopbus takes from one server",
+            f"it lists at least {len(tools)} tools; sopbus takes at most {MAX_TOOLS} from one server",
         )
     seen: set[str] = set()
     specs = []

@@ -10,8 +10,9 @@ connection until uvicorn accepts it): no polling, no sleeps.
 
 The CASE picks the tool list: ``ok`` (the default: ``echo``, ``env``, ``pid``, ``big``, ``hang``,
 ``crash``, ``fail``, ``picture``, ``structured``), or a hostile list: ``many`` (10,000
-tools), ``bad-schema``, ``array-schema``, ``bad-name``, ``long-name``, ``duplicate``, and
-``exit-at-start`` (writes to stderr and exits before it speaks MCP).
+tools), ``bad-schema``, ``bad-name``, ``long-name``, ``duplicate``, and ``exit-at-start``
+(writes to stderr and exits before it speaks MCP). Mode ``raw`` is a hand-written server
+for lists the SDK would refuse to send: ``array-schema``, ``text-schema``.
 """
 
 from __future__ import annotations
@@ -40,8 +41,6 @@ def _tools(case: str) -> list[types.Tool]:
         return [_tool(f"t{i}", _OBJECT) for i in range(10_000)]
     if case == "bad-schema":
         return [_tool("echo", _TEXT), _tool("broken", {"type": "object", "properties": 5})]
-    if case == "array-schema":
-        return [_tool("listy", {"type": "array", "items": {"type": "string"}})]
     if case == "bad-name":
         return [_tool("rm -rf /", _OBJECT)]
     if case == "long-name":
@@ -127,13 +126,45 @@ def _http() -> None:
     anyio.run(uvicorn.Server(config).serve, [sock])
 
 
+_RAW_TOOLS = {
+    "array-schema": [
+        {"name": "listy", "inputSchema": {"type": "array", "items": {"type": "string"}}}
+    ],
+    "text-schema": [{"name": "texty", "inputSchema": "a string, not a schema"}],
+}
+
+
+def _raw(case: str) -> None:
+    """A hostile server that is not the SDK (the SDK refuses to send such lists): JSON-RPC
+    lines by hand, a legacy handshake, and the case's tool list as raw JSON."""
+    for line in sys.stdin:
+        request = json.loads(line)
+        if "id" not in request:
+            continue
+        answer: dict[str, Any] = {"jsonrpc": "2.0", "id": request["id"]}
+        if request["method"] == "initialize":
+            info = {"name": "raw", "version": "0"}
+            answer["result"] = {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {"tools": {}},
+                "serverInfo": info,
+            }
+        elif request["method"] == "tools/list":
+            answer["result"] = {"tools": _RAW_TOOLS[case]}
+        else:
+            answer["error"] = {"code": -32601, "message": f"no method {request['method']}"}
+        print(json.dumps(answer), flush=True)
+
+
 def main() -> None:
     mode = sys.argv[1]
     case = sys.argv[2] if len(sys.argv) > 2 else "ok"
     if case == "exit-at-start":
         print("fatal: the config file /nowhere/tools.toml does not exist", file=sys.stderr)
         sys.exit(3)
-    if mode == "http":
+    if mode == "raw":
+        _raw(case)
+    elif mode == "http":
         _http()
     else:
         anyio.run(_stdio, case)
