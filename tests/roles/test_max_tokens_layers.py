@@ -24,7 +24,7 @@ from support.paths import ROOT
 
 def code_bound(run: LLMSettings, *, role: LLMSettings | None = None, action: Any = None) -> int:
     engineer = Engineer(llm_defaults=run, llm=role, actions=[action or WriteCode()])
-    bound = engineer.llm_for(engineer.actions[0]).max_tokens
+    bound = engineer.llm_for(engineer.action_named("WriteCode")).max_tokens
     assert bound is not None
     return bound
 
