@@ -41,6 +41,9 @@ from ._live import LiveText
 from ._tokens import count_prompt, count_text, truncate_to_tokens
 
 _json = msgspec.json.Encoder()
+_UNSEEDED = ("idle_timeout_s",)
+"""Request fields added after the seed was fixed, and left out of it: a transport setting
+says nothing about the answer, and hashing it would change every simulated run's messages."""
 _MAX_DEPTH = 6
 _STOPWORDS = frozenset(
     "about above after again against also because been before being below between both "
@@ -109,8 +112,11 @@ class SimProvider:
             self.live.close(call)
 
     def _rng_seed(self, request: LLMRequest) -> int:
+        fields = msgspec.structs.asdict(msgspec.structs.replace(request, messages=()))
+        for name in _UNSEEDED:
+            del fields[name]
         digest = hashlib.blake2b(digest_size=8, key=str(self.seed).encode())
-        digest.update(_json.encode(msgspec.structs.replace(request, messages=())))
+        digest.update(_json.encode(fields))
         digest.update(_json.encode(said(request)))
         return int.from_bytes(digest.digest(), "big")
 
