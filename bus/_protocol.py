@@ -30,6 +30,18 @@ class ToolCall(msgspec.Struct, frozen=True, kw_only=True):
     arguments: str = "{}"
 
 
+class ToolOutput(msgspec.Struct, frozen=True, kw_only=True):
+    """What a tool gave back, as text for the model. ``is_error``: the tool said it failed
+    (the text says how; it still goes back to the model as the result). ``chars``: the
+    length of the whole result before any cut; ``cut``: ``text`` was cut to the source's
+    bound (the text says so at its end)."""
+
+    text: str
+    is_error: bool = False
+    chars: int = 0
+    cut: bool = False
+
+
 class ChatMessage(msgspec.Struct, frozen=True, omit_defaults=True):
     """One chat turn sent to the model: ``role`` is ``system``, ``user``, ``assistant`` or
     ``tool``. An assistant turn that asked for tools carries its ``tool_calls``; a ``tool``

@@ -162,7 +162,9 @@ def _tool_call(call: Any, place: str) -> ToolCall:
         raise ConfigError(f'{place} must be a table with name = "SOURCE.TOOL" (and arguments)')
     unknown = sorted(set(call) - {"name", "arguments"})
     if unknown:
-        raise ConfigError(f"{place} has unknown key(s) {', '.join(unknown)}; expected name, arguments")
+        raise ConfigError(
+            f"{place} has unknown key(s) {', '.join(unknown)}; expected name, arguments"
+        )
     arguments = call.get("arguments", {})
     text = arguments if isinstance(arguments, str) else _json.encode(arguments).decode()
     return ToolCall(id="", name=call["name"], arguments=text)

@@ -306,9 +306,7 @@ def wire_names(request: LLMRequest) -> list[str]:
 
 
 def _wire_name_of(request: LLMRequest) -> dict[str, str]:
-    return {
-        wire: spec.name for wire, spec in zip(wire_names(request), request.tools, strict=True)
-    }
+    return {wire: spec.name for wire, spec in zip(wire_names(request), request.tools, strict=True)}
 
 
 def from_wire(request: LLMRequest, calls: tuple[tuple[str, str, str], ...]) -> tuple[ToolCall, ...]:

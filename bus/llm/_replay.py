@@ -24,7 +24,7 @@ from pathlib import Path
 import msgspec
 
 from .._errors import ConfigError
-from .._jsonl import JsonlWriter, read_jsonl
+from .._jsonl import JsonlWriter
 from .._protocol import ChatMessage, Completion, LLMRequest, Provider, ToolSpec
 
 
@@ -92,7 +92,9 @@ class ReplayProvider:
         if not self.path.is_file():
             raise ConfigError(f"cassette {self.path} does not exist; record one with --record FILE")
         self._answers: dict[str, list[Completion]] = defaultdict(list)
-        for line in read_jsonl(self.path, CassetteLine):
+        from ._tape import read_recording  # the tape's reader skips its tool lines
+
+        for line in read_recording(self.path).calls:
             self._answers[line.key].append(line.completion)
         self._used: dict[str, int] = defaultdict(int)
 

@@ -17,6 +17,7 @@ from typing import Any, Protocol
 import msgspec
 
 from .._protocol import ToolCall as ToolCall
+from .._protocol import ToolOutput as ToolOutput
 from .._protocol import ToolSpec as ToolSpec
 
 DEFAULT_MAX_RESULT_CHARS = 20_000
@@ -27,18 +28,6 @@ DEFAULT_MAX_TOOL_STEPS = 8
 ``max_tool_steps``)."""
 SOURCE_PYTHON = "py"
 """The source name of Python function tools (``@sopbus.tool``): ``py.NAME``."""
-
-
-class ToolOutput(msgspec.Struct, frozen=True, kw_only=True):
-    """What a tool gave back, as text for the model. ``is_error``: the tool said it failed
-    (the text says how; it still goes back to the model as the result). ``chars``: the
-    length of the whole result before any cut; ``cut``: ``text`` was cut to the source's
-    bound (the text says so at its end)."""
-
-    text: str
-    is_error: bool = False
-    chars: int = 0
-    cut: bool = False
 
 
 class ToolSource(Protocol):

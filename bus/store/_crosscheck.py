@@ -226,7 +226,10 @@ def _check_answers(logs: Logs, by_seq: dict[Any, Record], report: Report, note: 
                 f"{where}: its ledger line differs from {logs.where(COSTS, by_seq[seq][0])} "
                 f"(seq {seq})"
             )
-        elif _usage(record) != (line.get("prompt_tokens"), line.get("completion_tokens")):
+        elif record.get("kind") != "tool" and _usage(record) != (
+            line.get("prompt_tokens"),
+            line.get("completion_tokens"),
+        ):
             report(
                 f"{where}: the answer's usage {_usage(record)} is not what ledger line {seq} "
                 f"charged ({line.get('prompt_tokens')}, {line.get('completion_tokens')})"

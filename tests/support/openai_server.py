@@ -305,7 +305,12 @@ def _call_deltas(reply: Answer) -> list[dict[str, Any]]:
     for index, (i, name, arguments) in enumerate(reply.tool_calls):
         half = len(arguments) // 2
         deltas.append(
-            {"index": index, "id": i, "type": "function", "function": {"name": name, "arguments": ""}}
+            {
+                "index": index,
+                "id": i,
+                "type": "function",
+                "function": {"name": name, "arguments": ""},
+            }
         )
         deltas += [
             {"index": index, "function": {"arguments": part}}
