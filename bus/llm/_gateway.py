@@ -53,7 +53,8 @@ _NO_USAGE = Usage(prompt_tokens=0, completion_tokens=0)
 _ZERO = Decimal(0)
 TOOL_PROVIDER = "tool"
 """The ``provider`` of a paid tool call's ledger line."""
-_TOOL: dict[str, Any] = {"provider": TOOL_PROVIDER, "source": "tool", "counted": False}
+# A tool is priced by its [mcp.NAME] price_per_call: the scenario.
+_TOOL: dict[str, Any] = {"provider": TOOL_PROVIDER, "source": "scenario", "counted": False}
 T = TypeVar("T")
 
 
