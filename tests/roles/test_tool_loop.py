@@ -112,6 +112,10 @@ def test_a_tool_loop_runs_records_and_replays_without_calling_a_tool(tmp_path: P
     last = [r for r in recording if "completion" in r][-1]
     assert last["completion"]["tool_calls"] == []
 
+    shown = sopbus("show", run_dir, env={"COLUMNS": "160"})
+    assert "tool calls (6)" in shown.stdout and "py.word_count" in shown.stdout
+    assert "py.word_cont" in shown.stdout and "error: " in shown.stdout
+
     replayed = run(tmp_path, "replay", run_dir, "--quiet")
     assert replayed.returncode == 0, replayed.stderr
     assert notes(tmp_path) == "three words\nsecond\nsecond\n"  # no tool ran again
