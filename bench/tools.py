@@ -1,117 +1,102 @@
-"""What the tool loop adds per tool call: a ``py`` tool loop on the simulator against the
-same number of plain model calls.
+"""The round trip of one MCP tool call through sopbus's client (bus/llm/_mcp.py).
 
-Both sides run in one process on a real :class:`sopbus.bus.Gateway` and a real run store in
-a temporary directory (ledger, events, ``calls.jsonl`` written and flushed). The loop side
-asks an action whose fixture answers ``steps`` times with one call of ``py.echo`` and then
-answers; the plain side makes ``steps + 1`` model calls of the same requests without tools.
-The difference per tool call is the loop's overhead: running the tool in a worker thread,
-the tool record and ``tool_called`` event, and the longer prompt the simulator counts.
+Starts real servers: ``mcp-server-time`` over stdio (``get_current_time``), the tests'
+SDK-built helper (tests/support/mcp_tool_server.py) over stdio (``echo``) and over
+streamable HTTP (``echo``), and times N calls of each after a warm-up: min, median, max in
+milliseconds. ``--big`` also times one result of that many characters over stdio and over
+HTTP (the cut, and the SDK's reading of a long line), with the process's peak memory.
 
-    python bench/tools.py [--steps N] [--repeat R] [--json]
+    python bench/tools.py [--calls N] [--big CHARS]
 """
 
 from __future__ import annotations
 
 import argparse
-import json
+import resource
+import shutil
 import statistics
+import subprocess
 import sys
-import tempfile
 import time
-from decimal import Decimal
 from pathlib import Path
 
 import trio
-from loguru import logger
 
-from sopbus.bus import Budget, ChatMessage, Gateway, LLMRequest, PriceBook, Turn
-from sopbus.bus._protocol import ToolCall
-from sopbus.bus.llm import SimProvider
-from sopbus.bus.llm._fixtures import Fixture
-from sopbus.bus.llm._toolbox import ToolBox
-from sopbus.bus.store._store import RunStore
-from sopbus.roles import LLMSettings, PythonTools, Tool, ask_model
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # run from a checkout, uninstalled
 
+from sopbus.bus.llm._mcp import open_mcp_servers  # noqa: E402
+from sopbus.bus.llm._tools import McpServer, ToolSource  # noqa: E402
 
-def echo(text: str) -> str:
-    """Gives ``text`` back."""
-    return text
+HELPER = ROOT / "tests" / "support" / "mcp_tool_server.py"
 
 
-def fixture(steps: int) -> Fixture:
-    call = (ToolCall(id="", name="py.echo", arguments='{"text": "hello"}'),)
-    return Fixture(
-        action="Bench", responses=("",) * steps + ("done",), calls=(call,) * steps + ((),)
-    )
+def _time_server() -> str:
+    beside = Path(sys.executable).with_name("mcp-server-time")
+    found = str(beside) if beside.exists() else shutil.which("mcp-server-time")
+    if found is None:
+        raise SystemExit("no mcp-server-time: pip install -e '.[test]'")
+    return found
 
 
-async def loop_once(root: Path, steps: int) -> float:
-    store = RunStore.create(root, "loop")
-    sim = SimProvider(fixtures=[fixture(steps)])
-    gateway = Gateway(sim, PriceBook.load(), Budget(Decimal(10)), sink=store.record_call)
-    box = ToolBox([PythonTools([Tool(echo)])], gateway=gateway, store=store)
-    turn = Turn(run_id="b", round=1, role="R", gateway=gateway, services=store, tools=box)
-    start = time.perf_counter()
-    await ask_model(
-        turn,
-        (ChatMessage("user", "go"),),
-        output=None,
-        llm=LLMSettings(model="gpt-4o-mini"),
-        action="Bench",
-        role="R",
-        max_repairs=0,
-        tools=("py.echo",),
-        max_tool_steps=steps,
-    )
-    took = time.perf_counter() - start
-    store.close()
-    return took
+async def _round_trips(
+    source: ToolSource, tool: str, arguments: dict[str, str], calls: int
+) -> list[float]:
+    await source.call(tool, arguments)  # warm-up
+    times = []
+    for _ in range(calls):
+        start = time.perf_counter()
+        await source.call(tool, arguments)
+        times.append((time.perf_counter() - start) * 1000)
+    return times
 
 
-async def plain_once(root: Path, steps: int) -> float:
-    store = RunStore.create(root, "plain")
-    gateway = Gateway(SimProvider(), PriceBook.load(), Budget(Decimal(10)), sink=store.record_call)
-    request = LLMRequest(messages=(ChatMessage("user", "go"),), model="gpt-4o-mini", role="R")
-    start = time.perf_counter()
-    for _ in range(steps + 1):
-        await gateway.complete(request, round=1)
-    took = time.perf_counter() - start
-    store.close()
-    return took
+def _row(label: str, times: list[float]) -> None:
+    print(f"{label:<34} {min(times):8.3f} {statistics.median(times):8.3f} {max(times):8.3f}")
 
 
-async def main(steps: int, repeat: int) -> dict[str, float]:
-    logger.remove()
-    loops, plains = [], []
-    with tempfile.TemporaryDirectory() as scratch:
-        root = Path(scratch)
-        for _ in range(repeat):
-            loops.append(await loop_once(root, steps))
-            plains.append(await plain_once(root, steps))
-    loop, plain = statistics.median(loops), statistics.median(plains)
-    return {
-        "steps": steps,
-        "loop_ms": loop * 1000,
-        "plain_ms": plain * 1000,
-        "overhead_per_tool_call_ms": (loop - plain) / steps * 1000,
+async def main(calls: int, big: int, url: str) -> None:
+    servers = {
+        "time": McpServer(command=_time_server()),
+        "helper": McpServer(command=sys.executable, args=[str(HELPER), "stdio"]),
+        "web": McpServer(url=url),
     }
+    async with open_mcp_servers(servers, cwd=ROOT) as [clock, helper, web]:
+        print(
+            f"{'one tool call, ms (N=' + str(calls) + ')':<34} {'min':>8} {'median':>8} {'max':>8}"
+        )
+        _row(
+            "stdio mcp-server-time",
+            await _round_trips(clock, "get_current_time", {"timezone": "UTC"}, calls),
+        )
+        _row("stdio helper echo", await _round_trips(helper, "echo", {"text": "hi"}, calls))
+        _row("http helper echo", await _round_trips(web, "echo", {"text": "hi"}, calls))
+        for label, source in (("stdio", helper), ("http", web)):
+            if big:
+                start = time.perf_counter()
+                output = await source.call("big", {"chars": str(big)})
+                took = time.perf_counter() - start
+                peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+                print(
+                    f"{label} result of {big:,} chars: {took:.2f} s, cut={output.cut}, "
+                    f"peak memory of this process {peak:.0f} MB"
+                )
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=8)
-    parser.add_argument("--repeat", type=int, default=20)
-    parser.add_argument("--json", action="store_true")
-    args = parser.parse_args()
-    figures = trio.run(main, args.steps, args.repeat)
-    if args.json:
-        json.dump(figures, sys.stdout)
-        print()
-    else:
-        print(
-            f"{args.steps} tool steps: loop {figures['loop_ms']:.2f} ms, "
-            f"{args.steps + 1} plain calls {figures['plain_ms']:.2f} ms; "
-            f"overhead {figures['overhead_per_tool_call_ms']:.3f} ms per tool call (median of "
-            f"{args.repeat})"
-        )
+    parser.add_argument("--calls", type=int, default=200)
+    parser.add_argument(
+        "--big", type=int, default=0, help="also time one result of this many characters"
+    )
+    options = parser.parse_args()
+    server = subprocess.Popen(
+        [sys.executable, str(HELPER), "http"], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert server.stdout is not None
+        port = int(server.stdout.readline().removeprefix("port="))
+        trio.run(main, options.calls, options.big, f"http://127.0.0.1:{port}/mcp")
+    finally:
+        server.terminate()
+        server.wait(timeout=10)

@@ -11,17 +11,21 @@ The question is the scenario's idea. ``[sop]`` options (paths relative to the sc
     max_new_chapters = 3           # new chapters one plan may add
 
 See ``sopbus.roles.book._doctor`` for the protocol, the trimming and the fail-closed rule.
-The verdict: a plan was proposed (only a plan that passed validation is ever published).
+The verdict is the SOP's purpose, a plan to change the book: a validated plan was proposed
+(only such a plan is ever published) with at least one step that names a chapter of the
+book: a suggestion with a note, or an adjustment with a title or summary, for an existing
+chapter number, or a titled new chapter after an existing one. A plan with no step, or whose
+steps name no chapter of the book or say nothing (empty notes and titles), fails.
 """
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any, NamedTuple
 
 import msgspec
 
 from sopbus.bus import ConfigError, RunRecord, Verdict
-from sopbus.roles.book._data import load_book
+from sopbus.roles.book._data import BookData, load_book
 from sopbus.roles.book._doctor import (
     CHAR_RANGE,
     STEP_RANGE,
@@ -64,38 +68,89 @@ def build(ctx: SopContext) -> Team:
     book = load_book(ctx.resolve(o.book))
     return Team(
         roles=[BookDoctor(book=book, bounds=bounds, llm_defaults=ctx.llm_defaults)],
-        verdict=valid_plan,
+        verdict=lambda record: valid_plan(record, book),
     )
 
 
-_STEPS = ("suggestions", "adjustment_list", "new_chapters")  # each names a chapter (validated)
+class _StepKind(NamedTuple):
+    noun: str
+    chapter_key: str  # the field that names a chapter of the book
+    says: tuple[str, ...]  # fields of which at least one must say what to do
 
 
-def valid_plan(record: RunRecord) -> Verdict:
+_STEPS = {
+    "suggestions": _StepKind("suggestion(s)", "chapter", ("note",)),
+    "adjustment_list": _StepKind("adjustment(s)", "chapter", ("title", "summary")),
+    "new_chapters": _StepKind("new chapter(s)", "after", ("title",)),
+}
+"""The step lists of a plan document (``roles.book._plan.plan_document``)."""
+
+RULE = "a plan passes with at least one step that names a chapter of the book"
+
+
+def valid_plan(record: RunRecord, book: BookData) -> Verdict:
     """The book doctor's verdict: a validated plan was proposed (``plan.md``) with at least
-    one step, each of which names a chapter of the book (the validator checks the names)."""
+    one step that names a chapter of ``book`` (see the module docstring)."""
     plan = record.last(ProposePlan.name)
-    if plan is not None:
-        payload = plan.payload if isinstance(plan.payload, dict) else {}
-        steps = sum(len(payload.get(k) or []) for k in _STEPS)
-        if steps == 0:
-            # A plan is for changing the book: one with nothing to do is a diagnosis only.
-            return Verdict(
-                passed=False,
-                reason="the plan proposes no step: no suggestion, adjustment or new chapter "
-                "names a chapter of the book",
-                evidence="plan.md",
-            )
-        return Verdict(
-            passed=True,
-            reason=f"a validated plan was proposed (plan.md): "
-            f"{len(payload.get('suggestions', []))} suggestion(s), "
-            f"{len(payload.get('adjustment_list', []))} adjustment(s), "
-            f"{len(payload.get('new_chapters', []))} new chapter(s)",
-            evidence="plan.md",
+    if plan is None:
+        why = record.detail or record.end_reason
+        return Verdict(passed=False, reason=f"no valid plan was proposed: {why}")
+    payload = plan.payload if isinstance(plan.payload, dict) else {}
+    counted = {kind: named_steps(payload, kind, book) for kind in _STEPS}
+    named = sum(counted.values())
+    steps = sum(len(_entries(payload, kind)) for kind in _STEPS)
+    kinds = ", ".join(f"{counted[kind]} {step.noun}" for kind, step in _STEPS.items())
+    if named == 0:
+        what = (
+            "the plan (plan.md) proposes no step (no suggestion, adjustment or new chapter)"
+            if steps == 0
+            else f"none of the plan's {steps} step(s) (plan.md) names a chapter of the book "
+            f"with something to do"
         )
-    why = record.detail or record.end_reason
-    return Verdict(passed=False, reason=f"no valid plan was proposed: {why}")
+        return Verdict(passed=False, reason=f"{what}: {RULE} ({_span(book)})", evidence="plan.md")
+    ignored = (
+        f"; {steps - named} other step(s) name no chapter of the book or say nothing, "
+        f"and do not count"
+        if named < steps
+        else ""
+    )
+    return Verdict(
+        passed=True,
+        reason=f"a validated plan was proposed (plan.md) with {named} step(s) that name a "
+        f"chapter of the book: {kinds}{ignored}",
+        evidence="plan.md",
+    )
+
+
+def named_steps(payload: dict[str, Any], kind: str, book: BookData) -> int:
+    """How many ``kind`` steps of a plan document name a chapter of ``book`` and say what to
+    do: a suggestion's note, an adjustment's title or summary, a new chapter's title."""
+    numbers = {c.number for c in book.chapters}
+    step = _STEPS[kind]
+    return sum(
+        1
+        for entry in _entries(payload, kind)
+        if _number(entry.get(step.chapter_key)) in numbers
+        and any(_text(entry.get(field)) for field in step.says)
+    )
+
+
+def _entries(payload: dict[str, Any], kind: str) -> list[dict[str, Any]]:
+    entries = payload.get(kind)
+    return [e for e in entries if isinstance(e, dict)] if isinstance(entries, list) else []
+
+
+def _number(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _text(value: object) -> bool:
+    return isinstance(value, str) and bool(value.strip())
+
+
+def _span(book: BookData) -> str:
+    numbers = [c.number for c in book.chapters]
+    return f"its chapters are {numbers[0]} to {numbers[-1]}"
 
 
 SOP = _sop.SOP(

@@ -15,6 +15,7 @@ and the run goes until no condition holds (idle). The book, with its outline, is
     split_chars = 2000       # content longer than this (and no subheadings) is split
     max_revisions = 1        # the evaluation worker fires while revision_count < this
     max_split_depth = 1      # 1: only top-level headings are split
+    word_tolerance = 0.25    # the verdict's tolerance on word targets: 0.25 is ±25%
 
 The outline file::
 
@@ -29,8 +30,12 @@ to ``sopbus run --inject FILE``) with ``cause_by = "Board.<slot>"`` and
 ``payload = { heading = "...", value = ... }`` (``content`` is the value when the payload
 has none). They are processed by the same triggers as the workers' writes.
 
-The verdict: every heading of the outline was written (it has content, or each of its
-subheadings has). A run that went idle with chapters left empty has failed its purpose.
+The verdict is the SOP's purpose, the book as the outline asks for it: every heading of
+the outline was written (it has content, or each of its subheadings has), and every heading
+with a ``words`` target has that many words within ``word_tolerance`` (its own text and its
+subheadings', counted in the text, not in the ``word_count`` slot). A run that went idle
+with chapters empty, short or twice too long has failed; the reason names each chapter that
+missed, by how much.
 """
 
 from __future__ import annotations
@@ -43,7 +48,7 @@ from sopbus.bus import ConfigError, Message, RunRecord, Verdict, read_user_toml
 from sopbus.roles.book._board import Board, BoardView, write_message
 from sopbus.roles.book._notes import load_notes, load_policies
 from sopbus.roles.book._render import BoardKeeper
-from sopbus.roles.book._workers import WORKERS, WriterSettings
+from sopbus.roles.book._workers import WORKERS, WriterSettings, word_count
 
 from . import _sop
 from ._sop import SopContext, Team
@@ -61,6 +66,7 @@ class WriterOptions(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
     split_chars: Positive = 2000
     max_revisions: Positive = 1
     max_split_depth: Positive = 1
+    word_tolerance: Annotated[float, msgspec.Meta(ge=0, le=1)] = 0.25
 
 
 class OutlineHeading(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -124,33 +130,86 @@ def build(ctx: SopContext) -> Team:
     board.writers.add(OUTLINE_SENDER)
     seed = outline_writes(outline, sender=OUTLINE_SENDER)
     board.seed(seed)
-    titles = [h.title.strip() for h in outline.heading]
     return Team(
         roles=[keeper, *workers],
         seed=seed,
         finish=keeper.finish,
-        verdict=lambda record: book_written(board, titles, record, keeper.book_file),
+        verdict=lambda record: book_written(
+            board, outline, record, tolerance=o.word_tolerance, book_file=keeper.book_file
+        ),
     )
 
 
 def book_written(
-    board: Board, titles: list[str], record: RunRecord, book_file: str = "book.md"
+    board: Board,
+    outline: Outline,
+    record: RunRecord,
+    *,
+    tolerance: float = 0.25,
+    book_file: str = "book.md",
 ) -> Verdict:
-    """The book writer's verdict: every outline heading has been written (in ``book_file``)."""
+    """The book writer's verdict: every outline heading has text (in ``book_file``) and
+    each one with a ``words`` target is within ``tolerance`` of it (0.25: ±25%)."""
     view = board.view()
-    empty = [t for t in titles if not _written(view, t, set())]
-    if not empty:
+    headings = [(h.title.strip(), h.words) for h in outline.heading]
+    empty = [t for t, _ in headings if not _written(view, t, set())]
+    counts = {t: words_under(view, t) for t, _ in headings}
+    missed = [
+        (t, counts[t], target)
+        for t, target in headings
+        if target and t not in empty and abs(counts[t] - target) > tolerance * target
+    ]
+    return _judged(headings, counts, empty, missed, tolerance, record, book_file)
+
+
+def _judged(
+    headings: list[tuple[str, int]],
+    counts: dict[str, int],
+    empty: list[str],
+    missed: list[tuple[str, int, int]],
+    tolerance: float,
+    record: RunRecord,
+    book_file: str,
+) -> Verdict:
+    targets = [(t, target) for t, target in headings if target]
+    which = "each" if len(targets) == len(headings) else f"the {len(targets)} with a target"
+    rule = (
+        f"written, {which} within ±{tolerance * 100:g}% of its word target"
+        if targets
+        else "written"
+    )
+    totals = (
+        f"; {sum(counts[t] for t, _ in targets):,} of "
+        f"{sum(target for _, target in targets):,} words in all"
+        if targets
+        else ""
+    )
+    if not empty and not missed:
         return Verdict(
             passed=True,
-            reason=f"all {len(titles)} headings of the outline were written ({book_file})",
+            reason=f"all {len(headings)} headings of the outline are {rule}{totals} ({book_file})",
             evidence=book_file,
         )
+    problems = [_miss(t, n, target) for t, n, target in missed]
+    if empty:
+        problems.append(f"no text: {', '.join(empty)}")
     return Verdict(
         passed=False,
-        reason=f"{len(empty)} of {len(titles)} headings have no text: "
-        f"{', '.join(empty)} (the run ended: {record.end_reason})",
+        reason=f"{len(empty) + len(missed)} of {len(headings)} headings fail the rule "
+        f"(every heading {rule}): {'; '.join(problems)}{totals} "
+        f"(the run ended: {record.end_reason})",
         evidence=book_file,
     )
+
+
+def words_under(view: BoardView, heading: str) -> int:
+    """The words of ``heading``'s text and of its subheadings', counted in the text."""
+    return sum(word_count(view[h].content) for h in view.subtree(heading))
+
+
+def _miss(title: str, words: int, target: int) -> str:
+    off = (words - target) / target
+    return f"{title} has {words:,} of {target:,} words ({off:+.0%})"
 
 
 def _written(view: BoardView, heading: str, seen: set[str]) -> bool:

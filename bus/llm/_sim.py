@@ -5,7 +5,10 @@ text that validates against the schema (objects, arrays, tuples, strings with fo
 lengths, enums, consts, numbers with bounds, booleans, ``$defs``/``$ref``, ``anyOf``/
 ``oneOf``/``allOf``, optional fields: what pydantic's ``model_json_schema()`` produces;
 ``pattern`` is not honoured). Strings are sentences made of the prompt's own words and the
-field's name, so the content changes with the input and reads like a draft. For free text
+field's name, so the content changes with the input and reads like a draft. The request is
+read as the sorted set of its lines (:func:`said`), whichever message and place each line is
+in: a prompt laid out anew with the same lines gets the same answer, so a change of layout
+(the stable part first, for prefix caches) is seen to keep every message of a run. For free text
 it is a paragraph of the same kind. The completion never passes ``max_tokens``: a long answer
 is redrawn terse, and cut at the limit if still too long (as a server cuts it).
 
@@ -23,6 +26,8 @@ import math
 import random
 import re
 import uuid
+import zlib
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -128,10 +133,10 @@ class SimProvider:
             self.live.close(call)
 
     def _rng_seed(self, request: LLMRequest) -> int:
-        digest = hashlib.blake2b(
-            _seed_text(request), digest_size=8, key=str(self.seed).encode()
-        ).digest()
-        return int.from_bytes(digest, "big")
+        digest = hashlib.blake2b(digest_size=8, key=str(self.seed).encode())
+        digest.update(_seed_text(msgspec.structs.replace(request, messages=())))
+        digest.update(_json.encode(said(request)))
+        return int.from_bytes(digest.digest(), "big")
 
     def _latency(self, rng: random.Random) -> float:
         if isinstance(self.latency_ms, tuple):
@@ -200,15 +205,28 @@ def _generate(request: LLMRequest, rng: random.Random) -> str:
     return truncate_to_tokens(text, request.model, request.max_tokens)
 
 
+def said(request: LLMRequest) -> list[str]:
+    """What ``request`` says, whatever its layout: its non-blank lines, sorted."""
+    return sorted(
+        line
+        for message in request.messages
+        for line in message.content.splitlines()
+        if line.strip()
+    )
+
+
 def _prompt_words(request: LLMRequest) -> list[str]:
-    # The last message is what is asked now, so its words come first.
-    seen: dict[str, None] = {}
-    for message in reversed(request.messages):
-        for word in re.findall(r"[A-Za-z][A-Za-z-]{3,}", message.content):
+    # The words the prompt uses most come first (what it is about), then the longer ones
+    # (names and terms over short filler); never by where a word stands, so that the layout
+    # of the prompt does not change the answer.
+    counts: Counter[str] = Counter()
+    for line in said(request):
+        for word in re.findall(r"[A-Za-z][A-Za-z-]{3,}", line):
             lower = word.lower().strip("-")
             if lower not in _STOPWORDS and len(lower) > 3:
-                seen.setdefault(lower, None)
-    return list(seen)[:40] or list(_FALLBACK_WORDS)
+                counts[lower] += 1
+    ranked = sorted(counts, key=lambda w: (-counts[w], -len(w), zlib.crc32(w.encode())))
+    return ranked[:40] or list(_FALLBACK_WORDS)
 
 
 _TEMPLATES = (

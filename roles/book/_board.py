@@ -206,6 +206,19 @@ class BoardView:
             seen.add(node or "")
         return depth
 
+    def subtree(self, heading: str) -> list[str]:
+        """``heading`` and all its subheadings, at any depth, parents first."""
+        seen: set[str] = set()
+
+        def visit(node: str) -> Iterator[str]:
+            if node not in seen:
+                seen.add(node)
+                yield node
+                for child in self.children(node):
+                    yield from visit(child)
+
+        return list(visit(heading))
+
     def top_level(self) -> list[str]:
         nested = {c for h in self.headings for c in self.children(h)}
         return [h for h in self.headings if h not in nested]

@@ -25,12 +25,9 @@ def render_book(view: BoardView, *, title: str) -> str:
     for heading, depth in view.walk():
         entry = view[heading]
         total += entry.word_count
-        wanted = f" of {entry.word_count_requirement:,}" if entry.word_count_requirement else ""
         open_work = [slot for slot in ("evaluation", "strategy") if getattr(entry, slot)]
         flag = f" (open: {', '.join(open_work)})" if open_work else ""
-        outline.append(
-            f"{'  ' * depth}- {title_of(heading)}: {entry.word_count:,}{wanted} words{flag}"
-        )
+        outline.append(f"{'  ' * depth}- {title_of(heading)}: {_words(view, heading)}{flag}")
         body.append(f"{'#' * min(depth + 2, 6)} {title_of(heading)}\n")
         if entry.content.strip():
             body.append(entry.content.strip() + "\n")
@@ -43,6 +40,16 @@ def render_book(view: BoardView, *, title: str) -> str:
         "\n".join(outline) + "\n" if outline else "_(empty)_\n",
     ]
     return "\n".join([*head, *body])
+
+
+def _words(view: BoardView, heading: str) -> str:
+    """``"534 of 500 words (39 in the lead-in)"``: a heading's words with its subheadings',
+    against its target (what the book writer's verdict judges)."""
+    entry = view[heading]
+    total = sum(view[h].word_count for h in view.subtree(heading))
+    wanted = f" of {entry.word_count_requirement:,}" if entry.word_count_requirement else ""
+    lead = f" ({entry.word_count:,} in the lead-in)" if entry.subheadings else ""
+    return f"{total:,}{wanted} words{lead}"
 
 
 class BoardKeeper(Role):

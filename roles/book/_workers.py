@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -188,8 +188,11 @@ class BoardWorker(Role, ABC, register=False):
         show: Sequence[str] = (),
         task: str | None = None,
     ) -> M:
-        """One model call about ``heading``: the book, the heading's requirement and the
-        slots named in ``show``, the author's matching policies, then the instruction."""
+        """One model call about ``heading``, laid out for prefix caches: what every worker's
+        call shares (the book) as the system turn; then the author's policies for the
+        heading, the heading, its requirement and the slots named in ``show`` (in
+        :data:`SLOT_ORDER`, whoever asks), which every call about the heading shares; the
+        worker's own part (who it is, its task and instruction) last."""
         policies = policies_for(self.settings.policies, heading)
         turn.emit(
             "policies_looked_up",
@@ -198,20 +201,19 @@ class BoardWorker(Role, ABC, register=False):
             policies=[p.id for p in policies],
         )
         entry = view[heading]
-        parts = [f"Book: {self.board.title}"]
+        book = [f"Book: {self.board.title}"]
         if self.board.brief:
-            parts.append(f"Brief: {self.board.brief}")
-        parts.append(f"Heading: {heading}")
+            book.append(f"Brief: {self.board.brief}")
+        parts = [policy_text(policies), f"Heading: {heading}"]
         if entry.requirement:
             parts.append(f"Requirement: {entry.requirement}")
         if entry.word_count_requirement:
             parts.append(f"Length: about {entry.word_count_requirement} words")
-        parts.extend(_slot_text(entry, slot) for slot in show)
-        parts.append(policy_text(policies))
+        parts.extend(_slot_text(entry, slot) for slot in sorted(show, key=_slot_rank(entry)))
         task = task or self.task
-        parts.append(f"## Your task: {task}\n{instruction}")
+        parts.append(f"{self.system_text()}\n\n## Your task: {task}\n{instruction}")
         messages = (
-            ChatMessage("system", self.system_text()),
+            ChatMessage("system", "\n\n".join(book)),
             ChatMessage("user", "\n\n".join(parts)),
         )
         return await ask_model(
@@ -227,6 +229,20 @@ class BoardWorker(Role, ABC, register=False):
 
     def write(self, heading: str, slot: str, value: Any) -> Message:
         return write_message(heading, slot, value, sender=self.name)
+
+
+SLOT_ORDER = ("material", "content", "evaluation", "strategy")
+"""The order in which a call shows a heading's slots, whichever it shows: the order they are
+filled in, empty ones last, so that a later call's prompt starts as an earlier one's about
+the heading did (the revision's as the writing's, the revision plan's as the evaluation's)."""
+
+
+def _slot_rank(entry: Heading) -> Callable[[str], tuple[bool, int]]:
+    def rank(slot: str) -> tuple[bool, int]:
+        order = SLOT_ORDER.index(slot) if slot in SLOT_ORDER else len(SLOT_ORDER)
+        return getattr(entry, slot) in ("", ()), order
+
+    return rank
 
 
 def _slot_text(entry: Heading, slot: str) -> str:

@@ -75,13 +75,16 @@ class WriteCode(Action):
     ) -> str:
         """The new content of ``path``. With ``current`` (the workspace as it is), the
         prompt shows the code and asks for a fix of what ``context`` reports."""
-        head = f"File to write: {path}\nFiles of the project: {', '.join(files)}\n\n"
-        text = head + self.instruction
+        # What every file of this round shares comes first, the file's own lines last, so
+        # that the calls of one round share their prompt's prefix (a server's cache).
+        text = f"Files of the project: {', '.join(files)}\n\n{self.instruction}"
+        if current is not None:
+            text += f"\n\nThe current code:\n\n{listing(current)}"
+        text += f"\n\nFile to write: {path}"
         if current is not None:
             text += (
-                f"\n\nThe current code:\n\n{listing(current)}\n\nRewrite {path} so that the "
-                f"problems reported above are fixed. Keep its interface unless the report "
-                f"says the interface is wrong."
+                f"\n\nRewrite {path} so that the problems reported above are fixed. Keep "
+                f"its interface unless the report says the interface is wrong."
             )
         prompt = task_prompt(ctx, self.name, text, context=context)
         return (await self.ask(ctx, prompt, output=CodeFile, subject=path)).code
@@ -100,7 +103,7 @@ class WriteCodeReview(Action):
     async def review(
         self, ctx: ActionContext, path: str, code: str, *, context: Sequence[Message]
     ) -> CodeReview:
-        text = f"File to review: {path}\n\n{listing({path: code})}\n\n{self.instruction}"
+        text = f"{self.instruction}\n\nFile to review: {path}\n\n{listing({path: code})}"
         prompt = task_prompt(ctx, self.name, text, context=context)
         return await self.ask(ctx, prompt, output=CodeReview, subject=path)
 
@@ -256,11 +259,12 @@ class Engineer(Role):
         return code
 
     def _context(self, fixing: bool) -> list[Message]:
-        """The design and the task list; when fixing, also what was reported to the engineer
-        since (bug reports, test results, reviewers' notes), newest last."""
+        """The task list and the design; when fixing, also what was reported to the engineer
+        since (bug reports, test results, reviewers' notes), newest last. The task list comes
+        first because the summary's prompt starts with it too (one prefix for a cache)."""
         docs = [
             m
-            for m in (self.memory.latest(WriteDesign.name), self.memory.latest(WriteTasks.name))
+            for m in (self.memory.latest(WriteTasks.name), self.memory.latest(WriteDesign.name))
             if m
         ]
         if not fixing:

@@ -69,9 +69,10 @@ class WriteTest(Action):
         context: Sequence[Message],
         problem: str = "",
     ) -> str:
+        # The code and the instruction, shared by every test file of the round, come first.
         text = (
-            f"Test file to write: {test_path}\nModule under test: {module}\n\n"
-            f"{listing(workspace)}\n\n{self.instruction}"
+            f"{listing(workspace)}\n\n{self.instruction}\n\n"
+            f"Test file to write: {test_path}\nModule under test: {module}"
         )
         if problem:
             text += f"\n\nThe previous version of this test file was wrong:\n{problem}"

@@ -6,6 +6,7 @@ import uuid
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
+import msgspec
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -201,7 +202,27 @@ async def test_fixtures_answer_in_order_and_the_last_repeats(tmp_path: Path) -> 
     assert first.usage.completion_tokens == count_text(texts[1], "gpt-4o-mini")
     assert (await sim.complete(ask("a recipe site", role="Carol"))).text == "Carol's PRD"
     generated = await sim.complete(ask("a recipe site"))  # no entry fits: generated
-    assert generated.text not in texts and "recipe" in generated.text
+    assert generated.text not in texts and ({"recipe", "site"} & set(generated.text.split()))
+
+
+async def test_the_answer_depends_on_the_lines_said_not_on_their_layout() -> None:
+    def request(*messages: tuple[str, str]) -> LLMRequest:
+        return msgspec.structs.replace(ask(), messages=tuple(ChatMessage(*m) for m in messages))
+
+    sim = SimProvider(seed=3)
+    schema = {"schema": PRD.model_json_schema()}
+    laid_out = [
+        request(
+            ("system", "You are Alice.\nBook: Snake"), ("user", "Heading: Levels\n\nTask: plan")
+        ),
+        request(("system", "Book: Snake"), ("user", "Task: plan\nHeading: Levels\nYou are Alice.")),
+    ]
+    answers = [await sim.complete(msgspec.structs.replace(r, **schema)) for r in laid_out]
+    assert answers[0].text == answers[1].text
+    other = request(
+        ("system", "You are Alice.\nBook: Snake"), ("user", "Heading: Scores\nTask: plan")
+    )
+    assert (await sim.complete(msgspec.structs.replace(other, **schema))).text != answers[0].text
 
 
 async def test_a_fixture_longer_than_max_tokens_is_a_config_error(tmp_path: Path) -> None:

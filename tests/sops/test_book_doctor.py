@@ -390,20 +390,67 @@ def test_sopbus_runs_the_shipped_doctor(tmp_path: Path) -> None:
     assert doc["applied"] is False and [a["chapter"] for a in doc["adjustment_list"]] == [15]
     assert "Nothing has been applied" in (run_dir / "artifacts" / "plan.md").read_text()
     assert digest(DATA) == before
+    verdict = json.loads((run_dir / "summary.json").read_text())["verdict"]
+    assert verdict["passed"] is True
+    assert verdict["reason"].startswith(
+        "a validated plan was proposed (plan.md) with 3 step(s) that name a chapter of the book"
+    )
+
+
+def plan_record(**steps: list[Any]) -> Any:
+    from sopbus.bus import RunRecord
+
+    payload = {"diagnosis": "fine", "suggestions": [], "adjustment_list": [], **steps}
+    message = Message(
+        content="plan", sent_from="BookDoctor", cause_by="ProposePlan", payload=payload
+    )
+    return RunRecord(end_reason="stop_condition", messages=(message,))
 
 
 def test_a_plan_with_no_step_does_not_pass() -> None:
-    from sopbus.bus import Message, RunRecord
     from sopbus.sops.book_doctor import valid_plan
 
-    def plan(**steps: list[dict[str, object]]) -> RunRecord:
-        payload = {"diagnosis": "fine", "suggestions": [], "adjustment_list": [], **steps}
-        message = Message(
-            content="plan", sent_from="BookDoctor", cause_by="ProposePlan", payload=payload
-        )
-        return RunRecord(end_reason="stop_condition", messages=(message,))
+    empty = valid_plan(plan_record(), book())
+    assert not empty.passed
+    assert empty.reason == (
+        "the plan (plan.md) proposes no step (no suggestion, adjustment or new chapter): a "
+        "plan passes with at least one step that names a chapter of the book (its chapters "
+        "are 1 to 27)"
+    )
+    one = valid_plan(plan_record(suggestions=[{"chapter": 2, "note": "cut the stable"}]), book())
+    assert one.passed and "1 step(s) that name a chapter of the book" in one.reason
+    assert "1 suggestion(s), 0 adjustment(s), 0 new chapter(s)" in one.reason
 
-    empty = valid_plan(plan())
-    assert not empty.passed and "no step" in empty.reason
-    one = valid_plan(plan(suggestions=[{"chapter": 2, "advice": "cut", "reason": "slow"}]))
-    assert one.passed and "1 suggestion(s)" in one.reason
+
+def test_steps_that_name_no_chapter_of_the_book_do_not_count() -> None:
+    from sopbus.sops.book_doctor import valid_plan
+
+    hollow = plan_record(
+        suggestions=[
+            {"chapter": 99, "note": "a made-up chapter"},
+            {"chapter": 13, "note": "   "},
+            {"chapter": True, "note": "True is not chapter 1"},
+            {"note": "no chapter at all"},
+            "not a step",  # not counted: not a step at all
+        ],
+        adjustment_list=[{"chapter": 15, "title": "", "summary": None, "reason": "r"}],
+        new_chapters=[
+            {"after": 14, "title": " ", "summary": "s", "reason": "r"},
+            {"after": 0, "title": "Prologue", "summary": "s", "reason": "r"},
+        ],
+    )
+    verdict = valid_plan(hollow, book())
+    assert not verdict.passed
+    assert "none of the plan's 7 step(s) (plan.md) names a chapter of the book" in verdict.reason
+    assert "at least one step that names a chapter of the book" in verdict.reason
+    mixed = plan_record(
+        suggestions=[{"chapter": 99, "note": "made up"}],
+        adjustment_list=[{"chapter": 15, "summary": "the dragon", "reason": "r"}],
+        new_chapters=[{"after": 27, "title": "Homecoming", "summary": "s", "reason": "r"}],
+    )
+    verdict = valid_plan(mixed, book())
+    assert verdict.passed
+    assert "2 step(s) that name a chapter of the book: 0 suggestion(s), 1 adjustment(s), " in (
+        verdict.reason
+    )
+    assert "1 other step(s) name no chapter of the book or say nothing" in verdict.reason

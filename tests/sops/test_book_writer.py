@@ -11,7 +11,16 @@ from typing import Any
 import pytest
 
 from sopbus._assemble import execute
-from sopbus.bus import Message, RunStore, Turn, load_scenario, logical_view, read_jsonl
+from sopbus.bus import (
+    ConfigError,
+    Message,
+    RunRecord,
+    RunStore,
+    Turn,
+    load_scenario,
+    logical_view,
+    read_jsonl,
+)
 from sopbus.roles.book._board import (
     Board,
     BoardError,
@@ -31,6 +40,8 @@ from sopbus.roles.book._workers import (
     StrategyWorker,
     WriterSettings,
 )
+from sopbus.sops import build_team
+from sopbus.sops.book_writer import Outline, OutlineHeading, book_written
 from support.cli import ARGV
 from support.paths import ROOT
 from support.scripted_gateway import ScriptedGateway
@@ -318,10 +329,12 @@ def triggers(run_dir: Path) -> list[tuple[int, str, str]]:
     ]
 
 
-async def run_shipped(tmp_path: Path, name: str = "a") -> Any:
+async def run_shipped(tmp_path: Path, name: str = "a", max_rounds: int | None = None) -> Any:
     from sopbus.bus import scenario_with_overrides
 
-    scenario = scenario_with_overrides(load_scenario(SCENARIO), runs_dir=str(tmp_path / name))
+    scenario = scenario_with_overrides(
+        load_scenario(SCENARIO), runs_dir=str(tmp_path / name), max_rounds=max_rounds
+    )
     return await execute(scenario)
 
 
@@ -348,6 +361,12 @@ async def test_the_shipped_run_goes_idle_with_the_book_and_its_outline(tmp_path:
     ):
         assert [w for _, w, h in fired if h == heading].count("EvaluationWorker") == 1
     assert outcome.summary.undelivered == 0
+    # The verdict is the outline's word targets, met by the revised text (fixtures).
+    verdict = outcome.summary.verdict
+    assert verdict.passed, verdict.reason
+    assert "each within ±25% of its word target" in verdict.reason
+    assert "1,904 of 1,900 words in all" in verdict.reason
+    assert "- Havoc in Heaven: 534 of 500 words (39 in the lead-in)" in outline
 
 
 async def test_runs_are_deterministic(tmp_path: Path) -> None:
@@ -439,7 +458,8 @@ def test_a_run_cut_at_its_round_limit_verifies_intact(tmp_path: Path) -> None:
         text=True,
         timeout=300,
     )
-    assert done.returncode in (0, 4), done.stderr
+    # Stopped at round 8, after the revisions: the book meets its word targets.
+    assert done.returncode == 0, done.stderr
     (run_dir,) = runs.iterdir()
     checked = subprocess.run(
         [*ARGV, "verify", str(run_dir)], capture_output=True, text=True, timeout=300
@@ -452,3 +472,109 @@ def test_a_run_cut_at_its_round_limit_verifies_intact(tmp_path: Path) -> None:
         if e.get("kind") == "artifact_written" and e.get("path") == "book.md"
     ]
     assert writes and writes[-1]["role"] == "finish" and book.strip()
+
+
+# -- the verdict: the book meets its word targets ----------------------------------------------
+
+OUTLINE = Outline(
+    title="B",
+    heading=(
+        OutlineHeading(title="One", words=100),
+        OutlineHeading(title="Two", words=200),
+        OutlineHeading(title="Notes"),  # no target: it only has to be written
+    ),
+)
+
+
+def board_with(contents: dict[str, str], **subheadings: list[str]) -> Board:
+    board = Board(title="B")
+    writes = [write_message(h, "content", text, sender="Outline") for h, text in contents.items()]
+    writes += [
+        write_message(h, "subheadings", titles, sender="Outline")
+        for h, titles in subheadings.items()
+    ]
+    board.seed(writes)
+    return board
+
+
+def judged(board: Board, tolerance: float = 0.25) -> Any:
+    return book_written(board, OUTLINE, RunRecord(end_reason="idle"), tolerance=tolerance)
+
+
+def words(n: int) -> str:
+    return " ".join(["word"] * n)
+
+
+def test_every_heading_within_the_tolerance_of_its_target_passes_and_says_the_rule() -> None:
+    # The bounds are inclusive: 75 and 250 are exactly 25% off.
+    verdict = judged(board_with({"One": words(75), "Two": words(250), "Notes": "n"}))
+    assert verdict.passed, verdict.reason
+    assert verdict.reason == (
+        "all 3 headings of the outline are written, the 2 with a target within ±25% of its "
+        "word target; 325 of 300 words in all (book.md)"
+    )
+
+
+def test_short_and_long_chapters_fail_naming_each_and_by_how_much() -> None:
+    verdict = judged(board_with({"One": words(74), "Two": words(251), "Notes": "n"}))
+    assert not verdict.passed
+    assert "2 of 3 headings fail the rule" in verdict.reason
+    assert "One has 74 of 100 words (-26%)" in verdict.reason
+    assert "Two has 251 of 200 words (+26%)" in verdict.reason
+    assert "(the run ended: idle)" in verdict.reason
+    # A wider tolerance, as [sop].word_tolerance sets it, passes the same book.
+    assert judged(board_with({"One": words(74), "Two": words(251), "Notes": "n"}), 0.3).passed
+
+
+def test_a_heading_counts_its_subheadings_text_not_its_word_count_slot() -> None:
+    board = board_with(
+        {
+            "One": words(10),
+            "One / A": words(45),
+            "One / B": words(45),
+            "Two": words(5),
+            "Notes": "n",
+        },
+        One=["A", "B"],
+    )
+    # A word_count slot that claims the target (a user's edit, say) does not count.
+    board.seed([write_message("Two", "word_count", 200, sender="Outline")])
+    verdict = judged(board)
+    assert not verdict.passed
+    assert "1 of 3 headings fail the rule" in verdict.reason
+    assert "One has" not in verdict.reason  # 10 + 45 + 45 of 100: met
+    assert "Two has 5 of 200 words (-98%)" in verdict.reason
+
+
+def test_an_empty_heading_fails_even_without_a_target() -> None:
+    verdict = judged(board_with({"One": words(100), "Two": words(200), "Notes": "  "}))
+    assert not verdict.passed and "no text: Notes" in verdict.reason
+
+
+async def test_a_run_stopped_before_the_revisions_fails_on_its_short_drafts(
+    tmp_path: Path,
+) -> None:
+    outcome = await run_shipped(tmp_path, max_rounds=4)
+    assert outcome.result.end_reason == "max_rounds"
+    verdict = outcome.summary.verdict
+    assert not verdict.passed
+    # The fixtures' first drafts: short of their targets, Havoc in Heaven too long.
+    for miss in (
+        "The Stone Monkey has 238 of 450 words (-47%)",
+        "Havoc in Heaven has 628 of 500 words (+26%)",
+        "The Pilgrim and His Disciples has 309 of 600 words (-48%)",
+        "Why Readers Still Come Back has 157 of 350 words (-55%)",
+    ):
+        assert miss in verdict.reason
+
+
+def test_word_tolerance_out_of_range_is_a_configuration_error(tmp_path: Path) -> None:
+    outline = SCENARIO.parent / "data" / "book_writer" / "outline.toml"
+    path = tmp_path / "book.toml"
+    for bad in ("1.5", "-0.1", '"10%"'):
+        path.write_text(
+            f'[scenario]\nname = "b"\nsop = "book_writer"\n'
+            f'[sop]\noutline = "{outline}"\nword_tolerance = {bad}\n'
+        )
+        with pytest.raises(ConfigError, match=r"\$\.sop\.word_tolerance"):
+            build_team(load_scenario(path))

@@ -1,0 +1,82 @@
+"""``sopbus mcp [--max-budget USD] [--provider P] [--model M] [--base-url URL]
+[--price IN,OUT] [--runs-dir DIR]``: sopbus as an MCP server over stdio.
+
+An IDE agent (or any MCP client) starts it as a subprocess and gets six tools: list the
+shipped examples, validate a scenario, run one under a budget cap, and read a run's
+summary, costs and messages (``docs/sopbus-mcp.md``). Every run is on the model the server
+was started with (default: the embedded simulator) and asks for its own budget, at most
+``--max-budget``. The tools are in :mod:`._mcp_tools`, the SDK in :mod:`._mcp_server`.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from ._args import add_model_args, usd
+
+NAME = "mcp"
+HELP = (
+    "serve sopbus over stdio as an MCP server: list, validate and run scenarios under a "
+    "budget cap, read runs"
+)
+DEFAULT_MAX_BUDGET = "1.00"
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--max-budget",
+        metavar="USD",
+        type=usd,
+        default=usd(DEFAULT_MAX_BUDGET),
+        help=f"the largest budget one run may ask for (default: {DEFAULT_MAX_BUDGET}); a "
+        "larger ask is refused and nothing runs",
+    )
+    add_model_args(parser)
+    for action in parser._actions:
+        if action.dest == "provider":  # run's flag, with the server's own default
+            action.help = "LLM provider of every run (default: sim, the embedded simulator)"
+    parser.add_argument(
+        "--runs-dir",
+        metavar="DIR",
+        default="runs",
+        help="where the server's runs go and are read from (default: runs, in the "
+        "server's working directory)",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from sopbus.bus import ConfigError
+    from sopbus.bus.scenario._price import price_spec
+
+    from ._runref import check_runs_dir
+
+    if args.price is not None:
+        price_spec(args.price)  # a wrong --price is exit 2 now, not an error at every run
+    runs_dir = Path(args.runs_dir).absolute()
+    check_runs_dir(runs_dir)
+    try:
+        from ._mcp_server import serve
+    except ModuleNotFoundError as missing:
+        if (missing.name or "").partition(".")[0] != "mcp":
+            raise
+        raise ConfigError(
+            "sopbus mcp needs the MCP SDK, which is not installed: pip install 'sopbus[mcp]'"
+        ) from None
+    from ._mcp_tools import ServerSettings
+
+    model = {
+        "provider": args.provider or "sim",
+        "model": args.model,
+        "base_url": args.base_url,
+        "price": args.price,
+    }
+    serve(
+        ServerSettings(
+            max_budget=args.max_budget,
+            runs_dir=runs_dir,
+            model={k: v for k, v in model.items() if v is not None},
+        )
+    )
+    return 0
