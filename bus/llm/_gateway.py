@@ -460,7 +460,7 @@ class Gateway:
         self.budget.settle(self.budget.reserve(spent), spent)
         self._seq = max((line.seq for line in lines), default=self._seq)
         for line in lines:
-            self._calls += int(line.outcome != "refused")
+            self._calls += int(line.outcome != "refused" and line.provider != TOOL_PROVIDER)
             self._prompt_tokens += line.prompt_tokens
             self._completion_tokens += line.completion_tokens
         self._resume = resume

@@ -35,6 +35,7 @@ import msgspec
 
 from .._chain import unseal
 from .._layout import CALLS, COSTS, EVENTS, SUMMARY
+from ..llm._gateway import TOOL_PROVIDER
 
 Report = Callable[[str], None]
 Record = tuple[int, dict[str, Any]]
@@ -299,7 +300,11 @@ def _expected(logs: Logs) -> dict[str, Any]:
     lines = [line for _, line in logs.ledger]
     want: dict[str, Any] = {
         "total_usd": sum((Decimal(line["cost_usd"]) for line in lines), Decimal(0)),
-        "llm_calls": sum(line.get("outcome") != "refused" for line in lines),
+        # A paid tool call's line (provider "tool") is spend, not a model call.
+        "llm_calls": sum(
+            line.get("outcome") != "refused" and line.get("provider") != TOOL_PROVIDER
+            for line in lines
+        ),
         "prompt_tokens": sum(int(line.get("prompt_tokens", 0)) for line in lines),
         "completion_tokens": sum(int(line.get("completion_tokens", 0)) for line in lines),
     }
