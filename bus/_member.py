@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from ._message import Message
-from ._protocol import Completion, LLMRequest
+from ._protocol import Completion, LLMRequest, ToolCall, ToolOutput, ToolSpec
 
 
 @runtime_checkable
@@ -44,6 +44,16 @@ class LLMGateway(Protocol):
     ) -> Completion: ...
 
 
+class ToolService(Protocol):
+    """The run's tools (see :class:`sopbus.bus.llm._toolbox.ToolBox`)."""
+
+    def specs(self, patterns: Sequence[str], *, where: str) -> tuple[ToolSpec, ...]: ...
+
+    async def call(
+        self, call: ToolCall, *, offered: Sequence[str], role: str, action: str, round: int
+    ) -> ToolOutput: ...
+
+
 class TurnServices(Protocol):
     """What the run loop lends a role during a turn (implemented by the run store)."""
 
@@ -67,9 +77,11 @@ class Turn:
     ``length``; each such answer also writes an ``answer_cut`` event): the role marks the
     message an action publishes ``cut`` when the action's last answer was (a repair that
     came back whole clears it).
+    ``tool_specs`` and ``call_tool`` reach the run's tools (a run without a tool service
+    has none: naming one is a :class:`~sopbus.bus.ConfigError`).
     """
 
-    __slots__ = ("_gateway", "_services", "doing", "last_cut", "role", "round", "run_id")
+    __slots__ = ("_gateway", "_services", "_tools", "doing", "last_cut", "role", "round", "run_id")
 
     def __init__(
         self,
@@ -79,7 +91,9 @@ class Turn:
         role: str,
         gateway: LLMGateway | None = None,
         services: TurnServices | None = None,
+        tools: ToolService | None = None,
     ):
+        self._tools = tools
         self.run_id = run_id
         self.round = round
         self.role = role
@@ -105,6 +119,21 @@ class Turn:
         if self.last_cut:
             self.emit("answer_cut", action=request.action, max_tokens=request.max_tokens)
         return completion
+
+    def tool_specs(self, patterns: Sequence[str], *, where: str) -> tuple[ToolSpec, ...]:
+        """The tools ``patterns`` name, with their full names (``where`` says who named them)."""
+        if self._tools is None:
+            from ._errors import ConfigError
+
+            raise ConfigError(f"{where} names tools {list(patterns)}, but this run has no tools")
+        return self._tools.specs(patterns, where=where)
+
+    async def call_tool(self, call: ToolCall, *, offered: Sequence[str], action: str) -> ToolOutput:
+        """Runs (or answers from the recording) one tool call the model asked for."""
+        assert self._tools is not None, "tool_specs gave the tools, so there is a tool service"
+        return await self._tools.call(
+            call, offered=offered, role=self.role, action=action, round=self.round
+        )
 
     @property
     def artifacts_dir(self) -> Path | None:

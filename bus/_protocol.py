@@ -15,11 +15,48 @@ DEFAULT_MAX_TOKENS = 1024
 action's default (WriteCode's 4096), nor a setting of the action or role gives one."""
 
 
-class ChatMessage(msgspec.Struct, frozen=True):
-    """One chat turn sent to the model: ``role`` is ``system``, ``user`` or ``assistant``."""
+class ToolSpec(msgspec.Struct, frozen=True, kw_only=True):
+    """One tool as its source lists it: ``name`` as the source calls it (``git_log``; in an
+    :class:`LLMRequest`, the full name ``git.git_log``), ``description`` for the model,
+    ``parameters`` the JSON schema (an object) of its arguments."""
+
+    name: str
+    description: str = ""
+    parameters: dict[str, Any] = msgspec.field(default_factory=dict)
+
+
+class ToolCall(msgspec.Struct, frozen=True, kw_only=True):
+    """One call a model asked for: ``id`` as the model gave it, ``name`` the full name
+    (``git.git_log``), ``arguments`` the JSON text of the arguments as the model wrote it."""
+
+    id: str
+    name: str
+    arguments: str = "{}"
+
+
+class ToolOutput(msgspec.Struct, frozen=True, kw_only=True):
+    """What a tool gave back, as text for the model. ``is_error``: the tool said it failed
+    (the text says how; it still goes back to the model as the result). ``chars``: the
+    length of the whole result before any cut; ``cut``: ``text`` was cut to the source's
+    bound (the text says so at its end)."""
+
+    text: str
+    is_error: bool = False
+    chars: int = 0
+    cut: bool = False
+
+
+class ChatMessage(msgspec.Struct, frozen=True, omit_defaults=True):
+    """One chat turn sent to the model: ``role`` is ``system``, ``user``, ``assistant`` or
+    ``tool``. An assistant turn that asked for tools carries its ``tool_calls``; a ``tool``
+    turn is one call's result, ``tool_call_id`` naming the call. Both are left out of the
+    encoding when empty, so a message without them encodes (and keys a recording) as
+    before tools existed."""
 
     role: str
     content: str
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_call_id: str | None = None
 
 
 class LLMRequest(msgspec.Struct, frozen=True, kw_only=True):
@@ -37,6 +74,8 @@ class LLMRequest(msgspec.Struct, frozen=True, kw_only=True):
     ``None`` keeps the run's (``[llm]``). None of these is part of what the model sees, so
     none is part of a cassette's key. ``extra_body`` is sent with the request as it is (a server's
     sampling settings, ``repeat_penalty``...): it changes the answer, so it is part of the key.
+    ``tools`` are the tools offered to the model (full names ``SOURCE.TOOL``); part of the
+    key when there are any.
     """
 
     messages: tuple[ChatMessage, ...]
@@ -53,7 +92,8 @@ class LLMRequest(msgspec.Struct, frozen=True, kw_only=True):
     timeout_s: float | None = None
     max_attempts: int | None = None
     extra_body: dict[str, Any] | None = None
-    idle_timeout_s: float | None = None  # last: the simulator's seed leaves it out
+    tools: tuple[ToolSpec, ...] = ()
+    idle_timeout_s: float | None = None  # the simulator's seed leaves it out
 
 
 class Usage(msgspec.Struct, frozen=True):
@@ -69,6 +109,7 @@ class Completion(msgspec.Struct, frozen=True, kw_only=True):
 
     ``finish_reason`` is why the model stopped, as the server said it (``"length"``: cut at
     ``max_tokens``, so the text is not whole); ``None`` where the provider does not say.
+    ``tool_calls``: the tools the model asks to be called (full names) before it answers.
     """
 
     text: str
@@ -77,6 +118,7 @@ class Completion(msgspec.Struct, frozen=True, kw_only=True):
     provider: str
     replayed: bool = False
     finish_reason: str | None = None
+    tool_calls: tuple[ToolCall, ...] = ()
 
 
 class Provider(Protocol):

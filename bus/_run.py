@@ -29,7 +29,7 @@ import trio
 from ._environment import Environment
 from ._errors import BudgetExhausted, StopRun, exception_leaves
 from ._events import RoundEnded, RunEnded, TurnFailed
-from ._member import LLMGateway, Member, Turn
+from ._member import LLMGateway, Member, ToolService, Turn
 from ._message import Message
 from ._summary import RunSummary
 from ._verdict import Judge, RunRecord, Verdict, judge_run
@@ -106,6 +106,7 @@ class Runner:
         summary: Mapping[str, Any] | None = None,
         judge: Judge | None = None,
         finish: Callable[[WriteArtifact], None] | None = None,
+        tools: ToolService | None = None,
     ):
         if mode not in ("rounds", "events"):
             raise ValueError(f"mode must be 'rounds' or 'events', not {mode!r}")
@@ -113,6 +114,7 @@ class Runner:
         self._seed = list(seed)
         self._injections = sorted(injections, key=lambda i: i.round)
         self._stop, self._gateway, self._store = stop, gateway, store
+        self._tools = tools  # the run's tools, lent to every turn
         self._summary_extra = dict(summary or {})
         self._judge = judge
         self._final_writes = finish
@@ -294,6 +296,7 @@ class Runner:
             role=member.name,
             gateway=self._gateway,
             services=self._store,
+            tools=self._tools,
         )
         self._at_work[member.name] = turn
         try:

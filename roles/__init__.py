@@ -28,3 +28,6 @@ from ._role import ActionRef as ActionRef
 from ._role import LLMLike as LLMLike
 from ._role import ReactMode as ReactMode
 from ._role import Role as Role
+from ._tools import PythonTools as PythonTools
+from ._tools import Tool as Tool
+from ._tools import tool as tool

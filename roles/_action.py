@@ -15,6 +15,7 @@ import msgspec
 from pydantic import BaseModel
 
 from sopbus.bus import ChatMessage, ConfigError, Message, Turn
+from sopbus.bus.llm._tools import DEFAULT_MAX_TOOL_STEPS
 
 from ._llm import LLMSettings, ask_model
 from ._prompt import fill, render_output, task_text
@@ -99,6 +100,11 @@ class Action:
     artifact: str | None = None
     history_limit: int = 10
     """How many earlier messages from memory (of watched or own actions) the prompt shows."""
+    tools: tuple[str, ...] = ()
+    """The tools the model may call (``"git.git_log"``, ``"git.*"``, ``"py.word_count"``):
+    every ask of this action runs the tool loop (docs/tools.md)."""
+    max_tool_steps: int = DEFAULT_MAX_TOOL_STEPS
+    """How many answers' tool calls one ask runs before the model must answer."""
 
     def __init_subclass__(
         cls, *, registry: Registry | None = None, register: bool = True, **kwargs: Any
@@ -193,6 +199,8 @@ class Action:
             role=ctx.role.name,
             max_repairs=self.max_repairs,
             subject=subject,
+            tools=self.tools,
+            max_tool_steps=self.max_tool_steps,
         )
 
     def result(self, output: BaseModel | str) -> ActionResult:
@@ -276,6 +284,16 @@ def _check_declaration(cls: type[Action]) -> None:
             check_artifact(cls.artifact, f"{cls.__qualname__}.artifact")
         except ConfigError as exc:
             raise TypeError(str(exc)) from None
+    tools = cls.tools
+    if isinstance(tools, str) or not all(isinstance(t, str) for t in tools):
+        raise TypeError(
+            f'{cls.__qualname__}.tools must be a tuple of tool names ("git.git_log"), got {tools!r}'
+        )
+    cls.tools = tuple(tools)
+    if not isinstance(cls.max_tool_steps, int) or cls.max_tool_steps < 1:
+        raise TypeError(
+            f"{cls.__qualname__}.max_tool_steps must be an int >= 1, got {cls.max_tool_steps!r}"
+        )
     if not isinstance(cls.max_repairs, int) or cls.max_repairs < 0:
         raise TypeError(
             f"{cls.__qualname__}.max_repairs must be an int >= 0, got {cls.max_repairs!r}"

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import keyword
 import types
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, cast
 
 import pydantic
 from pydantic import BaseModel, ConfigDict
 
 from sopbus.bus import ConfigError, closest
+from sopbus.bus.llm._tools import DEFAULT_MAX_TOOL_STEPS
 
 from ._action import Action, check_artifact
 from ._registry import Registry
@@ -33,13 +34,16 @@ def declare_action(
     artifact: str | None = None,
     registry: Registry,
     where: str | None = None,
+    tools: Sequence[str] = (),
+    max_tool_steps: int = DEFAULT_MAX_TOOL_STEPS,
 ) -> type[Action]:
     """An Action subclass named ``name``, registered into ``registry``.
 
     ``output`` maps field names to Python types (``{"approved": bool, "problems":
     list[str]}``); ``None`` means free text. The output model forbids extra keys, which
     is what structured-output APIs require of a schema. ``artifact`` is the file each
-    result is kept in (see :attr:`sopbus.roles.Action.artifact`).
+    result is kept in (see :attr:`sopbus.roles.Action.artifact`). ``tools`` and
+    ``max_tool_steps``: the tools the model may call (see :attr:`sopbus.roles.Action.tools`).
     """
     at = where or f"$.actions.{name}"
     _check_name(name, at)
@@ -47,7 +51,19 @@ def declare_action(
         raise ConfigError(f"expected a string at {at}.instruction, got {instruction!r}")
     if isinstance(max_repairs, bool) or not isinstance(max_repairs, int) or max_repairs < 0:
         raise ConfigError(f"expected a whole number >= 0 at {at}.max_repairs, got {max_repairs!r}")
+    if isinstance(tools, str) or not all(isinstance(t, str) for t in tools):
+        raise ConfigError(f'expected a list of tool names at {at}.tools ("git.*"), got {tools!r}')
+    if (
+        isinstance(max_tool_steps, bool)
+        or not isinstance(max_tool_steps, int)
+        or max_tool_steps < 1
+    ):
+        raise ConfigError(
+            f"expected a whole number >= 1 at {at}.max_tool_steps, got {max_tool_steps!r}"
+        )
     body = {
+        "tools": tuple(tools),
+        "max_tool_steps": max_tool_steps,
         "name": name,
         "instruction": instruction,
         "max_repairs": max_repairs,

@@ -2,6 +2,11 @@
 
 Every call goes through :meth:`sopbus.bus.Turn.ask`, so each attempt, repairs included, is
 budget-checked, priced and written to the ledger by the run's gateway.
+
+An action with ``tools`` runs a tool loop inside each ask: the request offers the tools; an
+answer that asks for tools has them run (the calls of one answer concurrently) and their
+results sent back as ``tool`` messages, and the model is asked again, until it answers or
+``max_tool_steps`` answers' calls have run. The answer then goes through the repairs as any.
 """
 
 from __future__ import annotations
@@ -11,9 +16,13 @@ from typing import Any, Literal, TypeVar, overload
 
 import msgspec
 import pydantic
+import trio
 from pydantic import BaseModel, ConfigDict, Field
 
 from sopbus.bus import ChatMessage, ConfigError, LLMRequest, ModelOutputError, Turn
+from sopbus.bus._errors import exception_leaves
+from sopbus.bus._protocol import Completion, ToolCall, ToolOutput
+from sopbus.bus.llm._tools import DEFAULT_MAX_TOOL_STEPS
 
 from ._prompt import describe_validation_error, repair_text, schema_text
 
@@ -124,6 +133,8 @@ async def ask_model(
     role: str,
     max_repairs: int,
     subject: str = "",
+    tools: Sequence[str] = (),
+    max_tool_steps: int = DEFAULT_MAX_TOOL_STEPS,
 ) -> M: ...
 @overload
 async def ask_model(
@@ -136,6 +147,8 @@ async def ask_model(
     role: str,
     max_repairs: int,
     subject: str = "",
+    tools: Sequence[str] = (),
+    max_tool_steps: int = DEFAULT_MAX_TOOL_STEPS,
 ) -> str: ...
 async def ask_model(
     turn: Turn,
@@ -147,6 +160,8 @@ async def ask_model(
     role: str,
     max_repairs: int,
     subject: str = "",
+    tools: Sequence[str] = (),
+    max_tool_steps: int = DEFAULT_MAX_TOOL_STEPS,
 ) -> M | str:
     """Ask the model and validate its answer against ``output`` (free text when ``None``).
 
@@ -155,16 +170,22 @@ async def ask_model(
     with ``attempt`` 1, 2, ... After the last repair fails, raises
     :class:`sopbus.bus.ModelOutputError` naming the action, the role and the last error.
     ``subject`` says what the call is for in the ledger (see :class:`sopbus.bus.LLMRequest`).
+    ``tools`` (patterns such as ``git.*``) runs the tool loop of the module docstring.
     """
     request = build_request(
         messages, output=output, llm=llm, action=action, role=role, subject=subject
     )
+    loop = _ToolLoop(turn, request, tools, max_tool_steps, where=f"{role}'s action {action!r}")
     if output is None:
-        return (await turn.ask(request)).text
+        return (await loop.answer(loop.request, attempt=1))[0].text
+    request = loop.request
     first = request.messages
     error = ""
     for attempt in range(1, max_repairs + 2):
-        completion = await turn.ask(request, attempt=attempt)
+        asked = request
+        completion, request = await loop.answer(request, attempt=attempt)
+        if request is not asked:
+            first = request.messages  # a repair keeps the tool exchange it follows
         answer = completion.text
         try:
             return output.model_validate_json(unfence(answer))
@@ -185,6 +206,65 @@ async def ask_model(
         f"{error}\nRaise max_repairs, simplify the output fields, or use a model that "
         f'supports structured outputs (output_mode = "json_schema").'
     )
+
+
+class _ToolLoop:
+    """The tool loop of one ask (see the module docstring)."""
+
+    def __init__(
+        self, turn: Turn, request: LLMRequest, tools: Sequence[str], steps: int, *, where: str
+    ):
+        self.turn, self.max_steps, self.where = turn, steps, where
+        self.steps = 0
+        specs = turn.tool_specs(tools, where=where) if tools else ()
+        self.request = msgspec.structs.replace(request, tools=specs) if specs else request
+        self.offered = [spec.name for spec in specs]
+
+    async def answer(self, request: LLMRequest, *, attempt: int) -> tuple[Completion, LLMRequest]:
+        """The model's first answer that asks for no tool, and the request that got it."""
+        while True:
+            completion = await self.turn.ask(request, attempt=attempt)
+            if not completion.tool_calls:
+                return completion, request
+            if self.steps == self.max_steps:
+                raise ModelOutputError(self._too_many())
+            self.steps += 1
+            outputs = await self._run(completion.tool_calls, request.action)
+            asked = ChatMessage("assistant", completion.text, tool_calls=completion.tool_calls)
+            results = tuple(
+                ChatMessage("tool", output.text, tool_call_id=call.id)
+                for call, output in zip(completion.tool_calls, outputs, strict=True)
+            )
+            request = msgspec.structs.replace(
+                request, messages=(*request.messages, asked, *results)
+            )
+
+    async def _run(self, calls: Sequence[ToolCall], action: str) -> list[ToolOutput]:
+        outputs: list[ToolOutput | None] = [None] * len(calls)
+
+        async def one(i: int, call: ToolCall) -> None:
+            outputs[i] = await self.turn.call_tool(call, offered=self.offered, action=action)
+
+        try:
+            async with trio.open_nursery() as nursery:
+                for i, call in enumerate(calls):
+                    nursery.start_soon(one, i, call)
+        except BaseExceptionGroup as group:
+            # One failed call (a refused price, a crashed server) is that call's error, as the
+            # caller would get it from a single call.
+            leaves = list(exception_leaves(group))
+            if len(leaves) == 1 and isinstance(leaves[0], Exception):
+                raise leaves[0] from None
+            raise
+        return [output for output in outputs if output is not None]
+
+    def _too_many(self) -> str:
+        return (
+            f"{self.where}: the model still asked for tools after {self.steps} steps of tool "
+            f"calls (max_tool_steps = {self.max_steps}); raise max_tool_steps on the action "
+            f"([actions.X] max_tool_steps, or Action.max_tool_steps), or say in its "
+            f"instruction when to stop calling tools and answer"
+        )
 
 
 def cut_error(request: LLMRequest, role: str, action: str) -> str:

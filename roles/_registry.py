@@ -29,18 +29,40 @@ class Registry:
     and, when given, where the name was written (``where="$.roles[0].watch[1]"``).
     """
 
-    __slots__ = ("_actions", "_roles")
+    __slots__ = ("_actions", "_roles", "_tools")
 
     def __init__(self) -> None:
         self._actions: dict[str, type[Action]] = {}
         self._roles: dict[str, type[Role]] = {}
+        self._tools: dict[str, Any] = {}  # Python function tools (sopbus.roles._tools.Tool)
 
     def copy(self) -> Registry:
         """A registry that starts with this one's entries and grows on its own."""
         new = Registry()
         new._actions.update(self._actions)
         new._roles.update(self._roles)
+        new._tools.update(self._tools)
         return new
+
+    @property
+    def tools(self) -> Mapping[str, Any]:
+        """The Python function tools (``@sopbus.tool``) by name (read-only view)."""
+        return MappingProxyType(self._tools)
+
+    def add_tool(self, tool: Any) -> Any:
+        old = self._tools.get(tool.name)
+        fn = tool.fn
+        if old is not None and (old.fn.__module__, old.fn.__qualname__) != (
+            fn.__module__,
+            fn.__qualname__,
+        ):
+            raise ConfigError(
+                f"tool py.{tool.name} is defined twice: by {old.fn.__module__}."
+                f"{old.fn.__qualname__} and by {fn.__module__}.{fn.__qualname__}; "
+                f'give one of them another name (@tool(name="..."))'
+            )
+        self._tools[tool.name] = tool
+        return tool
 
     @property
     def actions(self) -> Mapping[str, type[Action]]:
@@ -73,7 +95,10 @@ class Registry:
         return found
 
     def __repr__(self) -> str:
-        return f"<Registry: {len(self._actions)} actions, {len(self._roles)} roles>"
+        return (
+            f"<Registry: {len(self._actions)} actions, {len(self._roles)} roles, "
+            f"{len(self._tools)} tools>"
+        )
 
 
 def _add(table: dict[str, _C], kind: str, name: str, cls: _C) -> _C:

@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from .bus import RunSummary as RunSummary
     from .bus import SopbusError as SopbusError
     from .bus import StopRun as StopRun
+    from .bus import ToolServerError as ToolServerError
     from .bus import Turn as Turn
     from .bus import Verdict as Verdict
     from .bus import read_events as read_events
@@ -51,6 +52,8 @@ if TYPE_CHECKING:
     from .roles import ActionResult as ActionResult
     from .roles import LLMSettings as LLMSettings
     from .roles import Role as Role
+    from .roles import Tool as Tool
+    from .roles import tool as tool
     from .sops import SOP as SOP
     from .sops import SopContext as SopContext
     from .sops import Team as Team
@@ -72,6 +75,7 @@ _WHERE: dict[str, str] = {
     "RunSummary": ".bus",
     "SopbusError": ".bus",
     "StopRun": ".bus",
+    "ToolServerError": ".bus",
     "Turn": ".bus",
     "Verdict": ".bus",
     "read_events": ".bus",
@@ -81,6 +85,8 @@ _WHERE: dict[str, str] = {
     "ActionResult": ".roles",
     "LLMSettings": ".roles",
     "Role": ".roles",
+    "Tool": ".roles",
+    "tool": ".roles",
     "SOP": ".sops",
     "SopContext": ".sops",
     "Team": ".sops",

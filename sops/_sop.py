@@ -60,6 +60,7 @@ class Team:
     finish: Callable[[WriteArtifact], None] | None = None
     verdict: Judge | None = None
     bounds: dict[str, str] = field(default_factory=dict)
+    tools: dict[str, Any] = field(default_factory=dict)  # Python tools (@sopbus.tool) by name
 
 
 @dataclass(frozen=True)

@@ -66,6 +66,8 @@ def build_team(scenario: Scenario) -> Team:
                 max_repairs=action.max_repairs,
                 artifact=action.artifact,
                 registry=reg,
+                tools=action.tools,
+                max_tool_steps=action.max_tool_steps,
             )
         except ConfigError as exc:
             raise ConfigError(f"{scenario.path}: {exc}") from None
@@ -80,6 +82,7 @@ def build_team(scenario: Scenario) -> Team:
             f"{scenario.path}: the team is empty: name an SOP at $.scenario.sop "
             f"or declare roles in [[roles]]"
         )
+    team.tools = {**reg.tools, **team.tools}
     _check_names(team, scenario)
     _check_addresses(team, scenario)
     if not team.seed and scenario.idea:

@@ -17,6 +17,11 @@ counted in tokens). A fixture file is TOML and must say it holds simulated outpu
       { title = "Snake II", goals = ["speed"] },
     ]
 
+A response may ask for tools instead of answering: ``{ tool_calls = [{ name = "git.git_log",
+arguments = { max_count = 5 } }] }`` (full tool names; ``arguments`` a table, or JSON text
+to send arguments that are not). With responses ``[<tool_calls>, <answer>]`` an action with
+tools runs one step of its tool loop (the tools really run) and then answers.
+
 The first entry (in file order, files in the order given) that fits a request answers it;
 a request that no entry fits gets a generated answer.
 """
@@ -30,7 +35,7 @@ from typing import Any
 import msgspec
 
 from .._errors import ConfigError
-from .._protocol import LLMRequest
+from .._protocol import LLMRequest, ToolCall
 from .._userfiles import read_user_toml
 
 _json = msgspec.json.Encoder()
@@ -44,6 +49,8 @@ class Fixture(msgspec.Struct, frozen=True, kw_only=True):
     match: str | None = None
     role: str | None = None
     source: str = ""
+    calls: tuple[tuple[ToolCall, ...], ...] = ()
+    """Per response, the tool calls it asks for (empty: it answers); ``()`` when none does."""
 
     def fits(self, request: LLMRequest, prompt: str) -> bool:
         return (
@@ -123,6 +130,7 @@ def _fixture(entry: Any, place: str) -> Fixture:
     if not isinstance(entry.get("action"), str) or not isinstance(responses, list) or not responses:
         raise ConfigError(f'{place} needs action = "<Action>" and a non-empty responses = [...]')
     texts = tuple(r if isinstance(r, str) else _json.encode(r).decode() for r in responses)
+    calls = tuple(_tool_calls(r, f"{place}.responses[{i}]") for i, r in enumerate(responses))
     for key in ("role", "match"):
         if key in entry and not isinstance(entry[key], str):
             raise ConfigError(f"{place}.{key} must be a string, got {entry[key]!r}")
@@ -132,4 +140,31 @@ def _fixture(entry: Any, place: str) -> Fixture:
         match=entry.get("match"),
         role=entry.get("role"),
         source=place,
+        calls=calls if any(calls) else (),
     )
+
+
+def _tool_calls(response: Any, place: str) -> tuple[ToolCall, ...]:
+    """The tool calls a response asks for (see the module docstring), or ``()``."""
+    if not isinstance(response, dict) or "tool_calls" not in response:
+        return ()
+    wanted = response["tool_calls"]
+    if set(response) != {"tool_calls"} or not isinstance(wanted, list) or not wanted:
+        raise ConfigError(
+            f"{place}: a response that asks for tools is {{ tool_calls = [{{ name = "
+            f'"SOURCE.TOOL", arguments = {{ ... }} }}] }} with at least one call and no other key'
+        )
+    return tuple(_tool_call(call, f"{place}.tool_calls[{i}]") for i, call in enumerate(wanted))
+
+
+def _tool_call(call: Any, place: str) -> ToolCall:
+    if not isinstance(call, dict) or not isinstance(call.get("name"), str):
+        raise ConfigError(f'{place} must be a table with name = "SOURCE.TOOL" (and arguments)')
+    unknown = sorted(set(call) - {"name", "arguments"})
+    if unknown:
+        raise ConfigError(
+            f"{place} has unknown key(s) {', '.join(unknown)}; expected name, arguments"
+        )
+    arguments = call.get("arguments", {})
+    text = arguments if isinstance(arguments, str) else _json.encode(arguments).decode()
+    return ToolCall(id="", name=call["name"], arguments=text)

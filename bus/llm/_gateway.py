@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from decimal import Decimal
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import msgspec
 import trio
@@ -51,6 +51,11 @@ class CallJournal(Protocol):
 
 _NO_USAGE = Usage(prompt_tokens=0, completion_tokens=0)
 _ZERO = Decimal(0)
+TOOL_PROVIDER = "tool"
+"""The ``provider`` of a paid tool call's ledger line."""
+# A tool is priced by its [mcp.NAME] price_per_call: the scenario.
+_TOOL: dict[str, Any] = {"provider": TOOL_PROVIDER, "source": "scenario", "counted": False}
+T = TypeVar("T")
 
 
 class Gateway:
@@ -286,16 +291,62 @@ class Gateway:
         reserved: Decimal | None = None,
         lost_call: int = 0,
         corrected: str | None = None,
+        source: str | None = None,
+        counted: bool = True,
     ) -> LedgerLine:
+        line = self._line(
+            request,
+            round,
+            attempt,
+            outcome,
+            usage,
+            cost,
+            latency_ms,
+            completion=completion,
+            provider=provider,
+            estimated=estimated,
+            status=status,
+            error=error,
+            reserved=reserved,
+            lost_call=lost_call,
+            corrected=corrected,
+            source=source,
+            counted=counted,
+        )
+        return self._book(line, request, call, completion)
+
+    def _line(
+        self,
+        request: LLMRequest,
+        round: int,
+        attempt: int,
+        outcome: Outcome,
+        usage: Usage,
+        cost: Decimal,
+        latency_ms: float,
+        *,
+        completion: Completion | None = None,
+        provider: str | None = None,
+        estimated: bool = False,
+        status: int | None = None,
+        error: str | None = None,
+        reserved: Decimal | None = None,
+        lost_call: int = 0,
+        corrected: str | None = None,
+        source: str | None = None,
+        counted: bool = True,
+    ) -> LedgerLine:
+        """The next ledger line, counted in the totals (a tool's line is not a model call)."""
         self._seq += 1
-        if outcome != "refused":
+        if outcome != "refused" and counted:
             self._calls += 1
         self._prompt_tokens += usage.prompt_tokens
         self._completion_tokens += usage.completion_tokens
         budget = self.budget
         # The price's source, except for a replayed answer: it costs $0 whatever the price.
-        source = "" if outcome == "replayed" else self.prices.quote(request.model).source
-        line = LedgerLine(
+        if source is None:
+            source = "" if outcome == "replayed" else self.prices.quote(request.model).source
+        return LedgerLine(
             seq=self._seq,
             round=round,
             role=request.role,
@@ -323,7 +374,6 @@ class Gateway:
             latency_ms=latency_ms,
             t=self._clock(),
         )
-        return self._book(line, request, call, completion)
 
     def _book(
         self, line: LedgerLine, request: LLMRequest, call: int, completion: Completion | None
@@ -344,6 +394,61 @@ class Gateway:
         name_for = getattr(self.provider, "name_for", None)
         return str(name_for(request)) if callable(name_for) else self.provider.name
 
+    # -- paid tools ------------------------------------------------------------------------
+
+    async def paid_tool(
+        self,
+        price: Decimal,
+        run: Callable[[], Awaitable[T]],
+        *,
+        tool: str,
+        role: str,
+        action: str,
+        round: int,
+        record: Callable[[T | None, LedgerLine], None],
+    ) -> T:
+        """Runs the paid tool call ``run`` under a reservation of its ``price`` (the run's
+        budget and a sweep's account, as a model call), or raises
+        :class:`~sopbus.bus.BudgetExhausted` with nothing called. The call is settled at its
+        price whatever it returned (a tool's error is billed too) and ledgered as its own
+        line (provider ``tool``, model the tool's full name); ``record`` gets the result
+        (``None``: it raised) and the line before the ledger does, as the journal does."""
+        request = LLMRequest(messages=(), model=tool, role=role, action=action)
+        try:
+            hold = await self._hold(price)
+        except BudgetExhausted:  # the shared account's refusal, in its own words
+            self._ledger(
+                request, round, 1, "refused", _NO_USAGE, _ZERO, 0.0, reserved=price, **_TOOL
+            )
+            raise
+        try:
+            reservation = self.budget.reserve(price)
+        except BudgetExhausted:
+            await self._unhold(hold, _ZERO)
+            self._ledger(
+                request, round, 1, "refused", _NO_USAGE, _ZERO, 0.0, reserved=price, **_TOOL
+            )
+            if self.budget.closed is not None:
+                raise
+            raise BudgetExhausted(
+                f"the tool call {tool} of {role}'s {action} costs {money(price)}; "
+                f"{money(self.budget.left)} left of the budget {money(self.budget.cap)}: "
+                f"not called. Raise [run].budget_usd, or lower the tool's price_per_call"
+            ) from None
+        start = trio.current_time()
+        result: T | None = None
+        try:
+            result = await run()
+        finally:
+            self.budget.settle(reservation, price)
+            await self._unhold(hold, price)
+            outcome: Outcome = "ok" if result is not None else "error"
+            latency = round_ms(trio.current_time() - start)
+            line = self._line(request, round, 1, outcome, _NO_USAGE, price, latency, **_TOOL)
+            record(result, line)
+            self._book(line, request, 0, None)
+        return result
+
     # -- continuing a run (sopbus resume, replay, fork) ----------------------------------
 
     def carry(self, lines: Sequence[LedgerLine], *, resume: int) -> None:
@@ -355,7 +460,7 @@ class Gateway:
         self.budget.settle(self.budget.reserve(spent), spent)
         self._seq = max((line.seq for line in lines), default=self._seq)
         for line in lines:
-            self._calls += int(line.outcome != "refused")
+            self._calls += int(line.outcome != "refused" and line.provider != TOOL_PROVIDER)
             self._prompt_tokens += line.prompt_tokens
             self._completion_tokens += line.completion_tokens
         self._resume = resume

@@ -45,7 +45,7 @@ import trio
 from loguru import logger
 
 from .._errors import ConfigError, ProviderError
-from .._protocol import ChatMessage, Completion, LLMRequest, Usage
+from .._protocol import ChatMessage, Completion, LLMRequest, ToolCall, Usage
 from .._redact import redact_url
 from ._deadlines import IdleBound, refuses_stream, timed_out, went_silent
 from ._live import LiveText
@@ -193,15 +193,18 @@ class OpenAIProvider:
             answer = await self._answer(call, stream)
         if answer is None:
             raise timed_out(self.base_url, timeout_s, stream=stream)
-        text, usage, finish_reason = answer
+        text, usage, finish_reason, wired = answer
+        calls = from_wire(request, wired)
         if usage is None:
-            usage = _counted_usage(request, text, self.base_url)
+            said = text + "".join(f"{c.id} {c.name} {c.arguments}" for c in calls)
+            usage = _counted_usage(request, said, self.base_url)
         return Completion(
             text=text,
             usage=usage,
             model=request.model,
             provider=self.name,
             finish_reason=finish_reason,
+            tool_calls=calls,
         )
 
     async def _answer(self, call: _Call, stream: bool) -> Answer:
@@ -326,7 +329,20 @@ def request_params(
         messages = with_schema_instruction(request)
     elif request.schema is not None:
         params["response_format"] = response_format(request)
-    params["messages"] = [{"role": m.role, "content": m.content} for m in messages]
+    to_wire = {full: wire for wire, full in _wire_name_of(request).items()}
+    params["messages"] = [wire_message(m, to_wire) for m in messages]
+    if request.tools:
+        params["tools"] = [
+            {
+                "type": "function",
+                "function": {
+                    "name": wire,
+                    "description": spec.description,
+                    "parameters": spec.parameters or {"type": "object", "properties": {}},
+                },
+            }
+            for wire, spec in zip(wire_names(request), request.tools, strict=True)
+        ]
     if request.extra_body:
         # The SDK merges it into the JSON body: sampling keys the SDK has no argument for.
         params["extra_body"] = dict(request.extra_body)
@@ -334,6 +350,64 @@ def request_params(
         params["stream"] = True
         params["stream_options"] = {"include_usage": True}
     return params
+
+
+_WIRE_NAME = re.compile(r"[^a-zA-Z0-9_-]")
+
+
+def wire_names(request: LLMRequest) -> list[str]:
+    """The function names the API is sent for ``request.tools`` (``^[a-zA-Z0-9_-]{1,64}$``):
+    ``git.git_log`` becomes ``git__git_log``; a name that would clash or is too long gets a
+    number. :func:`from_wire` maps them back by the same request."""
+    out: list[str] = []
+    for spec in request.tools:
+        name = _WIRE_NAME.sub("_", spec.name.replace(".", "__", 1))[:64] or "tool"
+        number = 1
+        while name in out:
+            number += 1
+            name = f"{name[: 60 - len(str(number))]}_{number}"
+        out.append(name)
+    return out
+
+
+def _wire_name_of(request: LLMRequest) -> dict[str, str]:
+    return {wire: spec.name for wire, spec in zip(wire_names(request), request.tools, strict=True)}
+
+
+def from_wire(request: LLMRequest, calls: tuple[tuple[str, str, str], ...]) -> tuple[ToolCall, ...]:
+    """The tool calls of an answer with their full names; a name the request did not offer
+    is kept as the model wrote it (the tool loop answers it with an error)."""
+    names = _wire_name_of(request)
+    return tuple(
+        ToolCall(id=call_id, name=names.get(name, name), arguments=arguments)
+        for call_id, name, arguments in calls
+    )
+
+
+def wire_message(message: ChatMessage, names: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """One message as the API takes it (an assistant's tool calls, a tool's result);
+    ``names`` maps full tool names to the request's wire names."""
+    out: dict[str, Any] = {"role": message.role, "content": message.content}
+    if message.tool_calls:
+        out["content"] = message.content or None
+        out["tool_calls"] = [
+            {
+                "id": call.id,
+                "type": "function",
+                "function": {
+                    "name": (names or {}).get(call.name) or _to_wire(call.name),
+                    "arguments": call.arguments,
+                },
+            }
+            for call in message.tool_calls
+        ]
+    if message.tool_call_id is not None:
+        out["tool_call_id"] = message.tool_call_id
+    return out
+
+
+def _to_wire(name: str) -> str:
+    return _WIRE_NAME.sub("_", name.replace(".", "__", 1))[:64] or "tool"
 
 
 def with_schema_instruction(request: LLMRequest) -> tuple[ChatMessage, ...]:

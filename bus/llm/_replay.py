@@ -3,7 +3,8 @@
 A cassette is a JSON-lines file of :class:`CassetteLine` (``key``, ``role``, ``action``,
 ``completion``). The key is :func:`request_key`: a SHA-256 of the msgspec JSON of what the
 model sees (messages, model, temperature, max_tokens, schema, schema name, output mode, and
-``extra_body`` where one is given: a request without it keys as before it existed).
+``extra_body`` where one is given, the tools offered where there are any: a request
+without them keys as before they existed).
 ``role`` and ``action`` are left out of the key on purpose: they are bookkeeping the model
 never sees, so renaming a role keeps its recordings; they are kept on the line for people and
 for error messages.
@@ -23,8 +24,8 @@ from pathlib import Path
 import msgspec
 
 from .._errors import ConfigError
-from .._jsonl import JsonlWriter, read_jsonl
-from .._protocol import ChatMessage, Completion, LLMRequest, Provider
+from .._jsonl import JsonlWriter
+from .._protocol import ChatMessage, Completion, LLMRequest, Provider, ToolSpec
 
 
 class CassetteLine(msgspec.Struct, frozen=True, kw_only=True):
@@ -52,13 +53,21 @@ class _SeenSampled(_Seen, frozen=True, array_like=True):
     extra_body: dict[str, object]
 
 
+class _SeenTooled(_Seen, frozen=True, array_like=True):
+    # Only a request that offers tools keys on them (and on extra_body, given or not).
+    extra_body: dict[str, object] | None
+    tools: tuple[ToolSpec, ...]
+
+
 _encoder = msgspec.json.Encoder(order="sorted")
 
 
 def request_key(request: LLMRequest) -> str:
     """The cassette key of ``request`` (see the module docstring)."""
-    kind = _SeenSampled if request.extra_body else _Seen
-    extra = (request.extra_body,) if request.extra_body else ()
+    kind: type[_Seen] = _SeenSampled if request.extra_body else _Seen
+    extra: tuple[object, ...] = (request.extra_body,) if request.extra_body else ()
+    if request.tools:
+        kind, extra = _SeenTooled, (request.extra_body or None, request.tools)
     seen = kind(
         request.messages,
         request.model,
@@ -83,7 +92,9 @@ class ReplayProvider:
         if not self.path.is_file():
             raise ConfigError(f"cassette {self.path} does not exist; record one with --record FILE")
         self._answers: dict[str, list[Completion]] = defaultdict(list)
-        for line in read_jsonl(self.path, CassetteLine):
+        from ._tape import read_recording  # the tape's reader skips its tool lines
+
+        for line in read_recording(self.path).calls:
             self._answers[line.key].append(line.completion)
         self._used: dict[str, int] = defaultdict(int)
 

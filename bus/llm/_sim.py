@@ -35,7 +35,7 @@ import msgspec
 import trio
 
 from .._errors import ConfigError
-from .._protocol import Completion, LLMRequest, Usage
+from .._protocol import Completion, LLMRequest, ToolCall, Usage
 from ._fixtures import Fixture
 from ._live import LiveText
 from ._tokens import count_prompt, count_text, truncate_to_tokens
@@ -78,13 +78,16 @@ class SimProvider:
     async def complete(self, request: LLMRequest) -> Completion:
         rng = random.Random(self._rng_seed(request))
         delay_ms = self._latency(rng)
+        calls: tuple[ToolCall, ...] = ()
         if self.stream and self.live is not None:
-            text = self._fixture_answer(request) or _generate(request, rng)
+            text, calls = self._answer(request, rng)
             await self._trickle(request, text, delay_ms / 1000)
         else:
             if delay_ms > 0:
                 await trio.sleep(delay_ms / 1000)
-            text = self._fixture_answer(request) or _generate(request, rng)
+            text, calls = self._answer(request, rng)
+        if calls:
+            return self._asking(request, calls)
         usage = Usage(
             prompt_tokens=count_prompt(request), completion_tokens=count_text(text, request.model)
         )
@@ -97,6 +100,27 @@ class SimProvider:
             model=request.model,
             provider=self.name,
             finish_reason="length" if cut else "stop",
+        )
+
+    def _answer(self, request: LLMRequest, rng: random.Random) -> tuple[str, tuple[ToolCall, ...]]:
+        found = self._fixture_answer(request)
+        if found is None or not (found[0] or found[1]):  # an empty canned text: a drawn one
+            return _generate(request, rng), ()
+        return found
+
+    def _asking(self, request: LLMRequest, calls: tuple[ToolCall, ...]) -> Completion:
+        """An answer that asks for ``calls``, counted as the JSON a server would send."""
+        sent = " ".join(f"{call.id} {call.name} {call.arguments}" for call in calls)
+        usage = Usage(
+            prompt_tokens=count_prompt(request), completion_tokens=count_text(sent, request.model)
+        )
+        return Completion(
+            text="",
+            usage=usage,
+            model=request.model,
+            provider=self.name,
+            finish_reason="tool_calls",
+            tool_calls=calls,
         )
 
     async def _trickle(self, request: LLMRequest, text: str, seconds: float) -> None:
@@ -112,11 +136,8 @@ class SimProvider:
             self.live.close(call)
 
     def _rng_seed(self, request: LLMRequest) -> int:
-        fields = msgspec.structs.asdict(msgspec.structs.replace(request, messages=()))
-        for name in _UNSEEDED:
-            del fields[name]
         digest = hashlib.blake2b(digest_size=8, key=str(self.seed).encode())
-        digest.update(_json.encode(fields))
+        digest.update(_seed_text(msgspec.structs.replace(request, messages=())))
         digest.update(_json.encode(said(request)))
         return int.from_bytes(digest.digest(), "big")
 
@@ -141,20 +162,40 @@ class SimProvider:
         prompt = "\n".join(message.content for message in request.messages)
         return next((i for i, f in enumerate(self.fixtures) if f.fits(request, prompt)), None)
 
-    def _fixture_answer(self, request: LLMRequest) -> str | None:
+    def _fixture_answer(self, request: LLMRequest) -> tuple[str, tuple[ToolCall, ...]] | None:
         i = self._fitting(request)
         if i is None:
             return None
         fixture = self.fixtures[i]
-        text = fixture.responses[min(self._used[i], len(fixture.responses) - 1)]
+        which = min(self._used[i], len(fixture.responses) - 1)
+        text = fixture.responses[which]
         self._used[i] += 1
+        if fixture.calls and fixture.calls[which]:
+            # Ids are the model's; the simulator's depend only on the fixture and the use, so
+            # a replay and a resume see the same ids.
+            return "", tuple(
+                msgspec.structs.replace(call, id=f"call_{i}_{self._used[i]}_{k}")
+                for k, call in enumerate(fixture.calls[which])
+            )
         if count_text(text, request.model) > request.max_tokens:
             raise ConfigError(
                 f"{fixture.source} answers {request.action} with more than "
                 f"max_tokens={request.max_tokens} tokens; shorten the "
                 "fixture or raise the action's max_tokens"
             )
-        return text
+        return text, ()
+
+
+def _seed_text(request: LLMRequest) -> bytes:
+    """What an answer is drawn from: the request's JSON, without ``tools`` when it offers
+    none and without the transport fields added later (``_UNSEEDED``), so that every answer
+    drawn before those existed is drawn again the same."""
+    fields = msgspec.structs.asdict(request)
+    for name in _UNSEEDED:
+        del fields[name]
+    if not request.tools:
+        del fields["tools"]
+    return _json.encode(fields)
 
 
 def _generate(request: LLMRequest, rng: random.Random) -> str:

@@ -26,6 +26,11 @@ what was asked, not by arrival order, so concurrent turns cannot swap them:
   fork changes settings (another model) but must see the answers the forked run saw up to
   the fork's round. The action must agree, else the fork has diverged and says so.
 
+Tool calls are recorded beside the answers (:class:`ToolRecord` lines, ``"kind": "tool"``,
+and one :class:`ToolList` line per tool source, ``"kind": "tools"``, with the tools it
+offered), and the tape answers them too (:meth:`Tape.take_tool`): replay and resume never
+call a tool again. Readers of answers (:func:`read_calls`, cassettes) skip those lines.
+
 A call the recorded run was refused by its budget is refused again in the taped rounds
 (:class:`~sopbus.bus.BudgetExhausted`), so a replay of a budget-exhausted run ends the same way.
 Stop conditions that watch spend or tokens read :meth:`TapeGateway.course`: the totals the
@@ -43,14 +48,15 @@ from typing import Any, Literal, Protocol
 
 import msgspec
 
+from .._chain import records_of
 from .._errors import BudgetExhausted, ConfigError
 from .._events import LLMCalled, Note
-from .._jsonl import read_jsonl
 from .._layout import CALLS
-from .._protocol import Completion, LLMRequest
+from .._protocol import Completion, LLMRequest, ToolCall, ToolSpec
 from ..money._ledger import LedgerLine
 from ._gateway import Gateway
 from ._replay import request_key
+from ._tools import ToolOutput
 
 RESERVED = "llm_reserved"
 _COUNTED = ("total_usd", "llm_calls", "prompt_tokens", "completion_tokens")
@@ -70,6 +76,63 @@ class CallRecord(msgspec.Struct, frozen=True, kw_only=True):
     attempt: int = 1
     call: int = 0  # the id of its llm_reserved event; 0 for a replayed answer (no reservation)
     ledger: LedgerLine | None = None
+
+
+class ToolRecord(msgspec.Struct, frozen=True, kw_only=True, tag_field="kind", tag="tool"):
+    """One tool call in ``calls.jsonl``: who asked (``round``, ``role``, ``action``), the call
+    (``call``: its id, full name and arguments text), what came back (``output``), how long
+    it took, and the ledger line of a paid call."""
+
+    round: int
+    role: str
+    action: str
+    call: ToolCall
+    output: ToolOutput
+    duration_ms: float = 0.0
+    ledger: LedgerLine | None = None
+
+
+class ToolList(msgspec.Struct, frozen=True, kw_only=True, tag_field="kind", tag="tools"):
+    """The tools one source offered the run (its specs with the source's own names) and its
+    price per call: what a replay offers the model without starting the source."""
+
+    source: str
+    specs: tuple[ToolSpec, ...]
+    price_per_call: Decimal | None = None
+
+
+class _Kind(msgspec.Struct):
+    kind: str = ""
+
+
+_kind_of = msgspec.json.Decoder(_Kind).decode
+_call_of = msgspec.json.Decoder(CallRecord).decode
+_tool_of = msgspec.json.Decoder(ToolRecord).decode
+_list_of = msgspec.json.Decoder(ToolList).decode
+
+
+class Recording(msgspec.Struct, frozen=True):
+    """What ``calls.jsonl`` holds: the answers, the tool calls, the tool lists."""
+
+    calls: list[CallRecord]
+    tools: list[ToolRecord]
+    lists: list[ToolList]
+
+
+def read_recording(path: Path) -> Recording:
+    """The lines of a recording (``calls.jsonl``, or a cassette) by kind; none when absent."""
+    found = Recording([], [], [])
+    if not path.is_file():
+        return found
+    for raw in records_of(path.read_bytes()):
+        kind = _kind_of(raw).kind
+        if kind == "tool":
+            found.tools.append(_tool_of(raw))
+        elif kind == "tools":
+            found.lists.append(_list_of(raw))
+        else:
+            found.calls.append(_call_of(raw))
+    return found
 
 
 class RunLog(Protocol):
@@ -151,8 +214,7 @@ class CallLog:
 
 def read_calls(run_dir: Path) -> list[CallRecord]:
     """The answered calls of the run in ``run_dir`` (none when it made no call)."""
-    path = run_dir / CALLS
-    return list(read_jsonl(path, CallRecord)) if path.is_file() else []
+    return read_recording(run_dir / CALLS).calls
 
 
 Match = Literal["key", "turn"]
@@ -162,12 +224,22 @@ class Tape:
     """Recorded answers, each taken at most once (see the module docstring for ``match``)."""
 
     def __init__(
-        self, records: Iterable[CallRecord], *, match: Match, refused: Iterable[LedgerLine] = ()
+        self,
+        records: Iterable[CallRecord],
+        *,
+        match: Match,
+        refused: Iterable[LedgerLine] = (),
+        tools: Iterable[ToolRecord] = (),
+        lists: Iterable[ToolList] = (),
     ):
         self.match = match
         self._answers: dict[tuple[Any, ...], deque[CallRecord]] = defaultdict(deque)
         for record in records:
             self._answers[self._slot(record.round, record.role, record.key)].append(record)
+        self._tools: dict[tuple[Any, ...], deque[ToolRecord]] = defaultdict(deque)
+        for tool in tools:
+            self._tools[self._tool_slot(tool.round, tool.role, tool.call)].append(tool)
+        self.lists = {found.source: found for found in lists}  # the last list of each source
         self._refused = {
             (line.round, line.role, line.action) for line in refused if line.outcome == "refused"
         }
@@ -193,6 +265,16 @@ class Tape:
                 f"{record.action!r}; fork at an earlier round, or before the setting that changed it"
             )
         return record
+
+    def _tool_slot(self, round: int, role: str, call: ToolCall) -> tuple[Any, ...]:
+        if self.match == "key":
+            return (round, role, call.name, call.arguments)
+        return (round, role)
+
+    def take_tool(self, call: ToolCall, round: int, role: str) -> ToolRecord | None:
+        """The recorded result of ``call`` asked by ``role`` in ``round``, or ``None``."""
+        results = self._tools.get(self._tool_slot(round, role, call))
+        return results.popleft() if results else None
 
     def __len__(self) -> int:
         return sum(len(answers) for answers in self._answers.values())

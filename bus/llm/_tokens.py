@@ -14,6 +14,11 @@ when one is asked for (the API counts a ``json_schema`` response format as promp
 ``prompt`` mode writes the schema into the system prompt). For a model whose tokenizer is
 unknown it counts UTF-8 bytes instead of tokens: a byte-level BPE never makes more tokens
 than bytes, so the bound holds whatever the server's tokenizer.
+
+Tools count as prompt too: each offered tool's name, description and parameter schema
+(with :data:`TOOL_OVERHEAD` for the API's wrapping), each call an assistant turn asked for
+(its id, name and arguments) and each tool turn's call id. A tool loop's request grows with
+every step, and each step is reserved at the bound of the prompt as it has grown.
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ from typing import Any
 
 import msgspec
 
-from .._protocol import LLMRequest
+from .._protocol import ChatMessage, LLMRequest
 
 FALLBACK_ENCODING = "o200k_base"
 # What the chat format adds: cookbook figures, used for the simulator's exact counts.
@@ -40,6 +45,7 @@ CHAT_REPLY_PRIMING = 3
 BOUND_TOKENS_PER_MESSAGE = 8
 BOUND_TOKENS_PER_MESSAGE_UNKNOWN = 16
 SCHEMA_OVERHEAD = 64
+TOOL_OVERHEAD = 32  # per tool offered and per call asked for: the API's JSON around them
 
 _schema_json = msgspec.json.Encoder()
 
@@ -111,9 +117,30 @@ def schema_text(request: LLMRequest) -> str:
     return _schema_json.encode(request.schema).decode() if request.schema is not None else ""
 
 
+def tool_texts(request: LLMRequest) -> list[str]:
+    """The tool texts of ``request`` that reach the model, besides the messages' contents:
+    each offered tool (name, description, schema) and each tool call or call id of its
+    messages."""
+    texts = [_schema_json.encode(spec).decode() for spec in request.tools]
+    for message in request.messages:
+        texts.extend(_message_tool_texts(message))
+    return texts
+
+
+def _message_tool_texts(message: ChatMessage) -> list[str]:
+    texts = [f"{call.id} {call.name} {call.arguments}" for call in message.tool_calls]
+    if message.tool_call_id is not None:
+        texts.append(message.tool_call_id)
+    return texts
+
+
+def _tool_items(request: LLMRequest) -> int:
+    return len(request.tools) + sum(len(m.tool_calls) for m in request.messages)
+
+
 def count_prompt(request: LLMRequest) -> int:
     """The prompt tokens a server would report for ``request``: messages in the chat format,
-    plus the schema when one is asked for. What the simulator reports."""
+    plus the schema when one is asked for, plus the tools. What the simulator reports."""
     model = request.model
     total = CHAT_REPLY_PRIMING
     for message in request.messages:
@@ -124,6 +151,8 @@ def count_prompt(request: LLMRequest) -> int:
         )
     if request.schema is not None:
         total += count_text(schema_text(request), model)
+    for text in tool_texts(request):
+        total += count_text(text, model)
     return total
 
 
@@ -143,6 +172,9 @@ def prompt_upper_bound(request: LLMRequest) -> int:
         total += SCHEMA_OVERHEAD + (
             count_text(text, request.model) if known else len(text.encode("utf-8"))
         )
+    total += TOOL_OVERHEAD * _tool_items(request)
+    for text in tool_texts(request):
+        total += count_text(text, request.model) if known else len(text.encode("utf-8"))
     return total
 
 

@@ -16,40 +16,18 @@ from typing import Any, Protocol
 
 import msgspec
 
+from .._protocol import ToolCall as ToolCall
+from .._protocol import ToolOutput as ToolOutput
+from .._protocol import ToolSpec as ToolSpec
+
 DEFAULT_MAX_RESULT_CHARS = 20_000
 """A tool's output is cut to this many characters before it goes back to the model (and
 says so), unless the server's ``max_result_chars`` says otherwise."""
-
-
-class ToolSpec(msgspec.Struct, frozen=True, kw_only=True):
-    """One tool as its source lists it: ``name`` as the source calls it (``git_log``),
-    ``description`` for the model, ``parameters`` the JSON schema (an object) of its
-    arguments."""
-
-    name: str
-    description: str = ""
-    parameters: dict[str, Any] = msgspec.field(default_factory=dict)
-
-
-class ToolCall(msgspec.Struct, frozen=True, kw_only=True):
-    """One call a model asked for: ``id`` as the model gave it, ``name`` the full name
-    (``git.git_log``), ``arguments`` the JSON text of the arguments as the model wrote it."""
-
-    id: str
-    name: str
-    arguments: str = "{}"
-
-
-class ToolOutput(msgspec.Struct, frozen=True, kw_only=True):
-    """What a tool gave back, as text for the model. ``is_error``: the tool said it failed
-    (the text says how; it still goes back to the model as the result). ``chars``: the
-    length of the whole result before any cut; ``cut``: ``text`` was cut to the source's
-    bound (the text says so at its end)."""
-
-    text: str
-    is_error: bool = False
-    chars: int = 0
-    cut: bool = False
+DEFAULT_MAX_TOOL_STEPS = 8
+"""How many answers' tool calls an action runs before the model must answer (an action's
+``max_tool_steps``)."""
+SOURCE_PYTHON = "py"
+"""The source name of Python function tools (``@sopbus.tool``): ``py.NAME``."""
 
 
 class ToolSource(Protocol):

@@ -74,9 +74,21 @@ class _Usage(msgspec.Struct):
         )
 
 
+class _Function(msgspec.Struct):
+    name: str | None = None
+    arguments: str | None = None
+
+
+class _ToolCall(msgspec.Struct):
+    id: str | None = None
+    function: _Function | None = None
+    index: int = 0  # in a stream: which call a delta continues
+
+
 class _Message(msgspec.Struct):
     content: str | None = None
     refusal: str | None = None
+    tool_calls: list[_ToolCall] | None = None
 
 
 class _Choice(msgspec.Struct):
@@ -91,6 +103,7 @@ class _Answer(msgspec.Struct):
 
 class _Delta(msgspec.Struct):
     content: str | None = None
+    tool_calls: list[_ToolCall] | None = None
 
 
 class _ChunkChoice(msgspec.Struct):
@@ -104,9 +117,19 @@ class _Chunk(msgspec.Struct):
     error: Any = None
 
 
-Answer = tuple[str, Usage | None, str | None]
-"""An answer as read off the wire: its text, its usage (if the server said) and its
-finish_reason (if the server said)."""
+WireCall = tuple[str, str, str]
+"""A tool call as the server sent it: its id, its (wire) function name, its arguments text."""
+Answer = tuple[str, Usage | None, str | None, tuple[WireCall, ...]]
+"""An answer as read off the wire: its text, its usage (if the server said), its
+finish_reason (if the server said) and the tool calls it asks for."""
+
+
+def _wire_calls(calls: list[_ToolCall] | None) -> tuple[WireCall, ...]:
+    out = []
+    for i, call in enumerate(calls or ()):
+        function = call.function or _Function()
+        out.append((call.id or f"call_{i}", function.name or "", function.arguments or "{}"))
+    return tuple(out)
 
 
 def not_an_answer(base_url: str, what: str, data: bytes) -> ProviderError:
@@ -132,7 +155,8 @@ def read_answer(body: bytes, base_url: str, content_type: str) -> Answer:
     message = choice.message if choice is not None else None
     text = (message.content or message.refusal or "") if message is not None else ""
     usage = answer.usage.value() if answer.usage is not None else None
-    return text, usage, choice.finish_reason if choice is not None else None
+    calls = _wire_calls(message.tool_calls if message is not None else None)
+    return text, usage, choice.finish_reason if choice is not None else None, calls
 
 
 async def read_body(
@@ -202,6 +226,7 @@ class StreamReader:
         self.finished = False  # a finish_reason or [DONE] arrived: the answer is whole
         self.finish_reason: str | None = None  # the last one the stream named
         self.began = False  # a chunk with choices arrived: the server was generating
+        self._calls: dict[int, list[str]] = {}  # tool calls by index: [id, name, arguments]
 
     def text(self) -> str:
         return "".join(self.parts)
@@ -230,11 +255,27 @@ class StreamReader:
                 self.parts.append(choice.delta.content)
                 if self._on_text is not None:
                     self._on_text(choice.delta.content)
+            if choice.delta is not None and choice.delta.tool_calls:
+                self._add_calls(choice.delta.tool_calls)
             if choice.finish_reason is not None:
                 self.finished = True
                 self.finish_reason = choice.finish_reason
         if chunk.usage is not None:  # the last chunk, with include_usage
             self.usage = chunk.usage.value()
+
+    def _add_calls(self, deltas: list[_ToolCall]) -> None:
+        # A streamed call arrives in pieces: its id and name first, its arguments after.
+        for delta in deltas:
+            call = self._calls.setdefault(delta.index, ["", "", ""])
+            call[0] = delta.id or call[0]
+            if delta.function is not None:
+                call[1] += delta.function.name or ""
+                call[2] += delta.function.arguments or ""
+
+    def calls(self) -> tuple[WireCall, ...]:
+        return tuple(
+            (c[0] or f"call_{i}", c[1], c[2] or "{}") for i, c in sorted(self._calls.items())
+        )
 
     def _error_event(self, error: Any) -> ProviderError:
         # A gateway whose backend fails mid-stream sends {"error": {"code": "500", ...}}:
@@ -264,7 +305,7 @@ class StreamReader:
                 retryable=True,
                 maybe_billed=True,
             )
-        return self.text(), self.usage, self.finish_reason
+        return self.text(), self.usage, self.finish_reason, self.calls()
 
 
 def context_exceeded(body: object) -> str | None:

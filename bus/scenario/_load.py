@@ -102,7 +102,34 @@ def _problems(s: Scenario) -> list[str]:
         *_role_problems(s),
         *_action_problems(s),
         *_inject_problems(s),
+        *_mcp_problems(s),
     ]
+
+
+def _mcp_problems(s: Scenario) -> list[str]:
+    out: list[str] = []
+    for name, server in s.mcp.items():
+        if not name or not name.replace("_", "a").replace("-", "a").isalnum() or name == "py":
+            out.append(
+                _at(
+                    ["mcp", name],
+                    f"bad tool server name {_q(name)}",
+                    "use letters, digits, _ and - (the first part of its tools' names); "
+                    "py is the Python tools' own",
+                )
+            )
+        if (server.command is None) == (server.url is None):
+            out.append(
+                _at(
+                    ["mcp", name],
+                    "both command and url" if server.command else "neither command nor url",
+                    'give exactly one: command = "mcp-server-git" (a server over stdio, '
+                    'args = [...]) or url = "http://127.0.0.1:8931/mcp" (streamable HTTP)',
+                )
+            )
+        if server.price_per_call is not None and server.price_per_call < 0:
+            out.append(_at(["mcp", name, "price_per_call"], "a negative price", "0 or more USD"))
+    return out
 
 
 def _info_problems(s: Scenario) -> list[str]:

@@ -20,6 +20,7 @@ from typing import Annotated, Any, Literal
 import msgspec
 
 from .._errors import ConfigError
+from ..llm._tools import DEFAULT_MAX_TOOL_STEPS, McpServer
 from ._extra import merged_extra
 from ._paths import inside, outside_problem, place_of
 from ._typespec import parse_type_spec
@@ -212,6 +213,8 @@ class ActionSpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
     ``output`` maps field names to type specs (``"list[str]"``); ``None`` means free text.
     ``artifact`` is the file under ``artifacts/`` each result is written to, with
     placeholders ``{role}``, ``{round}``, ``{action}`` (checked when the team is built).
+    ``tools`` names the tools the model may call (``"git.git_log"``, ``"git.*"``,
+    ``"py.NAME"``); ``max_tool_steps`` bounds the tool loop of each ask (docs/tools.md).
     """
 
     instruction: str
@@ -219,6 +222,8 @@ class ActionSpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
     max_repairs: NonNegativeInt = 2
     llm: LLMOverrides | None = None
     artifact: str | None = None
+    tools: tuple[str, ...] = ()
+    max_tool_steps: PositiveInt = DEFAULT_MAX_TOOL_STEPS
 
     def output_types(self) -> dict[str, Any] | None:
         """``output`` with each spec parsed into a Python type (``{"problems": list[str]}``),
@@ -269,6 +274,7 @@ class ScenarioDoc(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
     actions: dict[str, ActionSpec] = {}
     inject: tuple[InjectSpec, ...] = ()
     sweep: SweepSpec | None = None
+    mcp: dict[str, McpServer] = {}
 
 
 class Scenario(ScenarioDoc, frozen=True, kw_only=True, forbid_unknown_fields=True):

@@ -35,6 +35,7 @@ import msgspec
 
 from .._chain import unseal
 from .._layout import CALLS, COSTS, EVENTS, SUMMARY
+from ..llm._gateway import TOOL_PROVIDER
 
 Report = Callable[[str], None]
 Record = tuple[int, dict[str, Any]]
@@ -226,7 +227,10 @@ def _check_answers(logs: Logs, by_seq: dict[Any, Record], report: Report, note: 
                 f"{where}: its ledger line differs from {logs.where(COSTS, by_seq[seq][0])} "
                 f"(seq {seq})"
             )
-        elif _usage(record) != (line.get("prompt_tokens"), line.get("completion_tokens")):
+        elif record.get("kind") != "tool" and _usage(record) != (
+            line.get("prompt_tokens"),
+            line.get("completion_tokens"),
+        ):
             report(
                 f"{where}: the answer's usage {_usage(record)} is not what ledger line {seq} "
                 f"charged ({line.get('prompt_tokens')}, {line.get('completion_tokens')})"
@@ -296,7 +300,11 @@ def _expected(logs: Logs) -> dict[str, Any]:
     lines = [line for _, line in logs.ledger]
     want: dict[str, Any] = {
         "total_usd": sum((Decimal(line["cost_usd"]) for line in lines), Decimal(0)),
-        "llm_calls": sum(line.get("outcome") != "refused" for line in lines),
+        # A paid tool call's line (provider "tool") is spend, not a model call.
+        "llm_calls": sum(
+            line.get("outcome") != "refused" and line.get("provider") != TOOL_PROVIDER
+            for line in lines
+        ),
         "prompt_tokens": sum(int(line.get("prompt_tokens", 0)) for line in lines),
         "completion_tokens": sum(int(line.get("completion_tokens", 0)) for line in lines),
     }

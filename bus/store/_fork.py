@@ -29,8 +29,9 @@ import msgspec
 from .._errors import ConfigError
 from .._events import Note
 from .._jsonl import read_jsonl
+from .._layout import CALLS
 from .._suggest import closest
-from ..llm._tape import EVERY_ROUND, Tape, read_calls
+from ..llm._tape import EVERY_ROUND, Tape, read_recording
 from ..scenario._load import check_scenario, scenario_to_builtins
 from ..scenario._types import Scenario, ScenarioDoc
 from ._resume import Continuation, ledger_of, scenario_of
@@ -41,12 +42,19 @@ def plan_replay(run_dir: Path, *, into: Path | None = None) -> tuple[Scenario, C
     """The scenario and continuation that replay the run in ``run_dir`` into a new run
     directory in the folder ``into`` (default: beside the run)."""
     scenario = scenario_of(run_dir)
-    calls = read_calls(run_dir)
+    recording = read_recording(run_dir / CALLS)
+    calls = recording.calls
     target = _new_run_dir(run_dir, scenario, "replay", into)
     note = Note(kind="replaying", round=0, role="", data={"of": run_dir.name, "calls": len(calls)})
     return scenario, Continuation(
         run_dir=target,
-        tape=Tape(calls, match="key", refused=ledger_of(run_dir)),
+        tape=Tape(
+            calls,
+            match="key",
+            refused=ledger_of(run_dir),
+            tools=recording.tools,
+            lists=recording.lists,
+        ),
         free=True,
         taped_through=EVERY_ROUND,
         note=note,
@@ -68,7 +76,9 @@ def plan_fork(
             f"so a fork can start after round 0 to {done}"
         )
     scenario = with_settings(scenario_of(run_dir), settings, at_round=at_round)
-    calls = [c for c in read_calls(run_dir) if c.round <= at_round]
+    recording = read_recording(run_dir / CALLS)
+    calls = [c for c in recording.calls if c.round <= at_round]
+    tools = [t for t in recording.tools if t.round <= at_round]
     target = _new_run_dir(run_dir, scenario, "fork", into)
     note = Note(
         kind="forked",
@@ -83,7 +93,9 @@ def plan_fork(
     )
     return scenario, Continuation(
         run_dir=target,
-        tape=Tape(calls, match="turn", refused=ledger_of(run_dir)),
+        tape=Tape(
+            calls, match="turn", refused=ledger_of(run_dir), tools=tools, lists=recording.lists
+        ),
         free=True,
         taped_through=at_round,
         note=note,

@@ -58,7 +58,7 @@ from .._layout import CALLS, COSTS, EVENTS, SCENARIO, SUMMARY
 from .._protocol import Completion, LLMRequest
 from .._summary import read_summary
 from ..llm._gateway import Gateway
-from ..llm._tape import Tape, TapeGateway, read_calls
+from ..llm._tape import Tape, TapeGateway, read_calls, read_recording
 from ..money._ledger import LedgerLine
 from ..scenario._load import load_scenario, scenario_with_overrides
 from ..scenario._types import Scenario
@@ -152,11 +152,13 @@ def plan_resume(
         scenario_of(run_dir), budget_usd=budget_usd, max_rounds=max_rounds
     )
     ledger = ledger_of(run_dir)
-    calls = read_calls(run_dir)
+    recording = read_recording(run_dir / CALLS)
+    calls = recording.calls
     executions = Executions.read(run_dir)
     known = {line.seq for line in ledger}
+    answered = [*calls, *recording.tools]  # a paid tool call's line is kept like an answer's
     recovered = sorted(
-        (c.ledger for c in calls if c.ledger is not None and c.ledger.seq not in known),
+        (c.ledger for c in answered if c.ledger is not None and c.ledger.seq not in known),
         key=lambda line: line.seq,
     )
     carried = (*ledger, *recovered)
@@ -190,7 +192,7 @@ def plan_resume(
     )
     return scenario, Continuation(
         run_dir=run_dir,
-        tape=Tape(calls, match="key"),
+        tape=Tape(calls, match="key", tools=recording.tools, lists=recording.lists),
         free=False,
         taped_through=0,
         note=note,

@@ -154,7 +154,10 @@ def preflight(scenario: Scenario, environ: Mapping[str, str], *, live: bool = Tr
     from sopbus.bus.llm._fixtures import idea_warnings
     from sopbus.sops import build_team
 
+    from ._tools import check_named
+
     team = build_team(scenario)
+    check_named(scenario, team)
     prices = checked_prices(scenario, team.roles, endpoint=endpoint(scenario, environ))
     check_backend(scenario.sandbox.backend, where=f"{scenario.path}: [sandbox].backend")
     provider = make_provider(scenario, environ) if live else None
@@ -179,8 +182,10 @@ async def _run(
     bus: BusOptions | None = None,
 ) -> RunResult:
     from sopbus.bus.llm._tape import CallLog
+    from sopbus.bus.llm._toolbox import ToolBox
 
     from ._bus import coordinated
+    from ._tools import named_tools, opened_tools
 
     as_run = scenario_as_run(scenario)
     store.log(
@@ -206,6 +211,7 @@ async def _run(
     async with (
         opened_for_run(provider, record, store.redactor) as live,
         coordinated(bus, scenario, as_run, store, continuation) as remote,
+        opened_tools(scenario, team, live=continuation is None or continuation.live) as sources,
     ):
         journal = CallLog(store, first_call=continuation.first_call if continuation else 0)
         gateway = Gateway(
@@ -218,6 +224,17 @@ async def _run(
             pool=pool or remote.pool,
         )
         asker: Any = gateway if continuation is None else continuation.wrap(gateway, store)
+        tools = ToolBox(
+            sources,
+            gateway=gateway,
+            store=store,
+            lists=continuation.tape.lists.values() if continuation else (),
+            tape=continuation.tape if continuation else None,
+            free=continuation.free if continuation else False,
+            taped_through=continuation.taped_through if continuation else 0,
+        )
+        if named_tools(team):  # a run without tools keeps its recording as it was
+            tools.record_lists()
         summary = _summary_fields(scenario, store) | (continuation.summary if continuation else {})
         # A stop condition that watches spend or tokens (group chat's limits) reads them from
         # this run's gateway, which exists only now.
@@ -241,6 +258,7 @@ async def _run(
             summary=summary,
             judge=team.verdict,
             finish=team.finish,
+            tools=tools,
         )
         if not progress:
             return await runner.run()

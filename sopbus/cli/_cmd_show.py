@@ -10,6 +10,10 @@ the reason.
 like CrewAI's task output log. ``--role NAME``, ``--action NAME`` and ``--round N`` keep
 only the messages sent by that role, caused by that action, or published in that round
 (each may be given more than once; with ``--json`` too).
+
+A run whose actions called tools gets a second table after the messages (not with
+``--json``, whose lines are messages): one row per ``tool_called`` event, with the round,
+the role, the action, the tool, its arguments, the result's size or its error, and its cost.
 """
 
 from __future__ import annotations
@@ -83,7 +87,67 @@ def run(args: argparse.Namespace) -> int:
         _print_full(entries, run_dir, len(everything))
         return 0
     _print_table(entries, run_dir)
+    _print_tools(tool_calls(run_dir, roles=args.role, rounds=args.round))
     return 0
+
+
+def tool_calls(
+    run_dir: Path, *, roles: list[str] | None = None, rounds: list[int] | None = None
+) -> list[dict[str, Any]]:
+    """The run's tool calls in the order they ended (its ``tool_called`` events' fields,
+    with ``round`` and ``role``), kept to ``roles`` and ``rounds`` when given."""
+    from sopbus.bus import read_events
+
+    out = []
+    for event in read_events(run_dir / EVENTS):
+        data = event.get("data") or {}
+        if event.get("kind") != "tool_called" or "server" not in data:
+            continue  # a role's own tool_called (the book doctor's) has no server
+        if (roles and event.get("role") not in roles) or (
+            rounds and event.get("round") not in rounds
+        ):
+            continue
+        out.append({"round": event.get("round"), "role": event.get("role"), **data})
+    return out
+
+
+def _print_tools(calls: list[dict[str, Any]]) -> None:
+    if not calls:
+        return
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table()
+    for column in ("round", "role", "action", "tool", "arguments", "result", "cost"):
+        table.add_column(column, overflow="ellipsis", no_wrap=column == "arguments", max_width=40)
+    for c in calls:
+        result = (
+            f"error: {first_line(c['error'])}" if c.get("error") else f"{c['result_chars']} chars"
+        )
+        if c.get("cut"):
+            result += " (cut)"
+        cost = (
+            "replayed"
+            if c.get("replayed")
+            else (f"${c['cost_usd']}" if c.get("cost_usd") else "free")
+        )
+        table.add_row(
+            str(c["round"]),
+            *map(
+                Text,
+                (
+                    c["role"],
+                    c["action"],
+                    f"{c['server']}.{c['tool']}",
+                    c["arguments"],
+                    result,
+                    cost,
+                ),
+            ),
+        )
+    out = console()
+    out.print(Text(f"tool calls ({len(calls)})"))
+    out.print(table)
 
 
 def selected(

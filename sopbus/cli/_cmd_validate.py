@@ -97,7 +97,8 @@ def run(args: argparse.Namespace) -> int:
 
 def check_team(scenario: Scenario, report: Report) -> Team:
     """Makes every check ``sopbus run`` makes before it starts (the team, prices, the
-    provider's settings: :func:`sopbus._assemble._execute.preflight`; a mistake raises ConfigError),
+    provider's settings: :func:`sopbus._assemble._execute.preflight`; the tools the actions
+    name, starting the MCP servers they need; a mistake raises ConfigError),
     adds the watch graph to ``report`` and its warnings before the file's own."""
     from sopbus._assemble._environ import run_environ
     from sopbus._assemble._execute import preflight
@@ -107,6 +108,12 @@ def check_team(scenario: Scenario, report: Report) -> Team:
 
     checked = preflight(scenario, run_environ())  # the keys run would see: env over ./.env
     team: Team = checked.team
+    import trio
+
+    from sopbus._assemble._tools import check_servers
+
+    # The tools of an MCP server are known only once it runs: started, checked, stopped.
+    trio.run(check_servers, scenario, team)
     report.graph = [*graph_text(team), *answer_bounds(team)]
     report.warnings[:0] = [*team_warnings(team), *checked.warnings]
     return team

@@ -35,6 +35,8 @@ PUBLIC = [
     "SopbusError",
     "StopRun",
     "Team",
+    "Tool",
+    "ToolServerError",
     "Turn",
     "Verdict",
     "WorkerDied",
@@ -42,6 +44,7 @@ PUBLIC = [
     "run_scenario",
     "run_scenario_async",
     "run_scenario_asyncio",
+    "tool",
 ]
 
 
@@ -75,7 +78,7 @@ def test_every_error_a_user_can_meet_derives_from_one_base() -> None:
         for n in PUBLIC
         if n.endswith(("Error", "Exhausted", "Overrun", "Unavailable", "Died", "StopRun"))
     ]
-    assert len(errors) == 9
+    assert len(errors) == 10
     for error in [*errors, TypeSpecError, BoardError, ToolError]:
         assert issubclass(error, sopbus.SopbusError), error
 

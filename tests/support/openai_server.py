@@ -5,7 +5,8 @@ reply (the last one repeats), and every request is recorded (path, headers, JSON
 test can check what the client sent. Replies:
 
 - :class:`Answer` - a chat completion with the given usage and finish_reason (``length``
-  for an answer cut at max_tokens); streamed as server-sent events
+  for an answer cut at max_tokens), and ``tool_calls`` ((id, function name, arguments
+  JSON) each: the answer asks for tools, finish_reason ``tool_calls``); streamed as server-sent events
   when the request says ``stream: true`` (usage in a last chunk with no choices, only when
   ``stream_options.include_usage`` asks for it, as OpenAI does);
 - :class:`Fail` - an HTTP error status with an OpenAI-style error body and headers
@@ -62,6 +63,7 @@ class Answer:
     chunks: int = 3  # how many pieces the text is streamed in
     finish_reason: str = "stop"  # "length": the server cut the answer at max_tokens
     stream_usage: bool = True  # False: no usage chunk even when include_usage asks for it
+    tool_calls: tuple[tuple[str, str, str], ...] = ()  # (id, function name, arguments JSON)
 
 
 @dataclass(frozen=True)
@@ -332,11 +334,42 @@ def _completion(reply: Answer, model: str) -> dict[str, Any]:
         "choices": [
             {
                 "index": 0,
-                "finish_reason": reply.finish_reason,
-                "message": {"role": "assistant", "content": reply.text},
+                "finish_reason": "tool_calls" if reply.tool_calls else reply.finish_reason,
+                "message": {
+                    "role": "assistant",
+                    "content": reply.text or None if reply.tool_calls else reply.text,
+                    **({"tool_calls": _calls(reply)} if reply.tool_calls else {}),
+                },
             }
         ],
     }
+
+
+def _calls(reply: Answer) -> list[dict[str, Any]]:
+    return [
+        {"id": i, "type": "function", "function": {"name": name, "arguments": arguments}}
+        for i, name, arguments in reply.tool_calls
+    ]
+
+
+def _call_deltas(reply: Answer) -> list[dict[str, Any]]:
+    # As OpenAI streams a call: its id and name in one delta, its arguments in two more.
+    deltas = []
+    for index, (i, name, arguments) in enumerate(reply.tool_calls):
+        half = len(arguments) // 2
+        deltas.append(
+            {
+                "index": index,
+                "id": i,
+                "type": "function",
+                "function": {"name": name, "arguments": ""},
+            }
+        )
+        deltas += [
+            {"index": index, "function": {"arguments": part}}
+            for part in (arguments[:half], arguments[half:])
+        ]
+    return deltas
 
 
 def _answer(reply: Answer, body: dict[str, Any]) -> tuple[str, bytes]:
@@ -390,9 +423,12 @@ def _sse(reply: Answer, model: str, include_usage: bool) -> list[str]:
         }
         for piece in pieces
     ]
-    events.append(
-        {**base, "choices": [{"index": 0, "delta": {}, "finish_reason": reply.finish_reason}]}
-    )
+    events += [
+        {**base, "choices": [{"index": 0, "delta": {"tool_calls": [delta]}, "finish_reason": None}]}
+        for delta in _call_deltas(reply)
+    ]
+    finish = "tool_calls" if reply.tool_calls else reply.finish_reason
+    events.append({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": finish}]})
     if include_usage:
         events.append({**base, "choices": [], "usage": _usage(reply)})
     return [f"data: {json.dumps(event)}\n\n" for event in events] + ["data: [DONE]\n\n"]

@@ -1,0 +1,96 @@
+"""A run's tools put together: the Python tools of the team, the scenario's MCP servers
+(started once for the run, stopped with it; never by a replay), and the check that every
+action's ``tools`` names tools that exist, before the first call.
+
+Patterns of the ``py`` source and of sources the scenario does not declare are checked by
+:func:`check_named` without starting anything (``sopbus validate`` and ``run`` alike); the
+tools of an MCP server are known only once it runs, so :func:`check_tools` checks them then.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import asynccontextmanager
+from typing import Any
+
+from sopbus.bus import ConfigError
+from sopbus.bus._protocol import ToolSpec
+from sopbus.bus.llm._toolbox import resolve
+from sopbus.bus.llm._tools import SOURCE_PYTHON, ToolSource
+from sopbus.bus.scenario._types import Scenario
+from sopbus.roles._tools import PythonTools
+
+
+def named_tools(team: Any) -> list[tuple[str, tuple[str, ...]]]:
+    """Each action of the team that names tools: where (role and action) and its patterns."""
+    out = []
+    for role in team.roles:
+        for action in getattr(role, "actions", ()):
+            patterns = tuple(getattr(action, "tools", ()))
+            if patterns:
+                out.append((f"{role.name}'s action {action.name!r} (tools)", patterns))
+    return out
+
+
+def python_tools(team: Any) -> PythonTools:
+    return PythonTools(list(team.tools.values()))
+
+
+def check_named(scenario: Scenario, team: Any) -> None:
+    """Checks every pattern whose source is not a declared MCP server (see the module
+    docstring); raises :class:`~sopbus.bus.ConfigError` naming the file and the action."""
+    listed: dict[str, Sequence[ToolSpec]] = {SOURCE_PYTHON: python_tools(team).specs()}
+    for where, patterns in named_tools(team):
+        offline = [p for p in patterns if p.partition(".")[0] not in scenario.mcp]
+        # Declared servers are known sources (so a typo in their name is not suggested one).
+        _resolve(scenario, offline, {**dict.fromkeys(scenario.mcp, ()), **listed}, where)
+
+
+def check_tools(scenario: Scenario, team: Any, listed: Mapping[str, Sequence[ToolSpec]]) -> None:
+    """Checks every pattern against the tools the run's sources list."""
+    for where, patterns in named_tools(team):
+        _resolve(scenario, patterns, listed, where)
+
+
+def _resolve(
+    scenario: Scenario,
+    patterns: Sequence[str],
+    listed: Mapping[str, Sequence[ToolSpec]],
+    where: str,
+) -> None:
+    try:
+        resolve(patterns, listed, where=where)
+    except ConfigError as exc:
+        raise ConfigError(f"{scenario.path}: {exc}") from None
+
+
+def needs_servers(scenario: Scenario, team: Any) -> bool:
+    """Whether any action names a tool of a declared MCP server."""
+    return any(
+        p.partition(".")[0] in scenario.mcp for _, patterns in named_tools(team) for p in patterns
+    )
+
+
+@asynccontextmanager
+async def opened_tools(
+    scenario: Scenario, team: Any, *, live: bool
+) -> AsyncIterator[list[ToolSource]]:
+    """The run's tool sources for the block: the Python tools, and the scenario's MCP servers
+    when the run is ``live`` (a replay starts none) and an action names one of their tools."""
+    py = python_tools(team)
+    if not live or not scenario.mcp or not needs_servers(scenario, team):
+        yield [py]
+        return
+    from sopbus.bus.llm._mcp import open_mcp_servers
+
+    async with open_mcp_servers(scenario.mcp, cwd=scenario.base_dir) as servers:
+        sources: list[ToolSource] = [py, *servers]
+        check_tools(scenario, team, {s.name: list(s.specs()) for s in sources})
+        yield sources
+
+
+async def check_servers(scenario: Scenario, team: Any) -> None:
+    """``sopbus validate``'s check of MCP tool names: starts the servers, checks, stops them."""
+    if scenario.mcp and needs_servers(scenario, team):
+        async with opened_tools(scenario, team, live=True):
+            pass

@@ -1,0 +1,94 @@
+"""The tool loop against a real MCP server (the registry's ``mcp-server-time``), run by the
+CLI: the simulator asks for ``time.get_current_time`` from a fixture, the server answers,
+the call is paid and ledgered; ``replay`` reproduces the run at $0 without the server (it
+is not even on PATH then); ``verify`` is intact; ``validate`` starts the server to check the
+tool names and says the close one."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+
+from sopbus.bus import LedgerLine, read_jsonl
+from support.cli import sopbus
+
+FIXTURES = """# SIMULATED OUTPUT: canned answers for sopbus's sim provider.
+simulated = true
+[[fixture]]
+action = "TellTime"
+responses = [
+  { tool_calls = [{ name = "time.get_current_time", arguments = { timezone = "Europe/Paris" } }] },
+  { answer = "It is noon in Paris." },
+]
+"""
+SCENARIO = """
+[scenario]
+name = "clock"
+idea = "What time is it in Paris?"
+[run]
+runs_dir = "runs"
+budget_usd = 0.5
+[llm]
+fixtures = ["fixtures.toml"]
+[mcp.time]
+command = "{command}"
+price_per_call = 0.001
+[[roles]]
+name = "Clock"
+watch = ["UserRequirement"]
+actions = ["TellTime"]
+[actions.TellTime]
+instruction = "Say what time it is."
+output = {{ answer = "str" }}
+tools = ["{tools}"]
+"""
+
+
+def server() -> str:
+    beside = Path(sys.executable).parent / "mcp-server-time"
+    found = str(beside) if beside.exists() else shutil.which("mcp-server-time")
+    if found is None:
+        pytest.skip("mcp-server-time is not installed: pip install -e '.[test]'")
+    return found
+
+
+def test_a_real_mcp_tool_runs_is_paid_and_replays_without_its_server(tmp_path: Path) -> None:
+    (tmp_path / "fixtures.toml").write_text(FIXTURES)
+    path = tmp_path / "clock.toml"
+    path.write_text(SCENARIO.format(command=server(), tools="time.*"))
+    done = sopbus("run", path, "--quiet", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    lines = list(read_jsonl(run_dir / "costs.jsonl", LedgerLine))
+    tool_lines = [line for line in lines if line.provider == "tool"]
+    assert [(t.model, t.cost_usd, t.role, t.action) for t in tool_lines] == [
+        ("time.get_current_time", Decimal("0.001"), "Clock", "TellTime")
+    ]
+    recording = [json.loads(x) for x in (run_dir / "calls.jsonl").read_text().splitlines()]
+    (result,) = [r for r in recording if r.get("kind") == "tool"]
+    assert json.loads(result["output"]["text"])["timezone"] == "Europe/Paris"
+    costs = sopbus("costs", run_dir, "--json", cwd=tmp_path)
+    assert "time.get_current_time" in costs.stdout
+
+    # Without the server on PATH or at its path, a replay that started it would fail.
+    path.write_text(SCENARIO.format(command="/nonexistent/mcp-server-time", tools="time.*"))
+    env = {"PATH": os.defpath}
+    replayed = sopbus("replay", run_dir, "--quiet", cwd=tmp_path, env=env)
+    assert replayed.returncode == 0, replayed.stderr
+    replay_dir = next(p for p in (tmp_path / "runs").iterdir() if p != run_dir)
+    again = list(read_jsonl(replay_dir / "costs.jsonl", LedgerLine))
+    assert sum(line.cost_usd for line in again) == 0
+    assert [line.provider for line in again] == ["replay", "replay"]  # no tool line
+    verified = sopbus("verify", run_dir, cwd=tmp_path)
+    assert verified.returncode == 0 and verified.stdout.strip().endswith("intact")
+
+    path.write_text(SCENARIO.format(command=server(), tools="time.get_curent_time"))
+    checked = sopbus("validate", path, cwd=tmp_path)
+    assert checked.returncode == 2
+    assert "'get_curent_time'" in checked.stderr and "get_current_time" in checked.stderr
