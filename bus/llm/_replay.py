@@ -26,6 +26,7 @@ import msgspec
 from .._errors import ConfigError
 from .._jsonl import JsonlWriter
 from .._protocol import ChatMessage, Completion, LLMRequest, Provider, ToolSpec
+from ._recording import read_recording  # the recording's reader skips its tool lines
 
 
 class CassetteLine(msgspec.Struct, frozen=True, kw_only=True):
@@ -92,7 +93,6 @@ class ReplayProvider:
         if not self.path.is_file():
             raise ConfigError(f"cassette {self.path} does not exist; record one with --record FILE")
         self._answers: dict[str, list[Completion]] = defaultdict(list)
-        from ._tape import read_recording  # the tape's reader skips its tool lines
 
         for line in read_recording(self.path).calls:
             self._answers[line.key].append(line.completion)

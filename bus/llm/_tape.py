@@ -46,93 +46,20 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
-import msgspec
-
-from .._chain import records_of
 from .._errors import BudgetExhausted, ConfigError
 from .._events import LLMCalled, Note
 from .._layout import CALLS
-from .._protocol import Completion, LLMRequest, ToolCall, ToolSpec
+from .._protocol import Completion, LLMRequest, ToolCall
 from ..money._ledger import LedgerLine
 from ._gateway import Gateway
+from ._recording import CallRecord, ToolList, ToolRecord, read_recording
 from ._replay import request_key
-from ._tools import ToolOutput
 
 RESERVED = "llm_reserved"
 _COUNTED = ("total_usd", "llm_calls", "prompt_tokens", "completion_tokens")
 RELEASED = "llm_released"
 EVERY_ROUND = 1 << 62
 """``taped_through`` of a replay: every round is answered from the tape."""
-
-
-class CallRecord(msgspec.Struct, frozen=True, kw_only=True):
-    """One answered call in ``calls.jsonl`` (a :class:`sopbus.bus.llm._replay.CassetteLine` and more)."""
-
-    key: str
-    role: str
-    action: str
-    completion: Completion
-    round: int = 0
-    attempt: int = 1
-    call: int = 0  # the id of its llm_reserved event; 0 for a replayed answer (no reservation)
-    ledger: LedgerLine | None = None
-
-
-class ToolRecord(msgspec.Struct, frozen=True, kw_only=True, tag_field="kind", tag="tool"):
-    """One tool call in ``calls.jsonl``: who asked (``round``, ``role``, ``action``), the call
-    (``call``: its id, full name and arguments text), what came back (``output``), how long
-    it took, and the ledger line of a paid call."""
-
-    round: int
-    role: str
-    action: str
-    call: ToolCall
-    output: ToolOutput
-    duration_ms: float = 0.0
-    ledger: LedgerLine | None = None
-
-
-class ToolList(msgspec.Struct, frozen=True, kw_only=True, tag_field="kind", tag="tools"):
-    """The tools one source offered the run (its specs with the source's own names) and its
-    price per call: what a replay offers the model without starting the source."""
-
-    source: str
-    specs: tuple[ToolSpec, ...]
-    price_per_call: Decimal | None = None
-
-
-class _Kind(msgspec.Struct):
-    kind: str = ""
-
-
-_kind_of = msgspec.json.Decoder(_Kind).decode
-_call_of = msgspec.json.Decoder(CallRecord).decode
-_tool_of = msgspec.json.Decoder(ToolRecord).decode
-_list_of = msgspec.json.Decoder(ToolList).decode
-
-
-class Recording(msgspec.Struct, frozen=True):
-    """What ``calls.jsonl`` holds: the answers, the tool calls, the tool lists."""
-
-    calls: list[CallRecord]
-    tools: list[ToolRecord]
-    lists: list[ToolList]
-
-
-def read_recording(path: Path) -> Recording:
-    """The lines of a recording (``calls.jsonl``, or a cassette) by kind; none when absent."""
-    found = Recording([], [], [])
-    if not path.is_file():
-        return found
-    for raw in records_of(path.read_bytes()):
-        kind = _kind_of(raw).kind
-        if kind == "tool":
-            found.tools.append(_tool_of(raw))
-        elif kind == "tools":
-            found.lists.append(_list_of(raw))
-        else:
-            found.calls.append(_call_of(raw))
-    return found
 
 
 class RunLog(Protocol):

@@ -14,18 +14,13 @@ from collections.abc import Sequence
 from decimal import Decimal
 from typing import Any, Protocol
 
-import msgspec
-
 from .._protocol import ToolCall as ToolCall
 from .._protocol import ToolOutput as ToolOutput
 from .._protocol import ToolSpec as ToolSpec
+from ..scenario._tools import DEFAULT_MAX_RESULT_CHARS as DEFAULT_MAX_RESULT_CHARS
+from ..scenario._tools import DEFAULT_MAX_TOOL_STEPS as DEFAULT_MAX_TOOL_STEPS
+from ..scenario._tools import McpServer as McpServer
 
-DEFAULT_MAX_RESULT_CHARS = 20_000
-"""A tool's output is cut to this many characters before it goes back to the model (and
-says so), unless the server's ``max_result_chars`` says otherwise."""
-DEFAULT_MAX_TOOL_STEPS = 8
-"""How many answers' tool calls an action runs before the model must answer (an action's
-``max_tool_steps``)."""
 SOURCE_PYTHON = "py"
 """The source name of Python function tools (``@sopbus.tool``): ``py.NAME``."""
 
@@ -47,26 +42,3 @@ class ToolSource(Protocol):
     def specs(self) -> Sequence[ToolSpec]: ...
 
     async def call(self, tool: str, arguments: dict[str, Any]) -> ToolOutput: ...
-
-
-class McpServer(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """A scenario's ``[mcp.NAME]`` table: an MCP server the run starts (``command`` with
-    ``args``, over stdio) or reaches (``url``, streamable HTTP); exactly one of the two.
-
-    ``env`` names the environment variables the server is given from sopbus's own
-    environment; nothing else is passed (no API key unless named here). ``headers`` go with
-    every HTTP request to a ``url`` server. ``price_per_call`` (USD) makes each call of its
-    tools a paid call. ``startup_timeout_s`` bounds the start and the tool listing,
-    ``call_timeout_s`` each call; ``max_result_chars`` is where a result is cut.
-    """
-
-    command: str | None = None
-    args: list[str] = msgspec.field(default_factory=list)
-    env: list[str] = msgspec.field(default_factory=list)
-    cwd: str | None = None
-    url: str | None = None
-    headers: dict[str, str] = msgspec.field(default_factory=dict)
-    price_per_call: Decimal | None = None
-    startup_timeout_s: float = 30.0
-    call_timeout_s: float = 60.0
-    max_result_chars: int = DEFAULT_MAX_RESULT_CHARS

@@ -20,9 +20,9 @@ from typing import Annotated, Any, Literal
 import msgspec
 
 from .._errors import ConfigError
-from ..llm._tools import DEFAULT_MAX_TOOL_STEPS, McpServer
 from ._extra import merged_extra
 from ._paths import inside, outside_problem, place_of
+from ._tools import DEFAULT_MAX_TOOL_STEPS, McpServer
 from ._typespec import parse_type_spec
 
 Provider = Literal["sim", "openai", "replay"]
