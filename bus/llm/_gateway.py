@@ -32,6 +32,9 @@ from ._said import first_line, log_line, refusal
 from ._tokens import prompt_upper_bound
 
 LedgerSink = Callable[[LedgerLine], None]
+PromptCounter = Callable[[LLMRequest], Awaitable[int | None]]
+"""The server's own bound of a request's prompt tokens, or ``None`` where it cannot say
+(:meth:`sopbus.bus.llm.OpenAIProvider.prompt_tokens`)."""
 
 
 class CallJournal(Protocol):
@@ -60,7 +63,8 @@ class Gateway:
     ``costs.jsonl`` from it). ``clock`` gives the wall-clock ``t`` of ledger lines; latency
     is measured on trio's clock, so it follows ``autojump_clock`` in tests. ``max_backoff_s``
     bounds one wait: a server that asks for a longer pause fails the call instead. ``sleep``
-    waits between attempts (``trio.sleep``; tests pass a recorder).
+    waits between attempts (``trio.sleep``; tests pass a recorder). ``counter`` bounds a
+    request's prompt tokens by the server's count, where tighter than sopbus's own bound.
     """
 
     def __init__(
@@ -77,6 +81,7 @@ class Gateway:
         sleep: Callable[[float], Awaitable[None]] = trio.sleep,
         journal: CallJournal | None = None,
         pool: AccountShare | None = None,
+        counter: PromptCounter | None = None,
     ):
         if max_attempts < 1:
             raise ValueError(f"max_attempts is at least 1, got {max_attempts}")
@@ -91,6 +96,7 @@ class Gateway:
         self._sleep = sleep
         self._journal = journal
         self._pool = pool
+        self._counter = counter
         self._resume = 0  # which execution of the run this is (see carry)
         # Replayed answers cost nothing, so a replay provider reserves nothing either.
         self._free = bool(getattr(provider, "free", False))
@@ -123,7 +129,7 @@ class Gateway:
 
     async def _attempt(self, request: LLMRequest, round: int, attempt: int) -> Completion:
         price = self.prices.price(request.model)
-        bound = prompt_upper_bound(request)
+        bound = await self._prompt_bound(request)
         worst = _ZERO if self._free else price.worst_case(bound, request.max_tokens)
         try:
             hold = await self._hold(worst)
@@ -156,7 +162,9 @@ class Gateway:
             if why is not None:
                 raise await self._overran(sent, price, completion.usage, bound, why)
             if worst:  # a call priced $0 (a person, a free model) has nothing to undercount
-                usage, corrected = plausible_usage(completion.usage, request, completion.text)
+                usage, corrected = plausible_usage(
+                    completion.usage, request, completion.text, bound=bound
+                )
                 completion = msgspec.structs.replace(completion, usage=usage)
                 cost = price.cost(usage)
             if completion.usage.prompt_tokens > bound:
@@ -170,6 +178,15 @@ class Gateway:
                 )
         await self._answered(sent, cost, completion, corrected)
         return completion
+
+    async def _prompt_bound(self, request: LLMRequest) -> int:
+        """The prompt part of the reservation: sopbus's bound, or the server's count where
+        that is less (both are upper bounds of what the server bills)."""
+        bound = prompt_upper_bound(request)
+        if self._counter is None or self._free:
+            return bound
+        counted = await self._counter(request)
+        return bound if counted is None else min(bound, counted)
 
     async def _hold(self, amount: Decimal) -> Hold | None:
         """The sweep's hold for an attempt (none outside a sweep, or for a free call)."""

@@ -20,6 +20,10 @@ properties, only supported keywords), otherwise ``strict: false``. A request wit
 lack structured outputs. Usage (cached tokens included) is taken from the API as it is; when
 streaming, from the last chunk (``stream_options={"include_usage": True}``).
 
+With ``tokenize`` (``[llm].tokenize``, on by default) the server's own count of a prompt
+bounds its reservation where the server can count (llama.cpp, vLLM; see
+:mod:`sopbus.bus.llm._server_tokens`): :meth:`OpenAIProvider.prompt_tokens`.
+
 The provider never reads the environment: the caller passes ``base_url`` and ``api_key``
 (:func:`openai_settings_from_env` reads the usual variables for the CLI). The key is never
 logged nor shown in ``repr``.
@@ -42,6 +46,7 @@ from .._errors import ConfigError, ProviderError
 from .._protocol import ChatMessage, Completion, LLMRequest, Usage
 from .._redact import redact_url
 from ._live import LiveText
+from ._server_tokens import Reply, ServerTokens, with_margin
 from ._tokens import count_text, prompt_upper_bound, schema_text
 from ._wire import (
     Answer,
@@ -57,6 +62,8 @@ from ._wire import (
 )
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
+# Counting a prompt on the server is a quick request; past this, the call keeps the bound.
+COUNT_TIMEOUT_S = 10.0
 SCHEMA_INSTRUCTION = (
     "Answer with one JSON value and nothing else (no prose, no code fence). "
     "It must validate against this JSON schema:\n"
@@ -131,6 +138,7 @@ class OpenAIProvider:
         timeout_s: float = 60.0,
         stream: bool = False,
         max_tokens_param: Literal["max_completion_tokens", "max_tokens"] = "max_completion_tokens",
+        tokenize: bool = True,
     ):
         # Errors, logs and repr name the server by base_url, so it holds no credentials;
         # only the client gets the URL as given (user info, a key in the query).
@@ -140,6 +148,9 @@ class OpenAIProvider:
         self.timeout_s = timeout_s
         self.stream = stream
         self.max_tokens_param = max_tokens_param
+        # OpenAI's own API counts with the tokenizers sopbus has; it has no /tokenize to ask.
+        self.tokenize = tokenize and self._url.rstrip("/") != DEFAULT_BASE_URL
+        self._tokens: ServerTokens | None = None
         self._client: openai.AsyncOpenAI | None = None
         self.live: LiveText | None = None  # set by the live view: streamed text goes there
 
@@ -156,6 +167,7 @@ class OpenAIProvider:
             api_key=self._api_key, base_url=self._url, timeout=self.timeout_s, max_retries=0
         )
         self._client = await client.__aenter__()
+        self._tokens = ServerTokens(self._post_root) if self.tokenize else None
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -188,7 +200,7 @@ class OpenAIProvider:
             )
         text, usage, finish_reason = answer
         if usage is None:
-            usage = _counted_usage(request, text, self.base_url)
+            usage = _counted_usage(request, text, self.base_url, self._counted(request))
         return Completion(
             text=text,
             usage=usage,
@@ -196,6 +208,40 @@ class OpenAIProvider:
             provider=self.name,
             finish_reason=finish_reason,
         )
+
+    async def prompt_tokens(self, request: LLMRequest) -> int | None:
+        """At least the prompt tokens the server will bill for ``request``, by its own count
+        plus a margin (:func:`~sopbus.bus.llm._server_tokens.with_margin`), or ``None``
+        where it cannot count (the gateway keeps its bound; see the module docstring)."""
+        if self._tokens is None:
+            return None
+        with trio.move_on_after(min(self.timeout_s, COUNT_TIMEOUT_S)):
+            counted = await self._tokens.count(self._count_body(request))
+            return None if counted is None else with_margin(counted)
+        return None
+
+    def _counted(self, request: LLMRequest) -> int | None:
+        counted = self._tokens.cached(self._count_body(request)) if self._tokens else None
+        return None if counted is None else with_margin(counted)
+
+    def _count_body(self, request: LLMRequest) -> dict[str, Any]:
+        """The chat completion's JSON body, as the server renders its prompt from it."""
+        params = request_params(request, max_tokens_param=self.max_tokens_param)
+        return {**params.pop("extra_body", {}), **params}
+
+    async def _post_root(self, path: str, body: dict[str, Any]) -> Reply:
+        """``body`` posted to ``path`` on the server's root (the base URL without ``/v1``),
+        with the key; any failure is a reply with its status (0: no answer)."""
+        assert self._client is not None
+        base = httpx2.URL(self._url)
+        url = base.copy_with(path=re.sub(r"/v1/?$", "", base.path.rstrip("/")) + path)
+        try:
+            response = await self._client.post(str(url), body=body, cast_to=httpx2.Response)
+        except openai.APIStatusError as error:
+            return Reply(error.status_code, _json_or_none(error.response))
+        except (openai.APIError, httpx2.HTTPError):
+            return Reply(0)
+        return Reply(response.status_code, _json_or_none(response))
 
     async def _exchange(self, params: dict[str, Any], request: LLMRequest, stream: bool) -> Answer:
         """One request and its whole answer, read within the body size bound."""
@@ -341,13 +387,23 @@ def _closed(schema: dict[str, Any]) -> dict[str, Any] | None:
     return schema
 
 
-def _counted_usage(request: LLMRequest, text: str, base_url: str) -> Usage:
+def _counted_usage(request: LLMRequest, text: str, base_url: str, counted: int | None) -> Usage:
     # Some compatible servers send no usage. The call was still made, so count it ourselves,
-    # on the high side for the prompt, rather than ledger it as free.
+    # on the high side for the prompt (the bound its reservation took), rather than ledger it
+    # as free.
     logger.warning("{} sent no usage for {}; counting tokens locally", base_url, request.action)
+    bound = prompt_upper_bound(request)
     return Usage(
-        prompt_tokens=prompt_upper_bound(request), completion_tokens=count_text(text, request.model)
+        prompt_tokens=bound if counted is None else min(bound, counted),
+        completion_tokens=count_text(text, request.model),
     )
+
+
+def _json_or_none(response: httpx2.Response) -> Any:
+    try:
+        return response.json()
+    except ValueError:
+        return None
 
 
 def _provider_error(error: openai.APIError, base_url: str) -> ProviderError:

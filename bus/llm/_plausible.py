@@ -25,16 +25,19 @@ from .._protocol import LLMRequest, Usage
 from ._tokens import count_prompt, count_text, prompt_upper_bound
 
 
-def plausible_usage(usage: Usage, request: LLMRequest, text: str) -> tuple[Usage, str | None]:
+def plausible_usage(
+    usage: Usage, request: LLMRequest, text: str, *, bound: int | None = None
+) -> tuple[Usage, str | None]:
     """The usage to book for ``request`` answered with ``text``, and why it is not the
     reported ``usage`` (``None`` when it is): see the module docstring. ``usage`` has no
-    negative count (that is an overrun, caught before)."""
+    negative count (that is an overrun, caught before). ``bound`` is the prompt part of the
+    call's reservation (default: :func:`~sopbus.bus.llm._tokens.prompt_upper_bound`)."""
     why: list[str] = []
     prompt, completion, cached = usage.prompt_tokens, usage.completion_tokens, usage.cached_tokens
     counted = count_prompt(request)
     if _far_below(prompt, counted):
         why.append(f"prompt_tokens={prompt} for a prompt sopbus counts at {counted}")
-        prompt = max(prompt, prompt_upper_bound(request))
+        prompt = max(prompt, prompt_upper_bound(request) if bound is None else bound)
     if text:
         written = count_text(text, request.model)
         if _far_below(completion, written):

@@ -107,6 +107,8 @@ class LLMConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields
     scenario file: use :meth:`Scenario.fixture_paths` / :meth:`Scenario.cassette_path`.
     ``extra_body`` is sent as it is with each ``openai`` request (server sampling settings
     such as ``repeat_penalty``; see :mod:`sopbus.bus.scenario._extra`); the simulator ignores it.
+    ``tokenize`` lets an ``openai`` server that counts tokens (llama.cpp's and vLLM's
+    ``/tokenize``) count each prompt for its reservation; ``false`` keeps sopbus's own bound.
     """
 
     provider: Provider = "sim"
@@ -123,6 +125,7 @@ class LLMConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields
     fixtures: tuple[str, ...] = ()
     cassette: str | None = None
     extra_body: dict[str, Any] | None = None
+    tokenize: bool = True
 
     def merged(self, *overrides: LLMOverrides | None) -> LLMConfig:
         """These settings with each override's given (non-``None``) fields laid on top, in

@@ -51,6 +51,7 @@ from ._provider import (
     innermost,
     make_provider,
     opened_for_run,
+    prompt_counter,
     run_secrets,
     with_people,
 )
@@ -216,6 +217,7 @@ async def _run(
             max_attempts=scenario.llm.max_attempts,
             journal=journal,
             pool=pool or remote.pool,
+            counter=prompt_counter(live),
         )
         asker: Any = gateway if continuation is None else continuation.wrap(gateway, store)
         summary = _summary_fields(scenario, store) | (continuation.summary if continuation else {})
