@@ -3,12 +3,13 @@ serving SmolLM2-135M-Instruct (built by ``.ci/llama-server``), started as the te
 (tests/support/llama_server.py: one thread, 2 slots of 2048 tokens).
 
 Each scenario runs from a copy with small ``max_tokens`` and few rounds (``--max-tokens``,
-``--max-rounds``), temperature 0 and a repeat penalty, priced ``--price 1,0`` so that a
+``--max-rounds``; a scenario with a role a person answers is left out), temperature 0 and a repeat penalty, priced ``--price 1,0`` so that a
 call's reservation in USD is its prompt bound in tokens. Printed per scenario: the calls,
 the answers cut at ``max_tokens``, the ledger's prompt and completion tokens against what
 the server's ``/metrics`` counted meanwhile, the prompt tokens reserved against those
 billed, the share of prompt tokens served from the server's cache (``cached_tokens``), the
-wall time and how the run ended. ``--no-tokenize`` runs with ``[llm] tokenize = false``
+wall time, the server's prompt and generation speeds (tokens/s, from its counters) and how
+the run ended. ``--no-tokenize`` runs with ``[llm] tokenize = false``
 (sopbus's own bound, for the comparison).
 
     python bench/real.py [--max-tokens 64] [--max-rounds 4] [--only NAME ...] [--json]
@@ -35,7 +36,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 from support.llama_server import MODEL, LlamaServer, available, llama_home  # noqa: E402
 
-SKIP = {"__init__"}
+
+def needs_a_person(path: Path) -> bool:
+    """A scenario with a role answered by a person (``human = true``): not for a bench."""
+    doc = tomllib.loads(path.read_text(encoding="utf-8"))
+    return any(role.get("human") for role in doc.get("roles", []))
 
 
 def small_copy(
@@ -61,7 +66,7 @@ def read(path: Path) -> list[dict[str, Any]]:
 
 
 def measure(server: LlamaServer, scenario: Path, runs: Path) -> dict[str, Any]:
-    before = server.billed()
+    before, timed = server.billed(), server.metrics()
     started = time.monotonic()
     done = subprocess.run(
         [sys.executable, "-m", "sopbus", "run", str(scenario), "--provider", "openai",
@@ -71,8 +76,11 @@ def measure(server: LlamaServer, scenario: Path, runs: Path) -> dict[str, Any]:
         capture_output=True, text=True, timeout=1800,
     )  # fmt: skip
     wall = time.monotonic() - started
-    after = server.billed()
-    (run_dir,) = [p for p in runs.iterdir() if p.is_dir()]
+    after, spent = server.billed(), server.metrics()
+    found = [p for p in runs.iterdir() if p.is_dir()]
+    if not found:  # refused before it started (exit 2): say why
+        return {"exit": done.returncode, "error": done.stderr.strip().splitlines()[-1:]}
+    (run_dir,) = found
     lines = [x for x in read(run_dir / "costs.jsonl") if x["outcome"] != "refused"]
     events = read(run_dir / "events.jsonl")
     billed = {c["call"]: c["completion"]["usage"] for c in read(run_dir / "calls.jsonl")}
@@ -99,7 +107,21 @@ def measure(server: LlamaServer, scenario: Path, runs: Path) -> dict[str, Any]:
         "under_reserved": sum(reserved[c] < billed[c]["prompt_tokens"] for c in answered),
         "cached_share": round(sum(x["cached_tokens"] for x in lines) / prompt, 3) if prompt else 0,
         "wall_s": round(wall, 1),
+        **speeds(timed, spent),
     }
+
+
+def speeds(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+    """The server's prompt and generation speeds meanwhile, in tokens/s, from its counters."""
+    out = {}
+    for key, tokens, seconds in (
+        ("prompt_tps", "prompt_tokens_total", "prompt_seconds_total"),
+        ("gen_tps", "tokens_predicted_total", "tokens_predicted_seconds_total"),
+    ):
+        took = after[f"llamacpp:{seconds}"] - before[f"llamacpp:{seconds}"]
+        done = after[f"llamacpp:{tokens}"] - before[f"llamacpp:{tokens}"]
+        out[key] = round(done / took, 1) if took > 0 else 0.0
+    return out
 
 
 def main() -> None:
@@ -113,7 +135,7 @@ def main() -> None:
     if available() is None:
         raise SystemExit(f"no llama-server in {llama_home()}: run .ci/llama-server first")
     names = args.only or sorted(
-        p.stem for p in (ROOT / "scenarios").glob("*.toml") if p.stem not in SKIP
+        p.stem for p in (ROOT / "scenarios").glob("*.toml") if not needs_a_person(p)
     )
     results: dict[str, Any] = {}
     with tempfile.TemporaryDirectory() as tmp:
@@ -140,9 +162,10 @@ def main() -> None:
     if args.json:
         print(json.dumps(results))
     else:
-        total = {k: sum(r[k] for r in results.values()) for k in ("calls", "cut", "wall_s")}
-        held = sum(r["reserved_prompt"] for r in results.values())
-        billed = sum(r["billed_prompt"] for r in results.values())
+        ran = [r for r in results.values() if "calls" in r]
+        total = {k: round(sum(r[k] for r in ran), 1) for k in ("calls", "cut", "wall_s")}
+        held = sum(r["reserved_prompt"] for r in ran)
+        billed = sum(r["billed_prompt"] for r in ran)
         print(f"total: {total}; prompt reserved/billed = {held}/{billed}"
               f" = {held / billed if billed else 0:.2f}")  # fmt: skip
 

@@ -29,11 +29,12 @@ from ..money._prices import Price, PriceBook
 from ._overrun import impossible_usage, overrun_cost, overrun_record
 from ._plausible import plausible_usage
 from ._said import first_line, log_line, refusal
+from ._server_tokens import with_margin
 from ._tokens import prompt_upper_bound
 
 LedgerSink = Callable[[LedgerLine], None]
 PromptCounter = Callable[[LLMRequest], Awaitable[int | None]]
-"""The server's own bound of a request's prompt tokens, or ``None`` where it cannot say
+"""The server's own count of a request's prompt tokens, or ``None`` where it cannot say
 (:meth:`sopbus.bus.llm.OpenAIProvider.prompt_tokens`)."""
 
 
@@ -129,7 +130,7 @@ class Gateway:
 
     async def _attempt(self, request: LLMRequest, round: int, attempt: int) -> Completion:
         price = self.prices.price(request.model)
-        bound = await self._prompt_bound(request)
+        bound, counted = await self._prompt_bound(request)
         worst = _ZERO if self._free else price.worst_case(bound, request.max_tokens)
         try:
             hold = await self._hold(worst)
@@ -163,7 +164,7 @@ class Gateway:
                 raise await self._overran(sent, price, completion.usage, bound, why)
             if worst:  # a call priced $0 (a person, a free model) has nothing to undercount
                 usage, corrected = plausible_usage(
-                    completion.usage, request, completion.text, bound=bound
+                    completion.usage, request, completion.text, bound=bound, counted=counted
                 )
                 completion = msgspec.structs.replace(completion, usage=usage)
                 cost = price.cost(usage)
@@ -179,14 +180,17 @@ class Gateway:
         await self._answered(sent, cost, completion, corrected)
         return completion
 
-    async def _prompt_bound(self, request: LLMRequest) -> int:
-        """The prompt part of the reservation: sopbus's bound, or the server's count where
-        that is less (both are upper bounds of what the server bills)."""
+    async def _prompt_bound(self, request: LLMRequest) -> tuple[int, int | None]:
+        """The prompt part of the reservation: sopbus's bound, or the server's count with
+        its margin where that is less (both are upper bounds of what the server bills);
+        and the server's count, when it gave one."""
         bound = prompt_upper_bound(request)
         if self._counter is None or self._free:
-            return bound
+            return bound, None
         counted = await self._counter(request)
-        return bound if counted is None else min(bound, counted)
+        if counted is None:
+            return bound, None
+        return min(bound, with_margin(counted)), counted
 
     async def _hold(self, amount: Decimal) -> Hold | None:
         """The sweep's hold for an attempt (none outside a sweep, or for a free call)."""

@@ -46,7 +46,7 @@ from .._errors import ConfigError, ProviderError
 from .._protocol import ChatMessage, Completion, LLMRequest, Usage
 from .._redact import redact_url
 from ._live import LiveText
-from ._server_tokens import Reply, ServerTokens, with_margin
+from ._server_tokens import Reply, ServerTokens
 from ._tokens import count_text, prompt_upper_bound, schema_text
 from ._wire import (
     Answer,
@@ -210,19 +210,18 @@ class OpenAIProvider:
         )
 
     async def prompt_tokens(self, request: LLMRequest) -> int | None:
-        """At least the prompt tokens the server will bill for ``request``, by its own count
-        plus a margin (:func:`~sopbus.bus.llm._server_tokens.with_margin`), or ``None``
-        where it cannot count (the gateway keeps its bound; see the module docstring)."""
+        """The prompt tokens the server will bill for ``request``, by its own count, or
+        ``None`` where it cannot count (the gateway then keeps its bound; see
+        :mod:`sopbus.bus.llm._server_tokens` for the margin it adds otherwise)."""
         if self._tokens is None:
             return None
         with trio.move_on_after(min(self.timeout_s, COUNT_TIMEOUT_S)):
             counted = await self._tokens.count(self._count_body(request))
-            return None if counted is None else with_margin(counted)
+            return counted
         return None
 
     def _counted(self, request: LLMRequest) -> int | None:
-        counted = self._tokens.cached(self._count_body(request)) if self._tokens else None
-        return None if counted is None else with_margin(counted)
+        return self._tokens.cached(self._count_body(request)) if self._tokens else None
 
     def _count_body(self, request: LLMRequest) -> dict[str, Any]:
         """The chat completion's JSON body, as the server renders its prompt from it."""
@@ -388,9 +387,9 @@ def _closed(schema: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def _counted_usage(request: LLMRequest, text: str, base_url: str, counted: int | None) -> Usage:
-    # Some compatible servers send no usage. The call was still made, so count it ourselves,
-    # on the high side for the prompt (the bound its reservation took), rather than ledger it
-    # as free.
+    # Some compatible servers send no usage. The call was still made, so count it ourselves
+    # rather than ledger it as free: the prompt at the server's own count where it gave one,
+    # else on the high side (the bound its reservation took).
     logger.warning("{} sent no usage for {}; counting tokens locally", base_url, request.action)
     bound = prompt_upper_bound(request)
     return Usage(

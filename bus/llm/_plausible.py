@@ -26,17 +26,25 @@ from ._tokens import count_prompt, count_text, prompt_upper_bound
 
 
 def plausible_usage(
-    usage: Usage, request: LLMRequest, text: str, *, bound: int | None = None
+    usage: Usage,
+    request: LLMRequest,
+    text: str,
+    *,
+    bound: int | None = None,
+    counted: int | None = None,
 ) -> tuple[Usage, str | None]:
     """The usage to book for ``request`` answered with ``text``, and why it is not the
     reported ``usage`` (``None`` when it is): see the module docstring. ``usage`` has no
     negative count (that is an overrun, caught before). ``bound`` is the prompt part of the
-    call's reservation (default: :func:`~sopbus.bus.llm._tokens.prompt_upper_bound`)."""
+    call's reservation (default: :func:`~sopbus.bus.llm._tokens.prompt_upper_bound`);
+    ``counted`` the server's own count of the prompt, where it gave one (it knows its
+    tokenizer, and whether a schema is prompt or grammar), instead of sopbus's count."""
     why: list[str] = []
     prompt, completion, cached = usage.prompt_tokens, usage.completion_tokens, usage.cached_tokens
-    counted = count_prompt(request)
+    who = "sopbus counts" if counted is None else "the server counted"
+    counted = count_prompt(request) if counted is None else counted
     if _far_below(prompt, counted):
-        why.append(f"prompt_tokens={prompt} for a prompt sopbus counts at {counted}")
+        why.append(f"prompt_tokens={prompt} for a prompt {who} at {counted}")
         prompt = max(prompt, prompt_upper_bound(request) if bound is None else bound)
     if text:
         written = count_text(text, request.model)

@@ -17,7 +17,7 @@ from sopbus._assemble import execute
 from sopbus.bus import Budget, ChatMessage, LLMRequest, load_scenario
 from sopbus.bus.llm import Gateway, OpenAIProvider
 from sopbus.bus.llm._server_tokens import with_margin
-from sopbus.bus.llm._tokens import prompt_upper_bound
+from sopbus.bus.llm._tokens import count_prompt, prompt_upper_bound
 from sopbus.bus.money._prices import PriceBook
 from support.openai_server import Answer, OpenAIServer
 from support.teams import pipeline
@@ -105,3 +105,29 @@ def test_tokenize_false_in_the_scenario_file_reaches_the_run(tmp_path: Path) -> 
         assert len(server.requests) == 1
     assert outcome.result.end_reason == "idle"
     assert "tokenize = false" in (outcome.run_dir / "scenario.toml").read_text()
+
+
+SCHEMA = {
+    "type": "object",
+    "properties": {f"field_{n}": {"type": "string", "description": "x" * 40} for n in range(8)},
+}
+
+
+async def test_usage_is_believed_against_the_servers_count_not_sopbus_own() -> None:
+    """A server that enforces a schema by grammar bills no prompt tokens for it; sopbus's own
+    count adds the schema (as OpenAI bills it), and would call the usage too small to be true."""
+    asked = request("tea", schema=SCHEMA)
+    with OpenAIServer() as server:
+        server.routes["/tokenize"] = lambda body: (200, {"count": 20})
+        server.script(
+            Answer("{}", prompt_tokens=20, completion_tokens=2),
+            Answer("{}", prompt_tokens=3, completion_tokens=2),  # below half the server's count
+        )
+        provider = OpenAIProvider(base_url=server.base_url, api_key="k")
+        async with provider:
+            gateway = Gateway(provider, PRICES, Budget(Decimal(1)), counter=provider.prompt_tokens)
+            believed = await gateway.complete(asked, round=1)
+            corrected = await gateway.complete(asked, round=1)
+    assert count_prompt(asked) > 2 * 20  # sopbus's count takes the schema as prompt
+    assert believed.usage.prompt_tokens == 20
+    assert corrected.usage.prompt_tokens == with_margin(20)  # booked at its reservation

@@ -9,7 +9,9 @@ finds it by the same rule. Without it a test skips and says how to build it; in 
 Settings for a shared 2-core machine: one thread (with 2 threads, generation fell from about
 70 to 5 tokens/s whenever another process took a core: llama.cpp's threads wait for each
 other), 2 slots of 2048 tokens each (``--ctx-size`` 4096 is shared by the slots), the
-Prometheus counters on (``/metrics``), the chat template through jinja.
+Prometheus counters on (``/metrics``), the chat template through jinja. The HTTP threads
+stay at the server's default (the slots plus 2): with only as many as slots, a count asked
+while both slots answer waits for one of them.
 """
 
 from __future__ import annotations
@@ -23,7 +25,6 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-
 
 BUILD = "run .ci/llama-server to build it (about 15 minutes, once per machine)"
 MODEL = "smollm2"  # the name the server answers to (--alias)
@@ -63,7 +64,7 @@ class LlamaServer:
         args = [
             str(self.binary), "-m", str(self.model_file), "--alias", MODEL,
             "--host", "127.0.0.1", "--port", str(self.port),
-            "--threads", "1", "--threads-http", "2", "-np", str(SLOTS),
+            "--threads", "1", "-np", str(SLOTS),
             "--ctx-size", str(CTX_SIZE), "--jinja", "--metrics", "--no-webui",
         ]  # fmt: skip
         with self.log.open("ab") as out:
