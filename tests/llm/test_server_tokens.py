@@ -131,3 +131,21 @@ async def test_usage_is_believed_against_the_servers_count_not_sopbus_own() -> N
     assert count_prompt(asked) > 2 * 20  # sopbus's count takes the schema as prompt
     assert believed.usage.prompt_tokens == 20
     assert corrected.usage.prompt_tokens == with_margin(20)  # booked at its reservation
+
+
+async def test_without_a_count_a_schema_by_grammar_is_not_taken_for_a_lie() -> None:
+    """Ollama (no /tokenize) enforces a schema by grammar too: a prompt billed without it is
+    believed; one below half of its messages is not."""
+    asked = request("tea", schema=SCHEMA)
+    with OpenAIServer() as server:
+        server.script(
+            Answer("{}", prompt_tokens=15, completion_tokens=2),
+            Answer("{}", prompt_tokens=3, completion_tokens=2),
+        )
+        async with OpenAIProvider(base_url=server.base_url, api_key="k") as provider:
+            gateway = Gateway(provider, PRICES, Budget(Decimal(1)), counter=provider.prompt_tokens)
+            believed = await gateway.complete(asked, round=1)
+            corrected = await gateway.complete(asked, round=1)
+    assert count_prompt(asked) > 2 * 15  # with the schema, 15 would look too small
+    assert believed.usage.prompt_tokens == 15
+    assert corrected.usage.prompt_tokens == prompt_upper_bound(asked)
