@@ -195,3 +195,15 @@ async def test_the_server_count_is_an_exact_upper_bound_far_below_the_byte_bound
     assert counted == billed  # the server's count of the rendered prompt is what it bills
     assert prompt_upper_bound(asked) > 2 * counted  # what the reservation took before
     print(json.dumps({"billed": billed, "counted": counted, "bytes": prompt_upper_bound(asked)}))
+
+
+def test_without_the_build_a_test_skips_with_the_command_and_fails_in_ci(tmp_path: Path) -> None:
+    from support.llama_server import BUILD, running_llama
+
+    empty = {"SOPBUS_LLAMA_HOME": str(tmp_path / "none")}
+    with pytest.raises(pytest.skip.Exception) as skipped:
+        next(running_llama(tmp_path, empty))
+    assert BUILD in str(skipped.value)
+    with pytest.raises(pytest.fail.Exception, match="in CI") as failed:
+        next(running_llama(tmp_path, {**empty, "CI": "true"}))
+    assert BUILD in str(failed.value)
