@@ -1,7 +1,7 @@
 """What every test may ask for: the repository's root, the CLI runner, a small team's scenario
-file, and the servers the tests start on 127.0.0.1 (NATS, an OpenAI-compatible one, an OTLP
-collector). The modules behind them are in ``support/``; this file's folder is on the path,
-so tests import them as ``support.<module>``.
+file, and the servers the tests start on 127.0.0.1 (NATS, an OpenAI-compatible one, llama.cpp's
+with a real model, an OTLP collector). The modules behind them are in ``support/``; this
+file's folder is on the path, so tests import them as ``support.<module>``.
 
 The folders below mirror the packages: ``bus/`` (messages, routing, the run loop and its
 log), ``llm/``, ``money/``, ``store/``, ``scenario/``, ``sandbox/``, ``nats/``, ``report/``,
@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from support.cli import sopbus
+from support.llama_server import LlamaServer, running_llama
 from support.nats_server import NatsServer, running_server
 from support.openai_server import OpenAIServer
 from support.otlp_server import Collected, otlp_collector
@@ -85,6 +86,13 @@ def openai_server() -> Iterator[OpenAIServer]:
     """A real OpenAI-compatible HTTP server on 127.0.0.1 that answers as scripted."""
     with OpenAIServer() as server:
         yield server
+
+
+@pytest.fixture(scope="session")
+def llama(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LlamaServer]:
+    """llama.cpp's llama-server with SmolLM2-135M on 127.0.0.1, one for the whole session
+    (skips without the build of .ci/llama-server; fails without it in CI)."""
+    yield from running_llama(tmp_path_factory.mktemp("llama"))
 
 
 @pytest.fixture

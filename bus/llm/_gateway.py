@@ -29,9 +29,13 @@ from ..money._prices import Price, PriceBook
 from ._overrun import impossible_usage, overrun_cost, overrun_record
 from ._plausible import plausible_usage
 from ._said import first_line, log_line, refusal
+from ._server_tokens import with_margin
 from ._tokens import prompt_upper_bound
 
 LedgerSink = Callable[[LedgerLine], None]
+PromptCounter = Callable[[LLMRequest], Awaitable[int | None]]
+"""The server's own count of a request's prompt tokens, or ``None`` where it cannot say
+(:meth:`sopbus.bus.llm.OpenAIProvider.prompt_tokens`)."""
 
 
 class CallJournal(Protocol):
@@ -65,7 +69,8 @@ class Gateway:
     ``costs.jsonl`` from it). ``clock`` gives the wall-clock ``t`` of ledger lines; latency
     is measured on trio's clock, so it follows ``autojump_clock`` in tests. ``max_backoff_s``
     bounds one wait: a server that asks for a longer pause fails the call instead. ``sleep``
-    waits between attempts (``trio.sleep``; tests pass a recorder).
+    waits between attempts (``trio.sleep``; tests pass a recorder). ``counter`` bounds a
+    request's prompt tokens by the server's count, where tighter than sopbus's own bound.
     """
 
     def __init__(
@@ -82,6 +87,7 @@ class Gateway:
         sleep: Callable[[float], Awaitable[None]] = trio.sleep,
         journal: CallJournal | None = None,
         pool: AccountShare | None = None,
+        counter: PromptCounter | None = None,
     ):
         if max_attempts < 1:
             raise ValueError(f"max_attempts is at least 1, got {max_attempts}")
@@ -96,6 +102,7 @@ class Gateway:
         self._sleep = sleep
         self._journal = journal
         self._pool = pool
+        self._counter = counter
         self._resume = 0  # which execution of the run this is (see carry)
         # Replayed answers cost nothing, so a replay provider reserves nothing either.
         self._free = bool(getattr(provider, "free", False))
@@ -128,7 +135,7 @@ class Gateway:
 
     async def _attempt(self, request: LLMRequest, round: int, attempt: int) -> Completion:
         price = self.prices.price(request.model)
-        bound = prompt_upper_bound(request)
+        bound, counted = await self._prompt_bound(request)
         worst = _ZERO if self._free else price.worst_case(bound, request.max_tokens)
         try:
             hold = await self._hold(worst)
@@ -161,7 +168,9 @@ class Gateway:
             if why is not None:
                 raise await self._overran(sent, price, completion.usage, bound, why)
             if worst:  # a call priced $0 (a person, a free model) has nothing to undercount
-                usage, corrected = plausible_usage(completion.usage, request, completion.text)
+                usage, corrected = plausible_usage(
+                    completion.usage, request, completion.text, bound=bound, counted=counted
+                )
                 completion = msgspec.structs.replace(completion, usage=usage)
                 cost = price.cost(usage)
             if completion.usage.prompt_tokens > bound:
@@ -175,6 +184,18 @@ class Gateway:
                 )
         await self._answered(sent, cost, completion, corrected)
         return completion
+
+    async def _prompt_bound(self, request: LLMRequest) -> tuple[int, int | None]:
+        """The prompt part of the reservation: sopbus's bound, or the server's count with
+        its margin where that is less (both are upper bounds of what the server bills);
+        and the server's count, when it gave one."""
+        bound = prompt_upper_bound(request)
+        if self._counter is None or self._free:
+            return bound, None
+        counted = await self._counter(request)
+        if counted is None:
+            return bound, None
+        return min(bound, with_margin(counted)), counted
 
     async def _hold(self, amount: Decimal) -> Hold | None:
         """The sweep's hold for an attempt (none outside a sweep, or for a free call)."""

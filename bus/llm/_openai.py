@@ -26,6 +26,10 @@ properties, only supported keywords), otherwise ``strict: false``. A request wit
 lack structured outputs. Usage (cached tokens included) is taken from the API as it is; when
 streaming, from the last chunk (``stream_options={"include_usage": True}``).
 
+With ``tokenize`` (``[llm].tokenize``, on by default) the server's own count of a prompt
+bounds its reservation where the server can count (llama.cpp, vLLM; see
+:mod:`sopbus.bus.llm._server_tokens`): :meth:`OpenAIProvider.prompt_tokens`.
+
 The provider never reads the environment: the caller passes ``base_url`` and ``api_key``
 (:func:`openai_settings_from_env` reads the usual variables for the CLI). The key is never
 logged nor shown in ``repr``.
@@ -49,6 +53,7 @@ from .._protocol import ChatMessage, Completion, LLMRequest, ToolCall, Usage
 from .._redact import redact_url
 from ._deadlines import IdleBound, refuses_stream, timed_out, went_silent
 from ._live import LiveText
+from ._server_tokens import Reply, ServerTokens
 from ._tokens import count_text, prompt_upper_bound, schema_text
 from ._wire import (
     Answer,
@@ -66,6 +71,8 @@ from ._wire import (
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 DEFAULT_TIMEOUT_S = 600.0  # as [llm].timeout_s (bus.scenario), which the CLI passes
 DEFAULT_IDLE_TIMEOUT_S = 60.0  # as [llm].idle_timeout_s
+# Counting a prompt on the server is a quick request; past this, the call keeps the bound.
+COUNT_TIMEOUT_S = 10.0
 SCHEMA_INSTRUCTION = (
     "Answer with one JSON value and nothing else (no prose, no code fence). "
     "It must validate against this JSON schema:\n"
@@ -141,6 +148,7 @@ class OpenAIProvider:
         idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S,
         stream: bool = True,
         max_tokens_param: Literal["max_completion_tokens", "max_tokens"] = "max_completion_tokens",
+        tokenize: bool = True,
     ):
         # Errors, logs and repr name the server by base_url, so it holds no credentials;
         # only the client gets the URL as given (user info, a key in the query).
@@ -152,6 +160,9 @@ class OpenAIProvider:
         self.stream = stream
         self._streams = True  # False once the server refused a stream: not asked again
         self.max_tokens_param = max_tokens_param
+        # OpenAI's own API counts with the tokenizers sopbus has; it has no /tokenize to ask.
+        self.tokenize = tokenize and self._url.rstrip("/") != DEFAULT_BASE_URL
+        self._tokens: ServerTokens | None = None
         self._client: openai.AsyncOpenAI | None = None
         self.live: LiveText | None = None  # set by the live view: streamed text goes there
 
@@ -168,6 +179,7 @@ class OpenAIProvider:
             api_key=self._api_key, base_url=self._url, timeout=self.timeout_s, max_retries=0
         )
         self._client = await client.__aenter__()
+        self._tokens = ServerTokens(self._post_root) if self.tokenize else None
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -197,7 +209,7 @@ class OpenAIProvider:
         calls = from_wire(request, wired)
         if usage is None:
             said = text + "".join(f"{c.id} {c.name} {c.arguments}" for c in calls)
-            usage = _counted_usage(request, said, self.base_url)
+            usage = _counted_usage(request, said, self.base_url, self._counted(request))
         return Completion(
             text=text,
             usage=usage,
@@ -206,6 +218,39 @@ class OpenAIProvider:
             finish_reason=finish_reason,
             tool_calls=calls,
         )
+
+    async def prompt_tokens(self, request: LLMRequest) -> int | None:
+        """The prompt tokens the server will bill for ``request``, by its own count, or
+        ``None`` where it cannot count (the gateway then keeps its bound; see
+        :mod:`sopbus.bus.llm._server_tokens` for the margin it adds otherwise)."""
+        if self._tokens is None:
+            return None
+        with trio.move_on_after(min(self.timeout_s, COUNT_TIMEOUT_S)):
+            counted = await self._tokens.count(self._count_body(request))
+            return counted
+        return None
+
+    def _counted(self, request: LLMRequest) -> int | None:
+        return self._tokens.cached(self._count_body(request)) if self._tokens else None
+
+    def _count_body(self, request: LLMRequest) -> dict[str, Any]:
+        """The chat completion's JSON body, as the server renders its prompt from it."""
+        params = request_params(request, max_tokens_param=self.max_tokens_param)
+        return {**params.pop("extra_body", {}), **params}
+
+    async def _post_root(self, path: str, body: dict[str, Any]) -> Reply:
+        """``body`` posted to ``path`` on the server's root (the base URL without ``/v1``),
+        with the key; any failure is a reply with its status (0: no answer)."""
+        assert self._client is not None
+        base = httpx2.URL(self._url)
+        url = base.copy_with(path=re.sub(r"/v1/?$", "", base.path.rstrip("/")) + path)
+        try:
+            response = await self._client.post(str(url), body=body, cast_to=httpx2.Response)
+        except openai.APIStatusError as error:
+            return Reply(error.status_code, _json_or_none(error.response))
+        except (openai.APIError, httpx2.HTTPError):
+            return Reply(0)
+        return Reply(response.status_code, _json_or_none(response))
 
     async def _answer(self, call: _Call, stream: bool) -> Answer:
         """The answer, streamed if asked; a server that refuses to stream is asked again
@@ -480,13 +525,23 @@ def _closed(schema: dict[str, Any]) -> dict[str, Any] | None:
     return schema
 
 
-def _counted_usage(request: LLMRequest, text: str, base_url: str) -> Usage:
-    # Some compatible servers send no usage. The call was still made, so count it ourselves,
-    # on the high side for the prompt, rather than ledger it as free.
+def _counted_usage(request: LLMRequest, text: str, base_url: str, counted: int | None) -> Usage:
+    # Some compatible servers send no usage. The call was still made, so count it ourselves
+    # rather than ledger it as free: the prompt at the server's own count where it gave one,
+    # else on the high side (the bound its reservation took).
     logger.warning("{} sent no usage for {}; counting tokens locally", base_url, request.action)
+    bound = prompt_upper_bound(request)
     return Usage(
-        prompt_tokens=prompt_upper_bound(request), completion_tokens=count_text(text, request.model)
+        prompt_tokens=bound if counted is None else min(bound, counted),
+        completion_tokens=count_text(text, request.model),
     )
+
+
+def _json_or_none(response: httpx2.Response) -> Any:
+    try:
+        return response.json()
+    except ValueError:
+        return None
 
 
 def _provider_error(error: openai.APIError, base_url: str) -> ProviderError:

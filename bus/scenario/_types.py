@@ -127,6 +127,9 @@ class LLMConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields
     ``timeout_s`` bounds a whole call; ``idle_timeout_s`` bounds the silence inside a streamed
     answer once its first piece came (a server's queue and its reading of the prompt send
     nothing, and can take minutes on a CPU, so they are bounded by ``timeout_s`` alone).
+
+    ``tokenize`` lets an ``openai`` server that counts tokens (llama.cpp's and vLLM's
+    ``/tokenize``) count each prompt for its reservation; ``false`` keeps sopbus's own bound.
     """
 
     provider: Provider = "sim"
@@ -144,6 +147,7 @@ class LLMConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields
     fixtures: tuple[str, ...] = ()
     cassette: str | None = None
     extra_body: dict[str, Any] | None = None
+    tokenize: bool = True
 
     def merged(self, *overrides: LLMOverrides | None) -> LLMConfig:
         """These settings with each override's given (non-``None``) fields laid on top, in

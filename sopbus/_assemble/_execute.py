@@ -51,6 +51,7 @@ from ._provider import (
     innermost,
     make_provider,
     opened_for_run,
+    prompt_counter,
     run_secrets,
     with_people,
 )
@@ -222,6 +223,7 @@ async def _run(
             max_attempts=scenario.llm.max_attempts,
             journal=journal,
             pool=pool or remote.pool,
+            counter=prompt_counter(live),
         )
         asker: Any = gateway if continuation is None else continuation.wrap(gateway, store)
         tools = ToolBox(

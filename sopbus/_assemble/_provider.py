@@ -29,6 +29,16 @@ def innermost(provider: Any) -> Any:
     return provider
 
 
+def prompt_counter(provider: Provider) -> Any:
+    """What counts a request's prompt on the server for the gateway (the ``openai``
+    provider's :meth:`~sopbus.bus.llm.OpenAIProvider.prompt_tokens`, behind any wrapper),
+    or ``None``."""
+    from sopbus.bus.llm._openai import OpenAIProvider
+
+    inner = innermost(provider)
+    return inner.prompt_tokens if isinstance(inner, OpenAIProvider) and inner.tokenize else None
+
+
 def with_people(
     provider: Provider, roles: list[Any], human_input: Path | None, *, required: bool
 ) -> Provider:
@@ -117,6 +127,7 @@ def make_provider(scenario: Scenario, environ: Mapping[str, str]) -> Provider:
         idle_timeout_s=llm.idle_timeout_s,
         stream=llm.stream is not False,  # not given: on, where the server can stream
         max_tokens_param=llm.max_tokens_param,
+        tokenize=llm.tokenize,
     )
 
 

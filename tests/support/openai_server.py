@@ -41,6 +41,11 @@ Servers of other kinds, for the bounds and the fallback of streamed calls:
 
 ``Answer(..., stream_usage=False)`` streams no usage chunk even when asked for one.
 
+Any other path answers 404, as OpenAI's API does (the ``/apply-template`` and ``/tokenize``
+a run asks a server that counts tokens), unless ``routes`` maps it (``/tokenize`` as vLLM
+answers it) to a function of the JSON body giving the status and JSON reply; those requests
+are kept apart, in ``elsewhere``.
+
 Used as ``with OpenAIServer() as server: ...``; ``server.base_url`` ends in ``/v1``.
 """
 
@@ -48,6 +53,7 @@ from __future__ import annotations
 
 import json
 import threading
+import urllib.parse
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -167,6 +173,8 @@ class OpenAIServer:
 
     def __init__(self) -> None:
         self.requests: list[Received] = []
+        self.elsewhere: list[Received] = []  # requests to paths other than chat completions
+        self.routes: dict[str, Callable[[dict[str, Any]], tuple[int, Any]]] = {}
         self._script: list[Reply] = [Answer("hello")]
         self._next = 0
         self._lock = threading.Lock()
@@ -210,6 +218,15 @@ def _handler_for(server: OpenAIServer) -> type[BaseHTTPRequestHandler]:
             length = int(self.headers.get("content-length", 0))
             body = json.loads(self.rfile.read(length) or b"{}")
             received = Received(self.path, {k.lower(): v for k, v in self.headers.items()}, body)
+            path = urllib.parse.urlsplit(self.path).path
+            # In the path or, behind a base URL with a query, after it (the SDK appends it).
+            if "chat/completions" not in self.path:
+                server.elsewhere.append(received)
+                error = {"error": {"message": f"no route {self.path}", "type": "not_found"}}
+                route = server.routes.get(path)
+                status, said = route(body) if route else (404, error)
+                self._send(status, "application/json", json.dumps(said).encode())
+                return
             scripted = server._take(received)
             reply = scripted(body) if callable(scripted) else scripted
             if isinstance(reply, Echo):
