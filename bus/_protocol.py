@@ -10,6 +10,10 @@ from typing import Any, Literal, Protocol
 
 import msgspec
 
+DEFAULT_MAX_TOKENS = 1024
+"""The ``max_tokens`` of a call that neither the scenario's ``[llm].max_tokens``, nor its
+action's default (WriteCode's 4096), nor a setting of the action or role gives one."""
+
 
 class ToolSpec(msgspec.Struct, frozen=True, kw_only=True):
     """One tool as its source lists it: ``name`` as the source calls it (``git_log``; in an
@@ -65,10 +69,10 @@ class LLMRequest(msgspec.Struct, frozen=True, kw_only=True):
     ``action`` say who asks; the ledger records them and the simulator picks fixtures by
     them. ``subject`` is what the call is for, where the action knows it (the file a
     ``WriteTest`` writes, a book's heading, a sample): the ledger records it so that two
-    calls of one action can be told apart. ``stream``, ``timeout_s`` and ``max_attempts``
-    are a role's or an action's own transport settings (``llm = {...}``); ``None`` keeps
-    the run's (``[llm]``). None of these four is part of what the model sees, so none is
-    part of a cassette's key. ``extra_body`` is sent with the request as it is (a server's
+    calls of one action can be told apart. ``stream``, ``timeout_s``, ``idle_timeout_s`` and
+    ``max_attempts`` are a role's or an action's own transport settings (``llm = {...}``);
+    ``None`` keeps the run's (``[llm]``). None of these is part of what the model sees, so
+    none is part of a cassette's key. ``extra_body`` is sent with the request as it is (a server's
     sampling settings, ``repeat_penalty``...): it changes the answer, so it is part of the key.
     ``tools`` are the tools offered to the model (full names ``SOURCE.TOOL``); part of the
     key when there are any.
@@ -77,7 +81,7 @@ class LLMRequest(msgspec.Struct, frozen=True, kw_only=True):
     messages: tuple[ChatMessage, ...]
     model: str
     temperature: float = 0.2
-    max_tokens: int = 1024
+    max_tokens: int = DEFAULT_MAX_TOKENS
     schema: dict[str, Any] | None = None
     schema_name: str | None = None
     output_mode: Literal["json_schema", "prompt"] = "json_schema"
@@ -89,6 +93,7 @@ class LLMRequest(msgspec.Struct, frozen=True, kw_only=True):
     max_attempts: int | None = None
     extra_body: dict[str, Any] | None = None
     tools: tuple[ToolSpec, ...] = ()
+    idle_timeout_s: float | None = None  # the simulator's seed leaves it out
 
 
 class Usage(msgspec.Struct, frozen=True):

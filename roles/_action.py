@@ -91,6 +91,11 @@ class Action:
     instruction: str = ""
     Output: type[BaseModel] | None = None
     llm: LLMSettings = LLMSettings()
+    default_max_tokens: int | None = None
+    """This action's ``max_tokens`` where nothing else sets one: the weakest layer, under the
+    scenario's ``[llm].max_tokens`` (which replaces it when given) and any ``llm`` setting.
+    For actions whose answers run long (a whole source file); ``llm = LLMSettings(max_tokens=...)``
+    instead is a setting the scenario's ``[llm].max_tokens`` does not replace."""
     max_repairs: int = 2
     artifact: str | None = None
     history_limit: int = 10

@@ -32,10 +32,12 @@ M = TypeVar("M", bound=BaseModel)
 class LLMSettings(BaseModel):
     """Which model an action uses and how. ``None`` means "inherit".
 
-    Layers, from weakest to strongest: the run's defaults (``[llm]`` of the scenario), the
-    action's own settings, the role's settings (``Role.llm`` or ``[[roles]] llm = {...}``).
-    The role wins over the action because it is the more specific place: one role of a
-    team moved to a stronger model should use it for everything it does.
+    Layers, from weakest to strongest: the action's ``default_max_tokens`` (WriteCode's
+    4096), the run's defaults (``[llm]`` of the scenario), the action's own settings, the
+    role's settings (``Role.llm`` or ``[[roles]] llm = {...}``). The role wins over the
+    action because it is the more specific place: one role of a team moved to a stronger
+    model should use it for everything it does. So a scenario's ``[llm].max_tokens`` is
+    every action's, unless the action's or the role's ``llm`` sets its own.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -47,6 +49,7 @@ class LLMSettings(BaseModel):
     # Transport settings of this role's or action's calls; None keeps the run's [llm] ones.
     stream: bool | None = None
     timeout_s: float | None = Field(default=None, gt=0)
+    idle_timeout_s: float | None = Field(default=None, gt=0)
     max_attempts: int | None = Field(default=None, ge=1)
     # Server sampling settings sent as they are; merged key by key over the weaker layer's.
     extra_body: dict[str, Any] | None = None
@@ -95,6 +98,7 @@ def build_request(
             "output_mode",
             "stream",
             "timeout_s",
+            "idle_timeout_s",
             "max_attempts",
             "extra_body",
         },

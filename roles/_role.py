@@ -166,16 +166,19 @@ class Role:
         turn: Turn,
         earlier: tuple[Message, ...] = (),
     ) -> ActionContext:
-        """The context an action runs in; its LLM settings are the run's defaults, then the
-        action's, then this role's (``action=None``: the role's own calls, e.g. planning)."""
-        layers = (
-            (self.llm_defaults, action.llm, self._own_llm)
-            if action
-            else (self.llm_defaults, self._own_llm)
-        )
+        """The context an action runs in, with :meth:`llm_for` the action as its settings."""
         if action is not None:
             turn.doing_now(action.name)
-        return ActionContext(role=self, turn=turn, news=news, earlier=earlier, llm=layered(*layers))
+        llm = self.llm_for(action)
+        return ActionContext(role=self, turn=turn, news=news, earlier=earlier, llm=llm)
+
+    def llm_for(self, action: Action | None) -> LLMSettings:
+        """The LLM settings of ``action``'s calls: its ``default_max_tokens``, the run's
+        defaults, the action's settings, then this role's, each over the ones before
+        (``action=None``: the role's own calls, e.g. planning)."""
+        if action is None:
+            return layered(self.llm_defaults, self._own_llm)
+        return layered(_default_of(action), self.llm_defaults, action.llm, self._own_llm)
 
     @property
     def _own_llm(self) -> LLMSettings:
@@ -352,6 +355,11 @@ def _positive(value: object, where: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ConfigError(f"expected a whole number >= 1 at {where}, got {value!r}")
     return value
+
+
+def _default_of(action: Action) -> LLMSettings:
+    """The weakest layer of an action's settings: its own default ``max_tokens``, if any."""
+    return LLMSettings(max_tokens=action.default_max_tokens)
 
 
 def settings(value: LLMLike, where: str) -> LLMSettings:

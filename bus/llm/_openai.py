@@ -4,7 +4,13 @@ Open it once per run with ``async with OpenAIProvider(...) as provider:``. The S
 retries are off (``max_retries=0``): the :class:`~sopbus.bus.Gateway` retries, so that each attempt is
 reserved, priced and ledgered. Failures become :class:`~sopbus.bus.ProviderError`: 429, 408, 409, 5xx,
 timeouts and broken connections are retryable (with the server's ``retry-after``), other
-4xx are not. ``timeout_s`` bounds each call as a whole, streamed or not.
+4xx are not. ``timeout_s`` bounds each call as a whole, streamed or not; ``idle_timeout_s``
+the silence inside a stream once it began (:mod:`sopbus.bus.llm._deadlines`).
+
+Calls stream by default. A server that refuses (an HTTP 400 or 422 naming ``stream``) is
+asked again without, within the same attempt, and one that answers a streamed request with
+a plain JSON body is read as it is; either way it is not asked to stream again in this run,
+and that is logged once.
 
 The body is read here, within a size bound, and parsed strictly (:mod:`sopbus.bus.llm._wire`): an
 HTML page, broken JSON, a malformed or error chunk in a stream, a stream cut before its end,
@@ -28,9 +34,9 @@ logged nor shown in ``repr``.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from functools import partial
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import httpx2
 import msgspec
@@ -41,6 +47,7 @@ from loguru import logger
 from .._errors import ConfigError, ProviderError
 from .._protocol import ChatMessage, Completion, LLMRequest, ToolCall, Usage
 from .._redact import redact_url
+from ._deadlines import IdleBound, refuses_stream, timed_out, went_silent
 from ._live import LiveText
 from ._tokens import count_text, prompt_upper_bound, schema_text
 from ._wire import (
@@ -57,6 +64,8 @@ from ._wire import (
 )
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
+DEFAULT_TIMEOUT_S = 600.0  # as [llm].timeout_s (bus.scenario), which the CLI passes
+DEFAULT_IDLE_TIMEOUT_S = 60.0  # as [llm].idle_timeout_s
 SCHEMA_INSTRUCTION = (
     "Answer with one JSON value and nothing else (no prose, no code fence). "
     "It must validate against this JSON schema:\n"
@@ -117,8 +126,8 @@ class OpenAIProvider:
 
     ``max_tokens_param`` names the request field that carries ``max_tokens``:
     ``max_completion_tokens`` (OpenAI's current name, required by reasoning models) or
-    ``max_tokens`` (older compatible servers). ``timeout_s`` and ``stream`` are the run's;
-    a request's own ``timeout_s`` and ``stream`` (a role's ``llm = {...}``) replace them for it.
+    ``max_tokens`` (older compatible servers). ``timeout_s``, ``idle_timeout_s`` and
+    ``stream`` are the run's; a request's own (a role's ``llm = {...}``) replace them for it.
     """
 
     name = "openai"
@@ -128,8 +137,9 @@ class OpenAIProvider:
         *,
         base_url: str | None = None,
         api_key: str | None = None,
-        timeout_s: float = 60.0,
-        stream: bool = False,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+        idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S,
+        stream: bool = True,
         max_tokens_param: Literal["max_completion_tokens", "max_tokens"] = "max_completion_tokens",
     ):
         # Errors, logs and repr name the server by base_url, so it holds no credentials;
@@ -138,7 +148,9 @@ class OpenAIProvider:
         self.base_url = redact_url(self._url)
         self._api_key = api_key
         self.timeout_s = timeout_s
+        self.idle_timeout_s = idle_timeout_s
         self.stream = stream
+        self._streams = True  # False once the server refused a stream: not asked again
         self.max_tokens_param = max_tokens_param
         self._client: openai.AsyncOpenAI | None = None
         self.live: LiveText | None = None  # set by the live view: streamed text goes there
@@ -169,23 +181,18 @@ class OpenAIProvider:
     async def complete(self, request: LLMRequest) -> Completion:
         if self._client is None:
             raise RuntimeError("OpenAIProvider is not open; use `async with OpenAIProvider(...)`")
-        # A request's own stream and timeout_s (a role's llm = {...}) replace the run's.
-        stream = self.stream if request.stream is None else request.stream
+        # A request's own settings (a role's llm = {...}) replace the run's.
+        stream = (self.stream if request.stream is None else request.stream) and self._streams
         timeout_s = self.timeout_s if request.timeout_s is None else request.timeout_s
-        params = request_params(request, max_tokens_param=self.max_tokens_param, stream=stream)
-        if request.timeout_s is not None:  # the SDK's per-read timeout follows it too
-            params["timeout"] = timeout_s
+        idle_s = self.idle_timeout_s if request.idle_timeout_s is None else request.idle_timeout_s
+        call = _Call(request, timeout_s, idle_s, trio.current_time())
         answer: Answer | None = None
         # timeout_s bounds the whole call: the SDK's timeout is per read, and a server that
         # trickles a byte a second would never trip it.
         with trio.move_on_after(timeout_s):
-            answer = await self._exchange(params, request, stream)
+            answer = await self._answer(call, stream)
         if answer is None:
-            raise ProviderError(
-                f"{self.base_url} timed out: no whole answer within timeout_s={timeout_s} s",
-                retryable=True,
-                maybe_billed=True,
-            )
+            raise timed_out(self.base_url, timeout_s, stream=stream)
         text, usage, finish_reason, wired = answer
         calls = from_wire(request, wired)
         if usage is None:
@@ -200,44 +207,66 @@ class OpenAIProvider:
             tool_calls=calls,
         )
 
-    async def _exchange(self, params: dict[str, Any], request: LLMRequest, stream: bool) -> Answer:
+    async def _answer(self, call: _Call, stream: bool) -> Answer:
+        """The answer, streamed if asked; a server that refuses to stream is asked again
+        without, and is not asked to stream again in this run."""
+        try:
+            return await self._exchange(call, stream)
+        except _StreamRefused as refused:
+            self._no_streams(refused.why)
+            return await self._exchange(call, False)
+
+    def _no_streams(self, why: str) -> None:
+        if self._streams:
+            self._streams = False
+            logger.warning(
+                "{} {}; asking it without streaming for the rest of the run", self.base_url, why
+            )
+
+    async def _exchange(self, call: _Call, stream: bool) -> Answer:
         """One request and its whole answer, read within the body size bound."""
+        request = call.request
+        params = request_params(request, max_tokens_param=self.max_tokens_param, stream=stream)
+        if request.timeout_s is not None:  # the SDK's per-read timeout follows it too
+            params["timeout"] = call.timeout_s
         live = self.live if stream else None
-        call = live.open(request) if live is not None else 0
+        shown = live.open(request) if live is not None else 0
         try:
             return await self._read(
-                params,
-                body_limit(request.max_tokens),
-                partial(live.feed, call) if live is not None else None,
-                stream,
+                params, call, partial(live.feed, shown) if live is not None else None, stream
             )
         finally:
             if live is not None:
-                live.close(call)
+                live.close(shown)
 
     async def _read(
         self,
         params: dict[str, Any],
-        limit: int,
+        call: _Call,
         on_text: Callable[[str], None] | None,
         stream: bool,
     ) -> Answer:
         assert self._client is not None
+        limit = body_limit(call.request.max_tokens)
         try:
             async with self._client.chat.completions.with_streaming_response.create(
                 **params
             ) as response:
                 chunks = response.http_response.aiter_bytes()
-                if stream:
-                    reader = StreamReader(self.base_url, on_text=on_text)
-                    lines = Lines(reader.feed)
-                    seen = await read_body(chunks, limit, self.base_url, lines)
-                    lines.close()
-                    return reader.end(seen)
+                content_type = response.headers.get("content-type", "")
+                if stream and not content_type.startswith("application/json"):
+                    return await self._read_stream(chunks, call, on_text)
+                if stream:  # a plain answer to a streamed request: the server cannot stream
+                    self._no_streams("answered a streamed request with a plain JSON body")
                 parts: list[bytes] = []
                 await read_body(chunks, limit, self.base_url, parts.append)
-                content_type = response.headers.get("content-type", "")
                 return read_answer(b"".join(parts), self.base_url, content_type)
+        except openai.APIStatusError as error:
+            said = _said(error)
+            if stream and refuses_stream(error.status_code, said):
+                why = f"refused a streamed call (HTTP {error.status_code}: {said})"
+                raise _StreamRefused(why) from None
+            raise _provider_error(error, self.base_url) from error
         except openai.APIError as error:
             raise _provider_error(error, self.base_url) from error
         except httpx2.TimeoutException as error:  # while reading the body, past the SDK
@@ -248,6 +277,42 @@ class OpenAIProvider:
             raise ProviderError(
                 f"{self.base_url} broke off its answer: {error}", retryable=True, maybe_billed=True
             ) from error
+
+    async def _read_stream(
+        self, chunks: AsyncIterator[bytes], call: _Call, on_text: Callable[[str], None] | None
+    ) -> Answer:
+        """A streamed answer's events, read within the body size bound and the idle bound."""
+        reader = StreamReader(self.base_url, on_text=on_text)
+        lines = Lines(reader.feed)
+        idle = IdleBound(call.idle_s)
+
+        def take(chunk: bytes) -> None:
+            idle.heard()
+            lines(chunk)
+
+        with idle.scope:
+            seen = await read_body(chunks, body_limit(call.request.max_tokens), self.base_url, take)
+            lines.close()
+            return reader.end(seen)
+        elapsed = trio.current_time() - call.started
+        raise went_silent(self.base_url, call.idle_s, elapsed, len(reader.text()))
+
+
+class _Call(NamedTuple):
+    """One call's request and bounds, and when it began."""
+
+    request: LLMRequest
+    timeout_s: float
+    idle_s: float
+    started: float
+
+
+class _StreamRefused(Exception):
+    """The server answered a streamed request with an error that names streaming."""
+
+    def __init__(self, why: str):
+        super().__init__(why)
+        self.why = why
 
 
 def request_params(

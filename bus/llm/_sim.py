@@ -41,6 +41,9 @@ from ._live import LiveText
 from ._tokens import count_prompt, count_text, truncate_to_tokens
 
 _json = msgspec.json.Encoder()
+_UNSEEDED = ("idle_timeout_s",)
+"""Request fields added after the seed was fixed, and left out of it: a transport setting
+says nothing about the answer, and hashing it would change every simulated run's messages."""
 _MAX_DEPTH = 6
 _STOPWORDS = frozenset(
     "about above after again against also because been before being below between both "
@@ -185,11 +188,13 @@ class SimProvider:
 
 def _seed_text(request: LLMRequest) -> bytes:
     """What an answer is drawn from: the request's JSON, without ``tools`` when it offers
-    none, so that every answer drawn before tools existed is drawn again the same."""
-    if request.tools:
-        return _json.encode(request)
+    none and without the transport fields added later (``_UNSEEDED``), so that every answer
+    drawn before those existed is drawn again the same."""
     fields = msgspec.structs.asdict(request)
-    del fields["tools"]
+    for name in _UNSEEDED:
+        del fields[name]
+    if not request.tools:
+        del fields["tools"]
     return _json.encode(fields)
 
 

@@ -50,6 +50,13 @@ once) let a stuck server hold a run forever."""
 MAX_SANDBOX_MB = 65_536
 SandboxMB = Annotated[int, msgspec.Meta(ge=1, le=MAX_SANDBOX_MB)]
 TimeoutS = Annotated[float, msgspec.Meta(gt=0.0, le=MAX_TIMEOUT_S)]
+DEFAULT_TIMEOUT_S = 600.0
+"""A whole call's bound: ten minutes, the openai SDK's own default. A CPU server wrote 300
+tokens in 45-150 s, so a 1024-token answer can take five minutes and more."""
+DEFAULT_IDLE_TIMEOUT_S = 60.0
+"""The longest silence inside a streamed answer once it began: the slowest CPU server seen
+sent a token every 0.5 s, so a minute without one means the server stalled, noticed well
+before the ten minutes of ``timeout_s``."""
 
 
 class ScenarioInfo(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -92,6 +99,7 @@ class LLMOverrides(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     output_mode: OutputMode | None = None
     stream: bool | None = None
     timeout_s: TimeoutS | None = None
+    idle_timeout_s: TimeoutS | None = None
     max_attempts: PositiveInt | None = None
     extra_body: dict[str, Any] | None = None  # merged key by key over the outer table
 
@@ -108,16 +116,28 @@ class LLMConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields
     scenario file: use :meth:`Scenario.fixture_paths` / :meth:`Scenario.cassette_path`.
     ``extra_body`` is sent as it is with each ``openai`` request (server sampling settings
     such as ``repeat_penalty``; see :mod:`sopbus.bus.scenario._extra`); the simulator ignores it.
+
+    ``max_tokens``, when given, is every action's (it replaces a built-in action's own default,
+    WriteCode's 4096, up or down); an action's or role's ``llm = { max_tokens = ... }`` wins
+    over it. ``None`` (not given): each action's own default, else
+    1024.
+
+    ``stream`` ``None`` (not given) is the provider's default: on for ``openai`` (a server that
+    refuses streams is asked without, once, for the rest of the run), off for ``sim``.
+    ``timeout_s`` bounds a whole call; ``idle_timeout_s`` bounds the silence inside a streamed
+    answer once its first piece came (a server's queue and its reading of the prompt send
+    nothing, and can take minutes on a CPU, so they are bounded by ``timeout_s`` alone).
     """
 
     provider: Provider = "sim"
     model: str = "gpt-4o-mini"
     temperature: Temperature = 0.2
-    max_tokens: PositiveInt = 1024
+    max_tokens: PositiveInt | None = None
     base_url: str | None = None
     output_mode: OutputMode = "json_schema"
-    stream: bool = False
-    timeout_s: TimeoutS = 60.0
+    stream: bool | None = None
+    timeout_s: TimeoutS = DEFAULT_TIMEOUT_S
+    idle_timeout_s: TimeoutS = DEFAULT_IDLE_TIMEOUT_S
     max_attempts: PositiveInt = 3
     max_tokens_param: MaxTokensParam = "max_completion_tokens"
     latency_ms: LatencyMs = 0

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from sopbus.bus import Message, Turn
 
 from .._action import Action, ActionContext
-from .._llm import LLMSettings, layered
+from .._llm import layered
 from .._role import Role
 from ._docs import WriteDesign, WriteTasks
 from ._util import WORKSPACE, concurrently, is_test, listing, task_prompt, unique_paths
@@ -61,8 +61,9 @@ class WriteCode(Action):
         "placeholders. Put the whole file into `code`."
     )
     Output = CodeFile
-    # Whole files are longer than a document section; the role's settings still win.
-    llm = LLMSettings(max_tokens=4096)
+    # Whole files are longer than a document section; a scenario's [llm].max_tokens and the
+    # role's settings still win (a CPU server may need every answer short).
+    default_max_tokens = 4096
 
     async def write(
         self,

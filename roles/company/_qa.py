@@ -22,7 +22,6 @@ from pydantic import BaseModel, ConfigDict, Field
 from sopbus.bus import Message, SandboxLimits, Turn
 
 from .._action import Action, ActionContext
-from .._llm import LLMSettings
 from .._role import Role
 from ._code import BUG_REPORT, SummarizeCode, WriteCode
 from ._testrun import PytestRun, RunCode
@@ -57,7 +56,7 @@ class WriteTest(Action):
         "network. Put the whole file into `code`."
     )
     Output = PytestFile
-    llm = LLMSettings(max_tokens=4096)
+    default_max_tokens = 4096  # whole files, as WriteCode's
 
     async def write(
         self,

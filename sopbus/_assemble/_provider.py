@@ -89,7 +89,7 @@ def make_provider(scenario: Scenario, environ: Mapping[str, str]) -> Provider:
             seed=scenario.run.seed,
             latency_ms=llm.latency_ms,
             fixtures=load_fixtures(scenario.fixture_paths()),
-            stream=llm.stream,
+            stream=bool(llm.stream),  # not given: off (the live view shows no trickle)
         )
     if llm.provider == "replay":
         from sopbus.bus.llm._replay import ReplayProvider
@@ -114,7 +114,8 @@ def make_provider(scenario: Scenario, environ: Mapping[str, str]) -> Provider:
         base_url=_whole_url(scenario, env.base_url),
         api_key=env.api_key,
         timeout_s=llm.timeout_s,
-        stream=llm.stream,
+        idle_timeout_s=llm.idle_timeout_s,
+        stream=llm.stream is not False,  # not given: on, where the server can stream
         max_tokens_param=llm.max_tokens_param,
     )
 

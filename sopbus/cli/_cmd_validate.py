@@ -114,9 +114,30 @@ def check_team(scenario: Scenario, report: Report) -> Team:
 
     # The tools of an MCP server are known only once it runs: started, checked, stopped.
     trio.run(check_servers, scenario, team)
-    report.graph = graph_text(team)
+    report.graph = [*graph_text(team), *answer_bounds(team)]
     report.warnings[:0] = [*team_warnings(team), *checked.warnings]
     return team
+
+
+def answer_bounds(team: Team) -> list[tuple[str, str]]:
+    """Each role's actions with the ``max_tokens`` their calls ask for, as the layers resolve
+    it (the action's default, ``[llm].max_tokens``, the action's and the role's ``llm``)."""
+    from sopbus.bus._protocol import DEFAULT_MAX_TOKENS
+    from sopbus.roles import Role
+
+    roles = [r for r in team.roles if isinstance(r, Role) and r.actions]
+    width = max((len(r.name) for r in roles), default=0)
+    lines = [
+        (
+            f"  {r.name:<{width}}  ",
+            ", ".join(
+                f"{a.name} {r.llm_for(a).max_tokens or DEFAULT_MAX_TOKENS}" for a in r.actions
+            ),
+        )
+        for r in roles
+    ]
+    heading = ("", "max_tokens (the longest answer each action's calls ask for):")
+    return [heading, *lines] if lines else []
 
 
 def describe(scenario: Scenario) -> list[tuple[str, str]]:
@@ -139,7 +160,8 @@ def describe(scenario: Scenario) -> list[tuple[str, str]]:
         (
             "llm",
             f"{llm.provider} {llm.model}, temperature {llm.temperature}, "
-            f"max_tokens {llm.max_tokens}, output {llm.output_mode}"
+            f"max_tokens {llm.max_tokens or 'not set (each action its own, else 1024)'}, "
+            f"output {llm.output_mode}"
             + (f", extra_body {json.dumps(llm.extra_body)}" if llm.extra_body else ""),
         ),
     ]

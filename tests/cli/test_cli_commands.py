@@ -396,13 +396,16 @@ def test_validate_prints_the_watch_graph_and_warns_about_the_unwatched_action(
     lines = ok("validate", PAIR, cwd=tmp_path).splitlines()
     assert lines[0] == f"{PAIR}: ok"
     start = lines.index("watch graph (who watches what, who publishes what):")
-    assert lines[start + 1 : start + 8] == [
+    assert lines[start + 1 : start + 11] == [
         "  Writer (Technical Writer)  watches UserRequirement; publishes Draft",
         "  Rita (Reviewer)            watches Draft; publishes Review",
         "routes:",
         "  Boss --UserRequirement--> Writer  (first message)",
         "  Writer --Draft--> Rita",
         "  Rita --Review--> (nobody: undelivered)",
+        "max_tokens (the longest answer each action's calls ask for):",
+        "  Writer  Draft 256",
+        "  Rita    Review 256",
         "warning: action Review (published by Rita) is watched by nobody; its messages "
         "will be recorded as undelivered",
     ]

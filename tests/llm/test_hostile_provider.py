@@ -294,7 +294,8 @@ async def test_a_server_that_trickles_a_byte_a_second_is_cut_off_at_timeout_s(
         openai_server, Trickle(Answer("slowly " * 10)), stream=stream, timeout_s=0.5, max_attempts=2
     )
 
-    assert isinstance(out.error, ProviderError) and "timeout_s=0.5" in str(out.error)
+    assert isinstance(out.error, ProviderError) and "timeout_s = 0.5 s" in str(out.error)
+    assert "raise [llm].timeout_s" in str(out.error)
     assert estimated_errors(out.lines) == [("error", RESERVED, True)] * 2
     assert len(openai_server.requests) == 2
 

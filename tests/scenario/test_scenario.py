@@ -138,7 +138,9 @@ def test_minimal_file_gets_the_defaults(tmp_path: Path) -> None:
     assert s.run.max_rounds == 10 and s.run.budget_usd == Decimal("3")
     assert (s.run.seed, s.run.mode, s.run.runs_dir) == (0, "rounds", "runs")
     assert s.llm == LLMConfig()
-    assert (s.llm.provider, s.llm.model, s.llm.max_tokens) == ("sim", "gpt-4o-mini", 1024)
+    # max_tokens not given: each action's own default, else 1024 (see tests/roles)
+    assert (s.llm.provider, s.llm.model, s.llm.max_tokens) == ("sim", "gpt-4o-mini", None)
+    assert (s.llm.stream, s.llm.timeout_s, s.llm.idle_timeout_s) == (None, 600.0, 60.0)
     assert (s.prices, s.sop_options, s.roles, s.actions, s.inject) == ({}, {}, (), {}, ())
     assert s.path == path.resolve() and s.base_dir == tmp_path.resolve()
     assert scenario_warnings(s) == []

@@ -30,6 +30,17 @@ of the usage with ``None``):
 - :class:`StreamError` - a stream with an error event (``{"error": {"code": "500"}}``)
   after ``after`` good ones, as a gateway sends when its backend fails mid-stream.
 
+Servers of other kinds, for the bounds and the fallback of streamed calls:
+
+- :class:`Drip` - a streamed answer, one event every ``every_s`` seconds (a CPU server's
+  pace), that can go silent for ``stall_s`` after ``stall_after`` events (a stalled one);
+- :class:`NoStream` - refuses a streamed request with an HTTP error naming ``stream``
+  and answers a plain one, as servers without streaming do;
+- :class:`Plain` - answers every request with a plain JSON body, streamed or not (a server
+  that ignores ``stream``).
+
+``Answer(..., stream_usage=False)`` streams no usage chunk even when asked for one.
+
 Used as ``with OpenAIServer() as server: ...``; ``server.base_url`` ends in ``/v1``.
 """
 
@@ -51,6 +62,7 @@ class Answer:
     cached_tokens: int = 0
     chunks: int = 3  # how many pieces the text is streamed in
     finish_reason: str = "stop"  # "length": the server cut the answer at max_tokens
+    stream_usage: bool = True  # False: no usage chunk even when include_usage asks for it
     tool_calls: tuple[tuple[str, str, str], ...] = ()  # (id, function name, arguments JSON)
 
 
@@ -108,6 +120,26 @@ class StreamError:
 
 
 @dataclass(frozen=True)
+class Drip:
+    then: Answer
+    every_s: float = 0.1
+    stall_after: int | None = None  # events sent before the silence; None: no silence
+    stall_s: float = 30.0
+
+
+@dataclass(frozen=True)
+class NoStream:
+    then: Answer
+    status: int = 400
+    message: str = "'stream' is not supported by this server"
+
+
+@dataclass(frozen=True)
+class Plain:
+    then: Answer
+
+
+@dataclass(frozen=True)
 class Echo:
     """An answer whose text is ``text`` followed by the request's path and headers, as a
     server that repeats what it was sent (so a test sees what reaches the run's files)."""
@@ -116,7 +148,8 @@ class Echo:
 
 
 Hostile = Raw | Huge | Trickle | Cut | BadChunk | StreamError
-Static = Answer | Fail | Slow | Echo | Hostile
+Other = Drip | NoStream | Plain
+Static = Answer | Fail | Slow | Echo | Hostile | Other
 Reply = Static | Callable[[dict[str, Any]], Static]
 """A scripted reply; a callable computes it from the request's JSON body (e.g. an answer
 that fits the request's ``response_format`` schema)."""
@@ -187,11 +220,22 @@ def _handler_for(server: OpenAIServer) -> type[BaseHTTPRequestHandler]:
             except (BrokenPipeError, ConnectionResetError):
                 pass  # the client gave up (a timeout test); nothing to answer
 
-        def _reply(self, reply: Answer | Fail | Slow | Hostile, body: dict[str, Any]) -> None:
+        def _reply(
+            self, reply: Answer | Fail | Slow | Hostile | Other, body: dict[str, Any]
+        ) -> None:
             if isinstance(reply, Slow):
                 if server._stopping.wait(reply.seconds):
                     return
                 reply = reply.then
+            streamed = bool(body.get("stream"))
+            if isinstance(reply, NoStream):
+                refused = Fail(reply.status, message=reply.message)
+                reply = refused if streamed else reply.then
+            if isinstance(reply, Plain):
+                data = json.dumps(_completion(reply.then, body["model"])).encode()
+                return self._send(200, "application/json", data)
+            if isinstance(reply, Drip):
+                return self._drip(reply, body) if streamed else self._reply(reply.then, body)
             if isinstance(reply, Fail):
                 error = {"error": {"message": reply.message, "type": "scripted", "code": None}}
                 self._send(
@@ -201,6 +245,15 @@ def _handler_for(server: OpenAIServer) -> type[BaseHTTPRequestHandler]:
                 self._send(200, *_answer(reply, body))
             else:
                 self._hostile(reply, body)
+
+        def _drip(self, reply: Drip, body: dict[str, Any]) -> None:
+            self._head(200, "text/event-stream", None)  # the end is the connection's close
+            for i, event in enumerate(_events(reply.then, body)):
+                pause = reply.stall_s if i and i == reply.stall_after else reply.every_s
+                if i and server._stopping.wait(pause):
+                    return
+                self.wfile.write(event.encode())
+                self.wfile.flush()
 
         def _hostile(self, reply: Hostile, body: dict[str, Any]) -> None:
             streamed = bool(body.get("stream"))
@@ -327,7 +380,8 @@ def _answer(reply: Answer, body: dict[str, Any]) -> tuple[str, bytes]:
 
 
 def _events(reply: Answer, body: dict[str, Any]) -> list[str]:
-    include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+    asked = bool((body.get("stream_options") or {}).get("include_usage"))
+    include_usage = asked and reply.stream_usage
     return _sse(reply, body["model"], include_usage)
 
 
