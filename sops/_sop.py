@@ -48,6 +48,10 @@ class Team:
     assemble a book; it is not called without a run store;
     ``verdict`` judges what the run produced (a :class:`sopbus.bus.RunRecord`) and says whether
     the procedure did what it is for (a :class:`sopbus.bus.Verdict`; ``None``: no verdict).
+    ``workspace`` (optional) prepares the run's own files before its tool servers start:
+    ``workspace(run_dir, live) -> {mcp server name: folder}`` (a folder the SOP made in
+    ``run_dir``, or one the user named), and those servers run in those folders; it is called
+    for replays too (``live`` false: no server starts), so a verdict finds the same files.
     ``bounds`` names the roles that end the cycles through them themselves, each with the
     limit it enforces (``{"Edward": "at most max_test_rounds = 3 bug reports"}``):
     ``validate`` then does not warn that such a cycle is bounded only by the round limit.
@@ -61,6 +65,7 @@ class Team:
     verdict: Judge | None = None
     bounds: dict[str, str] = field(default_factory=dict)
     tools: dict[str, Any] = field(default_factory=dict)  # Python tools (@sopbus.tool) by name
+    workspace: Callable[[Path, bool], Mapping[str, Path]] | None = None
 
 
 @dataclass(frozen=True)

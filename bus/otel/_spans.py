@@ -1,4 +1,5 @@
-"""A run directory as a tree of spans: the run, its rounds, the turns, the LLM calls.
+"""A run directory as a tree of spans: the run, its rounds, the turns, the LLM calls and
+the tool calls.
 
 Built from the run's own files (``events.jsonl`` and the ledger ``costs.jsonl``), so a
 trace sent when the run ends (``sopbus run --otel``) and one sent later from the log
@@ -13,7 +14,11 @@ one role acting on its news in one round: in ``rounds`` mode from the round's st
 end of the role's last call in it (the round ends when its slowest turn does); in
 ``events`` mode from the role's first call to its last call or its last publish. Call
 attributes follow the OpenTelemetry GenAI semantic conventions (``gen_ai.*``), plus the
-call's cost and the run's budget (``sopbus.*``).
+call's cost and the run's budget (``sopbus.*``). A tool call of a tool loop (its
+``tool_called`` event, ended at the event's ``t`` after ``duration_ms``) is an
+``execute_tool {tool}`` span beside the model calls of its turn, with the conventions'
+``gen_ai.tool.*`` attributes; an error result makes its status an error with ``error.type``
+``tool_error``. A paid tool's ledger line is that span's cost, not a model call.
 """
 
 from __future__ import annotations
@@ -26,6 +31,9 @@ from .._events import read_events
 from .._jsonl import read_jsonl
 from .._layout import COSTS, EVENTS
 from .._summary import read_summary
+
+TOOL_PROVIDER = "tool"  # the ledger's provider of a paid tool call (Gateway.paid_tool)
+TOOL_ERROR = "tool_error"  # error.type of a tool call whose result is an error
 
 
 @dataclass
@@ -52,7 +60,8 @@ def run_trace(run_dir: Path) -> Span:
     started = next(e for e in events if e["kind"] == "run_started")
     ended = next((e for e in reversed(events) if e["kind"] == "run_ended"), events[-1])
     root = _run_span(started, ended, run_dir)
-    turns = _turns(started["mode"], events, [c for c in calls if c["outcome"] != "refused"])
+    made = [c for c in calls if c["outcome"] != "refused" and c["provider"] != TOOL_PROVIDER]
+    turns = _turns(started["mode"], events, made)
     rounds = _rounds(events)
     for turn in turns.values():
         parent = rounds.get(turn.attributes["sopbus.round"], root)
@@ -149,9 +158,10 @@ def _turns(
         if event["kind"] == "round_started":
             for role in event["turns"]:
                 turn(role, event["round"], event["t"])
-    for line in calls:
-        call = _call_span(line)
-        owner = turn(line["role"], line["round"], call.start)
+    spans = [(line["role"], line["round"], _call_span(line)) for line in calls]
+    spans += [(e["role"], e["round"], _tool_span(e)) for e in events if _is_tool_call(e)]
+    for role, rnd, call in spans:
+        owner = turn(role, rnd, call.start)
         owner.children.append(call)
         owner.start, owner.end = min(owner.start, call.start), max(owner.end, call.end)
     for event in events:
@@ -208,4 +218,38 @@ def _call_span(line: dict[str, Any]) -> Span:
         end,
         attributes,
         error=f"outcome {line['outcome']}" if failed else None,
+    )
+
+
+def _is_tool_call(event: dict[str, Any]) -> bool:
+    # A role's own tool_called (the book doctor's) has no server: it is no tool loop's call.
+    return event["kind"] == "tool_called" and "server" in event.get("data", {})
+
+
+def _tool_span(event: dict[str, Any]) -> Span:
+    data = event["data"]
+    end = float(event["t"])
+    error = data.get("error")
+    attributes = {
+        "gen_ai.operation.name": "execute_tool",
+        "gen_ai.tool.name": data["tool"],
+        "gen_ai.tool.call.id": data["call"],
+        "gen_ai.tool.type": "function",
+        "sopbus.role": event["role"],
+        "sopbus.action": data.get("action", ""),
+        "sopbus.round": event["round"],
+        "sopbus.tool.server": data["server"],
+        "sopbus.tool.duration_ms": float(data.get("duration_ms") or 0),
+        "sopbus.tool.result_chars": int(data.get("result_chars") or 0),
+        "sopbus.tool.cut": bool(data.get("cut")),
+        "sopbus.tool.replayed": bool(data.get("replayed")),
+        "sopbus.cost_usd": str(data["cost_usd"]) if data.get("cost_usd") is not None else "0",
+        "error.type": TOOL_ERROR if error else None,
+    }
+    return Span(
+        f"execute_tool {data['tool']}",
+        end - float(data.get("duration_ms") or 0) / 1000,
+        end,
+        attributes,
+        error=str(error) if error else None,
     )

@@ -17,11 +17,12 @@ from typing import Any
 
 from ..money._costs import cost_report
 from ._artifacts import highlight_css, render_artifacts
-from ._data import Posted, RunData, read_run
+from ._data import Posted, RunData, ToolMark, read_run
 from ._flow import call_pages, flow_pages, max_concurrency
 from ._graph import graph_svg, routes
 from ._header import artifact_id, cost_tables, evidence, figures, header_html
 from ._money import breakdown_svg, spend_svg
+from ._tools import tool_spend_html
 
 REPORT_FILE = "report.html"
 _MAX_LISTED = 300  # rows of the undelivered and role-event lists; the rest is counted
@@ -59,6 +60,7 @@ def build_report(run_dir: Path) -> str:
     nav = "".join(f'<a href="#{sid}">{title}</a>' for sid, title, _ in sections)
     payload = _messages_block(data.posted)
     payload += _json_block("calls-data", [_call_detail(c) for c in data.calls])
+    payload += _json_block("tools-data", [_tool_detail(t) for t in data.tools])
     return _document(
         f"sopbus report: {fig['scenario']} {fig['run_id']}",
         f"<nav>{nav}</nav><main>{header_html(fig, data)}{body}</main>{_DETAIL}{payload}",
@@ -67,7 +69,7 @@ def build_report(run_dir: Path) -> str:
 
 _DETAIL = (
     '<aside id="detail" hidden><button id="detail-close" type="button">close</button>'
-    '<div id="detail-body"></div></aside>'
+    '<div id="detail-body"></div></aside><div id="tip" role="tooltip" hidden></div>'
 )
 
 
@@ -150,6 +152,19 @@ def _call_detail(call: Any) -> dict[str, Any]:
     return {**line, "mark": call.mark, "start_s": round(call.start, 4), "end_s": round(call.end, 4)}
 
 
+def _tool_detail(mark: ToolMark) -> dict[str, Any]:
+    """A tool call for the page's tooltip and panel: its event's fields, when and where."""
+    return {
+        "n": mark.n,
+        "round": mark.round,
+        "role": mark.role,
+        "name": mark.name,
+        **mark.data,
+        "start_s": round(mark.start, 4),
+        "end_s": round(mark.end, 4),
+    }
+
+
 def _pager(pages: list[tuple[str, str]], what: str) -> str:
     """The first page drawn; the others packed (gzip + base64) until chosen, so a big run's
     hundreds of thousands of SVG nodes are neither downloaded as text nor laid out at load."""
@@ -213,21 +228,32 @@ def _money_section(data: RunData, report: dict[str, Any], fig: dict[str, Any]) -
     return (
         f"<div class=chart>{spend_svg(data.calls, budget)}</div>"
         f"<div class=chart>{breakdown_svg(report)}</div>{cost_tables(report)}"
+        f"{tool_spend_html(data)}"
     )
 
 
 def _calls_section(data: RunData) -> str:
-    if not data.calls:
+    calls = data.llm_calls
+    if not calls and not data.tools:
         return "<p class=note>no LLM calls</p>"
-    marks = {m: sum(c.mark == m for c in data.calls) for m in ("retry", "repair")}
-    refused = sum(c.line.outcome == "refused" for c in data.calls)
-    most = max_concurrency(data.calls)
+    marks = {m: sum(c.mark == m for c in calls) for m in ("retry", "repair")}
+    refused = sum(c.line.outcome == "refused" for c in calls)
+    most = max_concurrency(calls)
+    failed = sum(bool(t.data.get("error")) for t in data.tools)
+    tools = (
+        f'<span data-figure="tool_calls" data-value="{len(data.tools)}">'
+        f"{_count(len(data.tools), 'tool call')}</span> ({failed} with an error result) "
+        f"drawn as triangles under the model calls; point at one for its tool, arguments, "
+        f"duration, result size and cost. "
+        if data.tools
+        else ""
+    )
     intro = (
-        f"<p class=note>{_count(len(data.calls), 'ledger line')}; at most "
+        f"<p class=note>{_count(len(calls), 'ledger line')} of model calls; at most "
         f'<span data-figure="max_concurrency">{most}</span> {"call" if most == 1 else "calls"} '
         f"in flight at once; {_count(marks['retry'], 'retry', 'retries')}, "
-        f"{_count(marks['repair'], 'repair')}, {refused} refused. "
-        f"Click a bar to read the ledger line.</p>"
+        f"{_count(marks['repair'], 'repair')}, {refused} refused. {tools}"
+        f"Click a bar or a triangle to read its ledger line or tool call.</p>"
     )
     return intro + _pager(call_pages(data), "calls")
 

@@ -1,5 +1,5 @@
 """A run directory read back for the report: summary, roles, messages with their deliveries,
-the cost ledger, artifacts and the roles' own events.
+the cost ledger, the tool calls, artifacts and the roles' own events.
 
 Everything is read through the run store's own readers (:func:`sopbus.bus.read_events`,
 :func:`sopbus.bus.decode_event` and the event types, :func:`sopbus.bus.money.load_ledger`), so a change
@@ -21,6 +21,7 @@ from ..money._costs import load_ledger
 from ..money._ledger import LedgerLine
 
 UNDELIVERED = "(undelivered)"
+TOOL_PROVIDER = "tool"  # the ledger's provider of a paid tool call (Gateway.paid_tool)
 
 
 @dataclass(frozen=True)
@@ -46,6 +47,25 @@ class Call:
     mark: str
 
 
+@dataclass(frozen=True)
+class ToolMark:
+    """One tool call (a ``tool_called`` event of the tool loop) placed on the clock:
+    ``start``/``end`` in seconds after the run started; ``data`` is the event's ``data``
+    (call, action, server, tool, arguments, duration_ms, result_chars, cut, error,
+    cost_usd, replayed)."""
+
+    n: int
+    round: int
+    role: str
+    start: float
+    end: float
+    data: dict[str, Any]
+
+    @property
+    def name(self) -> str:
+        return f"{self.data['server']}.{self.data['tool']}"
+
+
 @dataclass
 class RunData:
     """What the report shows of one run directory (see :func:`read_run`)."""
@@ -57,9 +77,16 @@ class RunData:
     roles: list[ev.RoleJoined] = field(default_factory=list)
     posted: list[Posted] = field(default_factory=list)
     calls: list[Call] = field(default_factory=list)
+    tools: list[ToolMark] = field(default_factory=list)
     artifacts: dict[str, ev.ArtifactWritten] = field(default_factory=dict)
     notes: list[dict[str, Any]] = field(default_factory=list)
     t0: float = 0.0
+
+    @property
+    def llm_calls(self) -> list[Call]:
+        """The ledger's model calls: a paid tool's line (provider ``tool``) is drawn as
+        its tool call, not as a model call."""
+        return [c for c in self.calls if c.line.provider != TOOL_PROVIDER]
 
     @property
     def mode(self) -> str:
@@ -101,8 +128,27 @@ def _take(data: RunData, event: Any) -> None:
         data.artifacts[event.path] = event  # the last write of a path is what is on disk
     elif isinstance(event, ev.RunEnded):
         data.ended = event
+    elif _is_tool_call(event):
+        data.tools.append(_tool_mark(len(data.tools) + 1, event, data.t0))
     elif isinstance(event, dict) and event.get("kind") not in ("llm_reserved",):
         data.notes.append(event)
+
+
+def _is_tool_call(event: Any) -> bool:
+    # A role's own tool_called (the book doctor's) has no server: it stays a role event.
+    return (
+        isinstance(event, dict)
+        and event.get("kind") == "tool_called"
+        and "server" in event.get("data", {})
+    )
+
+
+def _tool_mark(n: int, event: dict[str, Any], t0: float) -> ToolMark:
+    """A tool call ends when its event is written and lasted ``duration_ms``."""
+    info = event["data"]
+    end = max(0.0, event["t"] - t0) if t0 else 0.0
+    start = max(0.0, end - float(info.get("duration_ms") or 0) / 1000)
+    return ToolMark(n, int(event.get("round", 0)), str(event.get("role", "")), start, end, info)
 
 
 def _calls(lines: list[LedgerLine], t0: float) -> list[Call]:

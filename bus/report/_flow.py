@@ -11,7 +11,10 @@ shows that message whole.
 
 **Calls timeline**: each LLM call is a bar on its role's lane from its start to its end, so
 overlapping calls (concurrency) and the longest chain (critical path) can be seen; retries,
-repairs and refusals carry a marker. Every bar links to ``#call-<seq>``.
+repairs and refusals carry a marker. Every bar links to ``#call-<seq>``. Each tool call of a
+tool loop is its own mark under its role's bar: a thin bar over its duration behind a
+right-pointing triangle, coloured ``tool`` (or ``tool error``), linked to ``#tool-<n>``;
+the page's script shows its tool, arguments, duration, result size, error and cost on hover.
 
 Big runs are paged: each page is one SVG of at most :data:`FLOW_PAGE` deliveries or
 :data:`CALL_PAGE` calls, so a run of 10,000 messages gives pages that each open fast.
@@ -26,7 +29,7 @@ from typing import Any, get_args
 import altair as alt
 
 from ..money._ledger import Outcome
-from ._data import UNDELIVERED, Call, Posted, RunData
+from ._data import UNDELIVERED, Call, Posted, RunData, ToolMark
 from ._vega import lane_axis, named, pages, to_svg
 
 FLOW_PAGE = 250
@@ -215,17 +218,37 @@ def _band_layers(x: alt.X) -> list[Any]:
 
 
 def call_pages(data: RunData) -> list[tuple[str, str]]:
-    """The calls timeline as ``(label, svg)`` pages (see the module docstring)."""
-    lanes = list(dict.fromkeys([*(r.name for r in data.roles), *(c.line.role for c in data.calls)]))
+    """The calls timeline as ``(label, svg)`` pages (see the module docstring); a page
+    holds the tool calls that ended between its first call's start and the next page's."""
+    calls = data.llm_calls
+    lanes = list(
+        dict.fromkeys(
+            [
+                *(r.name for r in data.roles),
+                *(c.line.role for c in calls),
+                *(t.role for t in data.tools),
+            ]
+        )
+    )
+    chunks = [list(chunk) for chunk in pages(calls, CALL_PAGE)] if calls else [[]]
+    cuts = [chunk[0].start for chunk in chunks[1:]]
+    tools: list[list[ToolMark]] = [[] for _ in chunks]
+    for mark in data.tools:
+        tools[sum(mark.end >= cut for cut in cuts)].append(mark)
     return [
-        (_calls_label(chunk), _calls_svg(chunk, lanes)) for chunk in pages(data.calls, CALL_PAGE)
+        (_calls_label(chunk, len(marks)), _calls_svg(chunk, marks, lanes))
+        for chunk, marks in zip(chunks, tools, strict=True)
     ]
 
 
-def _calls_label(calls: Sequence[Call]) -> str:
+def _calls_label(calls: Sequence[Call], tools: int) -> str:
     if not calls:
-        return "no calls"
-    return f"calls {calls[0].line.seq}-{calls[-1].line.seq} ({calls[0].start:.1f}-{calls[-1].end:.1f} s)"
+        return f"{tools} tool calls" if tools else "no calls"
+    with_tools = f", {tools} tool calls" if tools else ""
+    return (
+        f"calls {calls[0].line.seq}-{calls[-1].line.seq} "
+        f"({calls[0].start:.1f}-{calls[-1].end:.1f} s{with_tools})"
+    )
 
 
 def call_row(call: Call) -> dict[str, Any]:
@@ -246,9 +269,24 @@ def call_row(call: Call) -> dict[str, Any]:
     }
 
 
+def tool_row(mark: ToolMark) -> dict[str, Any]:
+    return {
+        "n": mark.n,
+        "role": mark.role,
+        "action": mark.data.get("action", ""),
+        "tool": mark.name,
+        "start": round(mark.start, 4),
+        "end": round(max(mark.end, mark.start), 4),
+        "status": TOOL_ERROR if mark.data.get("error") else TOOL,
+        "href": f"#tool-{mark.n}",
+    }
+
+
+TOOL, TOOL_ERROR = "tool", "tool error"
 # Every ledger outcome gets a colour (taken from the ledger's own type, so a new outcome
-# is drawn too), and first attempts are told apart from retries and repairs.
-_STATUS = ["ok", "repair", "retry", *(o for o in get_args(Outcome) if o != "ok")]
+# is drawn too), and first attempts are told apart from retries and repairs; tool calls
+# have colours of their own, last, so the legend lists them after the model calls.
+_STATUS = ["ok", "repair", "retry", *(o for o in get_args(Outcome) if o != "ok"), TOOL, TOOL_ERROR]
 _PALETTE = [
     "#4c78a8",
     "#f58518",
@@ -262,10 +300,10 @@ _PALETTE = [
     "#ff9da6",
     "#79706e",
 ]
-_COLORS = [_PALETTE[i % len(_PALETTE)] for i in range(len(_STATUS))]
+_COLORS = [_PALETTE[i % len(_PALETTE)] for i in range(len(_STATUS) - 2)] + ["#1b9e77", "#d62728"]
 
 
-def _calls_svg(calls: Sequence[Call], lanes: list[str]) -> str:
+def _calls_svg(calls: Sequence[Call], tools: Sequence[ToolMark], lanes: list[str]) -> str:
     rows = [call_row(c) for c in calls]
     y = alt.Y("role:N", sort=lanes, title=None, scale=alt.Scale(domain=lanes))
     x = alt.X("start:Q", title="seconds since the run started", scale=alt.Scale(zero=False))
@@ -292,8 +330,27 @@ def _calls_svg(calls: Sequence[Call], lanes: list[str]) -> str:
         )
         .transform_filter("datum.status != 'ok' && datum.status != 'replayed'")
     )
-    chart = alt.layer(bars, starts, marked).properties(width=900, height=max(80, 36 * len(lanes)))
-    return to_svg(chart, {"calls": rows})
+    chart = alt.layer(bars, starts, marked, *_tool_layers(x, y, color)).properties(
+        width=900, height=max(80, 36 * len(lanes))
+    )
+    return to_svg(chart, {"calls": rows, "tools": [tool_row(t) for t in tools]})
+
+
+def _tool_layers(x: alt.X, y: alt.Y, color: alt.Color) -> list[alt.Chart]:
+    """A tool call under its role's model calls: a thin bar over its duration and a
+    right-pointing triangle at its start (a shape no model call has), both linked."""
+    base = named("tools").encode(y=y, color=color, href="href:N")
+    span = (
+        base.mark_bar(height=4, yOffset=12, opacity=0.9)
+        .encode(x=x, x2="end:Q")
+        .properties(name="tool_bars")
+    )
+    mark = (
+        base.mark_point(shape="triangle-right", filled=True, size=90, yOffset=12, opacity=1)
+        .encode(x=x)
+        .properties(name="tool_marks")
+    )
+    return [span, mark]
 
 
 def max_concurrency(calls: Sequence[Call]) -> int:

@@ -186,7 +186,7 @@ async def _run(
     from sopbus.bus.llm._toolbox import ToolBox
 
     from ._bus import coordinated
-    from ._tools import named_tools, opened_tools
+    from ._tools import in_workspace, named_tools, opened_tools
 
     as_run = scenario_as_run(scenario)
     store.log(
@@ -209,6 +209,9 @@ async def _run(
     # two has no scenario.toml and is started anew; one with it can always be resumed.
     reached("run:started")
     store.write_scenario(as_run)
+    scenario = in_workspace(
+        scenario, team, store.run_dir.resolve(), live=continuation is None or continuation.live
+    )
     async with (
         opened_for_run(provider, record, store.redactor) as live,
         coordinated(bus, scenario, as_run, store, continuation) as remote,

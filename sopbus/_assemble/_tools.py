@@ -11,7 +11,10 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
+
+import msgspec
 
 from sopbus.bus import ConfigError
 from sopbus.bus._protocol import ToolSpec
@@ -62,6 +65,25 @@ def _resolve(
         resolve(patterns, listed, where=where)
     except ConfigError as exc:
         raise ConfigError(f"{scenario.path}: {exc}") from None
+
+
+def in_workspace(scenario: Scenario, team: Any, run_dir: Path, *, live: bool) -> Scenario:
+    """``scenario`` with the MCP servers the team's ``workspace`` places (see
+    :class:`sopbus.sops.Team`) running in the folders it made or chose."""
+    if team.workspace is None:
+        return scenario
+    folders = team.workspace(run_dir, live)
+    unknown = sorted(set(folders) - set(scenario.mcp))
+    if unknown:
+        raise ConfigError(
+            f"{scenario.path}: the SOP {scenario.sop!r} runs the MCP server "
+            f"{unknown[0]!r}, which the file does not declare; add an [mcp.{unknown[0]}] table"
+        )
+    mcp = {
+        name: msgspec.structs.replace(server, cwd=str(folders[name])) if name in folders else server
+        for name, server in scenario.mcp.items()
+    }
+    return msgspec.structs.replace(scenario, mcp=mcp)
 
 
 def needs_servers(scenario: Scenario, team: Any) -> bool:

@@ -18,6 +18,7 @@ from sopbus.bus import read_jsonl
 pytest.importorskip("opentelemetry.sdk", reason="install the extra: pip install -e '.[otel]'")
 from support.cli import sopbus
 from support.otlp_server import Collected, otlp_collector
+from support.tool_runs import PRICE, tool_run
 
 pytestmark = pytest.mark.slow
 
@@ -39,6 +40,7 @@ def _by_id(spans: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
 def _check_tree(spans: list[dict[str, Any]], run_dir: Path, mode: str) -> None:
     summary = json.loads((run_dir / "summary.json").read_text())
     ledger = [line for line in read_jsonl(run_dir / "costs.jsonl") if line["outcome"] != "refused"]
+    ledger = [line for line in ledger if line["provider"] != "tool"]  # a tool's span has it
     events = list(read_jsonl(run_dir / "events.jsonl"))
     assert len({s["trace_id"] for s in spans}) == 1
     ids = _by_id(spans)
@@ -70,7 +72,8 @@ def _check_tree(spans: list[dict[str, Any]], run_dir: Path, mode: str) -> None:
         sum(c["attributes"]["gen_ai.usage.output_tokens"] for c in calls)
         == summary["completion_tokens"]
     )
-    assert sum(Decimal(c["attributes"]["sopbus.cost_usd"]) for c in calls) == Decimal(
+    tools = [s for s in spans if s["attributes"].get("gen_ai.operation.name") == "execute_tool"]
+    assert sum(Decimal(c["attributes"]["sopbus.cost_usd"]) for c in calls + tools) == Decimal(
         str(summary["total_usd"])
     )
 
@@ -150,3 +153,46 @@ def test_a_collector_that_is_down_costs_a_warning_not_the_run(tmp_path: Path) ->
     assert done.returncode == 0
     assert "trace not exported" in done.stderr
     assert json.loads((_run_dir(tmp_path) / "summary.json").read_text())["status"] == "completed"
+
+
+async def test_each_tool_call_is_an_execute_tool_span_of_its_turn(tmp_path: Path) -> None:
+    run_dir = await tool_run(tmp_path)
+    with otlp_collector() as (endpoint, got):
+        done = _sopbus("export-otel", run_dir, "--endpoint", endpoint)
+    assert done.returncode == 0, done.stderr
+    _check_tree(got.spans, run_dir, "rounds")
+    ids = _by_id(got.spans)
+    called = [e for e in read_jsonl(run_dir / "events.jsonl") if e["kind"] == "tool_called"]
+    tools = sorted(
+        (s for s in got.spans if s["name"].startswith("execute_tool ")),
+        key=lambda s: s["attributes"]["gen_ai.tool.call.id"],
+    )
+    assert [s["attributes"]["gen_ai.tool.call.id"] for s in tools] == sorted(
+        e["data"]["call"] for e in called
+    )
+    by_call = {e["data"]["call"]: e for e in called}
+    for span in tools:
+        attrs = span["attributes"]
+        event = by_call[attrs["gen_ai.tool.call.id"]]
+        assert span["name"] == "execute_tool get_current_time"
+        assert attrs["gen_ai.operation.name"] == "execute_tool"
+        assert attrs["gen_ai.tool.name"] == "get_current_time"
+        assert attrs["gen_ai.tool.type"] == "function"
+        assert attrs["sopbus.tool.server"] == "time"
+        assert attrs["sopbus.tool.result_chars"] == event["data"]["result_chars"] > 0
+        assert attrs["sopbus.tool.duration_ms"] == event["data"]["duration_ms"]
+        assert Decimal(attrs["sopbus.cost_usd"]) == Decimal(PRICE)
+        # Beside the model calls, under the turn of the role that made it.
+        turn = ids[span["parent"]]
+        assert turn["name"] == "turn Clock" and any(
+            s["parent"] == turn["span_id"] and s["name"].startswith("chat ") for s in got.spans
+        )
+        assert span["start"] >= turn["start"] and span["end"] <= turn["end"]
+        # The call ended at its event, after its duration (nanoseconds on the wire).
+        assert abs(span["end"] - int(event["t"] * 1e9)) < 1_000
+        assert abs((span["end"] - span["start"]) / 1e6 - event["data"]["duration_ms"]) < 0.01
+    failed = [s for s in tools if s["attributes"].get("error.type")]
+    assert len(failed) == 1 and failed[0]["attributes"]["error.type"] == "tool_error"
+    assert failed[0]["status"] == 2  # STATUS_CODE_ERROR
+    ok = next(s for s in tools if s is not failed[0])
+    assert ok["status"] != 2 and "error.type" not in ok["attributes"]
