@@ -137,7 +137,12 @@ class Action:
     def instruction_for(self, ctx: ActionContext) -> str:
         """``instruction`` with ``$role``, ``$profile``, ``$goal`` and ``$action`` filled in."""
         role = ctx.role
-        values = {"role": role.name, "profile": role.profile, "goal": role.goal, "action": self.name}
+        values = {
+            "role": role.name,
+            "profile": role.profile,
+            "goal": role.goal,
+            "action": self.name,
+        }
         return fill(self.instruction, values)
 
     def context(self, ctx: ActionContext) -> tuple[Message, ...]:
