@@ -139,10 +139,14 @@ class Action:
         return self.result(await self.ask(ctx, self.prompt(ctx), output=self.Output))
 
     def prompt(self, ctx: ActionContext) -> tuple[ChatMessage, ...]:
-        """The role as system text; the context messages and the instruction as the user turn.
+        """The role as system text; the context messages and the instruction as the user turn."""
+        task = task_text(
+            action=self.name, instruction=self.instruction_for(ctx), context=self.context(ctx)
+        )
+        return (ChatMessage("system", ctx.role.system_text()), ChatMessage("user", task))
 
-        ``$role``, ``$profile``, ``$goal`` and ``$action`` in the instruction are filled in.
-        """
+    def instruction_for(self, ctx: ActionContext) -> str:
+        """``instruction`` with ``$role``, ``$profile``, ``$goal`` and ``$action`` filled in."""
         role = ctx.role
         values = {
             "role": role.name,
@@ -150,10 +154,7 @@ class Action:
             "goal": role.goal,
             "action": self.name,
         }
-        task = task_text(
-            action=self.name, instruction=fill(self.instruction, values), context=self.context(ctx)
-        )
-        return (ChatMessage("system", role.system_text()), ChatMessage("user", task))
+        return fill(self.instruction, values)
 
     def context(self, ctx: ActionContext) -> tuple[Message, ...]:
         """The messages the prompt shows: the last ``history_limit`` remembered messages of

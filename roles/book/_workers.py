@@ -231,10 +231,12 @@ class BoardWorker(Role, ABC, register=False):
         return write_message(heading, slot, value, sender=self.name)
 
 
-SLOT_ORDER = ("material", "content", "evaluation", "strategy")
-"""The order in which a call shows a heading's slots, whichever it shows: the order they are
-filled in, empty ones last, so that a later call's prompt starts as an earlier one's about
-the heading did (the revision's as the writing's, the revision plan's as the evaluation's)."""
+SLOT_ORDER = ("content", "material", "evaluation", "strategy")
+"""The order in which a call shows a heading's slots, whichever it shows, empty ones last:
+the content first, since every call after the writing shows it (the split's, the
+evaluation's, the revision plan's and the revision's then start alike), the material after
+it (only the writing and the revision read it), the news of the call (an evaluation to plan
+from, a strategy to revise by) last."""
 
 
 def _slot_rank(entry: Heading) -> Callable[[str], tuple[bool, int]]:

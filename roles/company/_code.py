@@ -119,10 +119,11 @@ class SummarizeCode(Action):
     Output = CodeSummary
 
     async def summarize(self, ctx: ActionContext, workspace: dict[str, str]) -> CodeSummary:
-        text = f"{listing(workspace)}\n\n{self.instruction}"
-        return await self.ask(
-            ctx, task_prompt(ctx, self.name, text, context=ctx.news[-3:]), output=CodeSummary
+        # The code first: QA's calls about this code start with the same listing.
+        prompt = task_prompt(
+            ctx, self.name, self.instruction, ctx.news[-3:], code=listing(workspace)
         )
+        return await self.ask(ctx, prompt, output=CodeSummary)
 
 
 class Engineer(Role):
@@ -260,12 +261,13 @@ class Engineer(Role):
         return code
 
     def _context(self, fixing: bool) -> list[Message]:
-        """The task list and the design; when fixing, also what was reported to the engineer
-        since (bug reports, test results, reviewers' notes), newest last. The task list comes
-        first because the summary's prompt starts with it too (one prefix for a cache)."""
+        """The design and the task list, in the order they were written (the project
+        manager's call starts with the design too: one prefix for a cache); when fixing,
+        also what was reported to the engineer since (bug reports, test results, reviewers'
+        notes), newest last."""
         docs = [
             m
-            for m in (self.memory.latest(WriteTasks.name), self.memory.latest(WriteDesign.name))
+            for m in (self.memory.latest(WriteDesign.name), self.memory.latest(WriteTasks.name))
             if m
         ]
         if not fixing:

@@ -11,9 +11,12 @@ from typing import ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from sopbus.bus import ChatMessage
+
 from .._action import Action, ActionContext, ActionResult, UserRequirement
 from .._prompt import render_output
 from .._role import Role
+from ._util import task_prompt
 
 
 class _Doc(BaseModel):
@@ -26,6 +29,11 @@ class DocumentAction(Action, register=False):
     keeps it: :meth:`sopbus.roles.Action.keep`)."""
 
     title: ClassVar[str] = ""
+
+    def prompt(self, ctx: ActionContext) -> tuple[ChatMessage, ...]:
+        """Laid out as the engineer's calls are (:func:`task_prompt`): the documents first,
+        so that the engineer's calls start as the project manager's did."""
+        return task_prompt(ctx, self.name, self.instruction_for(ctx), self.context(ctx))
 
     def keep(self, result: ActionResult, ctx: ActionContext) -> None:
         if self.artifact is not None:

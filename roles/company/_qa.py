@@ -68,14 +68,12 @@ class WriteTest(Action):
         context: Sequence[Message],
         problem: str = "",
     ) -> str:
-        # The code and the instruction, shared by every test file of the round, come first.
-        text = (
-            f"{listing(workspace)}\n\n{self.instruction}\n\n"
-            f"Test file to write: {test_path}\nModule under test: {module}"
-        )
+        # The code (as the engineer's summary showed it) and the instruction, shared by
+        # every test file of the round, come first; the file to write last.
+        text = f"{self.instruction}\n\nTest file to write: {test_path}\nModule under test: {module}"
         if problem:
             text += f"\n\nThe previous version of this test file was wrong:\n{problem}"
-        prompt = task_prompt(ctx, self.name, text, context)
+        prompt = task_prompt(ctx, self.name, text, context, code=listing(workspace))
         return (await self.ask(ctx, prompt, output=PytestFile, subject=test_path)).code
 
 
@@ -96,11 +94,9 @@ class DebugError(Action):
         workspace: dict[str, str],
         context: Sequence[Message],
     ) -> BugReport:
-        text = (
-            f"{listing(workspace)}\n\n### Test output (round {run.test_round})\n```\n"
-            f"{run.output}\n```\n\n{self.instruction}"
-        )
-        return await self.ask(ctx, task_prompt(ctx, self.name, text, context), output=BugReport)
+        text = f"### Test output (round {run.test_round})\n```\n{run.output}\n```\n\n{self.instruction}"
+        prompt = task_prompt(ctx, self.name, text, context, code=listing(workspace))
+        return await self.ask(ctx, prompt, output=BugReport)
 
 
 class QaEngineer(Role):

@@ -13,7 +13,7 @@ import trio
 from sopbus.bus import BudgetExhausted, ChatMessage, Message, StopRun, exception_leaves
 
 from .._action import ActionContext
-from .._prompt import task_text
+from .._prompt import render_message
 
 T = TypeVar("T")
 
@@ -104,10 +104,25 @@ def tail(text: str, limit: int = 4000) -> str:
 
 
 def task_prompt(
-    ctx: ActionContext, action: str, instruction: str, context: Sequence[Message]
+    ctx: ActionContext,
+    action: str,
+    instruction: str,
+    context: Sequence[Message],
+    *,
+    code: str = "",
 ) -> tuple[ChatMessage, ...]:
-    """The role as system text, then the task with the messages it works from."""
-    return (
-        ChatMessage("system", ctx.role.system_text()),
-        ChatMessage("user", task_text(action=action, instruction=instruction, context=context)),
-    )
+    """A call of the company laid out for a prompt cache the whole team shares.
+
+    The system turn holds what the call works from, written the same whichever role reads
+    it: the ``code`` it shows (a listing), then the ``context`` messages in the order they
+    were written; then who the role is. The user turn holds the task, its instruction and
+    the call's own part (the file to write, the code under review, the test output). So
+    the project manager's call and the engineer's start alike (the design), and so do the
+    engineer's summary and QA's tests (the code).
+    """
+    shared = [code] if code else []
+    shared.extend(render_message(m) for m in context)
+    persona = ctx.role.system_text()
+    system = "## Context\n" + "\n\n".join(shared) + "\n\n" + persona if shared else persona
+    task = f"## Your task: {action}\n{instruction}".rstrip()
+    return ChatMessage("system", system), ChatMessage("user", task)
