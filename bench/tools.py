@@ -4,7 +4,8 @@ Starts real servers: ``mcp-server-time`` over stdio (``get_current_time``), the 
 SDK-built helper (tests/support/mcp_tool_server.py) over stdio (``echo``) and over
 streamable HTTP (``echo``), and times N calls of each after a warm-up: min, median, max in
 milliseconds. ``--big`` also times one result of that many characters over stdio and over
-HTTP (the cut, and the SDK's reading of a long line), with the process's peak memory.
+HTTP (the reading of a long line, bus/llm/_mcp_stdio.py over stdio, and the cut), with
+the process's peak memory.
 
     python bench/tools.py [--calls N] [--big CHARS]
 """

@@ -4,7 +4,7 @@ The one door to MCP is the official ``mcp`` SDK; it runs on anyio, so it runs un
 :func:`open_mcp_servers` starts every ``[mcp.NAME]`` server of a scenario concurrently and
 yields one :class:`~sopbus.bus.llm._tools.ToolSource` per server. What a server gives back
 is turned into text for the model in :mod:`._mcp_output`; its tool list is checked there
-too. Every failure of a server is a :class:`sopbus.bus.ToolServerError` naming it.
+too. A stdio server's pipes are read and written by :mod:`._mcp_stdio`. Every failure of a server is a :class:`sopbus.bus.ToolServerError` naming it.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ try:
     import httpx2
     import mcp_types
     from mcp import Client
-    from mcp.client.stdio import StdioServerParameters, stdio_client
+    from mcp.client import Transport
     from mcp.client.streamable_http import streamable_http_client
     from mcp.shared.exceptions import MCPError
 except ImportError as missing:  # the SDK is the mcp extra
@@ -37,6 +37,7 @@ except ImportError as missing:  # the SDK is the mcp extra
 
 from .._errors import ToolServerError, exception_leaves
 from ._mcp_output import MAX_TOOLS, check_tools, cut, stderr_tail, tool_output
+from ._mcp_stdio import StdioServerParameters, StdioTransport
 from ._tools import McpServer, ToolOutput, ToolSource, ToolSpec
 
 BASE_ENV = (
@@ -146,7 +147,13 @@ class McpToolSource:
     """One running MCP server as a :class:`ToolSource`: its tools, and calls of them."""
 
     def __init__(
-        self, name: str, server: McpServer, client: Client, specs: list[ToolSpec], log: Path
+        self,
+        name: str,
+        server: McpServer,
+        client: Client,
+        specs: list[ToolSpec],
+        log: Path,
+        stdio: StdioTransport | None = None,
     ):
         self.name = name
         self.price_per_call: Decimal | None = server.price_per_call
@@ -154,6 +161,7 @@ class McpToolSource:
         self._client = client
         self._specs = specs
         self._log = log
+        self._stdio = stdio
 
     def specs(self) -> list[ToolSpec]:
         return list(self._specs)
@@ -186,6 +194,8 @@ class McpToolSource:
         return tool_output(result, self._server.max_result_chars)
 
     def _lost(self, what: str) -> ToolServerError:
+        if self._stdio is not None and self._stdio.failure is not None:
+            return ToolServerError(self.name, f"during the call: {self._stdio.failure}")
         tail = stderr_tail(self._log) if self._server.command else ""
         return ToolServerError(
             self.name, what + (f"; its stderr ends with:\n{tail}" if tail else "")
@@ -207,6 +217,8 @@ async def _serve(
     timeout = server.startup_timeout_s
     ready = False
     async with AsyncExitStack() as stack:
+        transport: Transport
+        stdio: StdioTransport | None = None
         if server.url is not None:
             http = httpx2.AsyncClient(
                 headers=server.headers, timeout=httpx2.Timeout(30.0, read=300.0)
@@ -214,19 +226,20 @@ async def _serve(
             await stack.enter_async_context(http)
             transport = streamable_http_client(server.url, http_client=http)
         else:
-            transport = _stdio(name, server, cwd, log, stack)
+            transport = stdio = _stdio(name, server, cwd, log, stack)
         try:
             with trio.CancelScope(deadline=trio.current_time() + timeout) as startup, _one_error():
                 async with Client(transport) as client:
                     specs = check_tools(name, await _list_tools(name, client))
                     startup.deadline = math.inf
-                    task_status.started(McpToolSource(name, server, client, specs, log))
+                    task_status.started(McpToolSource(name, server, client, specs, log, stdio))
                     ready = True
                     await stop.wait()
         except MCPError as error:
             if ready:  # closing a session the server already ended; its calls said so
                 return logger.debug("tool server {!r} closed with {}", name, error)
-            raise _start_failed(name, server, log, f"it answered {error.message!r}") from error
+            why = stdio.failure if stdio and stdio.failure else f"it answered {error.message!r}"
+            raise _start_failed(name, server, log, why) from error
         except (*_TRANSPORT_ERRORS, pydantic.ValidationError) as error:
             if ready:
                 return logger.debug("tool server {!r} closed with {}", name, error)
@@ -254,7 +267,9 @@ def _one_error() -> Iterator[None]:
         raise
 
 
-def _stdio(name: str, server: McpServer, cwd: Path, log: Path, stack: AsyncExitStack) -> Any:
+def _stdio(
+    name: str, server: McpServer, cwd: Path, log: Path, stack: AsyncExitStack
+) -> StdioTransport:
     folder = (cwd / server.cwd) if server.cwd else cwd
     if not folder.is_dir():
         raise ToolServerError(
@@ -264,7 +279,7 @@ def _stdio(name: str, server: McpServer, cwd: Path, log: Path, stack: AsyncExitS
     command = _command(name, server.command or "", folder, env)
     errlog = stack.enter_context(log.open("a", encoding="utf-8"))
     params = StdioServerParameters(command=command, args=server.args, env=env, cwd=folder)
-    return stdio_client(params, errlog=errlog)
+    return StdioTransport(name, params, errlog)
 
 
 def _environment(name: str, server: McpServer) -> dict[str, str]:

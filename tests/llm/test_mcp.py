@@ -152,9 +152,8 @@ async def test_results_as_text_for_the_model(tmp_path: Path) -> None:
     assert cut.text == "x" * 1000 + "\n[cut: 500 more characters of 1500 left out]"
 
 
-# Slow on purpose (about 20 s on 2 cores): the SDK's stdio reader joins a long line chunk by
-# chunk, quadratic in its length; bench/tools.py measures it. The cut and the memory hold.
-@pytest.mark.slow
+# About 1.5 s on 2 cores since sopbus reads stdio itself (bus/llm/_mcp_stdio.py) in time
+# linear in a line's length; the SDK's reader took 24 to 53 s. bench/tools.py measures it.
 async def test_a_50_mb_result_is_cut_and_the_server_goes_on(tmp_path: Path) -> None:
     size = 50_000_000
     async with open_mcp_servers({"t": helper()}, cwd=tmp_path) as [tools]:

@@ -12,7 +12,9 @@ The CASE picks the tool list: ``ok`` (the default: ``echo``, ``env``, ``pid``, `
 ``crash``, ``fail``, ``picture``, ``structured``), or a hostile list: ``many`` (10,000
 tools), ``bad-schema``, ``bad-name``, ``long-name``, ``duplicate``, and ``exit-at-start``
 (writes to stderr and exits before it speaks MCP). Mode ``raw`` is a hand-written server
-for lists the SDK would refuse to send: ``array-schema``, ``text-schema``.
+for lists the SDK would refuse to send: ``array-schema``, ``text-schema``, and for lines
+the SDK would not write: ``noisy`` (lines that are no message around each answer) and
+``flood`` (a call answered with one line that never ends).
 """
 
 from __future__ import annotations
@@ -131,12 +133,32 @@ _RAW_TOOLS = {
         {"name": "listy", "inputSchema": {"type": "array", "items": {"type": "string"}}}
     ],
     "text-schema": [{"name": "texty", "inputSchema": "a string, not a schema"}],
+    "noisy": [{"name": "echo", "inputSchema": _TEXT}, {"name": "pid", "inputSchema": _OBJECT}],
+    "flood": [{"name": "flood", "inputSchema": _OBJECT}, {"name": "pid", "inputSchema": _OBJECT}],
 }
+_NOISE = (b"this is not JSON\n", b"\n", b"   \n", b"\xff\xfe not UTF-8\n", b'{"jsonrpc": "2.0"}\n')
+
+
+def _raw_call(case: str, params: dict[str, Any]) -> dict[str, Any]:
+    """A tools/call of the raw cases: ``flood`` writes one line that never ends."""
+    if params["name"] == "pid":
+        text = str(os.getpid())
+    elif params["name"] == "flood":
+        block = b"x" * (1 << 20)
+        sys.stdout.buffer.write(b'{"jsonrpc": "2.0", "id": 9, "result": "')
+        while True:
+            sys.stdout.buffer.write(block)
+    else:
+        text = params["arguments"]["text"]
+    if case == "noisy":  # lines that are not messages, before the answer
+        sys.stdout.buffer.write(b"".join(_NOISE))
+    return {"content": [{"type": "text", "text": text}]}
 
 
 def _raw(case: str) -> None:
     """A hostile server that is not the SDK (the SDK refuses to send such lists): JSON-RPC
-    lines by hand, a legacy handshake, and the case's tool list as raw JSON."""
+    lines by hand, a legacy handshake, and the case's tool list as raw JSON; the cases
+    ``noisy`` and ``flood`` answer calls too (see :func:`_raw_call`)."""
     for line in sys.stdin:
         request = json.loads(line)
         if "id" not in request:
@@ -151,9 +173,12 @@ def _raw(case: str) -> None:
             }
         elif request["method"] == "tools/list":
             answer["result"] = {"tools": _RAW_TOOLS[case]}
+        elif request["method"] == "tools/call":
+            answer["result"] = _raw_call(case, request["params"])
         else:
             answer["error"] = {"code": -32601, "message": f"no method {request['method']}"}
-        print(json.dumps(answer), flush=True)
+        sys.stdout.buffer.write(json.dumps(answer).encode() + b"\n")
+        sys.stdout.buffer.flush()
 
 
 def main() -> None:
