@@ -231,12 +231,13 @@ class BoardWorker(Role, ABC, register=False):
         return write_message(heading, slot, value, sender=self.name)
 
 
-SLOT_ORDER = ("content", "material", "evaluation", "strategy")
+SLOT_ORDER = ("material", "content", "evaluation", "strategy")
 """The order in which a call shows a heading's slots, whichever it shows, empty ones last:
-the content first, since every call after the writing shows it (the split's, the
-evaluation's, the revision plan's and the revision's then start alike), the material after
-it (only the writing and the revision read it), the news of the call (an evaluation to plan
-from, a strategy to revise by) last."""
+the material first, since it is written before anything else about the heading and every
+call from the writing on shows it (so each starts as the writing's call did, through the
+material), the content after it (every call after the writing shows it: the split's, the
+evaluation's, the revision plan's and the revision's then start alike through both), the
+news of the call (an evaluation to plan from, a strategy to revise by) last."""
 
 
 def _slot_rank(entry: Heading) -> Callable[[str], tuple[bool, int]]:
@@ -363,9 +364,9 @@ class EvaluationWorker(BoardWorker):
             view,
             heading,
             output=Evaluation,
-            show=("content",),
+            show=("material", "content"),
             instruction="Evaluate the content against the requirement, the "
-            "length and the policies. Name concrete problems.",
+            "length, the policies and the material. Name concrete problems.",
         )
         return [
             self.write(heading, "evaluation", verdict.evaluation),
@@ -391,7 +392,7 @@ class StrategyWorker(BoardWorker):
             view,
             heading,
             output=Strategy,
-            show=("evaluation", "content"),
+            show=("material", "content", "evaluation"),
             instruction="Write the revision strategy for this evaluation.",
         )
         return [
@@ -419,7 +420,7 @@ class RevisionWorker(BoardWorker):
             view,
             heading,
             output=Draft,
-            show=("strategy", "content", "material"),
+            show=("material", "content", "strategy"),
             instruction="Rewrite the content following the strategy. Keep what works.",
         )
         return [
@@ -454,7 +455,7 @@ class SplitWorker(BoardWorker):
             view,
             heading,
             output=SplitPlan,
-            show=("content",),
+            show=("material", "content"),
             instruction="Divide the content into 2 to 6 subheadings, each with "
             "its own part of the text; keep a short lead-in.",
         )
