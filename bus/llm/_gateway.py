@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from decimal import Decimal
-from typing import Any, Protocol, TypeVar
+from typing import Any, Literal, Protocol, TypeVar
 
 import msgspec
 import trio
@@ -26,6 +26,7 @@ from ..money._budget import Budget, Reservation
 from ..money._format import money
 from ..money._ledger import LedgerLine, Outcome
 from ..money._prices import Price, PriceBook
+from ..money._quote import PriceSource
 from ._overrun import impossible_usage, overrun_cost, overrun_record
 from ._plausible import plausible_usage
 from ._said import first_line, log_line, refusal
@@ -312,7 +313,7 @@ class Gateway:
         reserved: Decimal | None = None,
         lost_call: int = 0,
         corrected: str | None = None,
-        source: str | None = None,
+        source: PriceSource | Literal[""] | None = None,
         counted: bool = True,
     ) -> LedgerLine:
         line = self._line(
@@ -354,7 +355,7 @@ class Gateway:
         reserved: Decimal | None = None,
         lost_call: int = 0,
         corrected: str | None = None,
-        source: str | None = None,
+        source: PriceSource | Literal[""] | None = None,
         counted: bool = True,
     ) -> LedgerLine:
         """The next ledger line, counted in the totals (a tool's line is not a model call)."""

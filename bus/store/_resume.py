@@ -58,6 +58,7 @@ from .._layout import CALLS, COSTS, EVENTS, SCENARIO, SUMMARY
 from .._protocol import Completion, LLMRequest
 from .._summary import read_summary
 from ..llm._gateway import Gateway
+from ..llm._recording import CallRecord, ToolRecord
 from ..llm._tape import Tape, TapeGateway, read_calls, read_recording
 from ..money._ledger import LedgerLine
 from ..scenario._load import load_scenario, scenario_with_overrides
@@ -156,7 +157,10 @@ def plan_resume(
     calls = recording.calls
     executions = Executions.read(run_dir)
     known = {line.seq for line in ledger}
-    answered = [*calls, *recording.tools]  # a paid tool call's line is kept like an answer's
+    answered: list[CallRecord | ToolRecord] = [
+        *calls,
+        *recording.tools,
+    ]  # a paid tool call's line is kept like an answer's
     recovered = sorted(
         (c.ledger for c in answered if c.ledger is not None and c.ledger.seq not in known),
         key=lambda line: line.seq,

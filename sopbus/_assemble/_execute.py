@@ -233,7 +233,7 @@ async def _run(
             sources,
             gateway=gateway,
             store=store,
-            lists=continuation.tape.lists.values() if continuation else (),
+            lists=tuple(continuation.tape.lists.values()) if continuation else (),
             tape=continuation.tape if continuation else None,
             free=continuation.free if continuation else False,
             taped_through=continuation.taped_through if continuation else 0,

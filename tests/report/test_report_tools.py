@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -25,7 +26,7 @@ def chrome() -> Iterator[Browser]:
         yield b
 
 
-def _tool_events(run_dir: Path) -> list[dict[str, object]]:
+def _tool_events(run_dir: Path) -> list[dict[str, Any]]:
     return [e for e in read_events(run_dir / "events.jsonl") if e["kind"] == "tool_called"]
 
 

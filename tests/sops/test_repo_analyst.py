@@ -10,6 +10,7 @@ import json
 import os
 import shutil
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
@@ -75,8 +76,8 @@ def test_a_missing_git_server_is_exit_2_naming_the_package(tmp_path: Path) -> No
     assert "Traceback" not in done.stderr
 
 
-def _record(repo: Path, payload: dict[str, object]) -> RunRecord:
-    report = Message(cause_by="SummarizeChanges", sent_from="Analyst", payload=payload)
+def _record(repo: Path, payload: Mapping[str, object]) -> RunRecord:
+    report = Message(cause_by="SummarizeChanges", sent_from="Analyst", payload=dict(payload))
     return RunRecord(end_reason="idle", messages=(report,), artifacts_dir=repo.parent / "artifacts")
 
 
