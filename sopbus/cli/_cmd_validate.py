@@ -108,12 +108,13 @@ def check_team(scenario: Scenario, report: Report) -> Team:
 
     checked = preflight(scenario, run_environ())  # the keys run would see: env over ./.env
     team: Team = checked.team
-    import trio
+    if scenario.mcp:
+        import trio
 
-    from sopbus._assemble._tools import check_servers
+        from sopbus._assemble._tools import check_servers
 
-    # The tools of an MCP server are known only once it runs: started, checked, stopped.
-    trio.run(check_servers, scenario, team)
+        # The tools of an MCP server are known only once it runs: started, checked, stopped.
+        trio.run(check_servers, scenario, team)
     report.graph = [*graph_text(team), *answer_bounds(team)]
     report.warnings[:0] = [*team_warnings(team), *checked.warnings]
     return team

@@ -20,6 +20,7 @@ logging sends a run's log lines to stderr only (warnings; every line is in ``run
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, TypeVar
 
+import trio
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
@@ -63,7 +64,9 @@ def build(settings: ServerSettings) -> MCPServer:
         return tools.list_examples()
 
     async def validate_scenario(scenario: Scenario) -> tools.Validation:
-        return await _answer(lambda: tools.validate(scenario, settings))
+        # In a worker thread: validate starts a scenario's MCP servers on a trio loop of its
+        # own (trio.run), which cannot nest in this server's loop.
+        return await _awaited(lambda: trio.to_thread.run_sync(tools.validate, scenario, settings))
 
     async def run_scenario(
         scenario: Scenario,
