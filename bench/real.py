@@ -62,6 +62,9 @@ def small_copy(
 
 
 def read(path: Path) -> list[dict[str, Any]]:
+    """The JSON lines of ``path``; none when the run never wrote it (it ended before a call)."""
+    if not path.exists():
+        return []
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
@@ -78,12 +81,14 @@ def measure(server: LlamaServer, scenario: Path, runs: Path) -> dict[str, Any]:
     wall = time.monotonic() - started
     after, spent = server.billed(), server.metrics()
     found = [p for p in runs.iterdir() if p.is_dir()]
-    if not found:  # refused before it started (exit 2): say why
+    if not found or not (found[0] / "summary.json").exists():  # refused (exit 2): say why
         return {"exit": done.returncode, "error": done.stderr.strip().splitlines()[-1:]}
     (run_dir,) = found
     lines = [x for x in read(run_dir / "costs.jsonl") if x["outcome"] != "refused"]
     events = read(run_dir / "events.jsonl")
-    billed = {c["call"]: c["completion"]["usage"] for c in read(run_dir / "calls.jsonl")}
+    answers = [c for c in read(run_dir / "calls.jsonl") if "completion" in c]  # not tool lines
+    billed = {c["call"]: c["completion"]["usage"] for c in answers}
+    tools = [c for c in read(run_dir / "calls.jsonl") if c.get("kind") == "tool"]
     reserved = {
         e["data"]["call"]: Decimal(e["data"]["amount"]) * 1_000_000
         for e in events
@@ -95,6 +100,9 @@ def measure(server: LlamaServer, scenario: Path, runs: Path) -> dict[str, Any]:
     return {
         "exit": done.returncode,
         "end": summary.get("end_reason"),
+        "verdict": (summary.get("verdict") or {}).get("passed"),
+        "tool_calls": len(tools),
+        "tool_ms": sum(t.get("duration_ms") or 0 for t in tools),
         "calls": len(lines),
         "cut": sum(x.get("finish_reason") == "length" for x in lines),
         "errors": sum(x["outcome"] == "error" for x in lines),

@@ -75,7 +75,9 @@ class LLMRequest(msgspec.Struct, frozen=True, kw_only=True):
     none is part of a cassette's key. ``extra_body`` is sent with the request as it is (a server's
     sampling settings, ``repeat_penalty``...): it changes the answer, so it is part of the key.
     ``tools`` are the tools offered to the model (full names ``SOURCE.TOOL``); part of the
-    key when there are any.
+    key when there are any. ``tool_choice`` is the API's ``tool_choice`` for them
+    (``"required"``: the answer must call a tool; ``"none"``: it must not); ``None`` leaves
+    it to the server (``"auto"``) and keeps it out of the key.
     """
 
     messages: tuple[ChatMessage, ...]
@@ -94,6 +96,7 @@ class LLMRequest(msgspec.Struct, frozen=True, kw_only=True):
     extra_body: dict[str, Any] | None = None
     tools: tuple[ToolSpec, ...] = ()
     idle_timeout_s: float | None = None  # the simulator's seed leaves it out
+    tool_choice: Literal["auto", "required", "none"] | None = None  # the seed leaves out None
 
 
 class Usage(msgspec.Struct, frozen=True):

@@ -15,7 +15,7 @@ import msgspec
 from pydantic import BaseModel
 
 from sopbus.bus import ChatMessage, ConfigError, Message, Turn
-from sopbus.bus.llm._tools import DEFAULT_MAX_TOOL_STEPS
+from sopbus.bus.llm._tools import DEFAULT_MAX_TOOL_STEPS, TOOL_CHOICES, ToolChoice
 
 from ._llm import LLMSettings, ask_model
 from ._prompt import fill, render_output, task_text
@@ -105,6 +105,10 @@ class Action:
     every ask of this action runs the tool loop (docs/tools.md)."""
     max_tool_steps: int = DEFAULT_MAX_TOOL_STEPS
     """How many answers' tool calls one ask runs before the model must answer."""
+    tool_choice: ToolChoice | None = None
+    """The API's ``tool_choice`` for this action's tools: ``"required"`` makes the model call
+    a tool until the first results are back (then it may answer), ``"none"`` forbids calls,
+    ``"auto"`` sends it as is; ``None`` sends nothing (the server's default)."""
 
     def __init_subclass__(
         cls, *, registry: Registry | None = None, register: bool = True, **kwargs: Any
@@ -202,6 +206,7 @@ class Action:
             subject=subject,
             tools=self.tools,
             max_tool_steps=self.max_tool_steps,
+            tool_choice=self.tool_choice,
         )
 
     def result(self, output: BaseModel | str) -> ActionResult:
@@ -294,6 +299,11 @@ def _check_declaration(cls: type[Action]) -> None:
     if not isinstance(cls.max_tool_steps, int) or cls.max_tool_steps < 1:
         raise TypeError(
             f"{cls.__qualname__}.max_tool_steps must be an int >= 1, got {cls.max_tool_steps!r}"
+        )
+    if cls.tool_choice is not None and cls.tool_choice not in TOOL_CHOICES:
+        raise TypeError(
+            f"{cls.__qualname__}.tool_choice must be one of {', '.join(TOOL_CHOICES)} or None, "
+            f"got {cls.tool_choice!r}"
         )
     if not isinstance(cls.max_repairs, int) or cls.max_repairs < 0:
         raise TypeError(

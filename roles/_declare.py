@@ -17,7 +17,7 @@ import pydantic
 from pydantic import BaseModel, ConfigDict
 
 from sopbus.bus import ConfigError, closest
-from sopbus.bus.llm._tools import DEFAULT_MAX_TOOL_STEPS
+from sopbus.bus.llm._tools import DEFAULT_MAX_TOOL_STEPS, TOOL_CHOICES, ToolChoice
 
 from ._action import Action, check_artifact
 from ._registry import Registry
@@ -36,14 +36,16 @@ def declare_action(
     where: str | None = None,
     tools: Sequence[str] = (),
     max_tool_steps: int = DEFAULT_MAX_TOOL_STEPS,
+    tool_choice: ToolChoice | None = None,
 ) -> type[Action]:
     """An Action subclass named ``name``, registered into ``registry``.
 
     ``output`` maps field names to Python types (``{"approved": bool, "problems":
     list[str]}``); ``None`` means free text. The output model forbids extra keys, which
     is what structured-output APIs require of a schema. ``artifact`` is the file each
-    result is kept in (see :attr:`sopbus.roles.Action.artifact`). ``tools`` and
-    ``max_tool_steps``: the tools the model may call (see :attr:`sopbus.roles.Action.tools`).
+    result is kept in (see :attr:`sopbus.roles.Action.artifact`). ``tools``,
+    ``max_tool_steps`` and ``tool_choice``: the tools the model may call and how (see
+    :attr:`sopbus.roles.Action.tools`).
     """
     at = where or f"$.actions.{name}"
     _check_name(name, at)
@@ -61,7 +63,13 @@ def declare_action(
         raise ConfigError(
             f"expected a whole number >= 1 at {at}.max_tool_steps, got {max_tool_steps!r}"
         )
+    if tool_choice is not None and tool_choice not in TOOL_CHOICES:
+        raise ConfigError(
+            f"expected one of {', '.join(repr(c) for c in TOOL_CHOICES)} at {at}.tool_choice, "
+            f"got {tool_choice!r}"
+        )
     body = {
+        "tool_choice": tool_choice,
         "tools": tuple(tools),
         "max_tool_steps": max_tool_steps,
         "name": name,

@@ -22,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from sopbus.bus import ChatMessage, ConfigError, LLMRequest, ModelOutputError, Turn
 from sopbus.bus._errors import exception_leaves
 from sopbus.bus._protocol import Completion, ToolCall, ToolOutput
-from sopbus.bus.llm._tools import DEFAULT_MAX_TOOL_STEPS
+from sopbus.bus.llm._tools import DEFAULT_MAX_TOOL_STEPS, ToolChoice
 
 from ._prompt import describe_validation_error, repair_text, schema_text
 
@@ -135,6 +135,7 @@ async def ask_model(
     subject: str = "",
     tools: Sequence[str] = (),
     max_tool_steps: int = DEFAULT_MAX_TOOL_STEPS,
+    tool_choice: ToolChoice | None = None,
 ) -> M: ...
 @overload
 async def ask_model(
@@ -149,6 +150,7 @@ async def ask_model(
     subject: str = "",
     tools: Sequence[str] = (),
     max_tool_steps: int = DEFAULT_MAX_TOOL_STEPS,
+    tool_choice: ToolChoice | None = None,
 ) -> str: ...
 async def ask_model(
     turn: Turn,
@@ -162,6 +164,7 @@ async def ask_model(
     subject: str = "",
     tools: Sequence[str] = (),
     max_tool_steps: int = DEFAULT_MAX_TOOL_STEPS,
+    tool_choice: ToolChoice | None = None,
 ) -> M | str:
     """Ask the model and validate its answer against ``output`` (free text when ``None``).
 
@@ -170,12 +173,14 @@ async def ask_model(
     with ``attempt`` 1, 2, ... After the last repair fails, raises
     :class:`sopbus.bus.ModelOutputError` naming the action, the role and the last error.
     ``subject`` says what the call is for in the ledger (see :class:`sopbus.bus.LLMRequest`).
-    ``tools`` (patterns such as ``git.*``) runs the tool loop of the module docstring.
+    ``tools`` (patterns such as ``git.*``) runs the tool loop of the module docstring;
+    ``tool_choice`` is sent with them (``"required"`` only until the first tool results).
     """
     request = build_request(
         messages, output=output, llm=llm, action=action, role=role, subject=subject
     )
-    loop = _ToolLoop(turn, request, tools, max_tool_steps, where=f"{role}'s action {action!r}")
+    where = f"{role}'s action {action!r}"
+    loop = _ToolLoop(turn, request, tools, max_tool_steps, tool_choice, where=where)
     if output is None:
         return (await loop.answer(loop.request, attempt=1))[0].text
     request = loop.request
@@ -212,12 +217,21 @@ class _ToolLoop:
     """The tool loop of one ask (see the module docstring)."""
 
     def __init__(
-        self, turn: Turn, request: LLMRequest, tools: Sequence[str], steps: int, *, where: str
+        self,
+        turn: Turn,
+        request: LLMRequest,
+        tools: Sequence[str],
+        steps: int,
+        choice: ToolChoice | None = None,
+        *,
+        where: str,
     ):
         self.turn, self.max_steps, self.where = turn, steps, where
         self.steps = 0
         specs = turn.tool_specs(tools, where=where) if tools else ()
-        self.request = msgspec.structs.replace(request, tools=specs) if specs else request
+        if specs:
+            request = msgspec.structs.replace(request, tools=specs, tool_choice=choice)
+        self.request = request
         self.offered = [spec.name for spec in specs]
 
     async def answer(self, request: LLMRequest, *, attempt: int) -> tuple[Completion, LLMRequest]:
@@ -235,8 +249,10 @@ class _ToolLoop:
                 ChatMessage("tool", output.text, tool_call_id=call.id)
                 for call, output in zip(completion.tool_calls, outputs, strict=True)
             )
+            # "required" holds until results are back: forced on, the loop could never end.
+            choice = None if request.tool_choice == "required" else request.tool_choice
             request = msgspec.structs.replace(
-                request, messages=(*request.messages, asked, *results)
+                request, messages=(*request.messages, asked, *results), tool_choice=choice
             )
 
     async def _run(self, calls: Sequence[ToolCall], action: str) -> list[ToolOutput]:

@@ -68,6 +68,7 @@ def build_team(scenario: Scenario) -> Team:
                 registry=reg,
                 tools=action.tools,
                 max_tool_steps=action.max_tool_steps,
+                tool_choice=action.tool_choice,
             )
         except ConfigError as exc:
             raise ConfigError(f"{scenario.path}: {exc}") from None

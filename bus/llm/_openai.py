@@ -388,6 +388,8 @@ def request_params(
             }
             for wire, spec in zip(wire_names(request), request.tools, strict=True)
         ]
+        if request.tool_choice is not None:
+            params["tool_choice"] = request.tool_choice
     if request.extra_body:
         # The SDK merges it into the JSON body: sampling keys the SDK has no argument for.
         params["extra_body"] = dict(request.extra_body)

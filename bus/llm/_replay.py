@@ -60,6 +60,11 @@ class _SeenTooled(_Seen, frozen=True, array_like=True):
     tools: tuple[ToolSpec, ...]
 
 
+class _SeenChoosing(_SeenTooled, frozen=True, array_like=True):
+    # Only a request that sets tool_choice keys on it.
+    tool_choice: str
+
+
 _encoder = msgspec.json.Encoder(order="sorted")
 
 
@@ -69,6 +74,8 @@ def request_key(request: LLMRequest) -> str:
     extra: tuple[object, ...] = (request.extra_body,) if request.extra_body else ()
     if request.tools:
         kind, extra = _SeenTooled, (request.extra_body or None, request.tools)
+        if request.tool_choice is not None:
+            kind, extra = _SeenChoosing, (*extra, request.tool_choice)
     seen = kind(
         request.messages,
         request.model,

@@ -195,6 +195,8 @@ def _seed_text(request: LLMRequest) -> bytes:
         del fields[name]
     if not request.tools:
         del fields["tools"]
+    if request.tool_choice is None:
+        del fields["tool_choice"]
     return _json.encode(fields)
 
 

@@ -7,6 +7,7 @@ them next to the tools' own vocabulary).
 from __future__ import annotations
 
 from decimal import Decimal
+from typing import Literal
 
 import msgspec
 
@@ -16,6 +17,9 @@ says so), unless the server's ``max_result_chars`` says otherwise."""
 DEFAULT_MAX_TOOL_STEPS = 8
 """How many answers' tool calls an action runs before the model must answer (an action's
 ``max_tool_steps``)."""
+ToolChoice = Literal["auto", "required", "none"]
+"""An action's ``tool_choice``: what its tool loop asks of the model (docs/tools.md)."""
+TOOL_CHOICES: tuple[ToolChoice, ...] = ("auto", "required", "none")
 
 
 class McpServer(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):

@@ -22,7 +22,7 @@ import msgspec
 from .._errors import ConfigError
 from ._extra import merged_extra
 from ._paths import inside, outside_problem, place_of
-from ._tools import DEFAULT_MAX_TOOL_STEPS, McpServer
+from ._tools import DEFAULT_MAX_TOOL_STEPS, McpServer, ToolChoice
 from ._typespec import parse_type_spec
 
 Provider = Literal["sim", "openai", "replay"]
@@ -218,7 +218,8 @@ class ActionSpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
     ``artifact`` is the file under ``artifacts/`` each result is written to, with
     placeholders ``{role}``, ``{round}``, ``{action}`` (checked when the team is built).
     ``tools`` names the tools the model may call (``"git.git_log"``, ``"git.*"``,
-    ``"py.NAME"``); ``max_tool_steps`` bounds the tool loop of each ask (docs/tools.md).
+    ``"py.NAME"``); ``max_tool_steps`` bounds the tool loop of each ask, ``tool_choice``
+    says what it asks of the model (docs/tools.md).
     """
 
     instruction: str
@@ -228,6 +229,7 @@ class ActionSpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
     artifact: str | None = None
     tools: tuple[str, ...] = ()
     max_tool_steps: PositiveInt = DEFAULT_MAX_TOOL_STEPS
+    tool_choice: ToolChoice | None = None
 
     def output_types(self) -> dict[str, Any] | None:
         """``output`` with each spec parsed into a Python type (``{"problems": list[str]}``),

@@ -18,9 +18,11 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 
 from sopbus.bus import ChatMessage, LLMRequest, read_jsonl
+from sopbus.bus._protocol import ToolSpec
 from sopbus.bus.llm import OpenAIProvider
 from sopbus.bus.llm._tokens import prompt_upper_bound
 from support.cli import sopbus
@@ -207,3 +209,48 @@ def test_without_the_build_a_test_skips_with_the_command_and_fails_in_ci(tmp_pat
     with pytest.raises(pytest.fail.Exception, match="in CI") as failed:
         next(running_llama(tmp_path, {**empty, "CI": "true"}))
     assert BUILD in str(failed.value)
+
+
+async def test_a_required_tool_call_comes_back_under_its_full_name_as_billed(
+    llama: LlamaServer,
+) -> None:
+    # A prompt this model answers with a whole call at temperature 0; under "auto" it never
+    # calls one, and under "required" this llama.cpp still lets it write text first.
+    clock = ToolSpec(
+        name="time.get_current_time",
+        description="Get the current time in a timezone",
+        parameters={
+            "type": "object",
+            "properties": {
+                "timezone": {"type": "string", "description": "IANA timezone name, e.g. Asia/Tokyo"}
+            },
+            "required": ["timezone"],
+        },
+    )
+    asked = LLMRequest(
+        messages=(
+            ChatMessage("system", "You answer only with a tool call."),
+            ChatMessage("user", "What time is it in Asia/Tokyo? Answer with a <tool_call>."),
+        ),
+        model=MODEL,
+        temperature=0.0,
+        max_tokens=128,
+        tools=(clock,),
+        tool_choice="required",
+    )
+    before = llama.billed()
+    async with OpenAIProvider(base_url=llama.base_url, api_key="x") as provider:
+        answer = await provider.complete(asked)
+    after = llama.billed()
+    assert answer.tool_calls, answer.text
+    for call in answer.tool_calls:
+        assert call.name == "time.get_current_time" and call.id  # the wire name mapped back
+        assert isinstance(json.loads(call.arguments), dict)
+    assert answer.finish_reason == "tool_calls"
+    usage = answer.usage
+    assert (usage.prompt_tokens, usage.completion_tokens) == (
+        after[0] - before[0],
+        after[1] - before[1],
+    )
+    plain = msgspec.structs.replace(asked, tools=(), tool_choice=None)
+    assert prompt_upper_bound(asked) > prompt_upper_bound(plain)  # the tools are bounded too

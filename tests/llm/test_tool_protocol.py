@@ -42,9 +42,23 @@ def test_a_request_without_tools_keys_and_encodes_as_before_tools() -> None:
     )
     assert msgspec.json.encode(ChatMessage("user", "b")) == b'{"role":"user","content":"b"}'
     assert b"tools" not in _seed_text(request)
-    # Fields added after the seed was fixed (tools when none, idle_timeout_s) are left out.
+    # Fields added after the seed was fixed (tools when none, idle_timeout_s, tool_choice
+    # when unset) are left out.
     encoded = msgspec.json.encode(request)
-    assert _seed_text(request) == encoded.replace(b',"tools":[],"idle_timeout_s":null', b"")
+    added = b',"tools":[],"idle_timeout_s":null,"tool_choice":null'
+    assert _seed_text(request) == encoded.replace(added, b"")
+
+
+def test_tool_choice_is_sent_and_keyed_only_when_set() -> None:
+    offered = msgspec.structs.replace(plain(), tools=(GIT_LOG,))
+    required = msgspec.structs.replace(offered, tool_choice="required")
+    assert "tool_choice" not in request_params(offered)
+    assert request_params(required)["tool_choice"] == "required"
+    keys = {request_key(offered), request_key(required)}
+    keys.add(request_key(msgspec.structs.replace(offered, tool_choice="none")))
+    assert len(keys) == 3
+    assert b"tool_choice" not in _seed_text(offered)
+    assert b'"tool_choice":"required"' in _seed_text(required)
 
 
 def test_tools_and_tool_messages_change_the_key() -> None:

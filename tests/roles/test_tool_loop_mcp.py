@@ -17,6 +17,7 @@ import pytest
 
 from sopbus.bus import LedgerLine, read_jsonl
 from support.cli import sopbus
+from support.openai_server import Answer, OpenAIServer
 
 FIXTURES = """# SIMULATED OUTPUT: canned answers for sopbus's sim provider.
 simulated = true
@@ -92,3 +93,35 @@ def test_a_real_mcp_tool_runs_is_paid_and_replays_without_its_server(tmp_path: P
     checked = sopbus("validate", path, cwd=tmp_path)
     assert checked.returncode == 2
     assert "'get_curent_time'" in checked.stderr and "get_current_time" in checked.stderr
+
+
+def test_tool_choice_required_holds_until_the_first_results_then_the_model_may_answer(
+    tmp_path: Path, openai_server: OpenAIServer
+) -> None:
+    openai_server.script(
+        Answer("", tool_calls=(("c1", "time__get_current_time", '{"timezone": "Asia/Tokyo"}'),)),
+        Answer('{"answer": "It is noon in Tokyo."}'),
+    )
+    path = tmp_path / "clock.toml"
+    text = SCENARIO.format(command=server(), tools="time.*").replace(
+        'tools = ["time.*"]', 'tools = ["time.*"]\ntool_choice = "required"'
+    )
+    path.write_text(text.replace('fixtures = ["fixtures.toml"]', ""))
+    done = sopbus(
+        "run", path, "--provider", "openai", "--base-url", openai_server.base_url,
+        "--model", "gpt-4o-mini", "--quiet", cwd=tmp_path, env={"OPENAI_API_KEY": "sk-test"},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    first, second = (r.body for r in openai_server.requests)
+    assert first["tool_choice"] == "required"
+    assert "tool_choice" not in second and second["tools"] == first["tools"]
+    assert second["messages"][-1]["role"] == "tool"
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    (called,) = [e for e in read_jsonl(run_dir / "events.jsonl") if e["kind"] == "tool_called"]
+    assert called["data"]["error"] is None  # the real server answered the call
+
+    bad = tmp_path / "bad.toml"
+    bad.write_text(text.replace('"required"', '"always"'))
+    refused = sopbus("validate", bad, cwd=tmp_path)
+    assert refused.returncode == 2
+    assert "tool_choice" in refused.stderr and "bad.toml" in refused.stderr

@@ -12,6 +12,12 @@ other), 2 slots of 2048 tokens each (``--ctx-size`` 4096 is shared by the slots)
 Prometheus counters on (``/metrics``), the chat template through jinja. The HTTP threads
 stay at the server's default (the slots plus 2): with only as many as slots, a count asked
 while both slots answer waits for one of them.
+
+The chat template is ``smollm2_tools.jinja`` beside this module: SmolLM2's own ChatML
+template renders no tools, and this llama.cpp drops the ``tools`` of a request for a template
+without them; ours renders what the model's renders when a request has no tools, and the
+tools and their calls (``<tool_call>`` JSON) when it has, so the server parses tool calls
+and constrains ``tool_choice = "required"`` by a grammar.
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ MODEL = "smollm2"  # the name the server answers to (--alias)
 SLOTS = 2
 CTX_SIZE = 4096  # shared by the slots: SLOT_CTX tokens each
 SLOT_CTX = CTX_SIZE // SLOTS
+TEMPLATE = Path(__file__).with_name("smollm2_tools.jinja")
 READY_S = 120.0  # loading a 98 MB model takes a few seconds; a busy machine, more
 
 
@@ -65,7 +72,8 @@ class LlamaServer:
             str(self.binary), "-m", str(self.model_file), "--alias", MODEL,
             "--host", "127.0.0.1", "--port", str(self.port),
             "--threads", "1", "-np", str(SLOTS),
-            "--ctx-size", str(CTX_SIZE), "--jinja", "--metrics", "--no-webui",
+            "--ctx-size", str(CTX_SIZE), "--jinja", "--chat-template-file", str(TEMPLATE),
+            "--metrics", "--no-webui",
         ]  # fmt: skip
         with self.log.open("ab") as out:
             self.proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT)
