@@ -148,7 +148,15 @@ class TurnEffects:
         )
 
     # -- the gateway's journal and sink -----------------------------------------------
-    def reserved(self, request: LLMRequest, *, round: int, attempt: int, amount: Decimal) -> int:
+    def reserved(
+        self,
+        request: LLMRequest,
+        *,
+        round: int,
+        attempt: int,
+        amount: Decimal,
+        provider: str = "",
+    ) -> int:
         self._calls += 1
         self._put(
             Reserved(
@@ -160,6 +168,7 @@ class TurnEffects:
                 attempt=attempt,
                 amount=amount,
                 subject=request.subject,
+                provider=provider,
             )
         )
         return self._calls

@@ -172,7 +172,11 @@ class EffectsIntake:
                 subject=effect.subject,
             )
             self._calls[call] = self.journal.reserved(
-                request, round=effect.round, attempt=effect.attempt, amount=effect.amount
+                request,
+                round=effect.round,
+                attempt=effect.attempt,
+                amount=effect.amount,
+                provider=effect.provider,
             )
             self._open[call] = (envelope.host, effect)
         elif isinstance(effect, Called):

@@ -87,6 +87,7 @@ class Reserved(msgspec.Struct, frozen=True, tag="reserved"):
     attempt: int
     amount: Decimal
     subject: str = ""  # what the call is for (LLMRequest.subject), for a lost call's line
+    provider: str = ""  # "tool": a paid tool call's reservation
 
 
 class Called(msgspec.Struct, frozen=True, tag="called"):
