@@ -551,15 +551,17 @@ class Gateway:
         *,
         call: int = 0,
         completion: Completion | None = None,
+        taped: Callable[[LedgerLine], None] | None = None,
     ) -> LedgerLine:
         """An attempt another process made for this run (a worker on NATS, :mod:`sopbus.bus.nats`),
         taken into this ledger: renumbered (``seq``, ``total_usd``, ``resume``), its cost spent
         here and counted in :meth:`stats`, then journaled (``call``, the journal's id for it)
         and sunk as this gateway's own lines are. The other process reserved it against the
-        run's shared cap, so it is booked without a check here (it was already spent)."""
+        run's shared cap, so it is booked without a check here (it was already spent).
+        ``taped`` (a paid tool call's) records the renumbered line before it is ledgered."""
         self.budget.settle(Reservation(_ZERO), line.cost_usd)
         self._seq += 1
-        if line.outcome != "refused":
+        if line.outcome != "refused" and line.provider != TOOL_PROVIDER:
             self._calls += 1
         self._prompt_tokens += line.prompt_tokens
         self._completion_tokens += line.completion_tokens
@@ -570,6 +572,8 @@ class Gateway:
             budget_usd=self.budget.cap,
             resume=self._resume,
         )
+        if taped is not None:
+            taped(line)
         return self._book(line, request, call, completion)
 
     def stats(self) -> dict[str, Any]:
