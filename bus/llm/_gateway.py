@@ -382,6 +382,7 @@ class Gateway:
             role=request.role,
             action=request.action,
             subject=request.subject,
+            step=request.step,
             provider=provider or self._provider_name(request),
             model=request.model,
             prompt_tokens=usage.prompt_tokens,
