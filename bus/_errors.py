@@ -46,6 +46,13 @@ class ToolServerError(SopbusError):
     def __init__(self, server: str, message: str):
         super().__init__(f"tool server {server!r}: {message}")
         self.server = server
+        self.detail = message
+
+
+class ToolServerSetupError(ToolServerError, ConfigError):
+    """A tool server that cannot be started as configured: its command is not found, its
+    ``cwd`` is not a folder, a variable its ``env`` names is not set. Found before the run
+    starts, so it is a configuration error (exit 2, nothing run) naming the server."""
 
 
 class ProviderError(SopbusError):

@@ -90,6 +90,7 @@ class LLMRequest(msgspec.Struct, frozen=True, kw_only=True):
     role: str = ""
     action: str = ""
     subject: str = ""
+    step: int = 0  # the model call's step in its tool loop (1, 2, ...); 0: no tool loop
     stream: bool | None = None
     timeout_s: float | None = None
     max_attempts: int | None = None

@@ -237,6 +237,8 @@ class _ToolLoop:
     async def answer(self, request: LLMRequest, *, attempt: int) -> tuple[Completion, LLMRequest]:
         """The model's first answer that asks for no tool, and the request that got it."""
         while True:
+            if self.offered:  # the ledger tells the loop's calls of one attempt apart
+                request = msgspec.structs.replace(request, step=self.steps + 1)
             completion = await self.turn.ask(request, attempt=attempt)
             if not completion.tool_calls:
                 return completion, request

@@ -42,8 +42,17 @@ PromptCounter = Callable[[LLMRequest], Awaitable[int | None]]
 class CallJournal(Protocol):
     """Hears of every attempt the gateway sends (see the module docstring)."""
 
-    def reserved(self, request: LLMRequest, *, round: int, attempt: int, amount: Decimal) -> int:
-        """The attempt's reservation is held and it is about to be sent; returns its call id."""
+    def reserved(
+        self,
+        request: LLMRequest,
+        *,
+        round: int,
+        attempt: int,
+        amount: Decimal,
+        provider: str = "",
+    ) -> int:
+        """The attempt's reservation is held and it is about to be sent; returns its call id.
+        ``provider`` is ``"tool"`` for a paid tool call (``request.model`` is the tool)."""
         ...
 
     def closed(
@@ -374,6 +383,7 @@ class Gateway:
             role=request.role,
             action=request.action,
             subject=request.subject,
+            step=request.step,
             provider=provider or self._provider_name(request),
             model=request.model,
             prompt_tokens=usage.prompt_tokens,
@@ -427,14 +437,16 @@ class Gateway:
         role: str,
         action: str,
         round: int,
-        record: Callable[[T | None, LedgerLine], None],
+        record: Callable[[T | None, LedgerLine, int], None],
     ) -> T:
         """Runs the paid tool call ``run`` under a reservation of its ``price`` (the run's
         budget and a sweep's account, as a model call), or raises
         :class:`~sopbus.bus.BudgetExhausted` with nothing called. The call is settled at its
         price whatever it returned (a tool's error is billed too) and ledgered as its own
         line (provider ``tool``, model the tool's full name); ``record`` gets the result
-        (``None``: it raised) and the line before the ledger does, as the journal does."""
+        (``None``: it raised), the line and the reservation's call id (written to the journal
+        before the call, so a run killed mid-call has it in flight: a resume ledgers it
+        ``lost`` at its price and calls the tool again) before the ledger does."""
         request = LLMRequest(messages=(), model=tool, role=role, action=action)
         try:
             hold = await self._hold(price)
@@ -457,9 +469,15 @@ class Gateway:
                 f"{money(self.budget.left)} left of the budget {money(self.budget.cap)}: "
                 f"not called. Raise [run].budget_usd, or lower the tool's price_per_call"
             ) from None
+        call = 0
+        if self._journal is not None:
+            call = self._journal.reserved(
+                request, round=round, attempt=1, amount=price, provider=TOOL_PROVIDER
+            )
         start = trio.current_time()
         result: T | None = None
         try:
+            reached("tool:reserved")  # its price held and journaled, the tool not yet called
             result = await run()
         finally:
             self.budget.settle(reservation, price)
@@ -467,8 +485,9 @@ class Gateway:
             outcome: Outcome = "ok" if result is not None else "error"
             latency = round_ms(trio.current_time() - start)
             line = self._line(request, round, 1, outcome, _NO_USAGE, price, latency, **_TOOL)
-            record(result, line)
-            self._book(line, request, 0, None)
+            record(result, line, call)
+            # An answered call is closed by its record; a failed one by the journal's release.
+            self._book(line, request, call if result is None else 0, None)
         return result
 
     # -- continuing a run (sopbus resume, replay, fork) ----------------------------------
@@ -488,14 +507,25 @@ class Gateway:
         self._resume = resume
 
     def record_lost(
-        self, request: LLMRequest, *, round: int, attempt: int, amount: Decimal, call: int = 0
+        self,
+        request: LLMRequest,
+        *,
+        round: int,
+        attempt: int,
+        amount: Decimal,
+        call: int = 0,
+        provider: str = "",
     ) -> LedgerLine:
         """Ledgers a call that was in flight when an earlier execution died, as ``lost`` at its
         reserved ``amount``: the provider may have billed it, so the reservation counts as
         spent (it fit under the cap when it was made, and the resume checks the cap again).
-        ``call`` is its reservation's id, kept in the line (``lost_call``)."""
+        ``call`` is its reservation's id, kept in the line (``lost_call``); a paid tool call's
+        (``provider`` ``"tool"``) is a tool's line, not a model call."""
         self.budget.settle(self.budget.reserve(amount), amount)
-        return self._ledger(request, round, attempt, "lost", _NO_USAGE, amount, 0.0, lost_call=call)
+        tool = _TOOL if provider == TOOL_PROVIDER else {}
+        return self._ledger(
+            request, round, attempt, "lost", _NO_USAGE, amount, 0.0, lost_call=call, **tool
+        )
 
     def record_replay(
         self, request: LLMRequest, completion: Completion, *, round: int, attempt: int
@@ -523,15 +553,17 @@ class Gateway:
         *,
         call: int = 0,
         completion: Completion | None = None,
+        taped: Callable[[LedgerLine], None] | None = None,
     ) -> LedgerLine:
         """An attempt another process made for this run (a worker on NATS, :mod:`sopbus.bus.nats`),
         taken into this ledger: renumbered (``seq``, ``total_usd``, ``resume``), its cost spent
         here and counted in :meth:`stats`, then journaled (``call``, the journal's id for it)
         and sunk as this gateway's own lines are. The other process reserved it against the
-        run's shared cap, so it is booked without a check here (it was already spent)."""
+        run's shared cap, so it is booked without a check here (it was already spent).
+        ``taped`` (a paid tool call's) records the renumbered line before it is ledgered."""
         self.budget.settle(Reservation(_ZERO), line.cost_usd)
         self._seq += 1
-        if line.outcome != "refused":
+        if line.outcome != "refused" and line.provider != TOOL_PROVIDER:
             self._calls += 1
         self._prompt_tokens += line.prompt_tokens
         self._completion_tokens += line.completion_tokens
@@ -542,6 +574,8 @@ class Gateway:
             budget_usd=self.budget.cap,
             resume=self._resume,
         )
+        if taped is not None:
+            taped(line)
         return self._book(line, request, call, completion)
 
     def stats(self) -> dict[str, Any]:

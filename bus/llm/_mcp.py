@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import math
 import os
-import shutil
 import tempfile
 from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager, contextmanager
@@ -36,26 +35,12 @@ except ImportError as missing:  # the SDK is the mcp extra
     ) from None
 
 from .._errors import ToolServerError, exception_leaves
+from ._mcp_launch import BASE_ENV as BASE_ENV
+from ._mcp_launch import launch
+from ._mcp_launch import server_environment as server_environment
 from ._mcp_output import MAX_TOOLS, check_tools, cut, stderr_tail, tool_output
 from ._mcp_stdio import StdioServerParameters, StdioTransport
 from ._tools import McpServer, ToolOutput, ToolSource, ToolSpec
-
-BASE_ENV = (
-    "PATH",
-    "HOME",
-    "USER",
-    "LOGNAME",
-    "SHELL",
-    "TERM",
-    "LANG",
-    "LC_ALL",
-    "LC_CTYPE",
-    "TZ",
-    "TMPDIR",
-)
-"""What a stdio server gets from sopbus's environment besides the variables its ``env``
-names (those that are set): what a process needs to find programs, its home, its locale,
-its time zone and a temporary directory. Nothing else: no API key, no token."""
 
 _CONNECTION_LOST = (mcp_types.CONNECTION_CLOSED,)
 _TRANSPORT_ERRORS = (
@@ -64,13 +49,6 @@ _TRANSPORT_ERRORS = (
     httpx2.HTTPStatusError,
     trio.BrokenResourceError,
 )
-
-
-def server_environment(server: McpServer, environ: Mapping[str, str]) -> dict[str, str]:
-    """The scrubbed environment of a stdio server: :data:`BASE_ENV` and the variables
-    ``server.env`` names, taken from ``environ`` where they are set."""
-    names = (*BASE_ENV, *server.env)
-    return {name: environ[name] for name in names if name in environ}
 
 
 @asynccontextmanager
@@ -270,46 +248,10 @@ def _one_error() -> Iterator[None]:
 def _stdio(
     name: str, server: McpServer, cwd: Path, log: Path, stack: AsyncExitStack
 ) -> StdioTransport:
-    folder = (cwd / server.cwd) if server.cwd else cwd
-    if not folder.is_dir():
-        raise ToolServerError(
-            name, f"its cwd {str(folder)!r} is not a folder; fix [mcp.{name}].cwd"
-        )
-    env = _environment(name, server)
-    command = _command(name, server.command or "", folder, env)
+    folder, command, env = launch(name, server, cwd, os.environ)
     errlog = stack.enter_context(log.open("a", encoding="utf-8"))
     params = StdioServerParameters(command=command, args=server.args, env=env, cwd=folder)
     return StdioTransport(name, params, errlog)
-
-
-def _environment(name: str, server: McpServer) -> dict[str, str]:
-    missing = [variable for variable in server.env if variable not in os.environ]
-    if missing:
-        raise ToolServerError(
-            name,
-            f"[mcp.{name}].env names {', '.join(missing)}, not set in sopbus's environment; "
-            "set it, or take it out of env",
-        )
-    return server_environment(server, os.environ)
-
-
-def _command(name: str, command: str, folder: Path, env: dict[str, str]) -> str:
-    if os.sep in command:
-        path = folder / command
-        if path.is_file() and os.access(path, os.X_OK):
-            return str(path)
-        raise ToolServerError(
-            name, f"command {command!r} is not an executable file (from {str(folder)!r})"
-        )
-    found = shutil.which(command, path=env.get("PATH", ""))
-    if found is None:
-        raise ToolServerError(
-            name,
-            f"command {command!r} not found on the PATH of the server's scrubbed environment "
-            f"(PATH={env.get('PATH', '')!r}); install it, or give its full path in "
-            f"[mcp.{name}].command",
-        )
-    return found
 
 
 async def _list_tools(name: str, client: Client) -> list[mcp_types.Tool]:

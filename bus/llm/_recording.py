@@ -32,7 +32,8 @@ class CallRecord(msgspec.Struct, frozen=True, kw_only=True):
 class ToolRecord(msgspec.Struct, frozen=True, kw_only=True, tag_field="kind", tag="tool"):
     """One tool call in ``calls.jsonl``: who asked (``round``, ``role``, ``action``), the call
     (``call``: its id, full name and arguments text), what came back (``output``), how long
-    it took, and the ledger line of a paid call."""
+    it took, and the ledger line of a paid call with ``reservation``, the id of the
+    ``llm_reserved`` event its price was held by (so a resume knows it was not lost)."""
 
     round: int
     role: str
@@ -41,6 +42,7 @@ class ToolRecord(msgspec.Struct, frozen=True, kw_only=True, tag_field="kind", ta
     output: ToolOutput
     duration_ms: float = 0.0
     ledger: LedgerLine | None = None
+    reservation: int = 0
 
 
 class ToolList(msgspec.Struct, frozen=True, kw_only=True, tag_field="kind", tag="tools"):

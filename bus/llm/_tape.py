@@ -84,7 +84,15 @@ class CallLog:
         self._store = store
         self._next = first_call
 
-    def reserved(self, request: LLMRequest, *, round: int, attempt: int, amount: Decimal) -> int:
+    def reserved(
+        self,
+        request: LLMRequest,
+        *,
+        round: int,
+        attempt: int,
+        amount: Decimal,
+        provider: str = "",
+    ) -> int:
         self._next += 1
         self._store.log(
             Note(
@@ -99,6 +107,8 @@ class CallLog:
                     "amount": amount,
                     # What the call is for, when the action said: a lost call keeps it.
                     **({"subject": request.subject} if request.subject else {}),
+                    # A paid tool call's: a resume ledgers it lost as a tool's line.
+                    **({"provider": provider} if provider else {}),
                 },
             )
         )

@@ -132,7 +132,7 @@ class ToolBox:
 
     def _replayed(self, taped: ToolRecord, role: str) -> ToolOutput:
         if self._free:
-            self._store.record_answer(msgspec.structs.replace(taped, ledger=None))
+            self._store.record_answer(msgspec.structs.replace(taped, ledger=None, reservation=0))
         cost = taped.ledger.cost_usd if taped.ledger is not None and not self._free else None
         self._event(taped, role, replayed=True, cost=cost)
         return taped.output
@@ -164,9 +164,11 @@ class ToolBox:
         async def run() -> ToolOutput:
             return await source.call(tool, arguments)
 
-        def record(output: ToolOutput | None, line: Any) -> None:
+        def record(output: ToolOutput | None, line: Any, reservation: int) -> None:
             if output is not None:
-                kept.append(self._record(call, output, start, role, action, round, line))
+                kept.append(
+                    self._record(call, output, start, role, action, round, line, reservation)
+                )
 
         if source.price_per_call:
             price = Decimal(source.price_per_call)
@@ -191,6 +193,7 @@ class ToolBox:
         action: str,
         round: int,
         line: Any,
+        reservation: int = 0,
     ) -> ToolRecord:
         taped = ToolRecord(
             round=round,
@@ -200,6 +203,7 @@ class ToolBox:
             output=output,
             duration_ms=round_ms(trio.current_time() - start),
             ledger=line,
+            reservation=reservation,
         )
         self._store.record_answer(taped)
         reached("tool:recorded")  # in calls.jsonl, not yet in the event log

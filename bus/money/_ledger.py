@@ -75,6 +75,9 @@ class LedgerLine(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     total_usd: Decimal
     budget_usd: Decimal
     attempt: int
+    step: int = 0
+    """The call's step in its tool loop: 1 for the first model call, 2 for the one after the
+    first tool results, ...; 0 (omitted) outside a tool loop and in ledgers before it."""
     outcome: Outcome
     price_source: PriceSource | Literal[""] = ""
     resume: int = 0

@@ -22,12 +22,14 @@ from typing import Any
 
 import trio
 
+from .._events import Note
 from .._protocol import Completion, LLMRequest
+from ..llm._recording import ToolRecord
 from ..money._ledger import LedgerLine
 from ..store._store import _safe_relpath
 from ._link import Link
 from ._subjects import fx_subject
-from ._wire import Artifact, Called, Effect, Envelope, Noted, Reserved, encode
+from ._wire import Artifact, Called, Effect, Envelope, Noted, Reserved, Tooled, encode
 
 ACK_WAIT_S = 5.0  # how long a batch of effects waits for its publish acks before it is sent again
 RETRY_EVERY_S = 0.5
@@ -131,6 +133,7 @@ class TurnEffects:
         self.replaying = False
         self._calls = 0
         self._closed: dict[int, tuple[int, LLMRequest, Completion | None]] = {}  # by ledger seq
+        self._paid: dict[int, ToolRecord] = {}  # paid tool results waiting for their line, by seq
 
     def begin(self, epoch: int, turn: int, *, replaying: bool = False) -> None:
         self.epoch, self.turn, self.count, self.replaying = epoch, turn, 0, replaying
@@ -148,7 +151,15 @@ class TurnEffects:
         )
 
     # -- the gateway's journal and sink -----------------------------------------------
-    def reserved(self, request: LLMRequest, *, round: int, attempt: int, amount: Decimal) -> int:
+    def reserved(
+        self,
+        request: LLMRequest,
+        *,
+        round: int,
+        attempt: int,
+        amount: Decimal,
+        provider: str = "",
+    ) -> int:
         self._calls += 1
         self._put(
             Reserved(
@@ -160,6 +171,7 @@ class TurnEffects:
                 attempt=attempt,
                 amount=amount,
                 subject=request.subject,
+                provider=provider,
             )
         )
         return self._calls
@@ -170,8 +182,24 @@ class TurnEffects:
         self._closed[line.seq] = (call, request, completion)
 
     def ledger(self, line: LedgerLine) -> None:
+        paid = self._paid.pop(line.seq, None)
+        if paid is not None:  # one effect: the coordinator records it with its renumbered line
+            self._put(Called(line=line, call=paid.reservation, tool=paid))
+            return
         call, request, completion = self._closed.pop(line.seq, (0, None, None))
         self._put(Called(line=line, call=call, request=request, completion=completion))
+
+    # -- the RunLog of the role's tool calls (a ToolBox's store) ----------------------
+    def record_answer(self, record: Any) -> None:
+        assert isinstance(record, ToolRecord), "a worker's gateway journals through reserved"
+        if record.ledger is not None:
+            self._paid[record.ledger.seq] = record  # its ledger line follows at once
+        else:
+            self._put(Tooled(record=record))
+
+    def log(self, event: Any) -> None:
+        assert isinstance(event, Note), "a worker's ToolBox logs tool_called notes only"
+        self._put(Noted(kind=event.kind, data=dict(event.data), role=event.role, round=event.round))
 
     # -- TurnServices ---------------------------------------------------------------
     @property

@@ -24,7 +24,10 @@ from .._errors import BudgetExhausted, StopRun, exception_leaves
 from .._member import Member, Turn
 from .._message import Message
 from ..llm._gateway import Gateway
+from ..llm._recording import ToolRecord
 from ..llm._tape import CallRecord, Tape, TapeGateway
+from ..llm._toolbox import ToolBox
+from ..llm._tools import ToolSource
 from ._effects import EffectSender, TurnEffects, write_mirrored
 from ._inbox import Inbox
 from ._link import Link
@@ -37,6 +40,7 @@ from ._wire import (
     encode,
     fenced,
     stored_effects,
+    tool_of,
 )
 
 READ_NEWS_S = 60.0  # how long a turn waits for its news to arrive on the role's consumer
@@ -83,6 +87,7 @@ class RoleHost:
         gateway_for: Callable[[TurnEffects], Gateway],
         mirror: Path,
         tenure: int = 0,
+        tools: Sequence[ToolSource] = (),
     ):
         self.fresh, self.link, self.run_id, self.host = fresh, link, run_id, host
         self.tenure = tenure  # our claim's fencing token: we answer requests made for it only
@@ -91,6 +96,10 @@ class RoleHost:
         self.effects = TurnEffects(sender, self.member.name, mirror, tenure=tenure)
         self._gateway = gateway_for(self.effects)
         self.gateway: Any = self._gateway
+        # The role's tool calls run here, priced through this worker's gateway (the run's
+        # shared account); their results and notes are effects like its model calls.
+        self.sources = tools
+        self.tools = self._toolbox(None)
         self.epoch = -1
         self.done: dict[tuple[int, int], bytes] = {}  # (epoch, turn) -> its answer
         self.busy: tuple[int, int] | None = None
@@ -104,7 +113,8 @@ class RoleHost:
         if self.epoch >= 0:
             self.member = self.fresh()
         self.epoch, self.seen = epoch, 0
-        recorded = await recorded_answers(self.link, self.run_id, self.member.name)
+        recorded, results = await recorded_calls(self.link, self.run_id, self.member.name)
+        self.tools = self._toolbox(Tape((), match="key", tools=results) if results else None)
         self.gateway = (
             TapeGateway(
                 self._gateway,
@@ -116,6 +126,11 @@ class RoleHost:
             if recorded
             else self._gateway
         )
+
+    def _toolbox(self, tape: Tape | None) -> ToolBox:
+        """The role's tools; a ``tape`` (a new host's) answers the calls its earlier hosts
+        made (not run, not paid again)."""
+        return ToolBox(self.sources, gateway=self._gateway, store=self.effects, tape=tape)
 
     async def serve(self) -> None:
         async with (
@@ -182,6 +197,7 @@ class RoleHost:
                     role=self.member.name,
                     gateway=self.gateway,
                     services=self.effects,
+                    tools=self.tools,
                 ),
             )
         except Exception:
@@ -199,6 +215,7 @@ class RoleHost:
             role=self.member.name,
             gateway=self.gateway,
             services=self.effects,
+            tools=self.tools,
         )
         ended, detail = "", ""
         out: Sequence[Message] = ()
@@ -226,13 +243,14 @@ class RoleHost:
         )
 
 
-async def recorded_answers(link: Link, run_id: str, role: str) -> list[CallRecord]:
-    """The answers the role's earlier hosts got (``called`` effects with a completion, not
-    replayed, accepted by the coordinator), from the run's stream: what a new host must not
-    ask or pay for again. (One that a paused host got after it was fenced off was never
-    ledgered: it is asked again, not taken for free.)"""
-    return [
-        record
-        for envelope in fenced(await stored_effects(link, run_id, role))
-        if not envelope.replayed and (record := answer_of(envelope.effect)) is not None
-    ]
+async def recorded_calls(
+    link: Link, run_id: str, role: str
+) -> tuple[list[CallRecord], list[ToolRecord]]:
+    """The answers and tool results the role's earlier hosts got (``called`` effects with a
+    completion or a paid tool's result, ``tool`` effects; not replayed, accepted by the
+    coordinator), from the run's stream: what a new host must not ask, run or pay for again.
+    (One that a paused host got after it was fenced off was never ledgered: it is asked
+    again, not taken for free.)"""
+    kept = [e for e in fenced(await stored_effects(link, run_id, role)) if not e.replayed]
+    answers = [record for e in kept if (record := answer_of(e.effect)) is not None]
+    return answers, [result for e in kept if (result := tool_of(e.effect)) is not None]

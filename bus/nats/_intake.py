@@ -19,6 +19,7 @@ from collections import Counter, defaultdict
 from collections.abc import Callable
 from typing import Any
 
+import msgspec
 import trio
 from loguru import logger
 
@@ -31,7 +32,17 @@ from ..money._ledger import LedgerLine
 from ..store._store import RunStore
 from ._link import Link
 from ._subjects import fx_subjects
-from ._wire import Artifact, Called, Envelope, Fence, Noted, Reserved, decode_envelope, encode
+from ._wire import (
+    Artifact,
+    Called,
+    Envelope,
+    Fence,
+    Noted,
+    Reserved,
+    Tooled,
+    decode_envelope,
+    encode,
+)
 
 _FX_POLL_S = 0.25  # the reader looks at the stream this often when no bell rang
 
@@ -172,7 +183,11 @@ class EffectsIntake:
                 subject=effect.subject,
             )
             self._calls[call] = self.journal.reserved(
-                request, round=effect.round, attempt=effect.attempt, amount=effect.amount
+                request,
+                round=effect.round,
+                attempt=effect.attempt,
+                amount=effect.amount,
+                provider=effect.provider,
             )
             self._open[call] = (envelope.host, effect)
         elif isinstance(effect, Called):
@@ -186,9 +201,18 @@ class EffectsIntake:
                 action=effect.line.action,
                 subject=effect.line.subject,
             )
-            self.gateway.record_remote(
-                effect.line, request, call=self._calls.pop(call, 0), completion=effect.completion
-            )
+            if effect.tool is not None:
+                self._paid_tool(effect, request, self._calls.pop(call, 0))
+            else:
+                self.gateway.record_remote(
+                    effect.line,
+                    request,
+                    call=self._calls.pop(call, 0),
+                    completion=effect.completion,
+                )
+        elif isinstance(effect, Tooled):
+            if not self._repeated(envelope):
+                store.record_answer(effect.record)
         elif isinstance(effect, Artifact):
             self._host_has(envelope.role, effect.path, hashlib.sha256(effect.data).hexdigest())
             if not self._repeated(envelope):
@@ -196,6 +220,19 @@ class EffectsIntake:
         elif isinstance(effect, Noted):
             if not self._repeated(envelope):
                 store.emit(effect.kind, effect.data, role=effect.role, round=effect.round)
+
+    def _paid_tool(self, effect: Called, request: LLMRequest, reservation: int) -> None:
+        """A paid tool call's result, recorded with its line as the run's ledger numbers it
+        (and the run's id of its reservation, which it closes), before the line is ledgered."""
+        assert self.gateway is not None and effect.tool is not None
+        tool = effect.tool
+
+        def taped(line: LedgerLine) -> None:
+            self.store.record_answer(
+                msgspec.structs.replace(tool, ledger=line, reservation=reservation)
+            )
+
+        self.gateway.record_remote(effect.line, request, taped=taped)
 
     def _repeated(self, envelope: Envelope) -> bool:
         """Whether this artifact or note was written already, the same, by an earlier tenure

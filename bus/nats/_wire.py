@@ -14,7 +14,7 @@ Three conversations, each on subjects of the run (``sopbus.<run>.``...):
   the role afresh: a new instance, whose turns take their answers from the recording.
 * **effects** (JetStream, ``fx.<token(role)>``, stored in the run's stream): what a remote
   turn did besides its messages, in order, as it happens: LLM reservations and ledgered
-  calls (with the answer), artifacts, notes. The coordinator applies them to the run
+  calls (with the answer), tool results, artifacts, notes. The coordinator applies them to the run
   directory (the one writer), so ``costs.jsonl``, ``calls.jsonl`` and ``events.jsonl``
   read as in one process. A turn's answer says how many effects it made, and the proxy
   returns only once the coordinator applied them all: a round's log is whole before the
@@ -33,6 +33,7 @@ import msgspec
 
 from .._message import Message
 from .._protocol import Completion, LLMRequest
+from ..llm._recording import ToolRecord
 from ..llm._replay import request_key
 from ..llm._tape import CallRecord
 from ..money._ledger import LedgerLine
@@ -87,6 +88,7 @@ class Reserved(msgspec.Struct, frozen=True, tag="reserved"):
     attempt: int
     amount: Decimal
     subject: str = ""  # what the call is for (LLMRequest.subject), for a lost call's line
+    provider: str = ""  # "tool": a paid tool call's reservation
 
 
 class Called(msgspec.Struct, frozen=True, tag="called"):
@@ -97,6 +99,13 @@ class Called(msgspec.Struct, frozen=True, tag="called"):
     call: int = 0
     request: LLMRequest | None = None
     completion: Completion | None = None
+    tool: ToolRecord | None = None  # a paid tool call's result (its line is ``line``)
+
+
+class Tooled(msgspec.Struct, frozen=True, tag="tool"):
+    """A free tool call's result, for the run's ``calls.jsonl``."""
+
+    record: ToolRecord
 
 
 class Artifact(msgspec.Struct, frozen=True, tag="artifact"):
@@ -125,7 +134,7 @@ class Fence(msgspec.Struct, frozen=True, tag="fence"):
     host: str
 
 
-Effect = Reserved | Called | Artifact | Noted | Fence
+Effect = Reserved | Called | Tooled | Artifact | Noted | Fence
 
 
 class Envelope(msgspec.Struct, frozen=True):
@@ -178,6 +187,15 @@ def fenced(envelopes: list[Envelope]) -> list[Envelope]:
         elif envelope.tenure == current.get(slot, envelope.tenure):
             out.append(envelope)
     return out
+
+
+def tool_of(effect: Effect) -> ToolRecord | None:
+    """The tool result in ``effect`` (a free or a paid call's), or ``None``."""
+    if isinstance(effect, Tooled):
+        return effect.record
+    if isinstance(effect, Called) and effect.tool is not None:
+        return msgspec.structs.replace(effect.tool, ledger=effect.line)
+    return None
 
 
 def answer_of(effect: Effect) -> CallRecord | None:

@@ -14,7 +14,8 @@ claimed role (:class:`RoleHost`):
 3. acks the inbox once the answer is sent: a worker killed before that leaves the news
    unacked, and the role's next host is handed them again.
 
-The role's LLM calls are made here, through a :class:`~sopbus.bus.Gateway` of its own whose budget
+The role's LLM calls and tool calls are made here (its tools are this worker's: the
+Python tools of the modules it imports, the scenario's MCP servers started for the run), through a :class:`~sopbus.bus.Gateway` of its own whose budget
 is the run's cap and whose pool is the run's shared account (:class:`~sopbus.bus.nats.NatsAccount`
 in the run's bucket, this worker its holder, kept alive by a heartbeat so that the holds of
 a worker that died are released after its lease); every
@@ -31,6 +32,7 @@ at once.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from contextlib import AbstractAsyncContextManager, nullcontext
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
@@ -44,6 +46,7 @@ from .._member import Member
 from .._protocol import Provider
 from ..llm._gateway import Gateway
 from ..llm._opened import opened
+from ..llm._tools import ToolSource
 from ..money._account import AccountShare
 from ..money._budget import Budget
 from ..money._prices import PriceBook
@@ -78,6 +81,9 @@ class WorkerTeam:
     max_attempts: int = 3
     build_again: Callable[[], Sequence[Member]] = list  # the roles, built anew (fresh instances)
     secrets: tuple[str, ...] = ()  # the run's key and URL credentials, never to be published
+    # The roles' tool sources on this worker for the run: its Python tools, and the MCP
+    # servers the scenario declares, started here (scrubbed environment) and stopped with it.
+    tools: Callable[[], AbstractAsyncContextManager[Sequence[ToolSource]]] = lambda: nullcontext(())
 
 
 BuildTeam = Callable[[ScenarioPlan, Path], WorkerTeam]
@@ -113,7 +119,11 @@ async def serve_run(link: Link, run_id: str, build: BuildTeam, options: WorkerOp
     await account.open(None)  # the coordinator made it with the run's cap
     pool = AccountShare(account, options.worker_id)
     provider = team.provider
-    async with opened(provider) as live, trio.open_nursery() as nursery:
+    async with (
+        opened(provider) as live,
+        team.tools() as sources,
+        trio.open_nursery() as nursery,
+    ):
         nursery.start_soon(sender.run)
 
         def gateway_for(effects: TurnEffects) -> Gateway:
@@ -129,7 +139,7 @@ async def serve_run(link: Link, run_id: str, build: BuildTeam, options: WorkerOp
 
         nursery.start_soon(_keep_alive, account, options)
         hosted = await _host_roles(
-            board, stream, team, options, sender, gateway_for, workdir, nursery
+            board, stream, team, options, sender, gateway_for, workdir, nursery, sources
         )
         nursery.cancel_scope.cancel()
         del hosted
@@ -144,6 +154,7 @@ async def _host_roles(
     gateway_for: Callable[[TurnEffects], Gateway],
     workdir: Path,
     nursery: trio.Nursery,
+    sources: Sequence[ToolSource] = (),
 ) -> list[str]:
     """Claims, serves and keeps the roles until the run ends; returns the roles it hosted."""
     members = {m.name: m for m in team.roles if options.roles is None or m.name in options.roles}
@@ -172,6 +183,7 @@ async def _host_roles(
                         gateway_for,
                         workdir,
                         board.tenure(name),
+                        sources,
                     )
             due = trio.current_time() - beat >= options.lease_s / 3
             beat = trio.current_time() if due else beat
@@ -205,6 +217,7 @@ async def _host(
     gateway_for: Callable[[TurnEffects], Gateway],
     workdir: Path,
     tenure: int,
+    sources: Sequence[ToolSource],
     task_status: Any = trio.TASK_STATUS_IGNORED,
 ) -> None:
     with trio.CancelScope() as scope:
@@ -220,6 +233,7 @@ async def _host(
             gateway_for=gateway_for,
             mirror=workdir / "artifacts",
             tenure=tenure,
+            tools=sources,
         )
         task_status.started(scope)
         try:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
@@ -20,6 +20,7 @@ from typing import Any, Literal
 
 from .._jsonl import read_jsonl
 from .._layout import EVENTS
+from ..llm._recording import ToolRecord
 from ..llm._tape import RELEASED, RESERVED, CallRecord
 from ..money._ledger import LedgerLine
 from ._crosscheck import event_logs
@@ -39,6 +40,7 @@ class InFlight:
     attempt: int
     amount: Decimal
     subject: str = ""
+    provider: str = ""  # "tool": a paid tool call's reservation
 
 
 @dataclass(frozen=True)
@@ -66,17 +68,23 @@ class Executions:
                     return Path(origin) if origin else None
         return None
 
-    def last_call(self, calls: list[CallRecord]) -> int:
+    def last_call(self, calls: Sequence[CallRecord | ToolRecord]) -> int:
         """The highest call id any execution used (new ones follow it)."""
         reserved = (e["data"]["call"] for e in self.events() if e.get("kind") == RESERVED)
-        return max((*(c.call for c in calls), *reserved), default=0)
+        ids = (c.call if isinstance(c, CallRecord) else c.reservation for c in calls)
+        return max((*ids, *reserved), default=0)
 
-    def in_flight(self, calls: list[CallRecord], ledger: list[LedgerLine]) -> list[InFlight]:
-        """The reservations of every execution that no answer in ``calls``, no release and no
-        ``lost`` line of ``ledger`` (an earlier resume's) closed."""
-        closed = {c.call for c in calls} | {
-            e["data"]["call"] for e in self.events() if e.get("kind") == RELEASED
-        }
+    def in_flight(
+        self, calls: list[CallRecord], ledger: list[LedgerLine], tools: Sequence[ToolRecord] = ()
+    ) -> list[InFlight]:
+        """The reservations of every execution that no answer in ``calls``, no paid tool
+        result in ``tools``, no release and no ``lost`` line of ``ledger`` (an earlier
+        resume's) closed."""
+        closed = (
+            {c.call for c in calls}
+            | {t.reservation for t in tools if t.reservation}
+            | {e["data"]["call"] for e in self.events() if e.get("kind") == RELEASED}
+        )
         closed |= {line.lost_call for line in ledger if line.outcome == "lost" and line.lost_call}
         # A lost line written before lost lines named their call closes the reservation that
         # matches it in everything but the id.
@@ -96,6 +104,7 @@ class Executions:
                 attempt=d["attempt"],
                 amount=Decimal(d["amount"]),
                 subject=d.get("subject", ""),
+                provider=d.get("provider", ""),
             )
             key = (flight.round, flight.role, flight.action, flight.attempt, flight.amount)
             if unnamed[key]:

@@ -59,7 +59,7 @@ from .._protocol import Completion, LLMRequest
 from .._summary import read_summary
 from ..llm._gateway import Gateway
 from ..llm._recording import CallRecord, ToolRecord
-from ..llm._tape import Tape, TapeGateway, read_calls, read_recording
+from ..llm._tape import Tape, TapeGateway, read_recording
 from ..money._ledger import LedgerLine
 from ..scenario._load import load_scenario, scenario_with_overrides
 from ..scenario._types import Scenario
@@ -127,7 +127,12 @@ class Continuation:
                 subject=lost.subject,
             )
             gateway.record_lost(
-                request, round=lost.round, attempt=lost.attempt, amount=lost.amount, call=lost.call
+                request,
+                round=lost.round,
+                attempt=lost.attempt,
+                amount=lost.amount,
+                call=lost.call,
+                provider=lost.provider,
             )
             reached("resume:lost")
 
@@ -166,7 +171,7 @@ def plan_resume(
         key=lambda line: line.seq,
     )
     carried = (*ledger, *recovered)
-    lost = executions.in_flight(calls, [*carried])
+    lost = executions.in_flight(calls, [*carried], recording.tools)
     spent = sum((line.cost_usd for line in carried), Decimal(0)) + sum(
         (c.amount for c in lost), Decimal(0)
     )
@@ -204,7 +209,7 @@ def plan_resume(
         carried=carried,
         lost=tuple(lost),
         resume=resume,
-        first_call=executions.last_call(calls),
+        first_call=executions.last_call([*calls, *recording.tools]),
         prepare=lambda: _prepare(run_dir, resume, rotation, recovered),
     )
 
@@ -244,7 +249,8 @@ def scenario_of(run_dir: Path) -> Scenario:
 def in_flight(run_dir: Path) -> list[InFlight]:
     """The reservations of every execution of the run in ``run_dir`` that neither answered,
     nor were released, nor were ledgered ``lost`` by an earlier resume."""
-    return Executions.read(run_dir).in_flight(read_calls(run_dir), ledger_of(run_dir))
+    recording = read_recording(run_dir / CALLS)
+    return Executions.read(run_dir).in_flight(recording.calls, ledger_of(run_dir), recording.tools)
 
 
 def ledger_of(run_dir: Path) -> list[LedgerLine]:

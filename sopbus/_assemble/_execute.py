@@ -18,6 +18,7 @@ log lines and ``run.log`` are :mod:`sopbus._assemble._logs`.
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -27,6 +28,7 @@ from loguru import logger
 
 from sopbus.bus import _events as ev
 from sopbus.bus._environment import Environment
+from sopbus.bus._errors import ToolServerError
 from sopbus.bus._faults import reached
 from sopbus.bus._layout import SANDBOX_SCRATCH, SUMMARY
 from sopbus.bus._protocol import Provider
@@ -155,10 +157,12 @@ def preflight(scenario: Scenario, environ: Mapping[str, str], *, live: bool = Tr
     from sopbus.bus.llm._fixtures import idea_warnings
     from sopbus.sops import build_team
 
-    from ._tools import check_named
+    from ._tools import check_launch, check_named
 
     team = build_team(scenario)
     check_named(scenario, team)
+    if live:
+        check_launch(scenario, team, os.environ)
     prices = checked_prices(scenario, team.roles, endpoint=endpoint(scenario, environ))
     check_backend(scenario.sandbox.backend, where=f"{scenario.path}: [sandbox].backend")
     provider = make_provider(scenario, environ) if live else None
@@ -212,69 +216,110 @@ async def _run(
     scenario = in_workspace(
         scenario, team, store.run_dir.resolve(), live=continuation is None or continuation.live
     )
-    async with (
-        opened_for_run(provider, record, store.redactor) as live,
-        coordinated(bus, scenario, as_run, store, continuation) as remote,
-        opened_tools(scenario, team, live=continuation is None or continuation.live) as sources,
-    ):
-        journal = CallLog(store, first_call=continuation.first_call if continuation else 0)
-        gateway = Gateway(
-            live,
-            prices,
-            Budget(scenario.run.budget_usd),
-            sink=store.record_call,
-            max_attempts=scenario.llm.max_attempts,
-            journal=journal,
-            pool=pool or remote.pool,
-            counter=prompt_counter(live),
-        )
-        asker: Any = gateway if continuation is None else continuation.wrap(gateway, store)
-        tools = ToolBox(
-            sources,
-            gateway=gateway,
-            store=store,
-            lists=tuple(continuation.tape.lists.values()) if continuation else (),
-            tape=continuation.tape if continuation else None,
-            free=continuation.free if continuation else False,
-            taped_through=continuation.taped_through if continuation else 0,
-        )
-        if named_tools(team):  # a run without tools keeps its recording as it was
-            tools.record_lists()
-        summary = _summary_fields(scenario, store) | (continuation.summary if continuation else {})
-        # A stop condition that watches spend or tokens (group chat's limits) reads them from
-        # this run's gateway, which exists only now.
-        bind_stats = getattr(team.stop, "bind_stats", None)
-        if callable(bind_stats):
-            bind_stats(gateway.stats if continuation is None else asker.course)
-        # The store takes a publish at once (over NATS: and puts its messages on the stream).
-        env = Environment(store.run_id, log=remote.log or store)
-        env.add_all(await remote.members(team.roles, gateway, journal))
-        if continuation is not None:
-            continuation.ledger_lost(gateway, answered=remote.adopted)
-        runner = Runner(
-            env,
+    started = time.time()
+    try:
+        async with (
+            opened_for_run(provider, record, store.redactor) as live,
+            coordinated(bus, scenario, as_run, store, continuation) as remote,
+            opened_tools(scenario, team, live=continuation is None or continuation.live) as sources,
+        ):
+            journal = CallLog(store, first_call=continuation.first_call if continuation else 0)
+            gateway = Gateway(
+                live,
+                prices,
+                Budget(scenario.run.budget_usd),
+                sink=store.record_call,
+                max_attempts=scenario.llm.max_attempts,
+                journal=journal,
+                pool=pool or remote.pool,
+                counter=prompt_counter(live),
+            )
+            asker: Any = gateway if continuation is None else continuation.wrap(gateway, store)
+            tools = ToolBox(
+                sources,
+                gateway=gateway,
+                store=store,
+                lists=tuple(continuation.tape.lists.values()) if continuation else (),
+                tape=continuation.tape if continuation else None,
+                free=continuation.free if continuation else False,
+                taped_through=continuation.taped_through if continuation else 0,
+            )
+            if named_tools(team):  # a run without tools keeps its recording as it was
+                tools.record_lists()
+            summary = _summary_fields(scenario, store) | (
+                continuation.summary if continuation else {}
+            )
+            # A stop condition that watches spend or tokens (group chat's limits) reads them from
+            # this run's gateway, which exists only now.
+            bind_stats = getattr(team.stop, "bind_stats", None)
+            if callable(bind_stats):
+                bind_stats(gateway.stats if continuation is None else asker.course)
+            # The store takes a publish at once (over NATS: and puts its messages on the stream).
+            env = Environment(store.run_id, log=remote.log or store)
+            env.add_all(await remote.members(team.roles, gateway, journal))
+            if continuation is not None:
+                continuation.ledger_lost(gateway, answered=remote.adopted)
+            runner = Runner(
+                env,
+                mode=scenario.run.mode,
+                max_rounds=scenario.run.max_rounds,
+                seed=team.seed,
+                injections=team.injections,
+                stop=team.stop,
+                gateway=asker,
+                store=store,
+                summary=summary,
+                judge=team.verdict,
+                finish=team.finish,
+                tools=tools,
+            )
+            if not progress:
+                return await runner.run()
+            async with Progress(env, gateway, scenario, store.run_dir, runner) as shown:
+                person = getattr(provider, "human", None)
+                if person is not None:
+                    person.pause, shown.person = shown.paused, person
+                streaming = innermost(provider)
+                if getattr(streaming, "stream", False) and hasattr(streaming, "live"):
+                    streaming.live = shown.live
+                return await runner.run()
+    except ToolServerError as error:  # a server did not start (a crash later fails a turn)
+        return _servers_failed(scenario, store, error, started)
+
+
+def _servers_failed(
+    scenario: Scenario, store: RunStore, error: ToolServerError, started: float
+) -> RunResult:
+    """The end of a run whose tool servers did not start: said in the log and the summary
+    (failed, end reason ``error``), everything written before kept."""
+    logger.error("{}", error)
+    store.log(ev.RunEnded(round=0, reason="error", detail=str(error), error=str(error)))
+    fields = _summary_fields(scenario, store)
+    store.write_summary(
+        RunSummary(
+            run_id=store.run_id,
+            status="failed",
+            end_reason="error",
+            detail=str(error),
+            error=str(error),
             mode=scenario.run.mode,
             max_rounds=scenario.run.max_rounds,
-            seed=team.seed,
-            injections=team.injections,
-            stop=team.stop,
-            gateway=asker,
-            store=store,
-            summary=summary,
-            judge=team.verdict,
-            finish=team.finish,
-            tools=tools,
+            budget_usd=scenario.run.budget_usd,
+            started_at=started,
+            ended_at=time.time(),
+            duration_s=round(time.time() - started, 3),
+            **fields,
         )
-        if not progress:
-            return await runner.run()
-        async with Progress(env, gateway, scenario, store.run_dir, runner) as shown:
-            person = getattr(provider, "human", None)
-            if person is not None:
-                person.pause, shown.person = shown.paused, person
-            streaming = innermost(provider)
-            if getattr(streaming, "stream", False) and hasattr(streaming, "live"):
-                streaming.live = shown.live
-            return await runner.run()
+    )
+    return RunResult(
+        run_id=store.run_id,
+        end_reason="error",
+        detail=str(error),
+        rounds=0,
+        published=0,
+        undelivered=0,
+        error=str(error),
+    )
 
 
 def scenario_as_run(scenario: Scenario) -> str:

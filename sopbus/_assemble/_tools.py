@@ -111,6 +111,25 @@ async def opened_tools(
         yield sources
 
 
+def check_launch(scenario: Scenario, team: Any, environ: Mapping[str, str]) -> None:
+    """Where the run will start MCP servers: each stdio server's folder, command and ``env``
+    can be had (:func:`~sopbus.bus.llm._mcp_launch.launch`), else a
+    :class:`~sopbus.bus.ToolServerSetupError` naming the file and the server. Called before
+    the run directory is made; a replay starts no server, and checks none."""
+    from sopbus.bus._errors import ToolServerSetupError
+    from sopbus.bus.llm._mcp_launch import launch
+
+    if not scenario.mcp or not needs_servers(scenario, team):
+        return
+    for name, server in scenario.mcp.items():
+        if server.command is None:
+            continue
+        try:
+            launch(name, server, scenario.base_dir, environ)
+        except ToolServerSetupError as error:
+            raise ToolServerSetupError(name, f"{error.detail} (in {scenario.path})") from None
+
+
 async def check_servers(scenario: Scenario, team: Any) -> None:
     """``sopbus validate``'s check of MCP tool names: starts the servers, checks, stops them."""
     if scenario.mcp and needs_servers(scenario, team):

@@ -64,16 +64,29 @@ class Report:
 
 def run(args: argparse.Namespace) -> int:
     from sopbus._examples import scenario_path
-    from sopbus.bus import load_scenario, scenario_warnings, scenario_with_overrides
+    from sopbus.bus import (
+        ConfigError,
+        ToolServerError,
+        load_scenario,
+        scenario_warnings,
+        scenario_with_overrides,
+    )
 
     from ._cmd_run import overrides
+    from ._exit import ExitCode
 
     # A ConfigError exits 2 with its message.
     scenario = scenario_with_overrides(
         load_scenario(scenario_path(args.scenario)), **overrides(args)
     )
     report = Report(lines=describe(scenario), warnings=scenario_warnings(scenario))
-    team = check_team(scenario, report)
+    try:
+        team = check_team(scenario, report)
+    except ToolServerError as error:  # not the file's mistake (that is a ConfigError): 1
+        if isinstance(error, ConfigError):
+            raise
+        print(f"sopbus: error: {scenario.path}: {error}", file=sys.stderr)
+        return ExitCode.FAILED
     if args.mermaid:
         from ._graph import mermaid
 

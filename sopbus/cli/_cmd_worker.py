@@ -152,6 +152,7 @@ def build_team(plan: ScenarioPlan, workdir: Path) -> WorkerTeam:
         with_people,
         with_whole_url,
     )
+    from sopbus._assemble._tools import check_named, in_workspace, opened_tools
     from sopbus.bus import load_scenario
     from sopbus.bus.nats._worker import WorkerTeam
 
@@ -167,6 +168,7 @@ def build_team(plan: ScenarioPlan, workdir: Path) -> WorkerTeam:
     from sopbus.sops import build_team as build
 
     team = build(scenario)
+    check_named(scenario, team)
     prices = checked_prices(scenario, team.roles)
     # A blanked base URL is made whole from the user's scenario file, if this machine has it.
     environ: Mapping[str, str] = run_environ()
@@ -181,4 +183,8 @@ def build_team(plan: ScenarioPlan, workdir: Path) -> WorkerTeam:
         max_attempts=scenario.llm.max_attempts,
         build_again=lambda: build(scenario).roles,
         secrets=run_secrets(scenario, environ),
+        # MCP servers run in the workspace the SOP makes here, as the coordinator's do there.
+        tools=lambda: opened_tools(
+            in_workspace(scenario, team, workdir, live=True), team, live=True
+        ),
     )

@@ -111,6 +111,10 @@ def test_a_tool_loop_runs_records_and_replays_without_calling_a_tool(tmp_path: P
     # The third request carries both exchanges: 2 + 4 tool results in order.
     last = [r for r in recording if "completion" in r][-1]
     assert last["completion"]["tool_calls"] == []
+    # One attempt, three model calls: the ledger and llm_called tell them apart by step.
+    ledger = list(read_jsonl(run_dir / "costs.jsonl", LedgerLine))
+    assert [(line.attempt, line.step) for line in ledger] == [(1, 1), (1, 2), (1, 3)]
+    assert [e["call"]["step"] for e in events(run_dir, "llm_called")] == [1, 2, 3]
 
     shown = sopbus("show", run_dir, env={"COLUMNS": "160"})
     assert "tool calls (6)" in shown.stdout and "py.word_count" in shown.stdout
@@ -122,6 +126,7 @@ def test_a_tool_loop_runs_records_and_replays_without_calling_a_tool(tmp_path: P
     replay_dir = next(p for p in (tmp_path / "runs").iterdir() if p != run_dir)
     lines = list(read_jsonl(replay_dir / "costs.jsonl", LedgerLine))
     assert len(lines) == 3 and sum(line.cost_usd for line in lines) == 0
+    assert [line.step for line in lines] == [1, 2, 3]
     # The four calls that reached a tool come from the recording; the two refused before
     # any tool (not offered, not JSON) are refused again.
     again = events(replay_dir, "tool_called")

@@ -125,3 +125,35 @@ def test_tool_choice_required_holds_until_the_first_results_then_the_model_may_a
     refused = sopbus("validate", bad, cwd=tmp_path)
     assert refused.returncode == 2
     assert "tool_choice" in refused.stderr and "bad.toml" in refused.stderr
+
+
+def test_a_paid_tool_call_in_flight_at_kill_is_counted_lost_and_called_again(
+    tmp_path: Path,
+) -> None:
+    """The rule: a paid call whose reservation is written but whose result is not may have
+    been billed, so a resume ledgers it ``lost`` at its price and calls the tool again (paid
+    again): spend is never undercounted, and the loop gets a real result."""
+    (tmp_path / "fixtures.toml").write_text(FIXTURES)
+    path = tmp_path / "clock.toml"
+    path.write_text(SCENARIO.format(command=server(), tools="time.*"))
+    killed = sopbus("run", path, "--quiet", cwd=tmp_path, env={"SOPBUS_KILL_AT": "tool:reserved"})
+    assert killed.returncode == -9, killed.stderr
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    reserved = [
+        e for e in read_jsonl(run_dir / "events.jsonl", dict) if e["kind"] == "llm_reserved"
+    ]
+    assert reserved[-1]["data"]["provider"] == "tool"
+    resumed = sopbus("resume", run_dir, "--quiet", cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.stderr
+    lines = list(read_jsonl(run_dir / "costs.jsonl", LedgerLine))
+    tool_lines = [(t.outcome, t.model, t.cost_usd) for t in lines if t.provider == "tool"]
+    assert tool_lines == [
+        ("lost", "time.get_current_time", Decimal("0.001")),
+        ("ok", "time.get_current_time", Decimal("0.001")),
+    ]
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert Decimal(str(summary["total_usd"])) == sum(line.cost_usd for line in lines)
+    assert summary["llm_calls"] == sum(1 for t in lines if t.provider != "tool")
+    again = sopbus("resume", run_dir, "--quiet", cwd=tmp_path)  # complete: nothing more is lost
+    assert again.returncode == 0 and "is complete" in again.stderr, again.stderr
+    assert list(read_jsonl(run_dir / "costs.jsonl", LedgerLine)) == lines

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -18,6 +19,7 @@ import pytest
 from sopbus.bus import Message, RunRecord, read_events, read_jsonl
 from sopbus.sops.repo_analyst import judge, make_demo_repo, repo_facts
 from support.cli import sopbus
+from support.venvs import bare_venv
 
 
 def _git_server() -> None:
@@ -68,12 +70,16 @@ def test_the_analyst_reads_a_real_repository_through_mcp_and_passes_its_verdict(
 
 
 def test_a_missing_git_server_is_exit_2_naming_the_package(tmp_path: Path) -> None:
-    done = sopbus(
-        "run", "repo_analyst", "--runs-dir", tmp_path, "--quiet", env={"PATH": os.defpath}
-    )
+    """Not on PATH, not in the venv sopbus runs from: exit 2 before any run directory."""
+    python = bare_venv(tmp_path / "venv")
+    runs = tmp_path / "runs"
+    argv = [python, "-m", "sopbus", "run", "repo_analyst", "--runs-dir", runs, "--quiet"]
+    env = {**os.environ, "PATH": os.defpath}
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 2, done.stderr
     assert "mcp-server-git" in done.stderr and "sopbus[tools]" in done.stderr
     assert "Traceback" not in done.stderr
+    assert not runs.exists() or not list(runs.iterdir())  # no empty run directory left
 
 
 def _record(repo: Path, payload: Mapping[str, object]) -> RunRecord:
