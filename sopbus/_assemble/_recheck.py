@@ -48,6 +48,15 @@ def recheck_messages(run_dir: Path) -> Recheck:
             f"checked against a replay of its answers"
         )
         return found
+    ran = msgspec.json.decode((run_dir / SUMMARY).read_bytes())
+    if ran.get("end_reason") == "error" and not ran.get("rounds"):
+        # It failed before its first round (a tool server that did not start): it asked no
+        # model and published nothing, and a replay, which starts no tool server, would run.
+        found.notes.append(
+            f"{run_dir}: the run failed before its first round ({ran.get('detail')}), so "
+            f"there are no messages to check against a replay"
+        )
+        return found
     with tempfile.TemporaryDirectory(prefix="sopbus-verify-") as scratch:
         replayed = _replay(run_dir, Path(scratch), found)
         if replayed is not None:

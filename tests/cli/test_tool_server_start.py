@@ -114,6 +114,8 @@ def test_a_server_that_fails_at_start_fails_the_run_cleanly(
     assert events[0]["kind"] == "run_started"
     assert events[-1]["kind"] == "run_ended" and said in events[-1]["detail"]
     assert (run_dir / "scenario.toml").is_file()
+    verified = sopbus("verify", run_dir, cwd=tmp_path)  # nothing it wrote is lost or altered
+    assert verified.returncode == 0 and "NOT intact" not in verified.stdout, verified.stdout
 
     checked = sopbus("validate", path, cwd=tmp_path)
     assert checked.returncode == 1, checked.stderr

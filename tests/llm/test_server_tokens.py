@@ -36,11 +36,19 @@ async def reserved(server: OpenAIServer, requests: list[LLMRequest], *, tokenize
     amounts: list[Decimal] = []
 
     class Journal:
-        def reserved(self, request: LLMRequest, *, round: int, attempt: int, amount: Decimal):
+        def reserved(
+            self,
+            request: LLMRequest,
+            *,
+            round: int,
+            attempt: int,
+            amount: Decimal,
+            provider: str = "",
+        ) -> int:
             amounts.append(amount * 1_000_000)
             return len(amounts)
 
-        def closed(self, *args: object) -> None:
+        def closed(self, *args: Any) -> None:
             pass
 
     provider = OpenAIProvider(base_url=server.base_url, api_key="k", tokenize=tokenize)

@@ -73,7 +73,7 @@ def test_a_missing_git_server_is_exit_2_naming_the_package(tmp_path: Path) -> No
     """Not on PATH, not in the venv sopbus runs from: exit 2 before any run directory."""
     python = bare_venv(tmp_path / "venv")
     runs = tmp_path / "runs"
-    argv = [python, "-m", "sopbus", "run", "repo_analyst", "--runs-dir", runs, "--quiet"]
+    argv = [str(python), "-m", "sopbus", "run", "repo_analyst", "--runs-dir", str(runs), "--quiet"]
     env = {**os.environ, "PATH": os.defpath}
     done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 2, done.stderr
