@@ -11,24 +11,16 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from support.cli import sopbus
+from support.tool_runs import PARIS_FIXTURES, time_server
 from support.venvs import bare_venv
 
-FIXTURES = """# SIMULATED OUTPUT: canned answers for sopbus's sim provider.
-simulated = true
-[[fixture]]
-action = "TellTime"
-responses = [
-  { tool_calls = [{ name = "time.get_current_time", arguments = { timezone = "Europe/Paris" } }] },
-  { answer = "It is noon in Paris." },
-]
-"""
+FIXTURES = PARIS_FIXTURES
 SCENARIO = """
 [scenario]
 name = "clock"
@@ -56,14 +48,6 @@ def scenario(tmp_path: Path, server: str) -> Path:
     path = tmp_path / "clock.toml"
     path.write_text(SCENARIO.format(server=server))
     return path
-
-
-def time_server() -> str:
-    beside = Path(sys.executable).parent / "mcp-server-time"
-    found = str(beside) if beside.exists() else shutil.which("mcp-server-time")
-    if found is None:
-        pytest.skip("mcp-server-time is not installed: pip install -e '.[test]'")
-    return found
 
 
 @pytest.mark.parametrize(

@@ -9,21 +9,19 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import sys
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
-
-import pytest
 
 from sopbus.bus import LedgerLine, read_jsonl
 from support.cli import sopbus, start
 from support.nats_server import NatsServer, server_env
 from support.paths import DATA
+from support.tool_runs import PARIS, time_server
 
 TEAM = DATA / "tool_team"
-FIXTURES = """# SIMULATED OUTPUT: canned answers for sopbus's sim provider.
+FIXTURES = (
+    """# SIMULATED OUTPUT: canned answers for sopbus's sim provider.
 simulated = true
 [[fixture]]
 action = "SummarizeNotes"
@@ -34,13 +32,9 @@ responses = [
   ] },
   { summary = "A guide of three words.", words = 3 },
 ]
-[[fixture]]
-action = "TellTime"
-responses = [
-  { tool_calls = [{ name = "time.get_current_time", arguments = { timezone = "Europe/Paris" } }] },
-  { answer = "It is noon in Paris." },
-]
 """
+    + PARIS
+)
 SCENARIO = """
 [scenario]
 name = "remote-tools"
@@ -66,14 +60,6 @@ tools = ["time.*"]
 """
 
 
-def server() -> str:
-    beside = Path(sys.executable).parent / "mcp-server-time"
-    found = str(beside) if beside.exists() else shutil.which("mcp-server-time")
-    if found is None:
-        pytest.skip("mcp-server-time is not installed: pip install -e '.[test]'")
-    return found
-
-
 def env(notes: Path) -> dict[str, str]:
     return {**server_env(), "PYTHONPATH": str(TEAM), "TOOL_NOTES": str(notes)}
 
@@ -83,7 +69,7 @@ def test_a_tool_loop_on_a_worker_is_paid_recorded_and_replays(
 ) -> None:
     (tmp_path / "fixtures.toml").write_text(FIXTURES)
     path = tmp_path / "tools.toml"
-    path.write_text(SCENARIO.format(command=server()))
+    path.write_text(SCENARIO.format(command=time_server()))
     worker_notes, coordinator_notes = tmp_path / "worker.txt", tmp_path / "coordinator.txt"
     worker = start(
         "worker",

@@ -8,26 +8,15 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import sys
 from decimal import Decimal
 from pathlib import Path
-
-import pytest
 
 from sopbus.bus import LedgerLine, read_jsonl
 from support.cli import sopbus
 from support.openai_server import Answer, OpenAIServer
+from support.tool_runs import PARIS_FIXTURES, time_server
 
-FIXTURES = """# SIMULATED OUTPUT: canned answers for sopbus's sim provider.
-simulated = true
-[[fixture]]
-action = "TellTime"
-responses = [
-  { tool_calls = [{ name = "time.get_current_time", arguments = { timezone = "Europe/Paris" } }] },
-  { answer = "It is noon in Paris." },
-]
-"""
+FIXTURES = PARIS_FIXTURES
 SCENARIO = """
 [scenario]
 name = "clock"
@@ -51,18 +40,10 @@ tools = ["{tools}"]
 """
 
 
-def server() -> str:
-    beside = Path(sys.executable).parent / "mcp-server-time"
-    found = str(beside) if beside.exists() else shutil.which("mcp-server-time")
-    if found is None:
-        pytest.skip("mcp-server-time is not installed: pip install -e '.[test]'")
-    return found
-
-
 def test_a_real_mcp_tool_runs_is_paid_and_replays_without_its_server(tmp_path: Path) -> None:
     (tmp_path / "fixtures.toml").write_text(FIXTURES)
     path = tmp_path / "clock.toml"
-    path.write_text(SCENARIO.format(command=server(), tools="time.*"))
+    path.write_text(SCENARIO.format(command=time_server(), tools="time.*"))
     done = sopbus("run", path, "--quiet", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     (run_dir,) = (tmp_path / "runs").iterdir()
@@ -89,7 +70,7 @@ def test_a_real_mcp_tool_runs_is_paid_and_replays_without_its_server(tmp_path: P
     verified = sopbus("verify", run_dir, cwd=tmp_path)
     assert verified.returncode == 0 and verified.stdout.strip().endswith("intact")
 
-    path.write_text(SCENARIO.format(command=server(), tools="time.get_curent_time"))
+    path.write_text(SCENARIO.format(command=time_server(), tools="time.get_curent_time"))
     checked = sopbus("validate", path, cwd=tmp_path)
     assert checked.returncode == 2
     assert "'get_curent_time'" in checked.stderr and "get_current_time" in checked.stderr
@@ -103,7 +84,7 @@ def test_tool_choice_required_holds_until_the_first_results_then_the_model_may_a
         Answer('{"answer": "It is noon in Tokyo."}'),
     )
     path = tmp_path / "clock.toml"
-    text = SCENARIO.format(command=server(), tools="time.*").replace(
+    text = SCENARIO.format(command=time_server(), tools="time.*").replace(
         'tools = ["time.*"]', 'tools = ["time.*"]\ntool_choice = "required"'
     )
     path.write_text(text.replace('fixtures = ["fixtures.toml"]', ""))
@@ -135,7 +116,7 @@ def test_a_paid_tool_call_in_flight_at_kill_is_counted_lost_and_called_again(
     again): spend is never undercounted, and the loop gets a real result."""
     (tmp_path / "fixtures.toml").write_text(FIXTURES)
     path = tmp_path / "clock.toml"
-    path.write_text(SCENARIO.format(command=server(), tools="time.*"))
+    path.write_text(SCENARIO.format(command=time_server(), tools="time.*"))
     killed = sopbus("run", path, "--quiet", cwd=tmp_path, env={"SOPBUS_KILL_AT": "tool:reserved"})
     assert killed.returncode == -9, killed.stderr
     (run_dir,) = (tmp_path / "runs").iterdir()

@@ -48,6 +48,18 @@ output = {{ answer = "str" }}
 tools = ["time.*"]
 """
 PRICE = "0.001"
+PARIS = """
+[[fixture]]
+action = "TellTime"
+responses = [
+  { tool_calls = [{ name = "time.get_current_time", arguments = { timezone = "Europe/Paris" } }] },
+  { answer = "It is noon in Paris." },
+]
+"""
+"""A fixture: the clock asks the time in Paris once, then answers (the CLI tests' loop)."""
+PARIS_FIXTURES = (
+    "# SIMULATED OUTPUT: canned answers for sopbus's sim provider.\nsimulated = true\n" + PARIS
+)
 
 
 def time_server() -> str:
