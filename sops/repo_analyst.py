@@ -21,7 +21,6 @@ commit of the range (by an id prefix of 7 or more characters) and every file it 
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 from collections.abc import Mapping
 from pathlib import Path
@@ -34,10 +33,6 @@ from . import _sop
 from ._sop import SopContext, Team
 
 DEMO = "repo"  # the demo repository's folder in the run directory
-PACKAGE_FIX = (
-    "install it: pip install 'sopbus[tools]' (or: pipx install mcp-server-git), "
-    "or set [mcp.{server}].command to its path"
-)
 
 
 class RepoOptions(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -63,14 +58,10 @@ def build(ctx: SopContext) -> Team:
             f"{path}: [sop].repo = {o.repo!r} ({chosen}) is not a git repository - at "
             f"`$.sop.repo`: name a folder with a .git, relative to the scenario file"
         )
-    command = ctx.scenario.mcp[o.server].command or ""
 
+    # Whether the server's command is installed is checked where every [mcp.NAME] server's
+    # is, before the run directory exists (bus.llm._mcp_launch: PATH, then beside sopbus).
     def workspace(run_dir: Path, live: bool) -> Mapping[str, Path]:
-        if live and not _findable(command, ctx.scenario.base_dir):
-            raise ConfigError(
-                f"{path}: the [mcp.{o.server}] server's command {command!r} is not installed "
-                f"(the package mcp-server-git); {PACKAGE_FIX.format(server=o.server)}"
-            )
         repo = chosen or make_demo_repo(run_dir / DEMO)
         return {o.server: repo}
 
@@ -198,12 +189,6 @@ def _git(repo: Path, *args: str, date: str | None = None) -> str:
 
 def _is_repo(folder: Path) -> bool:
     return (folder / ".git").exists()
-
-
-def _findable(command: str, base: Path) -> bool:
-    if os.sep in command:
-        return (base / command).exists()
-    return shutil.which(command) is not None
 
 
 SOP = _sop.SOP(

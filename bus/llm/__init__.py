@@ -24,18 +24,18 @@ if TYPE_CHECKING:
     from ._human import HumanRouter as HumanRouter
     from ._human import answers_for as answers_for
     from ._openai import DEFAULT_BASE_URL as DEFAULT_BASE_URL
-    from ._openai import SCHEMA_INSTRUCTION as SCHEMA_INSTRUCTION
     from ._openai import OpenAIProvider as OpenAIProvider
     from ._openai import OpenAISettings as OpenAISettings
     from ._openai import openai_settings_from_env as openai_settings_from_env
-    from ._openai import request_params as request_params
-    from ._openai import response_format as response_format
-    from ._openai import strict_schema as strict_schema
-    from ._openai import with_schema_instruction as with_schema_instruction
     from ._replay import CassetteLine as CassetteLine
     from ._replay import RecordingProvider as RecordingProvider
     from ._replay import ReplayProvider as ReplayProvider
     from ._replay import request_key as request_key
+    from ._request import SCHEMA_INSTRUCTION as SCHEMA_INSTRUCTION
+    from ._request import request_params as request_params
+    from ._request import response_format as response_format
+    from ._request import strict_schema as strict_schema
+    from ._request import with_schema_instruction as with_schema_instruction
     from ._sim import SimProvider as SimProvider
     from ._tape import EVERY_ROUND as EVERY_ROUND
     from ._tape import RELEASED as RELEASED
@@ -69,14 +69,14 @@ _WHERE: dict[str, str] = {
     "Gateway": "._gateway",
     "round_ms": "._gateway",
     "DEFAULT_BASE_URL": "._openai",
-    "SCHEMA_INSTRUCTION": "._openai",
+    "SCHEMA_INSTRUCTION": "._request",
     "OpenAISettings": "._openai",
     "openai_settings_from_env": "._openai",
     "OpenAIProvider": "._openai",
-    "request_params": "._openai",
-    "with_schema_instruction": "._openai",
-    "response_format": "._openai",
-    "strict_schema": "._openai",
+    "request_params": "._request",
+    "with_schema_instruction": "._request",
+    "response_format": "._request",
+    "strict_schema": "._request",
     "CassetteLine": "._replay",
     "request_key": "._replay",
     "ReplayProvider": "._replay",

@@ -20,7 +20,7 @@ from sopbus.bus import (
     ProviderError,
     openai_settings_from_env,
 )
-from sopbus.bus.llm._openai import strict_schema
+from sopbus.bus.llm._request import strict_schema
 from support.openai_server import Answer, Fail, OpenAIServer, Slow
 
 PRICES = PriceBook.load()

@@ -11,7 +11,7 @@ import pytest
 from sopbus.bus import Budget, ChatMessage, Gateway, LLMRequest, OpenAIProvider, PriceBook
 from sopbus.bus._protocol import Completion, ToolCall, ToolSpec
 from sopbus.bus.llm import prompt_upper_bound, request_key
-from sopbus.bus.llm._openai import request_params, wire_names
+from sopbus.bus.llm._request import request_params, wire_names
 from sopbus.bus.llm._sim import _seed_text
 from support.openai_server import Answer, OpenAIServer
 

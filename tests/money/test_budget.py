@@ -4,7 +4,7 @@ from typing import Any
 import pytest
 
 from sopbus.bus import Budget, BudgetExhausted, ChatMessage, LLMRequest
-from sopbus.bus.llm._openai import with_schema_instruction
+from sopbus.bus.llm._request import with_schema_instruction
 from sopbus.bus.llm._tokens import SCHEMA_OVERHEAD, count_prompt, count_text, prompt_upper_bound
 
 
