@@ -147,19 +147,13 @@ class Gateway:
         price = self.prices.price(request.model)
         bound, counted = await self._prompt_bound(request)
         worst = _ZERO if self._free else price.worst_case(bound, request.max_tokens)
-        try:
-            hold = await self._hold(worst)
-        except BudgetExhausted:  # the shared account's refusal, in its own words
-            self._ledger(request, round, attempt, "refused", _NO_USAGE, _ZERO, 0.0, reserved=worst)
-            raise
-        try:
-            reservation = self.budget.reserve(worst)
-        except BudgetExhausted:
-            await self._unhold(hold, _ZERO)
-            self._ledger(request, round, attempt, "refused", _NO_USAGE, _ZERO, 0.0, reserved=worst)
-            if self.budget.closed is not None:
-                raise  # closed after an overrun: its own reason, not the cap's arithmetic
-            raise BudgetExhausted(refusal(request, price, bound, worst, self.budget)) from None
+        hold, reservation = await self._held(
+            request,
+            round,
+            attempt,
+            worst,
+            lambda: refusal(request, price, bound, worst, self.budget),
+        )
         call = 0
         if self._journal is not None:
             call = self._journal.reserved(request, round=round, attempt=attempt, amount=worst)
@@ -206,6 +200,36 @@ class Gateway:
         if counted is None:
             return bound, None
         return min(bound, with_margin(counted)), counted
+
+    async def _held(
+        self,
+        request: LLMRequest,
+        round: int,
+        attempt: int,
+        amount: Decimal,
+        why: Callable[[], str],
+        **fields: Any,
+    ) -> tuple[Hold | None, Reservation]:
+        """``amount`` held on a sweep's account and reserved on the run's budget (a model
+        call's worst case, a paid tool's price), or the refusal ledgered (with ``fields``)
+        and raised: the shared account's in its own words, the budget's as ``why()`` says."""
+        try:
+            hold = await self._hold(amount)
+        except BudgetExhausted:  # the shared account's refusal, in its own words
+            self._ledger(
+                request, round, attempt, "refused", _NO_USAGE, _ZERO, 0.0, reserved=amount, **fields
+            )
+            raise
+        try:
+            return hold, self.budget.reserve(amount)
+        except BudgetExhausted:
+            await self._unhold(hold, _ZERO)
+            self._ledger(
+                request, round, attempt, "refused", _NO_USAGE, _ZERO, 0.0, reserved=amount, **fields
+            )
+            if self.budget.closed is not None:
+                raise  # closed after an overrun: its own reason, not the cap's arithmetic
+            raise BudgetExhausted(why()) from None
 
     async def _hold(self, amount: Decimal) -> Hold | None:
         """The sweep's hold for an attempt (none outside a sweep, or for a free call)."""
@@ -315,16 +339,9 @@ class Gateway:
         *,
         call: int = 0,
         completion: Completion | None = None,
-        provider: str | None = None,
-        estimated: bool = False,
-        status: int | None = None,
-        error: str | None = None,
-        reserved: Decimal | None = None,
-        lost_call: int = 0,
-        corrected: str | None = None,
-        source: PriceSource | Literal[""] | None = None,
-        counted: bool = True,
+        **fields: Any,
     ) -> LedgerLine:
+        """The next ledger line (:meth:`_line`, ``fields`` its keywords), booked."""
         line = self._line(
             request,
             round,
@@ -334,15 +351,7 @@ class Gateway:
             cost,
             latency_ms,
             completion=completion,
-            provider=provider,
-            estimated=estimated,
-            status=status,
-            error=error,
-            reserved=reserved,
-            lost_call=lost_call,
-            corrected=corrected,
-            source=source,
-            counted=counted,
+            **fields,
         )
         return self._book(line, request, call, completion)
 
@@ -448,27 +457,18 @@ class Gateway:
         before the call, so a run killed mid-call has it in flight: a resume ledgers it
         ``lost`` at its price and calls the tool again) before the ledger does."""
         request = LLMRequest(messages=(), model=tool, role=role, action=action)
-        try:
-            hold = await self._hold(price)
-        except BudgetExhausted:  # the shared account's refusal, in its own words
-            self._ledger(
-                request, round, 1, "refused", _NO_USAGE, _ZERO, 0.0, reserved=price, **_TOOL
-            )
-            raise
-        try:
-            reservation = self.budget.reserve(price)
-        except BudgetExhausted:
-            await self._unhold(hold, _ZERO)
-            self._ledger(
-                request, round, 1, "refused", _NO_USAGE, _ZERO, 0.0, reserved=price, **_TOOL
-            )
-            if self.budget.closed is not None:
-                raise
-            raise BudgetExhausted(
+        hold, reservation = await self._held(
+            request,
+            round,
+            1,
+            price,
+            lambda: (
                 f"the tool call {tool} of {role}'s {action} costs {money(price)}; "
                 f"{money(self.budget.left)} left of the budget {money(self.budget.cap)}: "
                 f"not called. Raise [run].budget_usd, or lower the tool's price_per_call"
-            ) from None
+            ),
+            **_TOOL,
+        )
         call = 0
         if self._journal is not None:
             call = self._journal.reserved(
