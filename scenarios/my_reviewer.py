@@ -11,7 +11,7 @@ from pydantic import BaseModel
 
 import sopbus
 from sopbus import Action, Role, SopContext, Team
-from sopbus.sops.software_company import SOP as COMPANY
+from sopbus.sops.builtin.software_company import SOP as COMPANY
 
 
 class ReviewCode(Action):

@@ -1,12 +1,17 @@
 """Procedures (SOPs): which roles a team has, what each watches, how a run starts and
-stops. Built-in SOPs are the public modules of this package, each with a ``SOP`` value."""
+stops. The built-in SOPs are the modules of ``sopbus.sops.builtin``, each with a ``SOP``
+value; :func:`registered_sops` is every SOP a scenario can name by a plain word."""
 
+from . import _aliases
+from ._sop import ENTRY_POINT_GROUP as ENTRY_POINT_GROUP
 from ._sop import SOP as SOP
 from ._sop import SopContext as SopContext
+from ._sop import SopEntry as SopEntry
 from ._sop import Team as Team
 from ._sop import builtin_sops as builtin_sops
 from ._sop import get_sop as get_sop
 from ._sop import options_as as options_as
+from ._sop import registered_sops as registered_sops
 from ._team import WatchGraph as WatchGraph
 from ._team import build_team as build_team
 from ._team import llm_defaults as llm_defaults
@@ -19,3 +24,5 @@ from ._termination import SpendLimit as SpendLimit
 from ._termination import TextMention as TextMention
 from ._termination import Timeout as Timeout
 from ._termination import TokenLimit as TokenLimit
+
+_aliases.install()

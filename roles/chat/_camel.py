@@ -7,7 +7,7 @@ the two is held in its part by an inception prompt *and* by a role guard: a repl
 the user answers or the assistant instructs is sent back with the reason, at most
 ``max_repairs`` times, after which the run fails with :class:`RoleFlipError` rather than
 go on with swapped parts (CAMEL's best-known failure). The termination token and the turn
-limit are the SOP's stop condition (``sopbus.sops.camel_roleplay``), so the engine enforces them.
+limit are the SOP's stop condition (``sopbus.sops.builtin.camel_roleplay``), so the engine enforces them.
 """
 
 from __future__ import annotations

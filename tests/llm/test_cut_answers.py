@@ -26,7 +26,7 @@ from sopbus.bus import (
 from sopbus.bus.llm import SimProvider
 from sopbus.cli import main
 from sopbus.roles.chat._camel import INSTRUCT, SOLVE, TASK_DONE
-from sopbus.sops.camel_roleplay import task_done
+from sopbus.sops.builtin.camel_roleplay import task_done
 from support.openai_server import Answer, OpenAIServer, Raw
 from support.sop_runs import events, messages
 from support.teams import pipeline

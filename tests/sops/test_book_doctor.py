@@ -408,7 +408,7 @@ def plan_record(**steps: list[Any]) -> Any:
 
 
 def test_a_plan_with_no_step_does_not_pass() -> None:
-    from sopbus.sops.book_doctor import valid_plan
+    from sopbus.sops.builtin.book_doctor import valid_plan
 
     empty = valid_plan(plan_record(), book())
     assert not empty.passed
@@ -423,7 +423,7 @@ def test_a_plan_with_no_step_does_not_pass() -> None:
 
 
 def test_steps_that_name_no_chapter_of_the_book_do_not_count() -> None:
-    from sopbus.sops.book_doctor import valid_plan
+    from sopbus.sops.builtin.book_doctor import valid_plan
 
     hollow = plan_record(
         suggestions=[

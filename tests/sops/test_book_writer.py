@@ -41,7 +41,7 @@ from sopbus.roles.book._workers import (
     WriterSettings,
 )
 from sopbus.sops import build_team
-from sopbus.sops.book_writer import Outline, OutlineHeading, book_written
+from sopbus.sops.builtin.book_writer import Outline, OutlineHeading, book_written
 from support.cli import ARGV
 from support.paths import ROOT
 from support.scripted_gateway import ScriptedGateway

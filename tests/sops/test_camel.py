@@ -180,7 +180,7 @@ def _said(role: str, cause_by: str, content: str) -> Message:
 
 def test_the_task_is_done_only_after_a_solution_and_by_the_token_alone() -> None:
     from sopbus.bus import RunRecord
-    from sopbus.sops.camel_roleplay import task_done
+    from sopbus.sops.builtin.camel_roleplay import task_done
 
     instruct = "Instruction: plan the posts.\nInput: None"
     solve = "Solution: posts on Monday.\nNext request."

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from sopbus.bus import Message, RunRecord, read_events, read_jsonl
-from sopbus.sops.repo_analyst import judge, make_demo_repo, repo_facts
+from sopbus.sops.builtin.repo_analyst import judge, make_demo_repo, repo_facts
 from support.cli import sopbus
 from support.venvs import bare_venv
 

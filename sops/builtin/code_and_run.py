@@ -27,8 +27,8 @@ import msgspec
 from sopbus.bus import ConfigError, Message, RunRecord, SandboxLimits, Verdict
 from sopbus.roles.chat._code_run import RUN, Coder, Executor, RunScript, WriteScript
 
-from . import _sop
-from ._sop import SopContext, Team
+from .. import _sop
+from .._sop import SopContext, Team
 
 
 class CodeRunOptions(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):

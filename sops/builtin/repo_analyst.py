@@ -29,8 +29,8 @@ import msgspec
 
 from sopbus.bus import ConfigError, RunRecord, Verdict
 
-from . import _sop
-from ._sop import SopContext, Team
+from .. import _sop
+from .._sop import SopContext, Team
 
 DEMO = "repo"  # the demo repository's folder in the run directory
 

@@ -29,8 +29,8 @@ from sopbus.roles.company._code import Engineer
 from sopbus.roles.company._docs import Architect, ProductManager, ProjectManager
 from sopbus.roles.company._qa import TEST_REPORT, QaEngineer
 
-from . import _sop
-from ._sop import SopContext, Team
+from .. import _sop
+from .._sop import SopContext, Team
 
 
 class SoftwareCompanyOptions(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):

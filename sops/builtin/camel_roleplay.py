@@ -44,9 +44,9 @@ from sopbus.roles.chat._camel import (
     says_done,
 )
 
-from . import _sop
-from ._judges import said_token
-from ._sop import SopContext, Team
+from .. import _sop
+from .._judges import said_token
+from .._sop import SopContext, Team
 
 
 class CamelOptions(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):

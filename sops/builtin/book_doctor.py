@@ -35,8 +35,8 @@ from sopbus.roles.book._doctor import (
     ProposePlan,
 )
 
-from . import _sop
-from ._sop import SopContext, Team
+from .. import _sop
+from .._sop import SopContext, Team
 
 
 class DoctorOptions(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):

@@ -42,8 +42,8 @@ from sopbus.roles.gated._writer import (
     WriteChapter,
 )
 
-from . import _sop
-from ._sop import SopContext, Team
+from .. import _sop
+from .._sop import SopContext, Team
 
 EDITOR = "Editor"
 

@@ -51,10 +51,10 @@ from sopbus.roles.chat._group_chat import (
     Speak,
 )
 
-from . import _sop
-from ._judges import said_token
-from ._sop import SopContext, Team
-from ._termination import (
+from .. import _sop
+from .._judges import said_token
+from .._sop import SopContext, Team
+from .._termination import (
     AllOf,
     AnyOf,
     Condition,

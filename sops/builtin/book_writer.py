@@ -50,8 +50,8 @@ from sopbus.roles.book._notes import load_notes, load_policies
 from sopbus.roles.book._render import BoardKeeper
 from sopbus.roles.book._workers import WORKERS, WriterSettings, word_count
 
-from . import _sop
-from ._sop import SopContext, Team
+from .. import _sop
+from .._sop import SopContext, Team
 
 Positive = Annotated[int, msgspec.Meta(ge=1)]
 OUTLINE_SENDER = "Outline"
