@@ -49,25 +49,7 @@ def declare_action(
     """
     at = where or f"$.actions.{name}"
     _check_name(name, at)
-    if not isinstance(instruction, str):
-        raise ConfigError(f"expected a string at {at}.instruction, got {instruction!r}")
-    if isinstance(max_repairs, bool) or not isinstance(max_repairs, int) or max_repairs < 0:
-        raise ConfigError(f"expected a whole number >= 0 at {at}.max_repairs, got {max_repairs!r}")
-    if isinstance(tools, str) or not all(isinstance(t, str) for t in tools):
-        raise ConfigError(f'expected a list of tool names at {at}.tools ("git.*"), got {tools!r}')
-    if (
-        isinstance(max_tool_steps, bool)
-        or not isinstance(max_tool_steps, int)
-        or max_tool_steps < 1
-    ):
-        raise ConfigError(
-            f"expected a whole number >= 1 at {at}.max_tool_steps, got {max_tool_steps!r}"
-        )
-    if tool_choice is not None and tool_choice not in TOOL_CHOICES:
-        raise ConfigError(
-            f"expected one of {', '.join(repr(c) for c in TOOL_CHOICES)} at {at}.tool_choice, "
-            f"got {tool_choice!r}"
-        )
+    _check_action(at, instruction, max_repairs, tools, max_tool_steps, tool_choice)
     body = {
         "tool_choice": tool_choice,
         "tools": tuple(tools),
@@ -88,6 +70,35 @@ def declare_action(
     )
     registry.add_action(cls)
     return cls
+
+
+def _check_action(
+    at: str,
+    instruction: object,
+    max_repairs: object,
+    tools: Sequence[str],
+    max_tool_steps: object,
+    tool_choice: object,
+) -> None:
+    """The ConfigError for the first of an action's settings that has the wrong type or
+    range, named at ``at.<field>``."""
+    if not isinstance(instruction, str):
+        raise ConfigError(f"expected a string at {at}.instruction, got {instruction!r}")
+    _check_whole(max_repairs, 0, f"{at}.max_repairs")
+    if isinstance(tools, str) or not all(isinstance(t, str) for t in tools):
+        raise ConfigError(f'expected a list of tool names at {at}.tools ("git.*"), got {tools!r}')
+    _check_whole(max_tool_steps, 1, f"{at}.max_tool_steps")
+    if tool_choice is not None and tool_choice not in TOOL_CHOICES:
+        raise ConfigError(
+            f"expected one of {', '.join(repr(c) for c in TOOL_CHOICES)} at {at}.tool_choice, "
+            f"got {tool_choice!r}"
+        )
+
+
+def _check_whole(value: object, least: int, where: str) -> None:
+    # bool is an int to Python, but `max_repairs = true` is a mistake in a file
+    if isinstance(value, bool) or not isinstance(value, int) or value < least:
+        raise ConfigError(f"expected a whole number >= {least} at {where}, got {value!r}")
 
 
 def output_model(action: str, fields: Mapping[str, Any], where: str) -> type[BaseModel]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from sopbus.bus import RunRecord, Verdict
+from sopbus.bus import Message, RunRecord, Verdict
 
 
 def said_token(
@@ -40,29 +40,41 @@ def said_token(
                 latest = message
             if message.cause_by == in_action and said_it(message.content):
                 if latest is not None and latest.cut:
-                    return Verdict(
-                        passed=False,
-                        reason=f"{message.sent_from} said {token!r}, but {latest.sent_from}'s "
-                        f"last {counting} was cut at max_tokens (finish_reason length): a cut "
-                        f"answer is not a finished task; raise max_tokens for "
-                        f"{latest.sent_from}'s {counting}",
-                    )
+                    return _cut_before(message, latest, token, counting)
                 if before >= at_least:
                     return Verdict(
                         passed=True,
                         reason=f"{message.sent_from} said {token!r} after {before} {noun}",
                     )
                 early = early or message
-        count = len(record.of(counting))
-        if early is not None:
-            return Verdict(
-                passed=False,
-                reason=f"{early.sent_from} said {token!r} after {count} {noun}: the task is "
-                f"done only after at least {at_least}",
-            )
-        why = record.detail or record.end_reason
-        return Verdict(
-            passed=False, reason=f"the run ended without {token!r} after {count} {noun}: {why}"
-        )
+        return _not_said(record, early, token, counting, noun, at_least)
 
     return judge
+
+
+def _cut_before(message: Message, latest: Message, token: str, counting: str) -> Verdict:
+    """The token was said, but the work it says is done was cut at ``max_tokens``."""
+    return Verdict(
+        passed=False,
+        reason=f"{message.sent_from} said {token!r}, but {latest.sent_from}'s "
+        f"last {counting} was cut at max_tokens (finish_reason length): a cut "
+        f"answer is not a finished task; raise max_tokens for "
+        f"{latest.sent_from}'s {counting}",
+    )
+
+
+def _not_said(
+    record: RunRecord, early: Message | None, token: str, counting: str, noun: str, at_least: int
+) -> Verdict:
+    """The run ended without the token, or with it said too early (``early``)."""
+    count = len(record.of(counting))
+    if early is not None:
+        return Verdict(
+            passed=False,
+            reason=f"{early.sent_from} said {token!r} after {count} {noun}: the task is "
+            f"done only after at least {at_least}",
+        )
+    why = record.detail or record.end_reason
+    return Verdict(
+        passed=False, reason=f"the run ended without {token!r} after {count} {noun}: {why}"
+    )

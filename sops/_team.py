@@ -50,6 +50,27 @@ def build_team(scenario: Scenario) -> Team:
 
     sop = get_sop(scenario.sop, path=scenario.path) if scenario.sop else None
     reg = registry.copy()
+    _declare_actions(scenario, reg)
+    defaults = llm_defaults(scenario)
+    team = _built(sop, SopContext(scenario, reg, defaults)) if sop else Team(roles=[])
+    if sop is not None and sop.verdict is not None:
+        team.verdict = sop.verdict
+    for i, spec in enumerate(scenario.roles):
+        _apply_role(team, spec, f"$.roles[{i}]", reg, defaults, scenario)
+    if not team.roles:
+        raise ConfigError(
+            f"{scenario.path}: the team is empty: name an SOP at $.scenario.sop "
+            f"or declare roles in [[roles]]"
+        )
+    team.tools = {**reg.tools, **team.tools}
+    _check_names(team, scenario)
+    _check_addresses(team, scenario)
+    _add_messages(team, scenario)
+    return team
+
+
+def _declare_actions(scenario: Scenario, reg: Registry) -> None:
+    """The file's ``[actions.X]`` declared into ``reg``, the scenario's copy of the registry."""
     for name, action in scenario.actions.items():
         if name in reg.actions:  # a file's action never silently replaces a built-in one
             raise ConfigError(
@@ -72,20 +93,11 @@ def build_team(scenario: Scenario) -> Team:
             )
         except ConfigError as exc:
             raise ConfigError(f"{scenario.path}: {exc}") from None
-    defaults = llm_defaults(scenario)
-    team = _built(sop, SopContext(scenario, reg, defaults)) if sop else Team(roles=[])
-    if sop is not None and sop.verdict is not None:
-        team.verdict = sop.verdict
-    for i, spec in enumerate(scenario.roles):
-        _apply_role(team, spec, f"$.roles[{i}]", reg, defaults, scenario)
-    if not team.roles:
-        raise ConfigError(
-            f"{scenario.path}: the team is empty: name an SOP at $.scenario.sop "
-            f"or declare roles in [[roles]]"
-        )
-    team.tools = {**reg.tools, **team.tools}
-    _check_names(team, scenario)
-    _check_addresses(team, scenario)
+
+
+def _add_messages(team: Team, scenario: Scenario) -> None:
+    """The idea as the first message (unless the SOP seeded its own) and the file's
+    ``[[inject]]`` messages, onto ``team``."""
     if not team.seed and scenario.idea:
         team.seed.append(
             Message(cause_by=IDEA_ACTION, sent_from=IDEA_SENDER, content=scenario.idea)
@@ -103,7 +115,6 @@ def build_team(scenario: Scenario) -> Team:
         )
         for i in scenario.inject
     )
-    return team
 
 
 def _check_names(team: Team, scenario: Scenario) -> None:
