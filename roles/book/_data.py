@@ -159,7 +159,13 @@ def _optional(path: Path, kind: type[T]) -> T:
 
 
 def _load(path: Path, kind: type[T]) -> T:
-    data = read_user_toml(path, "book data file")
+    return load_as(path, kind, "book data file")
+
+
+def load_as(path: Path, kind: type[T], what: str) -> T:
+    """The TOML file ``path`` (a ``what``, for the error) decoded into ``kind``; a file that
+    cannot be read, parsed or decoded is a ConfigError naming it."""
+    data = read_user_toml(path, what)
     try:
         return msgspec.convert(data, kind)
     except msgspec.ValidationError as exc:

@@ -25,7 +25,7 @@ from typing import TypeVar
 
 import msgspec
 
-from sopbus.bus import ConfigError, read_user_toml
+from ._data import load_as
 
 T = TypeVar("T")
 
@@ -65,11 +65,7 @@ def load_policies(path: Path) -> tuple[Policy, ...]:
 
 
 def _load(path: Path, kind: type[T]) -> T:
-    data = read_user_toml(path, "data file named in [sop]")
-    try:
-        return msgspec.convert(data, kind)
-    except msgspec.ValidationError as exc:
-        raise ConfigError(f"{path}: {exc}") from None
+    return load_as(path, kind, "data file named in [sop]")
 
 
 def policies_for(policies: tuple[Policy, ...], heading: str) -> tuple[Policy, ...]:

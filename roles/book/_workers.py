@@ -24,7 +24,7 @@ import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 import msgspec
 import trio
@@ -231,6 +231,43 @@ class BoardWorker(Role, ABC, register=False):
         return write_message(heading, slot, value, sender=self.name)
 
 
+class OneCallWorker(BoardWorker, Generic[M], register=False):
+    """A worker whose work on a heading is one model call: ``answer`` is what the model
+    answers, ``shows`` the slots the call shows, ``instruction`` what it is asked, and
+    :meth:`writes` the board writes made of the answer."""
+
+    answer: type[M]
+    shows: tuple[str, ...] = ()
+    instruction: str = ""
+
+    async def work(self, view: BoardView, heading: str, turn: Turn) -> list[Message]:
+        answer = await self.ask(
+            turn,
+            view,
+            heading,
+            output=self.answer,
+            show=self.shows,
+            instruction=self.instruction,
+        )
+        return self.writes(view, heading, answer)
+
+    @abstractmethod
+    def writes(self, view: BoardView, heading: str, answer: M) -> list[Message]:
+        """The board writes this worker makes of the model's ``answer`` about ``heading``."""
+
+    def text(self, heading: str, content: str) -> list[Message]:
+        """``heading``'s content and its word count, the two writes that go together."""
+        return [
+            self.write(heading, "content", content),
+            self.write(heading, "word_count", word_count(content)),
+        ]
+
+
+def _filled(view: BoardView, heading: str, slot: str) -> bool:
+    """Whether ``heading``'s text slot ``slot`` holds more than white space."""
+    return bool(getattr(view[heading], slot).strip())
+
+
 SLOT_ORDER = ("material", "content", "evaluation", "strategy")
 """The order in which a call shows a heading's slots, whichever it shows, empty ones last:
 the material first, since it is written before anything else about the heading and every
@@ -316,7 +353,7 @@ class MaterialWorker(BoardWorker):
         return answer.material
 
 
-class ContentWorker(BoardWorker):
+class ContentWorker(OneCallWorker[Draft]):
     """Material present: writes the heading's content from it."""
 
     profile = "Author"
@@ -324,27 +361,21 @@ class ContentWorker(BoardWorker):
     watch = (slot_action("material"),)
     actions = (slot_action("content"), slot_action("word_count"))
     task = "WriteContent"
+    answer = Draft
+    shows = ("material", "content")
+    instruction = (
+        "Write the text of this heading from the material. "
+        "If there is content already, write it anew with the material."
+    )
 
     def holds(self, view: BoardView, heading: str) -> bool:
-        return bool(view[heading].material.strip())
+        return _filled(view, heading, "material")
 
-    async def work(self, view: BoardView, heading: str, turn: Turn) -> list[Message]:
-        draft = await self.ask(
-            turn,
-            view,
-            heading,
-            output=Draft,
-            show=("material", "content"),
-            instruction="Write the text of this heading from the material. "
-            "If there is content already, write it anew with the material.",
-        )
-        return [
-            self.write(heading, "content", draft.content),
-            self.write(heading, "word_count", word_count(draft.content)),
-        ]
+    def writes(self, view: BoardView, heading: str, answer: Draft) -> list[Message]:
+        return self.text(heading, answer.content)
 
 
-class EvaluationWorker(BoardWorker):
+class EvaluationWorker(OneCallWorker[Evaluation]):
     """Content present and revision count below ``max_revisions``: writes an evaluation and
     counts the revision round."""
 
@@ -353,28 +384,27 @@ class EvaluationWorker(BoardWorker):
     watch = (slot_action("content"),)
     actions = (slot_action("evaluation"), slot_action("revision_count"))
     task = "EvaluateContent"
+    answer = Evaluation
+    shows = ("material", "content")
+    instruction = (
+        "Evaluate the content against the requirement, the "
+        "length, the policies and the material. Name concrete problems."
+    )
 
     def holds(self, view: BoardView, heading: str) -> bool:
-        entry = view[heading]
-        return bool(entry.content.strip()) and entry.revision_count < self.settings.max_revisions
-
-    async def work(self, view: BoardView, heading: str, turn: Turn) -> list[Message]:
-        verdict = await self.ask(
-            turn,
-            view,
-            heading,
-            output=Evaluation,
-            show=("material", "content"),
-            instruction="Evaluate the content against the requirement, the "
-            "length, the policies and the material. Name concrete problems.",
+        return (
+            _filled(view, heading, "content")
+            and view[heading].revision_count < self.settings.max_revisions
         )
+
+    def writes(self, view: BoardView, heading: str, answer: Evaluation) -> list[Message]:
         return [
-            self.write(heading, "evaluation", verdict.evaluation),
+            self.write(heading, "evaluation", answer.evaluation),
             self.write(heading, "revision_count", view[heading].revision_count + 1),
         ]
 
 
-class StrategyWorker(BoardWorker):
+class StrategyWorker(OneCallWorker[Strategy]):
     """Evaluation present: writes a revision strategy and clears the evaluation."""
 
     profile = "Developmental editor"
@@ -382,26 +412,21 @@ class StrategyWorker(BoardWorker):
     watch = (slot_action("evaluation"),)
     actions = (slot_action("strategy"), slot_action("evaluation"))
     task = "PlanRevision"
+    answer = Strategy
+    shows = ("material", "content", "evaluation")
+    instruction = "Write the revision strategy for this evaluation."
 
     def holds(self, view: BoardView, heading: str) -> bool:
-        return bool(view[heading].evaluation.strip())
+        return _filled(view, heading, "evaluation")
 
-    async def work(self, view: BoardView, heading: str, turn: Turn) -> list[Message]:
-        plan = await self.ask(
-            turn,
-            view,
-            heading,
-            output=Strategy,
-            show=("material", "content", "evaluation"),
-            instruction="Write the revision strategy for this evaluation.",
-        )
+    def writes(self, view: BoardView, heading: str, answer: Strategy) -> list[Message]:
         return [
-            self.write(heading, "strategy", plan.strategy),
+            self.write(heading, "strategy", answer.strategy),
             self.write(heading, "evaluation", ""),
         ]
 
 
-class RevisionWorker(BoardWorker):
+class RevisionWorker(OneCallWorker[Draft]):
     """Strategy present: rewrites the content by it, then clears the strategy (so a board
     never shows a strategy that was already carried out)."""
 
@@ -410,27 +435,18 @@ class RevisionWorker(BoardWorker):
     watch = (slot_action("strategy"),)
     actions = (slot_action("content"), slot_action("word_count"), slot_action("strategy"))
     task = "ReviseContent"
+    answer = Draft
+    shows = ("material", "content", "strategy")
+    instruction = "Rewrite the content following the strategy. Keep what works."
 
     def holds(self, view: BoardView, heading: str) -> bool:
-        return bool(view[heading].strategy.strip())
+        return _filled(view, heading, "strategy")
 
-    async def work(self, view: BoardView, heading: str, turn: Turn) -> list[Message]:
-        draft = await self.ask(
-            turn,
-            view,
-            heading,
-            output=Draft,
-            show=("material", "content", "strategy"),
-            instruction="Rewrite the content following the strategy. Keep what works.",
-        )
-        return [
-            self.write(heading, "content", draft.content),
-            self.write(heading, "word_count", word_count(draft.content)),
-            self.write(heading, "strategy", ""),
-        ]
+    def writes(self, view: BoardView, heading: str, answer: Draft) -> list[Message]:
+        return [*self.text(heading, answer.content), self.write(heading, "strategy", "")]
 
 
-class SplitWorker(BoardWorker):
+class SplitWorker(OneCallWorker[SplitPlan]):
     """Long content with no subheadings: divides it into subheadings with their own content;
     the heading keeps a short lead-in. Only headings above ``max_split_depth`` are split, so
     splitting cannot go on forever."""
@@ -440,6 +456,12 @@ class SplitWorker(BoardWorker):
     watch = (slot_action("content"),)
     actions = (slot_action("subheadings"), slot_action("content"), slot_action("word_count"))
     task = "SplitSection"
+    answer = SplitPlan
+    shows = ("material", "content")
+    instruction = (
+        "Divide the content into 2 to 6 subheadings, each with "
+        "its own part of the text; keep a short lead-in."
+    )
 
     def holds(self, view: BoardView, heading: str) -> bool:
         entry = view[heading]
@@ -449,28 +471,11 @@ class SplitWorker(BoardWorker):
             and view.depth(heading) < self.settings.max_split_depth
         )
 
-    async def work(self, view: BoardView, heading: str, turn: Turn) -> list[Message]:
-        plan = await self.ask(
-            turn,
-            view,
-            heading,
-            output=SplitPlan,
-            show=("material", "content"),
-            instruction="Divide the content into 2 to 6 subheadings, each with "
-            "its own part of the text; keep a short lead-in.",
-        )
-        titles = _unique_titles([s.title for s in plan.sections])
-        out = [
-            self.write(heading, "subheadings", titles),
-            self.write(heading, "content", plan.intro),
-            self.write(heading, "word_count", word_count(plan.intro)),
-        ]
-        for title, section in zip(titles, plan.sections):
-            child = child_key(heading, title)
-            out += [
-                self.write(child, "content", section.content),
-                self.write(child, "word_count", word_count(section.content)),
-            ]
+    def writes(self, view: BoardView, heading: str, answer: SplitPlan) -> list[Message]:
+        titles = _unique_titles([s.title for s in answer.sections])
+        out = [self.write(heading, "subheadings", titles), *self.text(heading, answer.intro)]
+        for title, section in zip(titles, answer.sections):
+            out += self.text(child_key(heading, title), section.content)
         return out
 
 

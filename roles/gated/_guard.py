@@ -15,7 +15,7 @@ import json
 import re
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
-from typing import Literal, TypeVar
+from typing import Literal, TypeVar, get_args
 
 import pydantic
 import trio
@@ -46,16 +46,7 @@ Cause = Literal[
     "provider_error",
     "receipt_invalid",
 ]
-CAUSES: tuple[Cause, ...] = (
-    "timeout",
-    "nonzero_exit",
-    "schema_violation",
-    "budget",
-    "model_mismatch",
-    "invalid_detector_report",
-    "provider_error",
-    "receipt_invalid",
-)
+CAUSES: tuple[Cause, ...] = get_args(Cause)  # the Literal's values, in its order
 FAILED_EVENT = "sample_failed"
 
 
