@@ -166,6 +166,9 @@ def test_an_installed_sop_is_in_every_list_of_the_cli(installed: Path, tmp_path:
     assert rows["group_chat"]["origin"] == "built-in" and rows["group_chat"]["error"] is None
     table = sopbus("sops", cwd=tmp_path, env=env).stdout
     assert "tiny_chat" in table and "a group chat under a name of its own" in table
+    narrow = sopbus("sops", cwd=tmp_path, env=env, columns=80).stdout
+    assert all(len(line) <= 80 for line in narrow.splitlines()), narrow
+    assert all(re.search(rf"^{name}(\s|$)", narrow, re.M) for name in rows), narrow
 
     checked = sopbus("validate", _scenario(tmp_path, "tiny_chat"), cwd=tmp_path, env=env)
     assert checked.returncode == 0, checked.stderr
