@@ -75,6 +75,12 @@ def _artifacts(turn: Turn) -> Path:
     return turn.artifacts_dir
 
 
+def _answered(ctx: ActionContext) -> tuple[Message, dict[str, Any]]:
+    """The message this turn answers, with its payload as a table (empty when it has none)."""
+    message = ctx.news[0]
+    return message, message.payload if isinstance(message.payload, dict) else {}
+
+
 class PerMessage(Role, register=False):
     """A role that runs its actions once per message of its news, so that each sample's
     reply answers exactly the message it is about (``parents``)."""
@@ -111,8 +117,7 @@ class PlanEvidence(Action):
         self._latest: dict[str, tuple[Manifest, dict[str, Any]]] = {}
 
     async def run(self, ctx: ActionContext) -> ActionResult:
-        message = ctx.news[0]
-        payload = message.payload if isinstance(message.payload, dict) else {}
+        message, payload = _answered(ctx)
         s = self.settings
         if message.cause_by == OUTLINE:
             outline_raw = payload["outline"]
@@ -193,8 +198,7 @@ class WriteChapter(Action):
         self._samples: dict[str, _Sample] = {}
 
     async def run(self, ctx: ActionContext) -> ActionResult:
-        message = ctx.news[0]
-        payload = message.payload if isinstance(message.payload, dict) else {}
+        message, payload = _answered(ctx)
         sample_id = payload.get("sample", "")
         if message.cause_by == PLAN:
             state = self._samples.setdefault(
@@ -303,8 +307,7 @@ class GateChapter(Action):
         self.settings = settings
 
     async def run(self, ctx: ActionContext) -> ActionResult:
-        message = ctx.news[0]
-        payload = message.payload if isinstance(message.payload, dict) else {}
+        message, payload = _answered(ctx)
         if message.cause_by != DRAFT or payload.get("type") != "draft":
             return ActionResult(publish=False)
         async with fail_closed(ctx, payload["sample"]):
@@ -390,8 +393,7 @@ class DeliverChapter(Action):
     """Accepts a passed draft only with a receipt whose chain verifies."""
 
     async def run(self, ctx: ActionContext) -> ActionResult:
-        message = ctx.news[0]
-        p = message.payload if isinstance(message.payload, dict) else {}
+        message, p = _answered(ctx)
         if message.cause_by != CHECK or p.get("verdict") != "passed":
             return ActionResult(publish=False)
         async with fail_closed(ctx, p["sample"]):
