@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING, Any
 
 from sopbus.bus._layout import EVENTS
 
-from ._runref import add_runs_dir, console, first_event, run_dirs, started_at
+from ._flags import JSON, RUNS_DIR, add
+from ._runref import console, first_event, run_dirs, started_at
 
 if TYPE_CHECKING:
     from sopbus.bus import RunSummary
@@ -33,8 +34,7 @@ KILLED, UNFINISHED = "killed?", "unfinished"
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    add_runs_dir(parser)
-    parser.add_argument("--json", action="store_true", help="print a JSON array instead of a table")
+    add(parser, RUNS_DIR, JSON)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -11,21 +11,14 @@ import json
 import time
 from typing import Any
 
-from ._args import path_arg
+from ._flags import JSON, SWEEPS_DIR, add
 
 NAME = "sweeps"
 HELP = "list the sweeps in a sweeps directory, newest first"
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--sweeps-dir",
-        metavar="DIR",
-        type=path_arg,
-        default=path_arg("sweeps"),
-        help="where sweep directories are (default: sweeps)",
-    )
-    parser.add_argument("--json", action="store_true", help="print a JSON array instead of a table")
+    add(parser, SWEEPS_DIR, JSON)
 
 
 def run(args: argparse.Namespace) -> int:
