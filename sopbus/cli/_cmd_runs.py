@@ -13,7 +13,6 @@ for a run id beside the rest, each run takes two lines.
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -38,14 +37,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ._fit import print_listing
+
     rows = [run_row(d) for d in run_dirs(args.runs_dir)]
-    if args.json:
-        print(json.dumps(rows, indent=2))
-        return 0
-    if not rows:
-        print(f"no runs in {args.runs_dir}/")
-        return 0
-    _print_table(rows, args.runs_dir)
+    empty = f"no runs in {args.runs_dir}/"
+    print_listing(
+        rows, as_json=args.json, empty=empty, table=lambda: _print_table(rows, args.runs_dir)
+    )
     return 0
 
 

@@ -7,7 +7,6 @@ many runs ended, were skipped or are left, spend against the sweep's budget, and
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from typing import Any
 
@@ -24,13 +23,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from sopbus.sweep._record import sweep_dirs
 
+    from ._fit import print_listing
+
     rows = [sweep_row(d) for d in sweep_dirs(args.sweeps_dir)]
-    if args.json:
-        print(json.dumps(rows, indent=2))
-    elif not rows:
-        print(f"no sweeps in {args.sweeps_dir}/")
-    else:
-        _print_table(rows, str(args.sweeps_dir))
+    empty = f"no sweeps in {args.sweeps_dir}/"
+    print_listing(
+        rows, as_json=args.json, empty=empty, table=lambda: _print_table(rows, str(args.sweeps_dir))
+    )
     return 0
 
 
