@@ -1,4 +1,4 @@
-"""``sopbus sweep SCENARIO [--seeds N | --seed A..B] [--set key=v1,v2 ...] [--jobs J]
+"""``sopbus sweep SCENARIO [--seeds N | --seed A..B] [--set key=v1,v2 ...] [--jobs N]
 [--budget USD] [--runs-dir DIR]``, and ``sopbus sweep --resume ID``.
 
 Runs every variant (the product of the ``--set`` values, and of ``[sweep.set]`` in the
