@@ -19,6 +19,7 @@ from types import ModuleType
 from sopbus.bus._errors import ConfigError
 
 from ._exit import ExitCode
+from ._flags import Flag, add
 
 PROG = "sopbus"
 _PACKAGE = __name__.rpartition(".")[0]
@@ -140,7 +141,7 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Run teams of LLM agents that work by a standard operating procedure.",
     )
-    parser.add_argument("--version", action=_Version, help="print the version of sopbus and exit")
+    add(parser, Flag("--version", action=_Version, help="print the version of sopbus and exit"))
     commands = parser.add_subparsers(
         dest="command", metavar="COMMAND", required=True, parser_class=_Command
     )

@@ -1,4 +1,4 @@
-"""Argument types shared by the commands.
+"""Argument types shared by the commands: each parses and checks one flag's value.
 
 Each imports what it needs when it is called, not when the parser is built: ``decimal``
 and ``pathlib`` are cheap, but ``sopbus --help`` pays for every module the parser imports.
@@ -13,53 +13,6 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from decimal import Decimal
     from pathlib import Path
-
-
-def add_output_args(parser: argparse.ArgumentParser) -> None:
-    """``--quiet`` and ``-v``: what a command that runs a scenario prints while it runs;
-    ``--seal-key-file``: the key of its keyed seal."""
-    parser.add_argument(
-        "--quiet", action="store_true", help="no progress display; only the summary"
-    )
-    parser.add_argument(
-        "-v",
-        "--verbose",
-        action="store_true",
-        help="also print the cost line of every LLM call (always in run.log)",
-    )
-    parser.add_argument(
-        "--seal-key-file",
-        metavar="FILE",
-        type=path_arg,
-        help="seal the run with the key in FILE (an HMAC that `sopbus verify --key-file` "
-        "checks; the key is never written to the run; default: $SOPBUS_SEAL_KEY)",
-    )
-
-
-def add_model_args(parser: argparse.ArgumentParser, *, model: bool = True) -> None:
-    """``--provider``, ``--model``, ``--base-url`` (``model=False`` leaves them out: a sweep
-    sets them with ``--set``) and ``--price``: the model a command runs or checks. Shared
-    by ``run`` and ``validate``, so the model validate checks is the one run would call."""
-    if model:
-        parser.add_argument(
-            "--provider",
-            choices=("sim", "openai", "replay"),
-            help="LLM provider (overrides [llm].provider)",
-        )
-        parser.add_argument("--model", metavar="M", help="model name (overrides [llm].model)")
-        parser.add_argument(
-            "--base-url",
-            metavar="URL",
-            help="OpenAI-compatible endpoint (overrides [llm].base_url)",
-        )
-    parser.add_argument(
-        "--price",
-        metavar="IN,OUT",
-        help="USD per 1M input,output tokens of the run's model"
-        + (" (after --model)" if model else " (the scenario's [llm].model)")
-        + ", e.g. 0.15,0.60 (0,0 for a local model; a third value prices cached input); "
-        'wins over the file\'s [prices."MODEL"]',
-    )
 
 
 def path_arg(text: str) -> Path:
@@ -100,3 +53,14 @@ def whole_number(minimum: int, what: str = "a whole number") -> Callable[[str], 
 
 
 positive_int = whole_number(1)  # --max-rounds
+
+
+def seconds(text: str) -> float:
+    """A time in seconds greater than 0 (``--lease``)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds, such as 10, got {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected seconds greater than 0, got {text!r}")
+    return value

@@ -1,5 +1,5 @@
 """The ``--bus``, ``--wait-workers`` and ``--remote`` flags of ``sopbus run`` and ``sopbus
-resume``, read into :class:`sopbus._assemble._bus.BusOptions`."""
+resume`` (:data:`._flags.BUS_FLAGS`), read into :class:`sopbus._assemble._bus.BusOptions`."""
 
 from __future__ import annotations
 
@@ -7,29 +7,6 @@ import argparse
 
 from sopbus._assemble._bus import WAIT_S, BusOptions
 from sopbus.bus._errors import ConfigError
-
-
-def add_bus_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--bus",
-        metavar="URL",
-        help="run over NATS JetStream (nats://HOST:PORT, server 2.10+ with -js): "
-        "roles claimed by `sopbus worker` processes run there",
-    )
-    parser.add_argument(
-        "--wait-workers",
-        metavar="SECONDS",
-        type=float,
-        default=WAIT_S,
-        help=f"with --bus: how long to wait for workers to claim roles (default "
-        f"{WAIT_S:g}; the wait ends early once claims stop coming)",
-    )
-    parser.add_argument(
-        "--remote",
-        metavar="ROLES",
-        help="with --bus: roles that must run on workers (comma-separated); the "
-        "run waits for their claims and fails if they do not come",
-    )
 
 
 def bus_options(args: argparse.Namespace) -> BusOptions | None:

@@ -16,7 +16,8 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ._runref import add_run_arg, console, first_event, resolve_run
+from ._flags import CSV, JSON, RUN_FLAGS, Flag, add
+from ._runref import console, first_event, resolve_run
 
 if TYPE_CHECKING:
     from decimal import Decimal
@@ -44,14 +45,17 @@ JSON_KEYS = (
 REPRICE_KEYS = ("repriced_to", "actual_total_usd")
 
 
+REPRICE = Flag("--reprice", metavar="MODEL", help="what the same calls would have cost on MODEL")
+
+
 def configure(parser: argparse.ArgumentParser) -> None:
-    add_run_arg(parser)
-    output = parser.add_mutually_exclusive_group()
-    output.add_argument("--json", action="store_true", help="print the report as JSON")
-    output.add_argument("--csv", action="store_true", help="print the ledger as CSV")
-    parser.add_argument(
-        "--reprice", metavar="MODEL", help="what the same calls would have cost on MODEL"
+    add(parser, *RUN_FLAGS)
+    add(
+        parser.add_mutually_exclusive_group(),
+        JSON.but(help="print the report as JSON"),
+        CSV.but(help="print the ledger as CSV"),
     )
+    add(parser, REPRICE)
 
 
 def run(args: argparse.Namespace) -> int:

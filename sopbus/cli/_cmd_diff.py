@@ -14,16 +14,19 @@ from pathlib import Path
 from typing import Any
 
 from ._exit import ExitCode
-from ._runref import EVENTS, add_runs_dir, resolve_run
+from ._flags import RUNS_DIR, Flag, add
+from ._runref import EVENTS, resolve_run
 
 NAME = "diff"
 HELP = "print the first difference of two runs' message sequences (exit 5 if they differ)"
 
 
+FIRST = Flag("first", metavar="RUN1", help="a run id, a run directory, or 'last'")
+SECOND = Flag("second", metavar="RUN2", help="a run id, a run directory, or 'last'")
+
+
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("first", metavar="RUN1", help="a run id, a run directory, or 'last'")
-    parser.add_argument("second", metavar="RUN2", help="a run id, a run directory, or 'last'")
-    add_runs_dir(parser)
+    add(parser, FIRST, SECOND, RUNS_DIR)
 
 
 def run(args: argparse.Namespace) -> int:

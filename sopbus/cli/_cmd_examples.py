@@ -9,14 +9,14 @@ from __future__ import annotations
 import argparse
 import json
 
+from ._flags import JSON, add
+
 NAME = "examples"
 HELP = "list the shipped scenarios (run one by name: sopbus run NAME)"
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--json", action="store_true", help="print a JSON array of {name, description, path}"
-    )
+    add(parser, JSON.but(help="print a JSON array of {name, description, path}"))
 
 
 def run(args: argparse.Namespace) -> int:

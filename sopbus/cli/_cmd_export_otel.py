@@ -11,20 +11,23 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ._runref import add_run_arg, resolve_run
+from ._flags import RUN_FLAGS, Flag, add
+from ._runref import resolve_run
 
 NAME = "export-otel"
 HELP = "send a run's trace (run, rounds, turns, LLM calls) to an OpenTelemetry collector"
 
 
+ENDPOINT = Flag(
+    "--endpoint",
+    metavar="URL",
+    help="OTLP/HTTP endpoint, e.g. http://127.0.0.1:4318 (default: the "
+    "OTEL_EXPORTER_OTLP_* variables, else http://localhost:4318)",
+)
+
+
 def configure(parser: argparse.ArgumentParser) -> None:
-    add_run_arg(parser)
-    parser.add_argument(
-        "--endpoint",
-        metavar="URL",
-        help="OTLP/HTTP endpoint, e.g. http://127.0.0.1:4318 (default: the "
-        "OTEL_EXPORTER_OTLP_* variables, else http://localhost:4318)",
-    )
+    add(parser, *RUN_FLAGS, ENDPOINT)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -12,8 +12,9 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from ._args import add_output_args, path_arg, whole_number
-from ._runref import add_run_arg, resolve_run
+from ._args import whole_number
+from ._flags import INTO, PROGRESS_FLAGS, RUN_FLAGS, SETTINGS, Flag, add
+from ._runref import resolve_run
 
 if TYPE_CHECKING:
     from sopbus.bus import Scenario
@@ -25,31 +26,17 @@ HELP = "start a new run from the state after round N of RUN, with changed settin
 round_number = whole_number(0, "a round number")
 
 
+AT_ROUND = Flag(
+    "--at-round",
+    metavar="N",
+    type=round_number,
+    required=True,
+    help="the last round taken from RUN (0: none)",
+)
+
+
 def configure(parser: argparse.ArgumentParser) -> None:
-    add_run_arg(parser)
-    parser.add_argument(
-        "--at-round",
-        metavar="N",
-        type=round_number,
-        required=True,
-        help="the last round taken from RUN (0: none)",
-    )
-    parser.add_argument(
-        "--set",
-        dest="settings",
-        metavar="KEY=VALUE",
-        action="append",
-        default=[],
-        help="change a setting of the scenario from round N+1 on (repeatable)",
-    )
-    parser.add_argument(
-        "--into",
-        metavar="DIR",
-        type=path_arg,
-        help="the folder (such as runs) that gets the fork's new run directory "
-        "(default: the folder RUN is in)",
-    )
-    add_output_args(parser)
+    add(parser, *RUN_FLAGS, AT_ROUND, SETTINGS, INTO, *PROGRESS_FLAGS)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import argparse
 
-from ._args import add_model_args, usd
+from ._args import usd
+from ._flags import MODEL_FLAGS, PROVIDER, RUNS_DIR, Flag, add
 
 NAME = "mcp"
 HELP = (
@@ -22,26 +23,24 @@ HELP = (
 DEFAULT_MAX_BUDGET = "1.00"
 
 
+MAX_BUDGET = Flag(
+    "--max-budget",
+    metavar="USD",
+    type=usd,
+    default=usd(DEFAULT_MAX_BUDGET),
+    help=f"the largest budget one run may ask for (default: {DEFAULT_MAX_BUDGET}); a larger "
+    "ask is refused and nothing runs",
+)
+
+
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--max-budget",
-        metavar="USD",
-        type=usd,
-        default=usd(DEFAULT_MAX_BUDGET),
-        help=f"the largest budget one run may ask for (default: {DEFAULT_MAX_BUDGET}); a "
-        "larger ask is refused and nothing runs",
+    # run's model flags, with the server's own default provider and runs directory
+    provider = PROVIDER.but(help="LLM provider of every run (default: sim, the embedded simulator)")
+    runs_dir = RUNS_DIR.but(
+        help="where the server's runs go and are read from (default: runs, in the server's "
+        "working directory)"
     )
-    add_model_args(parser)
-    for action in parser._actions:
-        if action.dest == "provider":  # run's flag, with the server's own default
-            action.help = "LLM provider of every run (default: sim, the embedded simulator)"
-    parser.add_argument(
-        "--runs-dir",
-        metavar="DIR",
-        default="runs",
-        help="where the server's runs go and are read from (default: runs, in the "
-        "server's working directory)",
-    )
+    add(parser, MAX_BUDGET, provider, *MODEL_FLAGS[1:], runs_dir)
 
 
 def run(args: argparse.Namespace) -> int:

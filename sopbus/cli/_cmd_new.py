@@ -13,21 +13,25 @@ from __future__ import annotations
 import argparse
 
 from ._args import path_arg
+from ._flags import Flag, add
 
 NAME = "new"
 HELP = "write a starting team (scenario, Python roles, fixtures) into a folder"
 
 
+DIRECTORY = Flag(
+    "directory", metavar="DIR", type=path_arg, help="the folder to write into (made if missing)"
+)
+SOURCE = Flag(
+    "--from",
+    dest="source",
+    metavar="NAME",
+    help="copy this shipped scenario instead of the template (sopbus examples)",
+)
+
+
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "directory", metavar="DIR", type=path_arg, help="the folder to write into (made if missing)"
-    )
-    parser.add_argument(
-        "--from",
-        dest="source",
-        metavar="NAME",
-        help="copy this shipped scenario instead of the template (sopbus examples)",
-    )
+    add(parser, DIRECTORY, SOURCE)
 
 
 def run(args: argparse.Namespace) -> int:

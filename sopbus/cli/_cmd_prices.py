@@ -18,6 +18,7 @@ import argparse
 from typing import TYPE_CHECKING, Any
 
 from ._args import path_arg
+from ._flags import BASE_URL, JSON, Flag, add
 
 if TYPE_CHECKING:
     from sopbus.bus.money import PriceBook, Quote
@@ -26,25 +27,23 @@ NAME = "prices"
 HELP = "what a model costs per 1M input/output/cached tokens, and which source says so"
 
 
+MODEL_NAME = Flag(
+    "model",
+    metavar="MODEL",
+    nargs="?",
+    help="a model name (without it: the models sopbus ships prices for)",
+)
+PRICED_BY = Flag(
+    "--scenario",
+    metavar="FILE",
+    type=path_arg,
+    help="a scenario whose [prices] and endpoint count first",
+)
+
+
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "model",
-        metavar="MODEL",
-        nargs="?",
-        help="a model name (without it: the models sopbus ships prices for)",
-    )
-    parser.add_argument(
-        "--scenario",
-        metavar="FILE",
-        type=path_arg,
-        help="a scenario whose [prices] and endpoint count first",
-    )
-    parser.add_argument(
-        "--base-url",
-        metavar="URL",
-        help="the endpoint the model is called at (picks the provider's price)",
-    )
-    parser.add_argument("--json", action="store_true", help="print JSON instead of text")
+    endpoint = BASE_URL.but(help="the endpoint the model is called at (picks the provider's price)")
+    add(parser, MODEL_NAME, PRICED_BY, endpoint, JSON.but(help="print JSON instead of text"))
 
 
 def run(args: argparse.Namespace) -> int:

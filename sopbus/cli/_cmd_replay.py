@@ -9,23 +9,19 @@ from __future__ import annotations
 
 import argparse
 
-from ._args import add_output_args, path_arg
-from ._runref import add_run_arg, resolve_run
+from ._flags import INTO, PROGRESS_FLAGS, RUN_FLAGS, add
+from ._runref import resolve_run
 
 NAME = "replay"
 HELP = "run a run again at no cost, every LLM answer taken from its recording"
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    add_run_arg(parser)
-    parser.add_argument(
-        "--into",
-        metavar="DIR",
-        type=path_arg,
-        help="the folder (such as runs) that gets the replay's new run directory "
-        "(default: the folder RUN is in)",
+    into = INTO.but(
+        help="the folder (such as runs) that gets the replay's new run directory (default: "
+        "the folder RUN is in)"
     )
-    add_output_args(parser)
+    add(parser, *RUN_FLAGS, into, *PROGRESS_FLAGS)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -10,22 +10,26 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ._runref import add_run_arg, resolve_run
+from ._args import path_arg
+from ._flags import RUN_FLAGS, Flag, add
+from ._runref import resolve_run
 
 NAME = "report"
 HELP = "write a run's report: one offline HTML page with flow, money, calls, graph, artifacts"
 
 
+OUTPUT = Flag(
+    "-o",
+    "--output",
+    metavar="FILE",
+    type=path_arg,
+    help="where to write the page (default: report.html in the run directory)",
+)
+OPEN = Flag("--open", action="store_true", help="open the page in the default browser")
+
+
 def configure(parser: argparse.ArgumentParser) -> None:
-    add_run_arg(parser)
-    parser.add_argument(
-        "-o",
-        "--output",
-        metavar="FILE",
-        type=Path,
-        help="where to write the page (default: report.html in the run directory)",
-    )
-    parser.add_argument("--open", action="store_true", help="open the page in the default browser")
+    add(parser, *RUN_FLAGS, OUTPUT, OPEN)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -12,44 +12,30 @@ from __future__ import annotations
 
 import argparse
 
-from ._args import add_output_args, path_arg, positive_int, usd
-from ._busargs import add_bus_args
-from ._runref import add_run_arg, resolve_run
+from ._flags import BUDGET, BUS_FLAGS, HUMAN_INPUT, MAX_ROUNDS, PROGRESS_FLAGS, RUN_FLAGS, Flag, add
+from ._runref import resolve_run
 
 NAME = "resume"
 HELP = "continue a killed or stopped run in its directory, paying no completed call twice"
 
 
+FORCE = Flag(
+    "--force",
+    action="store_true",
+    help="run a completed run again, to continue past its end with new limits (without it, "
+    "resuming a completed run changes nothing and exits 0)",
+)
+
+
 def configure(parser: argparse.ArgumentParser) -> None:
-    add_run_arg(parser)
-    parser.add_argument(
-        "--budget",
-        dest="budget_usd",
-        metavar="USD",
-        type=usd,
-        help="a new budget cap in USD (above what the run has spent)",
+    budget = BUDGET.but(help="a new budget cap in USD (above what the run has spent)")
+    rounds = MAX_ROUNDS.but(help="a new round limit (for a run stopped by its round limit)")
+    human = HUMAN_INPUT.but(
+        help="answers for roles with human = true that the recording lacks, one a line (a "
+        "file or a named pipe; a JSON object for an action with output fields); default: "
+        "ask on the terminal"
     )
-    parser.add_argument(
-        "--max-rounds",
-        metavar="N",
-        type=positive_int,
-        help="a new round limit (for a run stopped by its round limit)",
-    )
-    parser.add_argument(
-        "--human-input",
-        metavar="PATH",
-        type=path_arg,
-        help="answers for roles with human = true that the recording lacks, one a "
-        "line (default: ask on the terminal)",
-    )
-    parser.add_argument(
-        "--force",
-        action="store_true",
-        help="run a completed run again, to continue past its end with new limits "
-        "(without it, resuming a completed run changes nothing and exits 0)",
-    )
-    add_output_args(parser)
-    add_bus_args(parser)
+    add(parser, *RUN_FLAGS, budget, rounds, human, FORCE, *PROGRESS_FLAGS, *BUS_FLAGS)
 
 
 def run(args: argparse.Namespace) -> int:

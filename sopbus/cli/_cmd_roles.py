@@ -13,6 +13,7 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
+from ._flags import JSON, add
 from ._runref import console
 
 NAME = "roles"
@@ -22,7 +23,7 @@ COLUMNS = ("name", "profile", "actions", "watch", "react_mode")
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--json", action="store_true", help="print a JSON array instead of a table")
+    add(parser, JSON)
 
 
 def run(args: argparse.Namespace) -> int:

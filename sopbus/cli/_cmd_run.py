@@ -9,8 +9,23 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
-from ._args import add_model_args, add_output_args, path_arg, positive_int, usd
-from ._busargs import add_bus_args
+from ._args import path_arg
+from ._flags import (
+    BUDGET,
+    BUS_FLAGS,
+    HUMAN_INPUT,
+    MAX_ROUNDS,
+    MODE,
+    MODEL_FLAGS,
+    PROGRESS_FLAGS,
+    REPORT,
+    RUNS_DIR_OVERRIDE,
+    SANDBOX,
+    SCENARIO,
+    SEED,
+    Flag,
+    add,
+)
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -36,79 +51,33 @@ OVERRIDES = (
 )
 
 
+IDEA = Flag("--idea", metavar="TEXT", help="the first message (overrides [scenario].idea)")
+RECORD = Flag(
+    "--record",
+    metavar="FILE",
+    type=path_arg,
+    help="record every LLM call into a replay cassette",
+)
+INJECT = Flag(
+    "--inject",
+    metavar="FILE",
+    type=path_arg,
+    action="append",
+    help="a TOML file of [[inject]] entries (as in a scenario: round and message), added to "
+    "the scenario's; may be given more than once",
+)
+OTEL = Flag(
+    "--otel",
+    action="store_true",
+    help="send the run's trace over OTLP/HTTP when it ends (also when an "
+    "OTEL_EXPORTER_OTLP_ENDPOINT variable is set; needs sopbus[otel])",
+)
+
+
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "scenario",
-        metavar="SCENARIO",
-        type=path_arg,
-        help="a scenario file (TOML), or the name of a shipped one (sopbus examples)",
-    )
-    parser.add_argument(
-        "--idea", metavar="TEXT", help="the first message (overrides [scenario].idea)"
-    )
-    add_model_args(parser)
-    parser.add_argument(
-        "--budget",
-        dest="budget_usd",
-        metavar="USD",
-        type=usd,
-        help="budget cap in USD (overrides [run].budget_usd)",
-    )
-    parser.add_argument(
-        "--max-rounds",
-        metavar="N",
-        type=positive_int,
-        help="round limit (overrides [run].max_rounds)",
-    )
-    parser.add_argument("--seed", metavar="N", type=int, help="seed (overrides [run].seed)")
-    parser.add_argument(
-        "--mode", choices=("rounds", "events"), help="scheduling (overrides [run].mode)"
-    )
-    parser.add_argument(
-        "--runs-dir", metavar="DIR", help="where run directories go (overrides [run].runs_dir)"
-    )
-    parser.add_argument(
-        "--sandbox",
-        choices=("auto", "bwrap", "local"),
-        help="how model-written code runs (overrides [sandbox].backend): bwrap "
-        "isolates it (bubblewrap), local does not, auto takes bwrap when "
-        "installed",
-    )
-    parser.add_argument(
-        "--record",
-        metavar="FILE",
-        type=path_arg,
-        help="record every LLM call into a replay cassette",
-    )
-    parser.add_argument(
-        "--inject",
-        metavar="FILE",
-        type=path_arg,
-        action="append",
-        help="a TOML file of [[inject]] entries (as in a scenario: round and "
-        "message), added to the scenario's; may be given more than once",
-    )
-    parser.add_argument(
-        "--human-input",
-        metavar="PATH",
-        type=path_arg,
-        help="answers for roles with human = true, one a line (a file or a named "
-        "pipe; a JSON object for an action with output fields); default: ask "
-        "on the terminal",
-    )
-    parser.add_argument(
-        "--otel",
-        action="store_true",
-        help="send the run's trace over OTLP/HTTP when it ends (also when an "
-        "OTEL_EXPORTER_OTLP_ENDPOINT variable is set; needs sopbus[otel])",
-    )
-    parser.add_argument(
-        "--report",
-        action="store_true",
-        help="write the run's HTML report (report.html in the run directory) at the end",
-    )
-    add_output_args(parser)
-    add_bus_args(parser)
+    add(parser, SCENARIO, IDEA, *MODEL_FLAGS, BUDGET, MAX_ROUNDS, SEED, MODE)
+    add(parser, RUNS_DIR_OVERRIDE, SANDBOX, RECORD, INJECT, HUMAN_INPUT, OTEL, REPORT)
+    add(parser, *PROGRESS_FLAGS, *BUS_FLAGS)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -155,5 +124,10 @@ def with_injections(scenario: Scenario, path: Path) -> Scenario:
 
 
 def overrides(args: argparse.Namespace) -> dict[str, Any]:
-    """The override flags the user gave (``None`` ones left out)."""
-    return {name: value for name in OVERRIDES if (value := getattr(args, name, None)) is not None}
+    """The override flags the user gave (``None`` ones left out), as the scenario holds
+    them: ``--runs-dir`` parses to a path, as in every command, and ``[run].runs_dir`` is
+    text."""
+    given = {name: value for name in OVERRIDES if (value := getattr(args, name, None)) is not None}
+    if "runs_dir" in given:
+        given["runs_dir"] = str(given["runs_dir"])
+    return given

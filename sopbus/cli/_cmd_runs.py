@@ -13,7 +13,6 @@ for a run id beside the rest, each run takes two lines.
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -21,7 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 from sopbus.bus._layout import EVENTS
 
-from ._runref import add_runs_dir, console, first_event, run_dirs, started_at
+from ._flags import JSON, RUNS_DIR, add
+from ._runref import console, first_event, run_dirs, started_at
 
 if TYPE_CHECKING:
     from sopbus.bus import RunSummary
@@ -33,19 +33,17 @@ KILLED, UNFINISHED = "killed?", "unfinished"
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    add_runs_dir(parser)
-    parser.add_argument("--json", action="store_true", help="print a JSON array instead of a table")
+    add(parser, RUNS_DIR, JSON)
 
 
 def run(args: argparse.Namespace) -> int:
+    from ._fit import print_listing
+
     rows = [run_row(d) for d in run_dirs(args.runs_dir)]
-    if args.json:
-        print(json.dumps(rows, indent=2))
-        return 0
-    if not rows:
-        print(f"no runs in {args.runs_dir}/")
-        return 0
-    _print_table(rows, args.runs_dir)
+    empty = f"no runs in {args.runs_dir}/"
+    print_listing(
+        rows, as_json=args.json, empty=empty, table=lambda: _print_table(rows, args.runs_dir)
+    )
     return 0
 
 

@@ -25,7 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from ._args import whole_number
-from ._runref import EVENTS, add_run_arg, console, resolve_run
+from ._flags import JSON, RUN_FLAGS, Flag, add
+from ._runref import EVENTS, console, resolve_run
 
 NAME = "show"
 HELP = "the message timeline of a run: round, from, to, cause_by, first line of content"
@@ -34,30 +35,33 @@ UNDELIVERED = "undelivered"
 _COLUMNS = ("round", "id", "from", "to", "cause_by")  # then "content"
 
 
+FULL = Flag("--full", action="store_true", help="print every message whole")
+ROLE = Flag(
+    "--role", action="append", metavar="NAME", help="only messages sent by this role (repeatable)"
+)
+ACTION = Flag(
+    "--action",
+    action="append",
+    metavar="NAME",
+    help="only messages caused by this action (repeatable)",
+)
+ROUND = Flag(
+    "--round",
+    action="append",
+    metavar="N",
+    type=whole_number(0, "a round number"),
+    help="only messages of this round (repeatable)",
+)
+
+
 def configure(parser: argparse.ArgumentParser) -> None:
-    add_run_arg(parser)
-    output = parser.add_mutually_exclusive_group()
-    output.add_argument("--json", action="store_true", help="print JSON lines, one per message")
-    output.add_argument("--full", action="store_true", help="print every message whole")
-    parser.add_argument(
-        "--role",
-        action="append",
-        metavar="NAME",
-        help="only messages sent by this role (repeatable)",
+    add(parser, *RUN_FLAGS)
+    add(
+        parser.add_mutually_exclusive_group(),
+        JSON.but(help="print JSON lines, one per message"),
+        FULL,
     )
-    parser.add_argument(
-        "--action",
-        action="append",
-        metavar="NAME",
-        help="only messages caused by this action (repeatable)",
-    )
-    parser.add_argument(
-        "--round",
-        action="append",
-        metavar="N",
-        type=whole_number(0, "a round number"),
-        help="only messages of this round (repeatable)",
-    )
+    add(parser, ROLE, ACTION, ROUND)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -1,4 +1,4 @@
-"""``sopbus sweep SCENARIO [--seeds N | --seed A..B] [--set key=v1,v2 ...] [--jobs J]
+"""``sopbus sweep SCENARIO [--seeds N | --seed A..B] [--set key=v1,v2 ...] [--jobs N]
 [--budget USD] [--runs-dir DIR]``, and ``sopbus sweep --resume ID``.
 
 Runs every variant (the product of the ``--set`` values, and of ``[sweep.set]`` in the
@@ -9,7 +9,7 @@ line per run as it ends and a table per variant at the end. Exit codes: 0 every 
 out and runs were skipped, 130 interrupted (resume with ``--resume ID``).
 See :mod:`sopbus.sweep`.
 
-With ``--bus nats://HOST:PORT [--lease S]`` the runs go onto a JetStream work queue and
+With ``--bus nats://HOST:PORT [--lease SECONDS]`` the runs go onto a JetStream work queue and
 ``sopbus worker --bus URL`` processes on any machine execute them, all under the sweep's
 budget in a NATS KV key (:mod:`sopbus.sweep._dispatch`); the run directories stay on
 the workers.
@@ -21,7 +21,21 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
-from ._args import add_model_args, path_arg, positive_int, usd
+from ._args import positive_int
+from ._flags import (
+    BUDGET,
+    BUS,
+    JOBS,
+    LEASE,
+    PRICE_OF_FILE,
+    RUNS_DIR_OVERRIDE,
+    SCENARIO,
+    SEED,
+    SETTINGS,
+    SWEEPS_DIR,
+    Flag,
+    add,
+)
 
 if TYPE_CHECKING:
     from sopbus.sweep._record import SweepDir, SweepRecord
@@ -30,117 +44,100 @@ NAME = "sweep"
 HELP = "run a scenario's variants x seeds, --jobs at a time, under one budget"
 
 
+SEEDS = Flag("--seeds", metavar="N", type=positive_int, help="seeds 0 to N-1")
+# One seed or a range: not run's --seed (an int), which this one keeps the name of.
+SEED_RANGE = Flag(
+    "--seed", metavar="A..B", help="seeds A to B (inclusive), or one seed", homonym_of=SEED
+)
+RESUME = Flag(
+    "--resume",
+    metavar="ID",
+    help="continue an interrupted sweep: keep finished runs, resume interrupted ones, start "
+    "the missing ones",
+)
+
+
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "scenario",
-        metavar="SCENARIO",
-        type=path_arg,
-        nargs="?",
-        help="a scenario file (TOML); its [sweep] table may declare the matrix",
+    scenario = SCENARIO.but(
+        nargs="?", help="a scenario file (TOML); its [sweep] table may declare the matrix"
     )
-    parser.add_argument("--seeds", metavar="N", type=positive_int, help="seeds 0 to N-1")
-    parser.add_argument("--seed", metavar="A..B", help="seeds A to B (inclusive), or one seed")
-    parser.add_argument(
-        "--set",
-        dest="settings",
+    settings = SETTINGS.but(
         metavar="KEY=V1,V2",
-        action="append",
-        default=[],
-        help="values to try for a dotted key of the scenario (repeatable; "
-        "the variants are every combination)",
+        help="values to try for a dotted key of the scenario (repeatable; the variants are "
+        "every combination)",
     )
-    parser.add_argument(
-        "--jobs",
-        metavar="J",
-        type=positive_int,
-        help="runs at a time (default: the cores; 4 for a real provider)",
+    add(parser, scenario, SEEDS, SEED_RANGE, settings, JOBS)
+    add(parser, BUDGET.but(help="the whole sweep's budget cap"), RUNS_DIR_OVERRIDE)
+    add(parser, PRICE_OF_FILE, SWEEPS_DIR.but(help="where sweep directories go (default: sweeps)"))
+    bus = BUS.but(
+        help="run on NATS: queue the runs on the JetStream server at URL (nats://HOST:PORT) "
+        "for `sopbus worker --bus URL` processes"
     )
-    parser.add_argument("--budget", metavar="USD", type=usd, help="the whole sweep's budget cap")
-    parser.add_argument("--runs-dir", metavar="DIR", help="where the run directories go")
-    add_model_args(parser, model=False)
-    parser.add_argument(
-        "--sweeps-dir",
-        metavar="DIR",
-        type=path_arg,
-        default=path_arg("sweeps"),
-        help="where sweep directories go (default: sweeps)",
-    )
-    parser.add_argument(
-        "--bus",
-        metavar="URL",
-        help="run on NATS: queue the runs on the JetStream server at URL "
-        "(nats://HOST:PORT) for `sopbus worker --bus URL` processes",
-    )
-    parser.add_argument(
-        "--lease",
-        metavar="S",
-        type=float,
-        default=30.0,
-        help="with --bus: seconds a worker may go silent before its run goes "
-        "to another worker (default: 30)",
-    )
-    parser.add_argument(
-        "--resume",
-        metavar="ID",
-        help="continue an interrupted sweep: keep finished runs, resume "
-        "interrupted ones, start the missing ones",
-    )
+    add(parser, bus, LEASE, RESUME)
 
 
 def run(args: argparse.Namespace) -> int:
     from sopbus.bus import ConfigError
-    from sopbus.sweep._record import resolve_sweep
-    from sopbus.sweep._start import SweepArgs, new_sweep, resumed_sweep
 
-    if args.lease <= 0:
-        raise ConfigError(f"--lease {args.lease}: expected seconds greater than 0")
     if args.bus is not None and not args.bus.startswith(("nats://", "tls://")):
+        # Said before the sweep directory is written (run and worker probe the server).
         raise ConfigError(
             f"--bus {args.bus!r}: expected a NATS server's URL, such as nats://127.0.0.1:4222"
         )
     if args.resume is not None:
-        given = [
-            f
-            for f, v in (
-                ("SCENARIO", args.scenario),
-                ("--seeds", args.seeds),
-                ("--seed", args.seed),
-                ("--set", args.settings),
-                ("--runs-dir", args.runs_dir),
-                ("--price", args.price),
-            )
-            if v
-        ]
-        if given:
-            raise ConfigError(
-                f"--resume continues the sweep as it was planned; drop "
-                f"{', '.join(given)} (only --jobs and --budget may change)"
-            )
-        sdir = resolve_sweep(args.resume, args.sweeps_dir)
-        record = resumed_sweep(sdir, jobs=args.jobs, budget=args.budget)
+        sdir, record = _resumed(args)
     elif args.scenario is None:
         raise ConfigError("sopbus sweep needs a SCENARIO file, or --resume ID")
     else:
-        from sopbus._examples import scenario_path
-
-        sdir, record = new_sweep(
-            SweepArgs(
-                scenario=scenario_path(args.scenario),
-                seeds=args.seeds,
-                seed=args.seed,
-                settings=tuple(args.settings),
-                jobs=args.jobs,
-                budget=args.budget,
-                runs_dir=args.runs_dir,
-                sweeps_dir=args.sweeps_dir,
-                bus=args.bus,
-                price=args.price,
-            )
-        )
+        sdir, record = _planned(args)
     try:
         return _execute(sdir, record, args.lease)
     finally:
         sdir.unlock()
+
+
+def _resumed(args: argparse.Namespace) -> tuple[SweepDir, SweepRecord]:
+    """``--resume ID``: the sweep as it was planned; only --jobs and --budget may change."""
+    from sopbus.bus import ConfigError
+    from sopbus.sweep._record import resolve_sweep
+    from sopbus.sweep._start import resumed_sweep
+
+    planned = (
+        ("SCENARIO", args.scenario),
+        ("--seeds", args.seeds),
+        ("--seed", args.seed),
+        ("--set", args.settings),
+        ("--runs-dir", args.runs_dir),
+        ("--price", args.price),
+    )
+    given = [name for name, value in planned if value]
+    if given:
+        raise ConfigError(
+            f"--resume continues the sweep as it was planned; drop "
+            f"{', '.join(given)} (only --jobs and --budget may change)"
+        )
+    sdir = resolve_sweep(args.resume, args.sweeps_dir)
+    return sdir, resumed_sweep(sdir, jobs=args.jobs, budget=args.budget_usd)
+
+
+def _planned(args: argparse.Namespace) -> tuple[SweepDir, SweepRecord]:
+    from sopbus._examples import scenario_path
+    from sopbus.sweep._start import SweepArgs, new_sweep
+
+    return new_sweep(
+        SweepArgs(
+            scenario=scenario_path(args.scenario),
+            seeds=args.seeds,
+            seed=args.seed,
+            settings=tuple(args.settings),
+            jobs=args.jobs,
+            budget=args.budget_usd,
+            runs_dir=None if args.runs_dir is None else str(args.runs_dir),
+            sweeps_dir=args.sweeps_dir,
+            bus=args.bus,
+            price=args.price,
+        )
+    )
 
 
 def _say(line: str) -> None:

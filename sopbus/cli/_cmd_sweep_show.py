@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
-from ._args import path_arg
+from ._flags import CSV, JSON, REPORT, SWEEPS_DIR, Flag, add
 
 if TYPE_CHECKING:
     from decimal import Decimal
@@ -22,25 +22,17 @@ NAME = "sweep-show"
 HELP = "compare a sweep's variants: pass rate, spend, tokens, time, rounds, end reasons"
 
 
+SWEEP = Flag("sweep", metavar="ID", help="a sweep id, a sweep directory, or 'last'")
+
+
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("sweep", metavar="ID", help="a sweep id, a sweep directory, or 'last'")
-    parser.add_argument(
-        "--sweeps-dir",
-        metavar="DIR",
-        type=path_arg,
-        default=path_arg("sweeps"),
-        help="where sweep directories are (default: sweeps)",
+    add(parser, SWEEP, SWEEPS_DIR)
+    page = REPORT.but(
+        help="write the sweep's page (spend against pass rate per variant, spend per run, a "
+        "link to each run's report, which is written if missing) to report.html in the sweep "
+        "directory"
     )
-    form = parser.add_mutually_exclusive_group()
-    form.add_argument("--json", action="store_true", help="print the rows as JSON")
-    form.add_argument("--csv", action="store_true", help="print the rows as CSV")
-    form.add_argument(
-        "--report",
-        action="store_true",
-        help="write the sweep's page (spend against pass rate per variant, spend "
-        "per run, a link to each run's report, which is written if missing) "
-        "to report.html in the sweep directory",
-    )
+    add(parser.add_mutually_exclusive_group(), JSON.but(help="print the rows as JSON"), CSV, page)
 
 
 def run(args: argparse.Namespace) -> int:

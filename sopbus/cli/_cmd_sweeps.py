@@ -7,37 +7,29 @@ many runs ended, were skipped or are left, spend against the sweep's budget, and
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from typing import Any
 
-from ._args import path_arg
+from ._flags import JSON, SWEEPS_DIR, add
 
 NAME = "sweeps"
 HELP = "list the sweeps in a sweeps directory, newest first"
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--sweeps-dir",
-        metavar="DIR",
-        type=path_arg,
-        default=path_arg("sweeps"),
-        help="where sweep directories are (default: sweeps)",
-    )
-    parser.add_argument("--json", action="store_true", help="print a JSON array instead of a table")
+    add(parser, SWEEPS_DIR, JSON)
 
 
 def run(args: argparse.Namespace) -> int:
     from sopbus.sweep._record import sweep_dirs
 
+    from ._fit import print_listing
+
     rows = [sweep_row(d) for d in sweep_dirs(args.sweeps_dir)]
-    if args.json:
-        print(json.dumps(rows, indent=2))
-    elif not rows:
-        print(f"no sweeps in {args.sweeps_dir}/")
-    else:
-        _print_table(rows, str(args.sweeps_dir))
+    empty = f"no sweeps in {args.sweeps_dir}/"
+    print_listing(
+        rows, as_json=args.json, empty=empty, table=lambda: _print_table(rows, str(args.sweeps_dir))
+    )
     return 0
 
 

@@ -21,7 +21,7 @@ import json
 import sys
 from typing import TYPE_CHECKING
 
-from ._args import add_model_args, path_arg
+from ._flags import MODEL_FLAGS, SCENARIO, Flag, add
 
 if TYPE_CHECKING:
     from sopbus.bus import RoleSpec, Scenario
@@ -31,19 +31,15 @@ NAME = "validate"
 HELP = "check a scenario file and print what it declares, without running it"
 
 
+MERMAID = Flag(
+    "--mermaid",
+    action="store_true",
+    help="print the watch graph as a Mermaid flowchart (warnings to stderr)",
+)
+
+
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "scenario",
-        metavar="SCENARIO",
-        type=path_arg,
-        help="a scenario file (TOML), or the name of a shipped one (sopbus examples)",
-    )
-    parser.add_argument(
-        "--mermaid",
-        action="store_true",
-        help="print the watch graph as a Mermaid flowchart (warnings to stderr)",
-    )
-    add_model_args(parser)
+    add(parser, SCENARIO, MERMAID, *MODEL_FLAGS)
 
 
 class Report:

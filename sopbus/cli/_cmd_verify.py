@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ._args import path_arg
-from ._runref import add_run_arg, resolve_run
+from ._flags import RUN_FLAGS, Flag, add
+from ._runref import resolve_run
 
 if TYPE_CHECKING:
     from sopbus._assemble._recheck import Recheck
@@ -29,20 +30,22 @@ NAME = "verify"
 HELP = "check that a run's event logs, cost ledger, answers, summary, artifacts and receipts are intact"
 
 
+KEY_FILE = Flag(
+    "--key-file",
+    metavar="FILE",
+    type=path_arg,
+    help="check the run's keyed seal with the key in FILE (default: $SOPBUS_SEAL_KEY)",
+)
+NO_REPLAY = Flag(
+    "--no-replay",
+    action="store_true",
+    help="do not replay the recorded answers to check the messages (faster; an edited "
+    "message that was sealed again then goes unseen)",
+)
+
+
 def configure(parser: argparse.ArgumentParser) -> None:
-    add_run_arg(parser)
-    parser.add_argument(
-        "--key-file",
-        metavar="FILE",
-        type=path_arg,
-        help="check the run's keyed seal with the key in FILE (default: $SOPBUS_SEAL_KEY)",
-    )
-    parser.add_argument(
-        "--no-replay",
-        action="store_true",
-        help="do not replay the recorded answers to check the messages (faster; an edited "
-        "message that was sealed again then goes unseen)",
-    )
+    add(parser, *RUN_FLAGS, KEY_FILE, NO_REPLAY)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -24,7 +24,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ._args import path_arg, positive_int
+from ._args import path_arg
+from ._flags import BUS, JOBS, LEASE, RUNS_DIR, Flag, add
 
 if TYPE_CHECKING:
     from sopbus.bus.nats._claims import ScenarioPlan
@@ -34,54 +35,34 @@ NAME = "worker"
 HELP = "host roles of runs (sopbus run --bus URL) and take sweep runs (sopbus sweep --bus URL) over NATS"
 
 
+ROLES = Flag(
+    "--roles", metavar="A,B", help="the roles this worker may host (comma-separated; default: any)"
+)
+ONE_RUN = Flag("--run", metavar="RUN", help="host roles of this run only, and exit when it ends")
+WORKDIR = Flag(
+    "--workdir",
+    metavar="DIR",
+    type=path_arg,
+    default=path_arg(".sopbus-worker"),
+    help="where runs' files and artifacts are mirrored (default: .sopbus-worker)",
+)
+WORKER_ID = Flag(
+    "--id",
+    dest="worker_id",
+    metavar="NAME",
+    help="this worker's name in claims (default: host-pid-random)",
+)
+
+
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--bus",
-        metavar="URL",
+    bus = BUS.but(
         required=True,
         help="the NATS server of the runs (nats://HOST:PORT, 2.10+ with JetStream)",
     )
-    parser.add_argument(
-        "--run", metavar="RUN", help="host roles of this run only, and exit when it ends"
-    )
-    parser.add_argument(
-        "--roles",
-        metavar="A,B",
-        help="the roles this worker may host (comma-separated; default: any)",
-    )
-    parser.add_argument(
-        "--workdir",
-        metavar="DIR",
-        type=Path,
-        default=Path(".sopbus-worker"),
-        help="where runs' files and artifacts are mirrored (default: .sopbus-worker)",
-    )
-    parser.add_argument(
-        "--lease",
-        metavar="SECONDS",
-        type=float,
-        default=10.0,
-        help="how long a claim outlives a silent worker (default 10)",
-    )
-    parser.add_argument(
-        "--jobs",
-        metavar="N",
-        type=positive_int,
-        help="sweep runs taken from the work queues at once (default: the cores)",
-    )
-    parser.add_argument(
-        "--runs-dir",
-        metavar="DIR",
-        type=path_arg,
-        default=path_arg("runs"),
-        help="where the directories of sweep runs go (default: runs)",
-    )
-    parser.add_argument(
-        "--id",
-        dest="worker_id",
-        metavar="NAME",
-        help="this worker's name in claims (default: host-pid-random)",
-    )
+    lease = LEASE.but(default=10.0, help="how long a claim outlives a silent worker (default: 10)")
+    jobs = JOBS.but(help="sweep runs taken from the work queues at once (default: the cores)")
+    runs_dir = RUNS_DIR.but(help="where the directories of sweep runs go (default: runs)")
+    add(parser, bus, ONE_RUN, ROLES, WORKDIR, lease, jobs, runs_dir, WORKER_ID)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -14,8 +14,23 @@ terminal's width, its continuation lines indented under the text, names never sp
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
+
+
+def print_listing(
+    rows: Sequence[Mapping[str, Any]], *, as_json: bool, empty: str, table: Callable[[], None]
+) -> None:
+    """What a listing command (``runs``, ``sweeps``) prints: its rows as a JSON array with
+    ``--json``, else ``empty`` when there are none, else its ``table``."""
+    if as_json:
+        import json
+
+        print(json.dumps(rows, indent=2))
+    elif not rows:
+        print(empty)
+    else:
+        table()
 
 
 class Field(NamedTuple):

@@ -55,13 +55,55 @@ it with validate_scenario, run it with run_scenario (budget required), then read
 with run_summary, run_costs and run_messages."""
 
 
+READING = ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False)
+RUNNING = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=True)
+
+# What each tool is for, in the words a model reads; the tools on the model and the budget
+# say which (list_examples and the readers do not depend on the settings).
+DESCRIPTIONS = {
+    "list_examples": "List the scenarios that ship with sopbus: name, what the team does, "
+    "and file path. Pass a name to validate_scenario or run_scenario.",
+    "validate_scenario": "Check a scenario without running it, as `sopbus validate` does (the "
+    "file, the team, the prices of {model}). Returns valid, errors (each naming the file, the "
+    "$.path and the fix), warnings, what the scenario declares and its watch graph. An "
+    "unknown scenario is a tool error.",
+    "run_scenario": "Run a scenario to its end on {model}, under a budget cap in USD "
+    "(required, at most {max_budget}: a larger ask is refused and nothing runs). Returns "
+    "run_id, status (completed, budget_exhausted, cancelled), end_reason, the SOP's verdict, "
+    "ok (completed and verdict passed), spend against the cap and run_dir. A run that fails "
+    "is a tool error with the reason and its run id. Runs go to the server's runs directory.",
+    "run_summary": "A finished run's summary.json: status, end_reason, verdict, rounds, "
+    "messages, llm_calls, tokens, total_usd against budget_usd (decimal strings), provider, "
+    "model, duration.",
+    "run_costs": "What a run spent, as `sopbus costs RUN --json`: total_usd against "
+    "budget_usd, calls and outcomes, grouped by_role, by_action and by_model, and why it "
+    "stopped spending (money as decimal strings; simulated is true for the embedded "
+    "simulator's runs).",
+    "run_messages": "A run's message timeline, as `sopbus show RUN --json`: each message's "
+    "id, round, from, to, cause_by (the action), whole content, parents and, when nobody "
+    "received it, why. Optionally one round or one sender only.",
+}
+
+
 def build(settings: ServerSettings) -> MCPServer:
     """The server with its six tools, each described for a model to use without docs."""
     server = MCPServer("sopbus", instructions=INSTRUCTIONS, log_level="WARNING")
-    reading = ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False)
+    words = {"model": _model_words(settings), "max_budget": settings.max_budget}
+    for tool in (list_examples, *_scenario_tools(settings), *_run_readers(settings)):
+        server.add_tool(
+            tool,
+            description=DESCRIPTIONS[tool.__name__].format(**words),
+            annotations=RUNNING if tool.__name__ == "run_scenario" else READING,
+        )
+    return server
 
-    async def list_examples() -> tools.Examples:
-        return tools.list_examples()
+
+async def list_examples() -> tools.Examples:
+    return tools.list_examples()
+
+
+def _scenario_tools(settings: ServerSettings) -> tuple[Callable[..., Awaitable[Any]], ...]:
+    """validate_scenario and run_scenario, on the server's model and budget limit."""
 
     async def validate_scenario(scenario: Scenario) -> tools.Validation:
         # In a worker thread: validate starts a scenario's MCP servers on a trio loop of its
@@ -96,6 +138,12 @@ def build(settings: ServerSettings) -> MCPServer:
             )
         )
 
+    return validate_scenario, run_scenario
+
+
+def _run_readers(settings: ServerSettings) -> tuple[Callable[..., Awaitable[Any]], ...]:
+    """run_summary, run_costs and run_messages, reading the server's runs directory."""
+
     async def run_summary(run: RunRef) -> dict[str, Any]:
         return await _answer(lambda: tools.summary(run, settings))
 
@@ -113,56 +161,7 @@ def build(settings: ServerSettings) -> MCPServer:
     ) -> dict[str, Any]:
         return await _answer(lambda: tools.messages(run, settings, round=round, role=role))
 
-    model = _model_words(settings)
-    server.add_tool(
-        list_examples,
-        description="List the scenarios that ship with sopbus: name, what the team does, and "
-        "file path. Pass a name to validate_scenario or run_scenario.",
-        annotations=reading,
-    )
-    server.add_tool(
-        validate_scenario,
-        description="Check a scenario without running it, as `sopbus validate` does (the "
-        f"file, the team, the prices of {model}). Returns valid, errors (each naming the "
-        "file, the $.path and the fix), warnings, what the scenario declares and its watch "
-        "graph. An unknown scenario is a tool error.",
-        annotations=reading,
-    )
-    server.add_tool(
-        run_scenario,
-        description=f"Run a scenario to its end on {model}, under a budget cap in USD "
-        f"(required, at most {settings.max_budget}: a larger ask is refused and nothing "
-        f"runs). Returns run_id, status (completed, budget_exhausted, cancelled), "
-        "end_reason, the SOP's verdict, ok (completed and verdict passed), spend against "
-        "the cap and run_dir. A run that fails is a tool error with the reason and its "
-        "run id. Runs go to the server's runs directory.",
-        annotations=ToolAnnotations(
-            read_only_hint=False, destructive_hint=False, open_world_hint=True
-        ),
-    )
-    server.add_tool(
-        run_summary,
-        description="A finished run's summary.json: status, end_reason, verdict, rounds, "
-        "messages, llm_calls, tokens, total_usd against budget_usd (decimal strings), "
-        "provider, model, duration.",
-        annotations=reading,
-    )
-    server.add_tool(
-        run_costs,
-        description="What a run spent, as `sopbus costs RUN --json`: total_usd against "
-        "budget_usd, calls and outcomes, grouped by_role, by_action and by_model, and "
-        "why it stopped spending (money as decimal strings; simulated is true for the "
-        "embedded simulator's runs).",
-        annotations=reading,
-    )
-    server.add_tool(
-        run_messages,
-        description="A run's message timeline, as `sopbus show RUN --json`: each message's "
-        "id, round, from, to, cause_by (the action), whole content, parents and, when "
-        "nobody received it, why. Optionally one round or one sender only.",
-        annotations=reading,
-    )
-    return server
+    return run_summary, run_costs, run_messages
 
 
 def serve(settings: ServerSettings) -> None:

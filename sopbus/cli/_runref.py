@@ -23,24 +23,6 @@ DEFAULT_RUNS_DIR = "runs"
 LAST = "last"
 
 
-def add_runs_dir(parser: Any) -> None:
-    """The ``--runs-dir`` flag that every command reading runs takes."""
-    parser.add_argument(
-        "--runs-dir",
-        metavar="DIR",
-        type=Path,
-        default=Path(DEFAULT_RUNS_DIR),
-        help=f"where run directories are (default: {DEFAULT_RUNS_DIR})",
-    )
-
-
-def add_run_arg(parser: Any) -> None:
-    parser.add_argument(
-        "run", metavar="RUN", help=f"a run id, a run directory, or '{LAST}' (the most recent run)"
-    )
-    add_runs_dir(parser)
-
-
 def is_run_dir(path: Path) -> bool:
     return (path / EVENTS).is_file()
 
