@@ -41,8 +41,8 @@ if TYPE_CHECKING:
     from ._protocol import Provider as Provider
     from ._protocol import Usage as Usage
     from ._run import Injection as Injection
+    from ._run import RunGateway as RunGateway
     from ._run import Runner as Runner
-    from ._run import RunResult as RunResult
     from ._run import StopCondition as StopCondition
     from ._run import WriteArtifact as WriteArtifact
     from ._run import run_team as run_team
@@ -64,6 +64,7 @@ if TYPE_CHECKING:
     from .llm._replay import ReplayProvider as ReplayProvider
     from .llm._replay import request_key as request_key
     from .llm._sim import SimProvider as SimProvider
+    from .llm._stats import GatewayStats as GatewayStats
     from .money._budget import Budget as Budget
     from .money._costs import cost_report as cost_report
     from .money._costs import ledger_csv as ledger_csv
@@ -130,7 +131,7 @@ _WHERE: dict[str, str] = {
     "decode_event": "._events",
     "read_events": "._events",
     "Injection": "._run",
-    "RunResult": "._run",
+    "RunGateway": "._run",
     "Runner": "._run",
     "StopCondition": "._run",
     "WriteArtifact": "._run",
@@ -161,6 +162,7 @@ _WHERE: dict[str, str] = {
     "request_key": ".llm._replay",
     "HUMAN_MODEL": ".llm._human",
     "SimProvider": ".llm._sim",
+    "GatewayStats": ".llm._stats",
     "load_fixtures": ".llm._fixtures",
     "load_scenario": ".scenario._load",
     "scenario_to_builtins": ".scenario._load",

@@ -211,30 +211,21 @@ class Environment:
         given, are stamped on each message that names none (the run loop passes the ids of
         what the publishing turn read).
 
-        The hot path of the bus, so the common case (broadcast by ``cause_by``) is inlined.
-        """
+        Each message is stamped (id, round), routed (:meth:`recipients`: the contract),
+        delivered in publish order, and recorded; the records of one publish go to the
+        log together."""
         rnd = self.round if round is None else round
+        records = _Records(self._log_all or self._write) if self._log is not None else None
         inboxes, waiters, ready = self._inboxes, self._waiters, self._ready
-        by_action, members = self._by_action, self._members
-        records: list[Any] | None = [] if self._log is not None else None
-        hand = self._log_all if self._log_all is not None else self._write
-        # the last logged message with 2+ parents written out
-        shared_id, shared = "", ()  # type: tuple[str, tuple[str, ...]]
+        recipients_of = self.recipients
         n, delivered, dropped = self.published, 0, 0
         out = []
         for message in messages:
             n += 1
-            if parents and not message.parents:
-                message = _replace(message, id=f"m{n}", round=rnd, parents=parents)
-            else:
-                message = _replace(message, id=f"m{n}", round=rnd)
-            if message.send_to:
-                recipients: tuple[str, ...] = self._named(message)
-            else:
-                recipients = by_action.get(message.cause_by, ())
-                sender = message.sent_from
-                if sender in members and sender in recipients:
-                    recipients = tuple([r for r in recipients if r != sender])
+            message = _stamped(message, f"m{n}", rnd, parents)
+            recipients = recipients_of(message)
+            # Delivered in publish order; an inbox that was empty puts its role on the list
+            # of roles with news (and, in events mode, wakes it). Inlined: the hot path.
             for name in recipients:
                 inbox = inboxes[name]
                 if not inbox:
@@ -242,34 +233,30 @@ class Environment:
                     if waiters and name in waiters:
                         waiters.pop(name).set()
                 inbox.append(message)
-            if recipients:
-                delivered += len(recipients)
-            else:
-                dropped += 1
+            delivered += len(recipients)
+            dropped += not recipients
             if records is not None:
-                if len(message.parents) < 2:
-                    records.append(
-                        MessagePublished(message, recipients)
-                        if recipients
-                        else _undelivered(message, "")
-                    )
-                elif message.parents == shared:
-                    records.append(_record(_replace(message, parents=()), recipients, shared_id))
-                else:
-                    shared_id, shared = message.id, message.parents
-                    records.append(_record(message, recipients, ""))
-                if len(records) == _CHUNK:
-                    hand(records)  # while they are fresh in the cache
-                    records = []
+                records.add(message, recipients)
             out.append(message)
-        self.published, self.deliveries, self.undelivered = (
-            n,
-            self.deliveries + delivered,
-            self.undelivered + dropped,
-        )
-        if records:
-            hand(records)
+        self.published = n
+        self.deliveries += delivered
+        self.undelivered += dropped
+        if records is not None:
+            records.hand_over()
         return out
+
+    def recipients(self, message: Message) -> tuple[str, ...]:
+        """Who ``message`` goes to, by the contract: every role that ``send_to`` names (by
+        name or alias) or, when it names none, every role that watches ``cause_by``; never
+        its sender. In the order they were named, or joined. O(recipients)."""
+        if message.send_to:
+            return self._named(message)
+        watchers = self._by_action.get(message.cause_by, ())
+        sender = message.sent_from
+        # The membership test first: most senders are roles, few watch their own action.
+        if sender in self._members and sender in watchers:
+            return tuple([r for r in watchers if r != sender])
+        return watchers
 
     def _write(self, records: list[Any]) -> None:
         assert self._log is not None
@@ -284,6 +271,46 @@ class Environment:
             if name is not None and name != sender and name not in found:
                 found.append(name)
         return tuple(found)
+
+
+def _stamped(message: Message, id: str, rnd: int, parents: tuple[str, ...]) -> Message:
+    """``message`` with its id and round, and ``parents`` when it names none."""
+    if parents and not message.parents:
+        return _replace(message, id=id, round=rnd, parents=parents)
+    return _replace(message, id=id, round=rnd)
+
+
+class _Records:
+    """The log records of one publish, handed to the log in chunks of ``_CHUNK`` while they
+    are fresh in the cache. The messages of one step usually answer the same news: a
+    message with the same two or more parents as the last one written out names that one
+    instead (``parents_as``) of repeating them."""
+
+    __slots__ = ("_hand", "_records", "_shared", "_shared_id")
+
+    def __init__(self, hand: Callable[[list[Any]], None]):
+        self._hand = hand
+        self._records: list[Any] = []
+        self._shared_id, self._shared = "", ()  # type: str, tuple[str, ...]
+
+    def add(self, message: Message, recipients: tuple[str, ...]) -> None:
+        if len(message.parents) < 2:
+            record = (
+                MessagePublished(message, recipients) if recipients else _undelivered(message, "")
+            )
+        elif message.parents == self._shared:
+            record = _record(_replace(message, parents=()), recipients, self._shared_id)
+        else:
+            self._shared_id, self._shared = message.id, message.parents
+            record = _record(message, recipients, "")
+        self._records.append(record)
+        if len(self._records) == _CHUNK:
+            self.hand_over()
+
+    def hand_over(self) -> None:
+        if self._records:
+            self._hand(self._records)
+            self._records = []
 
 
 def _record(message: Message, recipients: tuple[str, ...], parents_as: str) -> Any:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import time
 import traceback
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import msgspec
 import trio
@@ -33,6 +33,8 @@ from ._member import LLMGateway, Member, ToolService, Turn
 from ._message import Message
 from ._summary import RunSummary
 from ._verdict import Judge, RunRecord, Verdict, judge_run
+from .llm._stats import GatewayStats
+from .money._budget import Budget
 from .store._store import RunStore
 
 _replace = msgspec.structs.replace
@@ -66,20 +68,15 @@ class Injection(msgspec.Struct, frozen=True):
     message: Message
 
 
-class RunResult(msgspec.Struct, frozen=True, kw_only=True):
-    run_id: str
-    end_reason: str
-    detail: str = ""
-    rounds: int
-    published: int
-    undelivered: int
-    error: str | None = None
-    verdict: Verdict | None = None
-    """The SOP's verdict on the run (``None``: it states none)."""
+class RunGateway(LLMGateway, Protocol):
+    """What the run loop needs of its gateway besides calls (:class:`sopbus.bus.Gateway`
+    is one): the budget, which a provider's overrun closes (the run then ends
+    ``budget_exhausted``), and the totals its summary reports."""
 
     @property
-    def status(self) -> str:
-        return STATUS[self.end_reason]
+    def budget(self) -> Budget: ...
+
+    def stats(self) -> GatewayStats: ...
 
 
 class _End(Exception):
@@ -101,7 +98,7 @@ class Runner:
         seed: Sequence[Message] = (),
         injections: Sequence[Injection] = (),
         stop: StopCondition | None = None,
-        gateway: LLMGateway | None = None,
+        gateway: RunGateway | None = None,
         store: RunStore | None = None,
         summary: Mapping[str, Any] | None = None,
         judge: Judge | None = None,
@@ -125,7 +122,7 @@ class Runner:
         self._next_pause = 0.0
         self._at_work: dict[str, Turn] = {}  # the turns in progress, by role
 
-    async def run(self) -> RunResult:
+    async def run(self) -> RunSummary:
         started = time.time()
         end = _End("idle")
         try:
@@ -363,14 +360,10 @@ class Runner:
         if self._store is not None:
             self._store.log(event)
 
-    def _finish(self, end: _End, started: float) -> RunResult:
-        if self._error is not None:
-            end = _End("error", self._error[0])
-        closed = getattr(getattr(self._gateway, "budget", None), "closed", None)
-        if isinstance(closed, str) and end.reason != "cancelled":
-            # A provider overran its reservation: whatever a role made of that error, the
-            # cap stopped holding there, and that is why the run ended.
-            end = _End("budget_exhausted", closed)
+    def _finish(self, end: _End, started: float) -> RunSummary:
+        """Ends the run: the SOP's last writes, the verdict, ``run_ended`` sealing the log,
+        then ``summary.json``; returns the summary."""
+        end = self._final_end(end)
         if self._final_writes is not None and self._store is not None:
             # The SOP's last writes (a book assembled from every board write) go through the
             # run's record like a role's, before the verdict reads them and before run_ended
@@ -401,41 +394,52 @@ class Runner:
                 verdict=verdict,
             )
         )
-        result = RunResult(
+        summary = self._summary(end, started, error=error, verdict=verdict)
+        if self._store is not None:
+            self._store.write_summary(summary)
+        return summary
+
+    def _final_end(self, end: _End) -> _End:
+        """How the run ended after all: a turn's error, or a budget that a provider's
+        overrun closed, overrides the loop's own ending (not a cancellation)."""
+        if self._error is not None:
+            return _End("error", self._error[0])
+        closed = self._gateway.budget.closed if self._gateway is not None else None
+        if closed is not None and end.reason != "cancelled":
+            # A provider overran its reservation: whatever a role made of that error, the
+            # cap stopped holding there, and that is why the run ended.
+            return _End("budget_exhausted", closed)
+        return end
+
+    def _summary(
+        self, end: _End, started: float, *, error: str | None, verdict: Verdict | None
+    ) -> RunSummary:
+        totals = self._gateway.stats() if self._gateway is not None else GatewayStats()
+        ended = time.time()
+        summary = RunSummary(
             run_id=self.env.run_id,
+            status=STATUS[end.reason],
             end_reason=end.reason,
             detail=end.detail,
-            rounds=self._round,
-            published=self.env.published,
-            undelivered=self.env.undelivered,
             error=error,
-            verdict=verdict,
-        )
-        if self._store is not None:
-            self._store.write_summary(self._summary(result, started))
-        return result
-
-    def _summary(self, result: RunResult, started: float) -> RunSummary:
-        stats = getattr(self._gateway, "stats", None)
-        totals = stats() if callable(stats) else {}
-        ended = time.time()
-        return RunSummary(
-            run_id=result.run_id,
-            status=result.status,
-            end_reason=result.end_reason,
-            detail=result.detail,
-            error=result.error,
             mode=self.mode,
-            rounds=result.rounds,
+            rounds=self._round,
             max_rounds=self.max_rounds,
-            messages=result.published,
-            undelivered=result.undelivered,
-            verdict=result.verdict,
-            **{**self._summary_extra, **totals},
+            messages=self.env.published,
+            undelivered=self.env.undelivered,
+            verdict=verdict,
+            total_usd=totals.total_usd,
+            budget_usd=totals.budget_usd,
+            llm_calls=totals.llm_calls,
+            prompt_tokens=totals.prompt_tokens,
+            completion_tokens=totals.completion_tokens,
+            overrun=totals.overrun,
+            taped_calls=totals.taped_calls,
             started_at=started,
             ended_at=ended,
             duration_s=round(ended - started, 6),
         )
+        return _replace(summary, **self._summary_extra) if self._summary_extra else summary
 
 
 def _ending_of(exc: Exception) -> _End | None:
@@ -469,6 +473,6 @@ def _what(exc: BaseException) -> str:
     return type(exc).__name__
 
 
-async def run_team(env: Environment, **kwargs: Any) -> RunResult:
+async def run_team(env: Environment, **kwargs: Any) -> RunSummary:
     """Runs the team in ``env`` to its end; see :class:`Runner` for the keywords."""
     return await Runner(env, **kwargs).run()

@@ -23,26 +23,18 @@ _SUMMARY, _EVENTS, _COSTS, _ARTIFACTS = "summary.json", "events.jsonl", "costs.j
 class RunOutcome:
     """A finished run, as ``summary.json`` and its directory tell it.
 
+    ``summary`` is the whole ``summary.json`` (:class:`~sopbus.RunSummary`, the one record
+    of how a run ended); the figures a caller reads first are properties over it.
     ``status`` is ``completed``, ``failed``, ``budget_exhausted`` or ``cancelled`` (the
     ``sopbus run`` exit codes 0, 1, 3 and 130); ``end_reason`` says which ending:
     ``idle``, ``max_rounds``, ``stop_condition``, ``budget_exhausted``, ``error`` or
     ``cancelled``. ``verdict`` is the SOP's verdict, ``None`` when it states none.
     ``total_usd`` is what the run spent against ``budget_usd`` (exact ``Decimal``), with
-    ``llm_calls``, ``prompt_tokens`` and ``completion_tokens``. ``summary`` is the whole
-    ``summary.json`` (:class:`~sopbus.RunSummary`). Messages, artifacts and the cost ledger are read on demand.
+    ``llm_calls``, ``prompt_tokens`` and ``completion_tokens``. Messages, artifacts and the
+    cost ledger are read on demand.
     """
 
-    run_id: str
     run_dir: Path
-    status: str
-    end_reason: str
-    verdict: Verdict | None
-    total_usd: Decimal
-    budget_usd: Decimal
-    llm_calls: int
-    prompt_tokens: int
-    completion_tokens: int
-    rounds: int
     summary: RunSummary
 
     @classmethod
@@ -63,26 +55,53 @@ class RunOutcome:
                 f"{run_dir / _SUMMARY}: not a run summary ({error}); "
                 f"`sopbus verify {run_dir}` checks the run"
             ) from None
-        summary = sealed_summary(summary, run_dir)  # the log's verdict, not an edited one
-        return cls(
-            run_id=summary.run_id,
-            run_dir=run_dir,
-            status=summary.status,
-            end_reason=summary.end_reason,
-            verdict=summary.verdict,
-            total_usd=summary.total_usd,
-            budget_usd=summary.budget_usd,
-            llm_calls=summary.llm_calls,
-            prompt_tokens=summary.prompt_tokens,
-            completion_tokens=summary.completion_tokens,
-            rounds=summary.rounds,
-            summary=summary,
-        )
+        # The log's verdict, not an edited one.
+        return cls(run_dir=run_dir, summary=sealed_summary(summary, run_dir))
+
+    @property
+    def run_id(self) -> str:
+        return self.summary.run_id
+
+    @property
+    def status(self) -> str:
+        return self.summary.status
+
+    @property
+    def end_reason(self) -> str:
+        return self.summary.end_reason
+
+    @property
+    def verdict(self) -> Verdict | None:
+        return self.summary.verdict
+
+    @property
+    def total_usd(self) -> Decimal:
+        return self.summary.total_usd
+
+    @property
+    def budget_usd(self) -> Decimal:
+        return self.summary.budget_usd
+
+    @property
+    def llm_calls(self) -> int:
+        return self.summary.llm_calls
+
+    @property
+    def prompt_tokens(self) -> int:
+        return self.summary.prompt_tokens
+
+    @property
+    def completion_tokens(self) -> int:
+        return self.summary.completion_tokens
+
+    @property
+    def rounds(self) -> int:
+        return self.summary.rounds
 
     @property
     def ok(self) -> bool:
         """The run completed and its verdict (if the SOP states one) passed."""
-        return self.status == "completed" and (self.verdict is None or self.verdict.passed)
+        return self.status == "completed" and self.summary.passed is not False
 
     @property
     def artifacts_dir(self) -> Path:

@@ -16,17 +16,17 @@ method (composites pass it on). Until bound they cannot fire, and say so once in
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from decimal import Decimal
-from typing import Any, Protocol
+from typing import Protocol
 
 from loguru import logger
 
-from sopbus.bus import Message
+from sopbus.bus import GatewayStats, Message
 from sopbus.bus.money import money
 
-Stats = Callable[[], Mapping[str, Any]]
-"""The run's totals: ``prompt_tokens``, ``completion_tokens``, ``total_usd`` (Decimal)."""
+Stats = Callable[[], GatewayStats]
+"""The run's totals so far (:meth:`sopbus.bus.Gateway.stats`)."""
 
 
 class Condition(Protocol):
@@ -72,7 +72,7 @@ class _NeedsStats:
     def bind_stats(self, stats: Stats) -> None:
         self.stats = stats
 
-    def _totals(self) -> Mapping[str, Any] | None:
+    def _totals(self) -> GatewayStats | None:
         if self.stats is None:
             if not self._warned:
                 logger.warning(
@@ -98,7 +98,7 @@ class TokenLimit(_NeedsStats):
         totals = self._totals()
         if totals is None:
             return None
-        used = int(totals.get("prompt_tokens", 0)) + int(totals.get("completion_tokens", 0))
+        used = totals.tokens
         return f"{used} tokens used, limit {self.limit}" if used >= self.limit else None
 
 
@@ -115,7 +115,7 @@ class SpendLimit(_NeedsStats):
         totals = self._totals()
         if totals is None:
             return None
-        spent = Decimal(totals.get("total_usd", 0))
+        spent = totals.total_usd
         return f"{money(spent)} spent, limit {money(self.limit)}" if spent >= self.limit else None
 
 

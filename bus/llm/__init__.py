@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from ._request import strict_schema as strict_schema
     from ._request import with_schema_instruction as with_schema_instruction
     from ._sim import SimProvider as SimProvider
+    from ._stats import GatewayStats as GatewayStats
     from ._tape import EVERY_ROUND as EVERY_ROUND
     from ._tape import RELEASED as RELEASED
     from ._tape import RESERVED as RESERVED
@@ -82,6 +83,7 @@ _WHERE: dict[str, str] = {
     "ReplayProvider": "._replay",
     "RecordingProvider": "._replay",
     "SimProvider": "._sim",
+    "GatewayStats": "._stats",
     "RESERVED": "._tape",
     "RELEASED": "._tape",
     "EVERY_ROUND": "._tape",

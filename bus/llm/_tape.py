@@ -46,17 +46,20 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
+import msgspec
+
 from .._errors import BudgetExhausted, ConfigError
 from .._events import LLMCalled, Note
 from .._layout import CALLS
 from .._protocol import Completion, LLMRequest, ToolCall
+from ..money._budget import Budget
 from ..money._ledger import LedgerLine
 from ._gateway import Gateway
 from ._recording import CallRecord, ToolList, ToolRecord, read_recording
 from ._replay import request_key
+from ._stats import GatewayStats
 
 RESERVED = "llm_reserved"
-_COUNTED = ("total_usd", "llm_calls", "prompt_tokens", "completion_tokens")
 RELEASED = "llm_released"
 EVERY_ROUND = 1 << 62
 """``taped_through`` of a replay: every round is answered from the tape."""
@@ -217,6 +220,22 @@ class Tape:
         return sum(len(answers) for answers in self._answers.values())
 
 
+class _Counts:
+    """Calls, their cost and their tokens, added up (what :meth:`TapeGateway.course` moves)."""
+
+    __slots__ = ("calls", "completion", "prompt", "usd")
+
+    def __init__(self) -> None:
+        self.usd, self.calls, self.prompt, self.completion = Decimal(0), 0, 0, 0
+
+    def add(self, usd: Decimal, prompt: int, completion: int) -> None:
+        """One more call, of ``usd`` and these tokens."""
+        self.usd += usd
+        self.calls += 1
+        self.prompt += prompt
+        self.completion += completion
+
+
 class TapeGateway:
     """Answers from a :class:`Tape` first, then from the live ``gateway``.
 
@@ -238,46 +257,40 @@ class TapeGateway:
         self._store = store
         self.taped = 0  # calls answered from the tape
         self._base = gateway.stats()  # what was carried over before the first call
-        self._original: dict[str, Any] = dict.fromkeys(_COUNTED, 0)  # taped answers as recorded
-        self._counted: dict[str, Any] = dict.fromkeys(
-            _COUNTED, 0
-        )  # as the gateway counted them again
+        self._original = _Counts()  # taped answers as recorded
+        self._counted = _Counts()  # as the gateway counted them again
 
     @property
-    def budget(self) -> Any:
+    def budget(self) -> Budget:
         return self.gateway.budget
 
-    def stats(self) -> dict[str, Any]:
+    def stats(self) -> GatewayStats:
         """The ledger's totals (for the summary), and how many answers came from the tape."""
-        return {**self.gateway.stats(), "taped_calls": self.taped}
+        return msgspec.structs.replace(self.gateway.stats(), taped_calls=self.taped)
 
-    def course(self) -> dict[str, Any]:
+    def course(self) -> GatewayStats:
         """The totals as the run uninterrupted would show them at this point (see the
         module docstring): for stop conditions that watch spend or tokens."""
         now = self.gateway.stats()
-        return {
-            **now,
-            **{
-                key: now[key] - self._base[key] + self._original[key] - self._counted[key]
-                for key in _COUNTED
-            },
-        }
+        base, original, counted = self._base, self._original, self._counted
+        return msgspec.structs.replace(
+            now,
+            total_usd=now.total_usd - base.total_usd + original.usd - counted.usd,
+            llm_calls=now.llm_calls - base.llm_calls + original.calls - counted.calls,
+            prompt_tokens=now.prompt_tokens - base.prompt_tokens + original.prompt - counted.prompt,
+            completion_tokens=now.completion_tokens
+            - base.completion_tokens
+            + original.completion
+            - counted.completion,
+        )
 
     def _count(self, record: CallRecord) -> None:
         line = record.ledger
         if line is not None:
-            for key, value in zip(
-                _COUNTED,
-                (line.cost_usd, 1, line.prompt_tokens, line.completion_tokens),
-                strict=True,
-            ):
-                self._original[key] += value
+            self._original.add(line.cost_usd, line.prompt_tokens, line.completion_tokens)
         if self._free:  # record_replay ledgers the answer: one call, its tokens, $0
             usage = record.completion.usage
-            for key, value in zip(
-                _COUNTED[1:], (1, usage.prompt_tokens, usage.completion_tokens), strict=True
-            ):
-                self._counted[key] += value
+            self._counted.add(Decimal(0), usage.prompt_tokens, usage.completion_tokens)
 
     async def complete(self, request: LLMRequest, *, round: int, attempt: int = 1) -> Completion:
         record = self._tape.take(request, round)

@@ -15,6 +15,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from .._summary import RunSummary
 from ..money._costs import cost_report
 from ._artifacts import highlight_css, render_artifacts
 from ._data import Posted, RunData, ToolMark, read_run
@@ -62,7 +63,7 @@ def build_report(run_dir: Path) -> str:
     payload += _json_block("calls-data", [_call_detail(c) for c in data.calls])
     payload += _json_block("tools-data", [_tool_detail(t) for t in data.tools])
     return _document(
-        f"sopbus report: {fig['scenario']} {fig['run_id']}",
+        f"sopbus report: {fig.scenario} {fig.run_id}",
         f"<nav>{nav}</nav><main>{header_html(fig, data)}{body}</main>{_DETAIL}{payload}",
     )
 
@@ -219,10 +220,8 @@ def _undelivered_list(undelivered: list[Posted]) -> str:
     )
 
 
-def _money_section(data: RunData, report: dict[str, Any], fig: dict[str, Any]) -> str:
-    from decimal import Decimal
-
-    budget = Decimal(str(fig["budget_usd"] or report["budget_usd"]))
+def _money_section(data: RunData, report: dict[str, Any], fig: RunSummary) -> str:
+    budget = fig.budget_usd
     if not data.calls:
         return "<p class=note>no LLM calls: nothing was spent</p>"
     return (

@@ -13,90 +13,91 @@ from html import escape
 from typing import Any
 from urllib.parse import quote
 
-import msgspec
-
+from .._summary import RunSummary
 from ..money._format import money
 from ..money._format import share as percent
 from ._data import RunData
 
 
-def figures(data: RunData, report: dict[str, Any]) -> dict[str, Any]:
-    """The header's values: the summary's where it has them, else counted."""
-    s = msgspec.to_builtins(data.summary) if data.summary is not None else {}
-    started = data.started
+def figures(data: RunData, report: dict[str, Any]) -> RunSummary:
+    """The header's values: the run's summary, or for a run without one (killed, still
+    going) a summary counted from its log and ledger, with the status ``unfinished``."""
+    if data.summary is not None:
+        return data.summary
+    started, ended = data.started, data.ended
     settings = started.settings if started else {}
-    counted = {
-        "run_id": data.run_dir.name,
-        "scenario": started.scenario if started else "",
-        "status": "unfinished",
-        "end_reason": data.ended.reason if data.ended else "none yet",
-        "rounds": data.ended.round
-        if data.ended
-        else max((p.message.round for p in data.posted), default=0),
-        "max_rounds": started.max_rounds if started else "",
-        "messages": len(data.posted),
-        "undelivered": sum(p.reason is not None for p in data.posted),
-        "llm_calls": report["calls"],
-        "prompt_tokens": sum(c.line.prompt_tokens for c in data.calls),
-        "completion_tokens": sum(c.line.completion_tokens for c in data.calls),
-        "total_usd": report["total_usd"],
-        "budget_usd": settings.get("budget_usd", report["budget_usd"]),
-        "provider": settings.get("provider", ""),
-        "model": settings.get("model", ""),
-        "mode": data.mode,
-        "detail": data.ended.detail if data.ended else "",
-    }
-    return counted | {k: v for k, v in s.items() if v is not None or k == "verdict"}
+    return RunSummary(
+        run_id=data.run_dir.name,
+        scenario=started.scenario if started else "",
+        status="unfinished",
+        end_reason=ended.reason if ended else "none yet",
+        rounds=ended.round if ended else max((p.message.round for p in data.posted), default=0),
+        max_rounds=started.max_rounds if started else 0,
+        messages=len(data.posted),
+        undelivered=sum(p.reason is not None for p in data.posted),
+        llm_calls=report["calls"],
+        prompt_tokens=sum(c.line.prompt_tokens for c in data.calls),
+        completion_tokens=sum(c.line.completion_tokens for c in data.calls),
+        total_usd=Decimal(str(report["total_usd"])),
+        budget_usd=Decimal(str(settings.get("budget_usd", report["budget_usd"]))),
+        provider=str(settings.get("provider", "")),
+        model=str(settings.get("model", "")),
+        mode=data.mode,
+        detail=ended.detail if ended else "",
+    )
 
 
-def header_html(fig: dict[str, Any], data: RunData) -> str:
+def header_html(fig: RunSummary, data: RunData) -> str:
     """The header: title, the simulated mark, the verdict and the figures table."""
-    spent, cap = Decimal(str(fig["total_usd"])), Decimal(str(fig["budget_usd"] or 0))
+    spent, cap = fig.total_usd, fig.budget_usd
     share = f"{percent(spent, cap)} of the cap" if cap else "no cap"
-    models = sorted(
-        {c.line.model for c in data.calls} | ({fig["model"]} if fig["model"] else set())
-    )
+    models = sorted({c.line.model for c in data.calls} | ({fig.model} if fig.model else set()))
     providers = sorted(
-        {c.line.provider for c in data.calls} | ({fig["provider"]} if fig["provider"] else set())
+        {c.line.provider for c in data.calls} | ({fig.provider} if fig.provider else set())
     )
-    rows = [
-        ("status", "status", fig["status"], f"{fig['status']} ({fig['end_reason']})"),
-        ("rounds", "rounds", fig["rounds"], f"{fig['rounds']} of {fig['max_rounds']}"),
-        (
-            "messages",
-            "messages",
-            fig["messages"],
-            f"{fig['messages']} ({fig['undelivered']} undelivered)",
-        ),
-        ("LLM calls", "llm_calls", fig["llm_calls"], str(fig["llm_calls"])),
-        (
-            "tokens",
-            "tokens",
-            fig["prompt_tokens"] + fig["completion_tokens"],
-            f"{fig['prompt_tokens']:,} prompt + {fig['completion_tokens']:,} completion",
-        ),
-        ("spend", "total_usd", fig["total_usd"], f"{money(spent)} of {money(cap)} ({share})"),
-        ("budget", "budget_usd", fig["budget_usd"], f"{money(cap)}"),
-        # The value is the run's setting; the text adds whatever else answered (a person,
-        # a role's own model), as the ledger saw it.
-        ("provider", "provider", fig["provider"], ", ".join(providers)),
-        ("model", "model", fig["model"], ", ".join(models)),
-        ("mode", "mode", fig["mode"], fig["mode"]),
-    ]
-    if fig.get("detail") or fig.get("error"):
-        rows.insert(1, ("detail", "detail", "", str(fig.get("error") or fig.get("detail"))))
-    if isinstance(fig.get("duration_s"), (int, float)):
-        rows.append(("duration", "duration_s", fig["duration_s"], f"{fig['duration_s']:.2f} s"))
     table = "".join(
         f'<tr><th>{escape(k)}</th><td data-figure="{name}" data-value="{escape(str(v))}">'
         f"{escape(text)}</td></tr>"
-        for k, name, v, text in rows
+        for k, name, v, text in _rows(fig, data, share, providers, models)
     )
     bar = f'<div class=meter title="{escape(share)}"><span style="width:{min(100.0, float(spent / cap * 100) if cap else 0):.2f}%"></span></div>'
     return (
-        f"<header><h1>{escape(str(fig['scenario']))} <small>{escape(fig['run_id'])}</small></h1>"
+        f"<header><h1>{escape(fig.scenario)} <small>{escape(fig.run_id)}</small></h1>"
         f"{_simulated(providers)}{_verdict(fig, data)}<table class=figures>{table}</table>{bar}</header>"
     )
+
+
+def _rows(
+    fig: RunSummary, data: RunData, share: str, providers: list[str], models: list[str]
+) -> list[tuple[str, str, object, str]]:
+    """The figures table: label, ``data-figure`` name, exact value, text."""
+    cap = money(fig.budget_usd)
+    # A counted run without its run_started says nothing of its limit.
+    of = fig.max_rounds if fig.max_rounds or data.summary is not None else ""
+    rows: list[tuple[str, str, object, str]] = [
+        ("status", "status", fig.status, f"{fig.status} ({fig.end_reason})"),
+        ("rounds", "rounds", fig.rounds, f"{fig.rounds} of {of}"),
+        ("messages", "messages", fig.messages, f"{fig.messages} ({fig.undelivered} undelivered)"),
+        ("LLM calls", "llm_calls", fig.llm_calls, str(fig.llm_calls)),
+        (
+            "tokens",
+            "tokens",
+            fig.prompt_tokens + fig.completion_tokens,
+            f"{fig.prompt_tokens:,} prompt + {fig.completion_tokens:,} completion",
+        ),
+        ("spend", "total_usd", fig.total_usd, f"{money(fig.total_usd)} of {cap} ({share})"),
+        ("budget", "budget_usd", fig.budget_usd, cap),
+        # The value is the run's setting; the text adds whatever else answered (a person,
+        # a role's own model), as the ledger saw it.
+        ("provider", "provider", fig.provider, ", ".join(providers)),
+        ("model", "model", fig.model, ", ".join(models)),
+        ("mode", "mode", fig.mode, fig.mode),
+    ]
+    if fig.detail or fig.error:
+        rows.insert(1, ("detail", "detail", "", str(fig.error or fig.detail)))
+    if data.summary is not None:  # only a finished run knows how long it took
+        rows.append(("duration", "duration_s", fig.duration_s, f"{fig.duration_s:.2f} s"))
+    return rows
 
 
 def _simulated(providers: list[str]) -> str:
@@ -127,10 +128,9 @@ def machine_mark(providers: list[str]) -> str:
     return ""
 
 
-def evidence(fig: dict[str, Any], data: RunData) -> str:
+def evidence(fig: RunSummary, data: RunData) -> str:
     """The artifact the verdict rests on, when the run wrote it ("" otherwise)."""
-    verdict = fig.get("verdict")
-    path = str(verdict.get("evidence") or "") if isinstance(verdict, dict) else ""
+    path = fig.verdict.evidence if fig.verdict is not None else ""
     return path if path in data.artifacts else ""
 
 
@@ -139,14 +139,13 @@ def artifact_id(path: str) -> str:
     return f"artifact-{path}"
 
 
-def _verdict(fig: dict[str, Any], data: RunData) -> str:
-    if "verdict" not in fig:
+def _verdict(fig: RunSummary, data: RunData) -> str:
+    if data.summary is None:  # an unfinished run has no verdict yet
         return ""
-    verdict = fig["verdict"]
-    if not isinstance(verdict, dict):
+    verdict = fig.verdict
+    if verdict is None:
         return '<p class="mark none" data-figure="verdict" data-value="none">verdict: none (the SOP states none)</p>'
-    passed = bool(verdict.get("passed"))
-    word, cls = ("PASSED", "pass") if passed else ("FAILED", "fail")
+    word, cls = ("PASSED", "pass") if verdict.passed else ("FAILED", "fail")
     path = evidence(fig, data)
     link = (
         f' <a class=evidence href="#{escape(quote(artifact_id(path)))}">read {escape(path)}</a>'
@@ -154,8 +153,8 @@ def _verdict(fig: dict[str, Any], data: RunData) -> str:
         else ""
     )
     return (
-        f'<p class="mark {cls}" data-figure="verdict" data-value="{str(passed).lower()}">verdict: '
-        f"{word}: {escape(str(verdict.get('reason', '')))}{link}</p>"
+        f'<p class="mark {cls}" data-figure="verdict" data-value="{str(verdict.passed).lower()}">verdict: '
+        f"{word}: {escape(verdict.reason)}{link}</p>"
     )
 
 

@@ -269,6 +269,8 @@ def check_summary(logs: Logs, report: Report, note: Report | None = None) -> Non
     path = logs.run_dir / SUMMARY
     if not path.is_file():
         return
+    # Raw JSON, not a RunSummary: verify checks the file as it is on disk, where a type
+    # would fill a missing total with its default or refuse a wrong one outright.
     try:
         summary = msgspec.json.decode(path.read_bytes())
     except msgspec.DecodeError as error:

@@ -157,30 +157,62 @@ def plan_resume(
     scenario = scenario_with_overrides(
         scenario_of(run_dir), budget_usd=budget_usd, max_rounds=max_rounds
     )
-    ledger = ledger_of(run_dir)
     recording = read_recording(run_dir / CALLS)
     calls = recording.calls
     executions = Executions.read(run_dir)
-    known = {line.seq for line in ledger}
-    answered: list[CallRecord | ToolRecord] = [
-        *calls,
-        *recording.tools,
-    ]  # a paid tool call's line is kept like an answer's
-    recovered = sorted(
-        (c.ledger for c in answered if c.ledger is not None and c.ledger.seq not in known),
-        key=lambda line: line.seq,
-    )
-    carried = (*ledger, *recovered)
+    carried, recovered = _carried(ledger_of(run_dir), recording.calls, recording.tools)
     lost = executions.in_flight(calls, [*carried], recording.tools)
     spent = sum((line.cost_usd for line in carried), Decimal(0)) + sum(
         (c.amount for c in lost), Decimal(0)
     )
     _check_budget(run_dir, scenario, spent, budget_usd)
     resume, rotation = next_execution(run_dir)
+    note = _resumed_note(run_dir, resume, rotation, scenario, carried, recovered, lost, spent)
+    return scenario, Continuation(
+        run_dir=run_dir,
+        tape=Tape(calls, match="key", tools=recording.tools, lists=recording.lists),
+        free=False,
+        taped_through=0,
+        note=note,
+        summary={"resumes": resume},
+        carried=carried,
+        lost=tuple(lost),
+        resume=resume,
+        first_call=executions.last_call([*calls, *recording.tools]),
+        prepare=lambda: _prepare(run_dir, resume, rotation, recovered),
+    )
+
+
+def _carried(
+    ledger: list[LedgerLine], calls: list[CallRecord], tools: list[ToolRecord]
+) -> tuple[tuple[LedgerLine, ...], list[LedgerLine]]:
+    """The ledger the resume carries over: ``costs.jsonl``, then the lines of answers (a
+    paid tool call's too) recorded but killed before their ledger line was written; and
+    those recovered lines, in ``seq`` order."""
+    known = {line.seq for line in ledger}
+    answered: list[CallRecord | ToolRecord] = [*calls, *tools]
+    recovered = sorted(
+        (c.ledger for c in answered if c.ledger is not None and c.ledger.seq not in known),
+        key=lambda line: line.seq,
+    )
+    return (*ledger, *recovered), recovered
+
+
+def _resumed_note(
+    run_dir: Path,
+    resume: int,
+    rotation: Rotation,
+    scenario: Scenario,
+    carried: tuple[LedgerLine, ...],
+    recovered: list[LedgerLine],
+    lost: list[InFlight],
+    spent: Decimal,
+) -> Note:
+    """The ``resumed`` note the resume logs after ``run_started``."""
     # The log of the execution before this one: events.jsonl, unless a resume killed
     # after rotating it is being redone (then it already has its new name).
     head, lines = _log_head(run_dir / (EVENTS if rotation != "reuse" else rotated_name(resume)))
-    note = Note(
+    return Note(
         kind="resumed",
         round=0,
         role="",
@@ -198,19 +230,6 @@ def plan_resume(
             "budget_usd": scenario.run.budget_usd,
             "max_rounds": scenario.run.max_rounds,
         },
-    )
-    return scenario, Continuation(
-        run_dir=run_dir,
-        tape=Tape(calls, match="key", tools=recording.tools, lists=recording.lists),
-        free=False,
-        taped_through=0,
-        note=note,
-        summary={"resumes": resume},
-        carried=carried,
-        lost=tuple(lost),
-        resume=resume,
-        first_call=executions.last_call([*calls, *recording.tools]),
-        prepare=lambda: _prepare(run_dir, resume, rotation, recovered),
     )
 
 

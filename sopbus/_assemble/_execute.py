@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -33,7 +35,7 @@ from sopbus.bus._faults import reached
 from sopbus.bus._layout import SANDBOX_SCRATCH, SUMMARY
 from sopbus.bus._protocol import Provider
 from sopbus.bus._redact import redact_url
-from sopbus.bus._run import Runner, RunResult
+from sopbus.bus._run import Runner
 from sopbus.bus._summary import RunSummary, decode_summary
 from sopbus.bus.llm._gateway import Gateway
 from sopbus.bus.money._budget import Budget
@@ -66,11 +68,11 @@ if TYPE_CHECKING:
 
 
 class Outcome(NamedTuple):
-    """A finished run: its result, its directory and the summary written there."""
+    """A finished run: its directory and the summary written there (read back as it is
+    kept, so a caller sees what ``sopbus runs`` and :class:`sopbus.RunOutcome` see)."""
 
-    result: RunResult
-    run_dir: Path
     summary: RunSummary
+    run_dir: Path
 
 
 async def execute(
@@ -95,24 +97,50 @@ async def execute(
     over NATS, with roles on workers (:mod:`sopbus._assemble._bus`)."""
     env = os.environ if environ is None else environ
     checked = preflight(scenario, env, live=continuation is None or continuation.live)
-    team, prices = checked.team, checked.prices
+    provider = _provider(checked, human_input, continuation)
+    for warning in checked.warnings:
+        logger.warning(warning)
+    store = _open_store(scenario, continuation, run_id)
+    key = seal_key(env)
+    store.hide((*run_secrets(scenario, env), *([key.decode()] if key else [])))
+    run = _Run(scenario, checked.team, checked.prices, provider, store, continuation, pool, bus)
+    with _recorded(scenario, store):
+        await run.run(record, progress)
+    if key is not None:
+        write_keyed_seal(store.run_dir, key)
+    return Outcome(decode_summary((store.run_dir / SUMMARY).read_bytes()), store.run_dir)
+
+
+def _provider(
+    checked: Preflight, human_input: Path | None, continuation: Continuation | None
+) -> Provider:
+    """The run's provider, with the people of its roles in front (``None`` from the
+    preflight: not live, every answer comes from the recording)."""
     if checked.provider is None:
         from sopbus.bus.store._resume import Unplugged
 
-        provider: Provider = Unplugged()
-    else:
-        provider = with_people(
-            checked.provider, team.roles, human_input, required=continuation is None
-        )
-    for warning in checked.warnings:
-        logger.warning(warning)
+        return Unplugged()
+    return with_people(
+        checked.provider, checked.team.roles, human_input, required=continuation is None
+    )
+
+
+def _open_store(
+    scenario: Scenario, continuation: Continuation | None, run_id: str | None
+) -> RunStore:
+    """The run's directory: the continued run's, or a new one, locked against a second
+    writer."""
     if continuation is not None:
-        store = continuation.open_store()
-    else:
-        store = RunStore.create(Path(scenario.run.runs_dir), scenario.name, run_id=run_id)
-        store.lock()
-    key = seal_key(env)
-    store.hide((*run_secrets(scenario, env), *([key.decode()] if key else [])))
+        return continuation.open_store()
+    store = RunStore.create(Path(scenario.run.runs_dir), scenario.name, run_id=run_id)
+    store.lock()
+    return store
+
+
+@contextmanager
+def _recorded(scenario: Scenario, store: RunStore) -> Iterator[None]:
+    """The run's ``run.log``, its log lines bound to its id, its sandbox and stderr with
+    its secrets hidden; the store closed (and an empty scratch directory removed) after."""
     sink_id = logger.add(
         RedactedFile(store.run_dir / "run.log", store.redact),
         level="DEBUG",
@@ -126,17 +154,11 @@ async def execute(
             sandbox_using(_sandbox(scenario, store)),
             redacting_stderr(store.redact),
         ):
-            result = await _run(
-                scenario, team, prices, provider, store, record, progress, continuation, pool, bus
-            )
+            yield
     finally:
         logger.remove(sink_id)
         _remove_if_empty(store.run_dir / SANDBOX_SCRATCH)
         store.close()
-    if key is not None:
-        write_keyed_seal(store.run_dir, key)
-    summary = decode_summary((store.run_dir / SUMMARY).read_bytes())
-    return Outcome(result, store.run_dir, summary)
 
 
 class Preflight(NamedTuple):
@@ -174,152 +196,181 @@ def preflight(scenario: Scenario, environ: Mapping[str, str], *, live: bool = Tr
     return Preflight(team, prices, provider, warnings)
 
 
-async def _run(
-    scenario: Scenario,
-    team: Any,
-    prices: PriceBook,
-    provider: Provider,
-    store: RunStore,
-    record: Path | None,
-    progress: bool,
-    continuation: Continuation | None,
-    pool: AccountShare | None = None,
-    bus: BusOptions | None = None,
-) -> RunResult:
-    from sopbus.bus.llm._tape import CallLog
-    from sopbus.bus.llm._toolbox import ToolBox
+@dataclass(frozen=True)
+class _Run:
+    """One run being assembled: what :func:`execute` checked and opened."""
 
-    from ._bus import coordinated
-    from ._tools import in_workspace, named_tools, opened_tools
+    scenario: Scenario
+    team: Any
+    prices: PriceBook
+    provider: Provider
+    store: RunStore
+    continuation: Continuation | None
+    pool: AccountShare | None
+    bus: BusOptions | None
 
-    as_run = scenario_as_run(scenario)
-    store.log(
-        ev.RunStarted(
-            run_id=store.run_id,
-            scenario=scenario.name,
-            mode=scenario.run.mode,
-            seed=scenario.run.seed,
-            max_rounds=scenario.run.max_rounds,
-            settings={
-                "provider": scenario.llm.provider,
-                "model": scenario.llm.model,
-                "budget_usd": str(scenario.run.budget_usd),
-                "sop": scenario.sop,
-                "scenario_path": str(scenario.path),
-            },
+    @property
+    def live(self) -> bool:
+        """Calls reach a provider and tools start (not a replay from the recording)."""
+        return self.continuation is None or self.continuation.live
+
+    async def run(self, record: Path | None, progress: bool) -> RunSummary:
+        """Logs the start, opens the provider, the bus and the tool servers, and runs the
+        team to its end; tool servers that do not start end it ``error``."""
+        from ._bus import coordinated
+        from ._tools import in_workspace, opened_tools
+
+        as_run = self._started()
+        scenario = in_workspace(
+            self.scenario, self.team, self.store.run_dir.resolve(), live=self.live
         )
-    )
-    # After run_started, which says where the scenario came from: a run killed between the
-    # two has no scenario.toml and is started anew; one with it can always be resumed.
-    reached("run:started")
-    store.write_scenario(as_run)
-    scenario = in_workspace(
-        scenario, team, store.run_dir.resolve(), live=continuation is None or continuation.live
-    )
-    started = time.time()
-    try:
-        async with (
-            opened_for_run(provider, record, store.redactor) as live,
-            coordinated(bus, scenario, as_run, store, continuation) as remote,
-            opened_tools(scenario, team, live=continuation is None or continuation.live) as sources,
-        ):
-            journal = CallLog(store, first_call=continuation.first_call if continuation else 0)
-            gateway = Gateway(
-                live,
-                prices,
-                Budget(scenario.run.budget_usd),
-                sink=store.record_call,
-                max_attempts=scenario.llm.max_attempts,
-                journal=journal,
-                pool=pool or remote.pool,
-                counter=prompt_counter(live),
-            )
-            asker: Any = gateway if continuation is None else continuation.wrap(gateway, store)
-            tools = ToolBox(
-                sources,
-                gateway=gateway,
-                store=store,
-                lists=tuple(continuation.tape.lists.values()) if continuation else (),
-                tape=continuation.tape if continuation else None,
-                free=continuation.free if continuation else False,
-                taped_through=continuation.taped_through if continuation else 0,
-            )
-            if named_tools(team):  # a run without tools keeps its recording as it was
-                tools.record_lists()
-            summary = _summary_fields(scenario, store) | (
-                continuation.summary if continuation else {}
-            )
-            # A stop condition that watches spend or tokens (group chat's limits) reads them from
-            # this run's gateway, which exists only now.
-            bind_stats = getattr(team.stop, "bind_stats", None)
-            if callable(bind_stats):
-                bind_stats(gateway.stats if continuation is None else asker.course)
-            # The store takes a publish at once (over NATS: and puts its messages on the stream).
-            env = Environment(store.run_id, log=remote.log or store)
-            env.add_all(await remote.members(team.roles, gateway, journal))
-            if continuation is not None:
-                continuation.ledger_lost(gateway, answered=remote.adopted)
-            runner = Runner(
-                env,
+        started = time.time()
+        try:
+            async with (
+                opened_for_run(self.provider, record, self.store.redactor) as live,
+                coordinated(self.bus, scenario, as_run, self.store, self.continuation) as remote,
+                opened_tools(scenario, self.team, live=self.live) as sources,
+            ):
+                return await self._team(scenario, live, remote, sources, progress)
+        except ToolServerError as error:  # a server did not start (a crash later fails a turn)
+            return _servers_failed(scenario, self.store, error, started)
+
+    def _started(self) -> str:
+        """Logs ``run_started`` and writes the scenario as run; returns its text."""
+        scenario, store = self.scenario, self.store
+        as_run = scenario_as_run(scenario)
+        store.log(
+            ev.RunStarted(
+                run_id=store.run_id,
+                scenario=scenario.name,
                 mode=scenario.run.mode,
+                seed=scenario.run.seed,
                 max_rounds=scenario.run.max_rounds,
-                seed=team.seed,
-                injections=team.injections,
-                stop=team.stop,
-                gateway=asker,
-                store=store,
-                summary=summary,
-                judge=team.verdict,
-                finish=team.finish,
-                tools=tools,
+                settings={
+                    "provider": scenario.llm.provider,
+                    "model": scenario.llm.model,
+                    "budget_usd": str(scenario.run.budget_usd),
+                    "sop": scenario.sop,
+                    "scenario_path": str(scenario.path),
+                },
             )
-            if not progress:
-                return await runner.run()
-            async with Progress(env, gateway, scenario, store.run_dir, runner) as shown:
-                person = getattr(provider, "human", None)
-                if person is not None:
-                    person.pause, shown.person = shown.paused, person
-                streaming = innermost(provider)
-                if getattr(streaming, "stream", False) and hasattr(streaming, "live"):
-                    streaming.live = shown.live
-                return await runner.run()
-    except ToolServerError as error:  # a server did not start (a crash later fails a turn)
-        return _servers_failed(scenario, store, error, started)
+        )
+        # After run_started, which says where the scenario came from: a run killed between the
+        # two has no scenario.toml and is started anew; one with it can always be resumed.
+        reached("run:started")
+        store.write_scenario(as_run)
+        return as_run
+
+    async def _team(
+        self, scenario: Scenario, live: Provider, remote: Any, sources: Any, progress: bool
+    ) -> RunSummary:
+        """The gateway, the tools and the environment of the run, then the run loop."""
+        from sopbus.bus.llm._tape import CallLog
+
+        store, continuation = self.store, self.continuation
+        journal = CallLog(store, first_call=continuation.first_call if continuation else 0)
+        gateway = Gateway(
+            live,
+            self.prices,
+            Budget(scenario.run.budget_usd),
+            sink=store.record_call,
+            max_attempts=scenario.llm.max_attempts,
+            journal=journal,
+            pool=self.pool or remote.pool,
+            counter=prompt_counter(live),
+        )
+        asker: Any = gateway if continuation is None else continuation.wrap(gateway, store)
+        # A stop condition that watches spend or tokens (group chat's limits) reads them from
+        # this run's gateway, which exists only now.
+        bind_stats = getattr(self.team.stop, "bind_stats", None)
+        if callable(bind_stats):
+            bind_stats(gateway.stats if continuation is None else asker.course)
+        # The store takes a publish at once (over NATS: and puts its messages on the stream).
+        env = Environment(store.run_id, log=remote.log or store)
+        env.add_all(await remote.members(self.team.roles, gateway, journal))
+        if continuation is not None:
+            continuation.ledger_lost(gateway, answered=remote.adopted)
+        runner = self._runner(scenario, env, asker, self._toolbox(sources, gateway))
+        if not progress:
+            return await runner.run()
+        async with Progress(env, gateway, scenario, store.run_dir, runner) as shown:
+            self._shown(shown)
+            return await runner.run()
+
+    def _toolbox(self, sources: Any, gateway: Gateway) -> Any:
+        """The run's tools, answered from the recording where the continuation has them."""
+        from sopbus.bus.llm._toolbox import ToolBox
+
+        from ._tools import named_tools
+
+        continuation = self.continuation
+        tools = ToolBox(
+            sources,
+            gateway=gateway,
+            store=self.store,
+            lists=tuple(continuation.tape.lists.values()) if continuation else (),
+            tape=continuation.tape if continuation else None,
+            free=continuation.free if continuation else False,
+            taped_through=continuation.taped_through if continuation else 0,
+        )
+        if named_tools(self.team):  # a run without tools keeps its recording as it was
+            tools.record_lists()
+        return tools
+
+    def _runner(self, scenario: Scenario, env: Environment, asker: Any, tools: Any) -> Runner:
+        team, continuation = self.team, self.continuation
+        summary = _summary_fields(scenario, self.store) | (
+            continuation.summary if continuation else {}
+        )
+        return Runner(
+            env,
+            mode=scenario.run.mode,
+            max_rounds=scenario.run.max_rounds,
+            seed=team.seed,
+            injections=team.injections,
+            stop=team.stop,
+            gateway=asker,
+            store=self.store,
+            summary=summary,
+            judge=team.verdict,
+            finish=team.finish,
+            tools=tools,
+        )
+
+    def _shown(self, shown: Progress) -> None:
+        """Lets the live display pause for a person's answer and show a streamed one."""
+        person = getattr(self.provider, "human", None)
+        if person is not None:
+            person.pause, shown.person = shown.paused, person
+        streaming = innermost(self.provider)
+        if getattr(streaming, "stream", False) and hasattr(streaming, "live"):
+            streaming.live = shown.live
 
 
 def _servers_failed(
     scenario: Scenario, store: RunStore, error: ToolServerError, started: float
-) -> RunResult:
+) -> RunSummary:
     """The end of a run whose tool servers did not start: said in the log and the summary
     (failed, end reason ``error``), everything written before kept."""
     logger.error("{}", error)
     store.log(ev.RunEnded(round=0, reason="error", detail=str(error), error=str(error)))
     fields = _summary_fields(scenario, store)
-    store.write_summary(
-        RunSummary(
-            run_id=store.run_id,
-            status="failed",
-            end_reason="error",
-            detail=str(error),
-            error=str(error),
-            mode=scenario.run.mode,
-            max_rounds=scenario.run.max_rounds,
-            budget_usd=scenario.run.budget_usd,
-            started_at=started,
-            ended_at=time.time(),
-            duration_s=round(time.time() - started, 3),
-            **fields,
-        )
-    )
-    return RunResult(
+    summary = RunSummary(
         run_id=store.run_id,
+        status="failed",
         end_reason="error",
         detail=str(error),
-        rounds=0,
-        published=0,
-        undelivered=0,
         error=str(error),
+        mode=scenario.run.mode,
+        max_rounds=scenario.run.max_rounds,
+        budget_usd=scenario.run.budget_usd,
+        started_at=started,
+        ended_at=time.time(),
+        duration_s=round(time.time() - started, 3),
+        **fields,
     )
+    store.write_summary(summary)
+    return summary
 
 
 def scenario_as_run(scenario: Scenario) -> str:

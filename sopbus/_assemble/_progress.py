@@ -17,12 +17,15 @@ from contextlib import asynccontextmanager
 from decimal import Decimal
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import trio
 
 from sopbus.bus.llm._live import LiveText
 from sopbus.bus.money import money
+
+if TYPE_CHECKING:
+    from sopbus.bus import RunGateway
 
 _POLL_S = 0.1
 _WORKING_WIDTH = 100  # characters of "role: action, ..." shown under the bar
@@ -32,7 +35,9 @@ class Progress:
     """``async with Progress(env, gateway, scenario, run_dir, runner): ...`` around a run;
     ``runner`` (optional) says who is at work (:meth:`sopbus.bus.Runner.at_work`)."""
 
-    def __init__(self, env: Any, gateway: Any, scenario: Any, run_dir: Path, runner: Any = None):
+    def __init__(
+        self, env: Any, gateway: RunGateway, scenario: Any, run_dir: Path, runner: Any = None
+    ):
         self._env, self._gateway, self._runner = env, gateway, runner
         self._name, self._max_rounds = scenario.name, scenario.run.max_rounds
         self._run_dir = run_dir

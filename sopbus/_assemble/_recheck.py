@@ -22,10 +22,11 @@ import msgspec
 import trio
 from loguru import logger
 
-from sopbus.bus import logical_view, read_events
+from sopbus.bus import RunSummary, logical_view, read_events, read_summary
 from sopbus.bus._errors import SopbusError
 from sopbus.bus._events import MESSAGE_KINDS
 from sopbus.bus._layout import EVENTS, SUMMARY
+from sopbus.bus._summary import decode_summary
 from sopbus.bus.store._fork import plan_replay
 
 
@@ -48,28 +49,34 @@ def recheck_messages(run_dir: Path) -> Recheck:
             f"checked against a replay of its answers"
         )
         return found
-    ran = msgspec.json.decode((run_dir / SUMMARY).read_bytes())
-    if ran.get("end_reason") == "error" and not ran.get("rounds"):
+    ran = read_summary(run_dir)
+    if ran is None:
+        found.notes.append(
+            f"{run_dir / SUMMARY}: not a run summary (damaged), so the run's messages are "
+            f"not checked against a replay of its answers"
+        )
+        return found
+    if ran.end_reason == "error" and not ran.rounds:
         # It failed before its first round (a tool server that did not start): it asked no
         # model and published nothing, and a replay, which starts no tool server, would run.
         found.notes.append(
-            f"{run_dir}: the run failed before its first round ({ran.get('detail')}), so "
+            f"{run_dir}: the run failed before its first round ({ran.detail}), so "
             f"there are no messages to check against a replay"
         )
         return found
     with tempfile.TemporaryDirectory(prefix="sopbus-verify-") as scratch:
         replayed = _replay(run_dir, Path(scratch), found)
         if replayed is not None:
-            _compare(run_dir, replayed, found, _stopped(run_dir, replayed))
+            _compare(run_dir, ran.mode, replayed, found, _stopped(ran, replayed))
     return found
 
 
-def _stopped(run_dir: Path, replayed: Path) -> str | None:
+def _stopped(ran: RunSummary, replayed: Path) -> str | None:
     """Why the replay ended in an error the run did not end in (a recording it cannot
     follow to the end), or ``None``."""
-    ran, again = (msgspec.json.decode((d / SUMMARY).read_bytes()) for d in (run_dir, replayed))
-    if again.get("end_reason") == "error" and ran.get("end_reason") != "error":
-        return str(again.get("detail") or again.get("error"))
+    again = decode_summary((replayed / SUMMARY).read_bytes())
+    if again.end_reason == "error" and ran.end_reason != "error":
+        return str(again.detail or again.error)
     return None
 
 
@@ -107,10 +114,9 @@ def _messages(path: Path) -> list[tuple[int, dict[str, Any]]]:
     return out
 
 
-def _compare(run_dir: Path, replayed: Path, found: Recheck, stopped: str | None) -> None:
+def _compare(run_dir: Path, mode: str, replayed: Path, found: Recheck, stopped: str | None) -> None:
     logged, again = _messages(run_dir / EVENTS), _messages(replayed / EVENTS)
     found.messages = len(logged)
-    mode = msgspec.json.decode((run_dir / SUMMARY).read_bytes()).get("mode", "rounds")
     where = run_dir / EVENTS
     if stopped is not None:
         # Only what the replay got to can be compared; the rest is said, not judged.

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from ._exit import ExitCode
 
 if TYPE_CHECKING:
-    from sopbus.bus import RunResult
+    from sopbus.bus import RunSummary
     from sopbus.bus.scenario._types import Scenario
     from sopbus.bus.store._resume import Continuation
 
@@ -67,10 +67,10 @@ def run_command(
         from ._cmd_report import write
 
         print(f"report: {write(outcome.run_dir, None)}")
-    return int(exit_code(outcome.result))
+    return int(exit_code(outcome.summary))
 
 
-def exit_code(result: RunResult) -> ExitCode:
+def exit_code(result: RunSummary) -> ExitCode:
     """The exit code of a finished run: by its status, and 4 for a run that completed
     but whose verdict failed (it ended normally and still missed its purpose)."""
     if result.status == "completed" and result.verdict is not None and not result.verdict.passed:

@@ -43,7 +43,7 @@ def scenario(tmp_path: Path, model: str = "gpt-4o") -> Path:
 
 async def test_a_toml_team_runs_on_the_simulator_and_keeps_everything(tmp_path: Path) -> None:
     outcome = await execute(load_scenario(scenario(tmp_path)))
-    assert outcome.result.end_reason == "idle"
+    assert outcome.summary.end_reason == "idle"
     run_dir = outcome.run_dir
     events = list(read_jsonl(run_dir / "events.jsonl"))
     kinds = [e["kind"] for e in events]

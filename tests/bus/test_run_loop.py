@@ -145,7 +145,7 @@ async def test_budget_exhaustion_lets_turns_in_flight_finish(autojump_clock: obj
     assert result.end_reason == "budget_exhausted"
     assert "$0.0010 left" in result.detail
     assert not busy.cancelled
-    assert result.published == 2  # the seed and Busy's finished work; no new round started
+    assert result.messages == 2  # the seed and Busy's finished work; no new round started
 
 
 @pytest.mark.parametrize("mode", ["rounds", "events"])
@@ -178,7 +178,7 @@ async def test_round_limit_ends_a_conversation_that_would_not_stop(mode: str) ->
         env, mode=mode, max_rounds=7, seed=[Message(cause_by="Ping", sent_from="Boss")]
     )
     assert result.end_reason == "max_rounds"
-    assert result.published == 8  # the seed and one message per round
+    assert result.messages == 8  # the seed and one message per round
 
 
 async def test_injections_arrive_at_their_round_and_idle_waits_for_them() -> None:

@@ -57,7 +57,7 @@ def test_a_cut_structured_answer_fails_at_once_naming_max_tokens(
 ) -> None:
     openai_server.script(Answer('{"title": "Steam ris', finish_reason="length"))
     outcome = run_team(tmp_path, openai_server, stream=stream, outputs={"Draft": {"title": "str"}})
-    assert outcome.result.end_reason == "error"
+    assert outcome.summary.end_reason == "error"
     assert len(openai_server.requests) == 1  # no repair: it would be cut again
     lines = list(read_jsonl(outcome.run_dir / "costs.jsonl"))
     assert [(line["outcome"], line.get("finish_reason")) for line in lines] == [("ok", "length")]
@@ -74,7 +74,7 @@ def test_a_whole_answer_records_stop_and_replays_it(
 ) -> None:
     openai_server.script(Answer('{"title": "Steam rises"}'))
     outcome = run_team(tmp_path, openai_server, stream=False, outputs={"Draft": {"title": "str"}})
-    assert outcome.result.end_reason == "idle"
+    assert outcome.summary.end_reason == "idle"
     (line,) = read_jsonl(outcome.run_dir / "costs.jsonl")
     assert line["finish_reason"] == "stop"
     (call,) = read_jsonl(outcome.run_dir / "calls.jsonl")
@@ -99,7 +99,7 @@ def test_a_cut_free_text_answer_is_flagged_on_its_message(
 ) -> None:
     openai_server.script(Answer("Steam rises from the", finish_reason="length"))
     outcome = run_team(tmp_path, openai_server, stream=stream)
-    assert outcome.result.end_reason == "idle"
+    assert outcome.summary.end_reason == "idle"
     (draft,) = [m for m in messages(outcome) if m["cause_by"] == "Draft"]
     assert draft["cut"] is True and draft["content"] == "Steam rises from the"
     (cut,) = events(outcome, "answer_cut")
@@ -152,7 +152,7 @@ def test_a_repair_past_the_servers_context_ends_the_action_naming_n_ctx(
         Answer("not json at all"), Raw(CONTEXT_FULL, "application/json", 400), Answer("{}")
     )
     outcome = run_team(tmp_path, openai_server, stream=False, outputs={"Draft": {"title": "str"}})
-    assert outcome.result.end_reason == "error"
+    assert outcome.summary.end_reason == "error"
     assert len(openai_server.requests) == 2  # no further repair, no retry of the 400
     lines = list(read_jsonl(outcome.run_dir / "costs.jsonl"))
     assert [(line["outcome"], line.get("status")) for line in lines] == [

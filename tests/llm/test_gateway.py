@@ -18,6 +18,7 @@ from sopbus.bus import (
     Completion,
     ConfigError,
     Gateway,
+    GatewayStats,
     LedgerLine,
     LLMRequest,
     PriceBook,
@@ -111,14 +112,14 @@ async def test_a_call_is_priced_settled_and_ledgered(autojump_clock: object) -> 
             t=1700000000.0,
         )
     ]
-    assert gw.stats() == {
-        "total_usd": cost,
-        "budget_usd": Decimal(10),
-        "llm_calls": 1,
-        "prompt_tokens": 10,
-        "completion_tokens": 5,
-        "overrun": None,
-    }
+    assert gw.stats() == GatewayStats(
+        total_usd=cost,
+        budget_usd=Decimal(10),
+        llm_calls=1,
+        prompt_tokens=10,
+        completion_tokens=5,
+        overrun=None,
+    )
     assert gw.budget.reserved == 0
 
 
@@ -151,7 +152,7 @@ async def test_retries_honour_retry_after_and_ledger_every_attempt(autojump_cloc
         ("error", 2, Decimal(0)),
         ("ok", 3, Decimal("0.02")),
     ]
-    assert gw.stats()["llm_calls"] == 2 and gw.budget.reserved == 0
+    assert gw.stats().llm_calls == 2 and gw.budget.reserved == 0
 
 
 async def test_backoff_doubles_and_attempts_are_bounded(autojump_clock: object) -> None:
@@ -193,7 +194,7 @@ async def test_a_refused_call_is_ledgered_and_never_made(autojump_clock: object)
     assert [(ln.outcome, ln.prompt_tokens, ln.cost_usd, ln.total_usd) for ln in lines] == [
         ("refused", 0, Decimal(0), Decimal(0))
     ]
-    assert gw.stats()["llm_calls"] == 0
+    assert gw.stats().llm_calls == 0
 
 
 async def test_an_unknown_model_fails_before_any_call(autojump_clock: object) -> None:
@@ -271,7 +272,7 @@ def test_concurrent_calls_never_spend_past_the_cap(
     trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
 
     assert gw.budget.spent <= cap and gw.budget.reserved == 0
-    assert sum(line.cost_usd for line in lines) == gw.stats()["total_usd"] == gw.budget.spent
+    assert sum(line.cost_usd for line in lines) == gw.stats().total_usd == gw.budget.spent
     assert [line.seq for line in lines] == list(range(1, len(requests) + 1))
     assert all(line.total_usd <= cap for line in lines)
     assert sorted(ln.outcome for ln in lines) == sorted(

@@ -124,7 +124,8 @@ async def test_completion_tokens_above_max_tokens_are_an_overrun_that_ends_the_b
     assert (line.outcome, line.prompt_tokens, line.completion_tokens) == ("overrun", 30, 3000)
     assert line.cost_usd == PRICE.cost(Usage(30, 3000)) > RESERVED  # what the provider billed
     assert not line.estimated and len(openai_server.requests) == 1  # not retried
-    overrun = out.gateway.stats()["overrun"]
+    overrun = out.gateway.stats().overrun
+    assert overrun is not None
     assert overrun["reported"] == {
         "prompt_tokens": 30,
         "completion_tokens": 3000,
@@ -157,7 +158,8 @@ async def test_huge_usage_is_ledgered_as_billed_past_the_cap_and_named_in_the_ov
     (line,) = out.lines
     billed = PRICE.cost(Usage(10**12, 10))
     assert line.cost_usd == line.total_usd == billed == out.gateway.budget.spent  # $150,000.000006
-    overrun = out.gateway.stats()["overrun"]
+    overrun = out.gateway.stats().overrun
+    assert overrun is not None
     assert (
         overrun["over_cap_usd"] == billed - Decimal("0.01") and "above the $" in overrun["reason"]
     )

@@ -63,7 +63,7 @@ async def test_paid_calls_are_reserved_ledgered_and_refused_past_the_cap(tmp_pat
         ("tool", "search.find", "refused"),
     ]
     assert gateway.budget.spent == Decimal("0.004") <= Decimal("0.005")
-    assert gateway.stats()["llm_calls"] == 0  # a tool call is not a model call
+    assert gateway.stats().llm_calls == 0  # a tool call is not a model call
     recorded = read_recording(store.run_dir / "calls.jsonl").tools
     assert [r.ledger.seq for r in recorded if r.ledger] == [1, 2]
 

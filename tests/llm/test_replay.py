@@ -63,7 +63,7 @@ async def test_a_recorded_run_replays_the_same_answers_for_free(tmp_path: Path) 
         (line.outcome, line.prompt_tokens, line.completion_tokens, line.cost_usd)
         for line in replayed
     ] == [("replayed", o.prompt_tokens, o.completion_tokens, Decimal(0)) for o in recorded]
-    assert gw.stats()["total_usd"] == 0 and sum(line.cost_usd for line in recorded) > 0
+    assert gw.stats().total_usd == 0 and sum(line.cost_usd for line in recorded) > 0
 
 
 async def test_one_key_asked_twice_replays_in_recorded_order(tmp_path: Path) -> None:

@@ -111,7 +111,7 @@ def test_tokenize_false_in_the_scenario_file_reaches_the_run(tmp_path: Path) -> 
         outcome = trio.run(lambda: execute(load_scenario(path), environ={"OPENAI_API_KEY": "k"}))
         assert server.elsewhere == []
         assert len(server.requests) == 1
-    assert outcome.result.end_reason == "idle"
+    assert outcome.summary.end_reason == "idle"
     assert "tokenize = false" in (outcome.run_dir / "scenario.toml").read_text()
 
 

@@ -62,7 +62,7 @@ async def test_report_groups_by_role_action_model_and_sums_to_the_gateway(tmp_pa
         "refused",
     ]  # 20000 tokens of gpt-4o > $0.05
     report = cost_report(lines, run_id="r1")
-    assert report["total_usd"] == gw.stats()["total_usd"] == lines[-1].total_usd
+    assert report["total_usd"] == gw.stats().total_usd == lines[-1].total_usd
     assert (report["run_id"], report["budget_usd"], report["calls"]) == ("r1", Decimal("0.05"), 3)
     assert report["outcomes"] == {"ok": 3, "refused": 1}
     assert set(report["by_role"]) == {"Alice", "Bob", "Carol"}

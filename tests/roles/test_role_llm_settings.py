@@ -43,7 +43,7 @@ def run_pair(
         )
     )
     outcome = trio.run(lambda: execute(load_scenario(path), environ=KEY))
-    return outcome.result.end_reason, list(read_jsonl(outcome.run_dir / "costs.jsonl", LedgerLine))
+    return outcome.summary.end_reason, list(read_jsonl(outcome.run_dir / "costs.jsonl", LedgerLine))
 
 
 def test_a_roles_max_attempts_replaces_the_runs(

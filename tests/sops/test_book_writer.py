@@ -340,7 +340,7 @@ async def run_shipped(tmp_path: Path, name: str = "a", max_rounds: int | None = 
 
 async def test_the_shipped_run_goes_idle_with_the_book_and_its_outline(tmp_path: Path) -> None:
     outcome = await run_shipped(tmp_path)
-    assert outcome.result.end_reason == "idle"
+    assert outcome.summary.end_reason == "idle"
     fired = triggers(outcome.run_dir)
     # The injected evaluation (round 8) of an already revised section: a strategy, then a revision.
     assert (8, "StrategyWorker", "The Stone Monkey") in fired
@@ -555,7 +555,7 @@ async def test_a_run_stopped_before_the_revisions_fails_on_its_short_drafts(
     tmp_path: Path,
 ) -> None:
     outcome = await run_shipped(tmp_path, max_rounds=4)
-    assert outcome.result.end_reason == "max_rounds"
+    assert outcome.summary.end_reason == "max_rounds"
     verdict = outcome.summary.verdict
     assert not verdict.passed
     # The fixtures' first drafts: short of their targets, Havoc in Heaven too long.

@@ -24,8 +24,8 @@ from sopbus.bus import (
     Provider,
     ProviderError,
     Runner,
-    RunResult,
     RunStore,
+    RunSummary,
     Scenario,
     SimProvider,
     Turn,
@@ -92,7 +92,9 @@ def scenario(
     return load_scenario(path)
 
 
-async def run(scn: Scenario, tmp: Path, provider: Provider | None = None) -> tuple[RunResult, Path]:
+async def run(
+    scn: Scenario, tmp: Path, provider: Provider | None = None
+) -> tuple[RunSummary, Path]:
     team = build_team(scn)
     store = RunStore.create(tmp / "runs", scn.name)
     provider = provider or SimProvider(
@@ -147,8 +149,8 @@ async def test_shipped_scenario_delivers_with_one_repair_and_a_receipt(tmp_path:
     scn = msgspec.structs.replace(scn, run=msgspec.structs.replace(scn.run, runs_dir=str(tmp_path)))
     outcome = await execute(scn)
     art = outcome.run_dir / "artifacts" / "ch07"
-    assert outcome.result.end_reason == "stop_condition"
-    assert outcome.result.detail.startswith("ch07 delivered with receipt ")
+    assert outcome.summary.end_reason == "stop_condition"
+    assert outcome.summary.detail.startswith("ch07 delivered with receipt ")
     assert [e["id"] for e in report(outcome.run_dir, 1)["errors"]] == [
         "HOOK-H1",
         "FACT-card:mara-eyes",
@@ -226,7 +228,7 @@ def test_manifest_is_deterministic_sorted_and_hashed() -> None:
 # -- fail-closed causes -----------------------------------------------------------------------
 
 
-def assert_failed(run_result: RunResult, run_dir: Path, cause: str) -> None:
+def assert_failed(run_result: RunSummary, run_dir: Path, cause: str) -> None:
     """The sample failed closed with ``cause``: event, artifact, summary, and nothing delivered."""
     assert [n["cause"] for n in notes(run_dir, "sample_failed")] == [cause]
     failed = json.loads((run_dir / "artifacts" / "ch07" / "failed.json").read_text())

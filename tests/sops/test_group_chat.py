@@ -7,9 +7,10 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 
-from sopbus.bus import ConfigError, LLMRequest, Message
+from sopbus.bus import ConfigError, GatewayStats, LLMRequest, Message
 from sopbus.roles.chat._group_chat import ChatManager, NextSpeaker, Participant
 from sopbus.sops import AllOf, AnyOf, MaxMessages, SpendLimit, TextMention, Timeout, TokenLimit
 from support.scripted_gateway import ScriptedGateway, turn
@@ -224,19 +225,15 @@ def test_termination_conditions_count_match_and_combine() -> None:
 
 
 def test_token_and_spend_limits_read_the_bound_stats() -> None:
-    totals: dict[str, Any] = {
-        "prompt_tokens": 50,
-        "completion_tokens": 40,
-        "total_usd": Decimal("0.01"),
-    }
+    totals = [GatewayStats(prompt_tokens=50, completion_tokens=40, total_usd=Decimal("0.01"))]
     tokens, spend = TokenLimit(100), SpendLimit(Decimal("0.02"))
     stop = AnyOf([tokens, spend])
     assert stop([], 1) is None  # unbound: cannot fire (and says so in the log)
-    stop.bind_stats(lambda: totals)
+    stop.bind_stats(lambda: totals[0])
     assert stop([], 2) is None
-    totals["completion_tokens"] = 60
+    totals[0] = msgspec.structs.replace(totals[0], completion_tokens=60)
     assert stop([], 3) == "110 tokens used, limit 100"
-    totals.update(prompt_tokens=0, total_usd=Decimal("0.02"))
+    totals[0] = msgspec.structs.replace(totals[0], prompt_tokens=0, total_usd=Decimal("0.02"))
     assert stop([], 4) == "$0.02 spent, limit $0.02"
 
 

@@ -142,7 +142,7 @@ async def test_a_software_company_run_with_a_failed_test_round_replays_to_the_sa
     scenario, continuation = plan_replay(original.run_dir, into=tmp_path / "replay")
     replay = await execute(scenario, continuation=continuation)
 
-    assert replay.result.end_reason == original.result.end_reason == "idle"
+    assert replay.summary.end_reason == original.summary.end_reason == "idle"
     assert messages(replay.run_dir) == messages(original.run_dir)
     assert artifacts(replay.run_dir) == artifacts(original.run_dir)
     assert spent(replay.run_dir) == 0

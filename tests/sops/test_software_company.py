@@ -261,7 +261,7 @@ async def test_a_failing_test_sends_a_bug_report_and_the_fix_passes(tmp_path: Pa
         company(tmp_path, fixtures=[bug, FIXTURES], sop="review = false"), tmp_path / "runs"
     )
     run_dir = outcome.run_dir
-    assert outcome.result.end_reason == "idle"
+    assert outcome.summary.end_reason == "idle"
     assert qa_verdicts(run_dir) == [False, True]
     (report,) = published(run_dir, "DebugError")
     assert report["recipients"] == ["Alex"]
@@ -296,7 +296,7 @@ async def test_qa_gives_up_after_max_test_rounds(tmp_path: Path) -> None:
         tmp_path / "runs",
     )
     run_dir = outcome.run_dir
-    assert (outcome.result.status, outcome.result.end_reason) == ("completed", "idle")
+    assert (outcome.summary.status, outcome.summary.end_reason) == ("completed", "idle")
     assert qa_verdicts(run_dir) == [False, False, False]  # the first run and two fix rounds
     assert len(published(run_dir, "DebugError")) == 2
     (gave_up,) = events(run_dir, "test_rounds_exhausted")

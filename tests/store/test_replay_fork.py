@@ -155,7 +155,7 @@ def test_replay_of_a_resumed_run_repeats_the_whole_run(tmp_path: Path) -> None:
     scenario, continuation = plan_replay(stopped)
     replay = run(scenario, continuation=continuation)
 
-    assert replay.result.end_reason == "idle" and messages(replay.run_dir) == messages(stopped)
+    assert replay.summary.end_reason == "idle" and messages(replay.run_dir) == messages(stopped)
     assert Decimal(replay.summary.total_usd) == 0 and replay.summary.taped_calls == 5
 
 
@@ -163,12 +163,12 @@ def test_replay_of_a_budget_exhausted_run_ends_the_same_way(tmp_path: Path) -> N
     full = run(load_scenario(relay(tmp_path)))
     cap = sum((line.cost_usd for line in ledger(full.run_dir)[:3]), Decimal(0)) + Decimal("0.0002")
     poor = run(load_scenario(relay(tmp_path / "poor", budget=str(cap))))
-    assert poor.result.end_reason == "budget_exhausted"
+    assert poor.summary.end_reason == "budget_exhausted"
 
     scenario, continuation = plan_replay(poor.run_dir)
     replay = run(scenario, continuation=continuation)
 
-    assert replay.result.end_reason == "budget_exhausted"
+    assert replay.summary.end_reason == "budget_exhausted"
     assert messages(replay.run_dir) == messages(poor.run_dir)
 
 
@@ -181,8 +181,8 @@ def test_a_replay_that_cannot_find_an_answer_fails_instead_of_calling(tmp_path: 
     scenario, continuation = plan_replay(original)
     replay = run(scenario, continuation=continuation)
 
-    assert replay.result.end_reason == "error"
-    assert "no answer for 'Pia'" in (replay.result.error or "")
+    assert replay.summary.end_reason == "error"
+    assert "no answer for 'Pia'" in (replay.summary.error or "")
     assert [line.round for line in ledger(replay.run_dir)] == [1, 2]
 
 
@@ -301,9 +301,9 @@ def test_a_fork_whose_early_rounds_need_an_unrecorded_call_fails_instead_of_call
     scenario, continuation = plan_fork(original, at_round=2, settings=("roles.0.name=Oona",))
     fork = run(scenario, environ=KEY, continuation=continuation)
 
-    assert fork.result.end_reason == "error"
-    assert "no answer for 'Oona'" in (fork.result.error or "")
-    assert "rounds up to 2 take their answers from it" in (fork.result.error or "")
+    assert fork.summary.end_reason == "error"
+    assert "no answer for 'Oona'" in (fork.summary.error or "")
+    assert "rounds up to 2 take their answers from it" in (fork.summary.error or "")
     assert server.requests == []  # rounds up to the fork's make no provider call
     assert ledger(fork.run_dir) == []
 

@@ -54,7 +54,7 @@ def show_json(run_dir: Path, capsys: pytest.CaptureFixture[str]) -> str:
 def baseline(tmp_path: Path) -> Path:
     """The uninterrupted run everything is compared with."""
     outcome = trio.run(execute, load_scenario(scenario_file(tmp_path, "baseline")))
-    assert outcome.result.end_reason == "idle" and outcome.result.rounds == 5
+    assert outcome.summary.end_reason == "idle" and outcome.summary.rounds == 5
     return outcome.run_dir
 
 
@@ -158,13 +158,13 @@ async def test_a_run_stopped_by_its_round_limit_resumes_with_a_higher_one(
     baseline: Path, tmp_path: Path
 ) -> None:
     first = await execute(load_scenario(scenario_file(tmp_path, "limited", max_rounds=2)))
-    assert first.result.end_reason == "max_rounds"
+    assert first.summary.end_reason == "max_rounds"
     paid = ledger(first.run_dir)
 
     scenario, continuation = plan_resume(first.run_dir, max_rounds=10)
     outcome = await execute(scenario, continuation=continuation)
 
-    assert outcome.result.end_reason == "idle" and outcome.run_dir == first.run_dir
+    assert outcome.summary.end_reason == "idle" and outcome.run_dir == first.run_dir
     assert messages(first.run_dir) == messages(baseline)
     assert artifacts(first.run_dir) == artifacts(baseline)
     lines = ledger(first.run_dir)
@@ -181,7 +181,7 @@ async def test_a_run_stopped_by_its_budget_resumes_with_a_higher_one(
 ) -> None:
     cap = sum((ln.cost_usd for ln in ledger(baseline)[:3]), Decimal(0)) + Decimal("0.0002")
     first = await execute(load_scenario(scenario_file(tmp_path, "poor", budget=str(cap))))
-    assert first.result.end_reason == "budget_exhausted"
+    assert first.summary.end_reason == "budget_exhausted"
     assert [ln.outcome for ln in ledger(first.run_dir)].count("refused") >= 1
 
     with pytest.raises(ConfigError, match="already spent"):
@@ -189,7 +189,7 @@ async def test_a_run_stopped_by_its_budget_resumes_with_a_higher_one(
     scenario, continuation = plan_resume(first.run_dir, budget_usd=Decimal(1))
     outcome = await execute(scenario, continuation=continuation)
 
-    assert outcome.result.end_reason == "idle"
+    assert outcome.summary.end_reason == "idle"
     assert messages(first.run_dir) == messages(baseline)
     assert artifacts(first.run_dir) == artifacts(baseline)
     assert spent(first.run_dir) == spent(baseline)

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from decimal import Decimal
 
-from sopbus.bus import Completion, LLMRequest, Turn, Usage
+from sopbus.bus import Budget, Completion, GatewayStats, LLMRequest, Turn, Usage
 
 Answer = Callable[[LLMRequest, int], str]
 
@@ -34,6 +35,16 @@ class ScriptedGateway:
             queue = list(answer)
             self._answer = lambda request, attempt: _pop(queue, request)
         self.calls: list[Call] = []
+        self.budget = Budget(Decimal(0))  # nothing is priced here: the run loop reads it
+        self._tokens = [0, 0]
+
+    def stats(self) -> GatewayStats:
+        """The calls made and their tokens (nothing is priced), as the run summary reads."""
+        return GatewayStats(
+            llm_calls=len(self.calls),
+            prompt_tokens=self._tokens[0],
+            completion_tokens=self._tokens[1],
+        )
 
     async def complete(self, request: LLMRequest, *, round: int, attempt: int = 1) -> Completion:
         self.calls.append(Call(request, round, attempt))
@@ -42,6 +53,8 @@ class ScriptedGateway:
             prompt_tokens=sum(len(m.content.split()) for m in request.messages),
             completion_tokens=len(text.split()),
         )
+        self._tokens[0] += usage.prompt_tokens
+        self._tokens[1] += usage.completion_tokens
         return Completion(text=text, usage=usage, model=request.model, provider="scripted")
 
     def actions(self) -> list[str]:
