@@ -489,47 +489,12 @@ async def open_link(
     loop = asyncio.new_event_loop()
     thread = threading.Thread(target=loop.run_forever, name=f"nats-link {url}", daemon=True)
     thread.start()
-
-    async def connect() -> tuple[Any, Any]:
-        async def quiet(_: Exception) -> None:  # reconnect errors are reported by the calls
-            return None
-
-        # Reconnects without end once connected (a server restart is survived); the first
-        # connection gets `connect_timeout` in all, or the client would retry it forever.
-        nc = nats.NATS()
-        try:
-            # (the client's annotations say int; it takes float seconds)
-            await asyncio.wait_for(
-                nc.connect(
-                    url,
-                    name=name,
-                    connect_timeout=connect_timeout,  # type: ignore[arg-type]
-                    allow_reconnect=True,
-                    max_reconnect_attempts=-1,
-                    reconnect_time_wait=0.2,  # type: ignore[arg-type]
-                    error_cb=quiet,
-                ),
-                connect_timeout,
-            )
-        except BaseException:
-            await nc.close()
-            raise
-        return nc, nc.jetstream()
-
-    def stop() -> None:
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(timeout=5)
-        if not thread.is_alive():
-            loop.close()
-
     probe = Link(url, loop, thread, None, None)
     try:
-        nc, js = await probe._cross(connect())
+        nc, js = await probe._cross(_connect(nats, url, name, connect_timeout))
     except BaseException as exc:
-        stop()
-        if isinstance(exc, (OSError, asyncio.TimeoutError, TimeoutError)) or type(
-            exc
-        ).__module__.startswith("nats"):
+        _stop(loop, thread)
+        if _unreachable(exc):
             raise NatsUnavailable(
                 f"cannot reach a NATS server at {url}: {type(exc).__name__}: {exc}; start one "
                 f"with JetStream (`nats-server -js`, version 2.10 or later) or fix the URL"
@@ -544,4 +509,48 @@ async def open_link(
                 await link._cross(nc.drain())
             except Exception:
                 pass
-        stop()
+        _stop(loop, thread)
+
+
+async def _connect(nats: Any, url: str, name: str, connect_timeout: float) -> tuple[Any, Any]:
+    """A connection and its JetStream context, made on the link's asyncio loop."""
+
+    async def quiet(_: Exception) -> None:  # reconnect errors are reported by the calls
+        return None
+
+    # Reconnects without end once connected (a server restart is survived); the first
+    # connection gets `connect_timeout` in all, or the client would retry it forever.
+    nc = nats.NATS()
+    try:
+        # (the client's annotations say int; it takes float seconds)
+        await asyncio.wait_for(
+            nc.connect(
+                url,
+                name=name,
+                connect_timeout=connect_timeout,
+                allow_reconnect=True,
+                max_reconnect_attempts=-1,
+                reconnect_time_wait=0.2,
+                error_cb=quiet,
+            ),
+            connect_timeout,
+        )
+    except BaseException:
+        await nc.close()
+        raise
+    return nc, nc.jetstream()
+
+
+def _stop(loop: asyncio.AbstractEventLoop, thread: threading.Thread) -> None:
+    """Stop the link's loop and its thread (the loop is closed once the thread is gone)."""
+    loop.call_soon_threadsafe(loop.stop)
+    thread.join(timeout=5)
+    if not thread.is_alive():
+        loop.close()
+
+
+def _unreachable(exc: BaseException) -> bool:
+    """Whether a failed first connection means no server answers (as opposed to a bug)."""
+    return isinstance(exc, (OSError, asyncio.TimeoutError, TimeoutError)) or type(
+        exc
+    ).__module__.startswith("nats")

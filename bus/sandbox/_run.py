@@ -41,14 +41,7 @@ async def run_sandboxed(
     :func:`sopbus.bus.sandbox.using`). Files are copied in and out without following links. The
     scratch directory is deleted before returning, also on timeout or cancellation.
     """
-    command = [str(arg) for arg in argv]
-    if not command:
-        raise ValueError("argv is empty; pass the command to run, e.g. ['python', 'main.py']")
-    extra_env = dict(env or {})
-    refuse_secrets(extra_env)
-    to_write = {relative_path(name): content for name, content in (files or {}).items()}
-    if workspace is not None and not workspace.is_dir():
-        raise ValueError(f"workspace {workspace} is not a directory")
+    command, extra_env, to_write = _checked_call(argv, workspace, files, env)
     settings = sandbox or current()
     backend, scratch = await trio.to_thread.run_sync(_prepare, settings, workspace, to_write)
     watch = Watch(_quotas(backend, scratch, settings))
@@ -66,13 +59,8 @@ async def run_sandboxed(
         duration = time.perf_counter() - started
         if stopped := watch.note():
             notes.append(stopped)
-        if keep is not None:
-            budget = settings.scratch_mb << 20
-            dropped = await trio.to_thread.run_sync(
-                lambda: copy_tree(scratch.work, keep, collecting=True, budget=budget)
-            )
-            if dropped:
-                notes.append(_dropped_note(dropped, budget))
+        if keep is not None and (dropped := await _kept(scratch, keep, settings)):
+            notes.append(dropped)
     finally:
         with trio.CancelScope(shield=True):
             await trio.to_thread.run_sync(scratch.remove)
@@ -92,6 +80,35 @@ async def run_sandboxed(
         backend=backend,
         notes=tuple(notes),
     )
+
+
+def _checked_call(
+    argv: Sequence[str],
+    workspace: Path | None,
+    files: Mapping[str, str | bytes] | None,
+    env: Mapping[str, str] | None,
+) -> tuple[list[str], dict[str, str], dict[str, str | bytes]]:
+    """The command, the extra environment and the files to write, each checked: a wrong
+    call raises ValueError before any scratch directory exists."""
+    command = [str(arg) for arg in argv]
+    if not command:
+        raise ValueError("argv is empty; pass the command to run, e.g. ['python', 'main.py']")
+    extra_env = dict(env or {})
+    refuse_secrets(extra_env)
+    to_write = {relative_path(name): content for name, content in (files or {}).items()}
+    if workspace is not None and not workspace.is_dir():
+        raise ValueError(f"workspace {workspace} is not a directory")
+    return command, extra_env, to_write
+
+
+async def _kept(scratch: Scratch, keep: Path, settings: SandboxSettings) -> str | None:
+    """Copy the scratch directory's final contents to ``keep``, up to the scratch quota; a
+    note naming what was dropped past it, or ``None``."""
+    budget = settings.scratch_mb << 20
+    dropped = await trio.to_thread.run_sync(
+        lambda: copy_tree(scratch.work, keep, collecting=True, budget=budget)
+    )
+    return _dropped_note(dropped, budget) if dropped else None
 
 
 def _quotas(backend: str, scratch: Scratch, settings: SandboxSettings) -> list[Quota]:
