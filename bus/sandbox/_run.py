@@ -87,7 +87,7 @@ def _checked_call(
     workspace: Path | None,
     files: Mapping[str, str | bytes] | None,
     env: Mapping[str, str] | None,
-) -> tuple[list[str], dict[str, str], dict[str, str | bytes]]:
+) -> tuple[list[str], dict[str, str], dict[PurePosixPath, str | bytes]]:
     """The command, the extra environment and the files to write, each checked: a wrong
     call raises ValueError before any scratch directory exists."""
     command = [str(arg) for arg in argv]

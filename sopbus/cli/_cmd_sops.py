@@ -14,6 +14,7 @@ import json
 from typing import Any
 
 from ._exit import ExitCode
+from ._flags import JSON, add
 from ._runref import console
 
 NAME = "sops"
@@ -21,7 +22,7 @@ HELP = "list the SOPs a scenario can name: built-in and installed ones"
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--json", action="store_true", help="print a JSON array instead of a table")
+    add(parser, JSON)
 
 
 def run(args: argparse.Namespace) -> int:
