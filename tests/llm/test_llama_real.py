@@ -26,7 +26,7 @@ from sopbus.bus._protocol import ToolSpec
 from sopbus.bus.llm import OpenAIProvider
 from sopbus.bus.llm._tokens import prompt_upper_bound
 from support.cli import sopbus
-from support.llama_server import MODEL, SLOT_CTX, LlamaServer
+from support.llama_server import MODEL, SLOT_CTX, LlamaServer, running_llama
 from support.teams import pipeline
 
 IN, OUT, CACHED = Decimal(1), Decimal(2), Decimal("0.5")  # --price, USD per 1M tokens
@@ -211,11 +211,21 @@ def test_without_the_build_a_test_skips_with_the_command_and_fails_in_ci(tmp_pat
     assert BUILD in str(failed.value)
 
 
+@pytest.fixture
+def fresh_llama(tmp_path: Path) -> Iterator[LlamaServer]:
+    """A server of its own, started for one test: its slots hold no cached prompt."""
+    yield from running_llama(tmp_path)
+
+
 async def test_a_required_tool_call_comes_back_under_its_full_name_as_billed(
-    llama: LlamaServer,
+    fresh_llama: LlamaServer,
 ) -> None:
     # A prompt this model answers with a whole call at temperature 0; under "auto" it never
-    # calls one, and under "required" this llama.cpp still lets it write text first.
+    # calls one, and under "required" this llama.cpp still lets it write text first. The
+    # answer is the same every time only from an empty cache: on the shared server a slot
+    # that still holds an earlier prompt's prefix (4 tokens of the chat template) evaluates
+    # the rest in another batch shape, the logits move, and the greedy path can turn to text.
+    llama = fresh_llama
     clock = ToolSpec(
         name="time.get_current_time",
         description="Get the current time in a timezone",
