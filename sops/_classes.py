@@ -13,7 +13,8 @@ from typing import TypeVar
 import msgspec
 
 from sopbus.bus import ConfigError, RoleSpec, Scenario
-from sopbus.roles import Action, Registry
+from sopbus.roles import Action, Registry, Role
+from sopbus.roles import registry as default_registry
 
 from ._import import import_sop_module
 
@@ -48,7 +49,11 @@ def python_class(ref: str, kind: C, scenario: Scenario, where: str) -> C:
 def with_action_classes(scenario: Scenario, registry: Registry) -> tuple[RoleSpec, ...]:
     """The scenario's ``[[roles]]``, each Action class they name as ``"module:Class"``
     registered into ``registry`` and named by its action name. All of them come first, so
-    a role may watch, by name, the Python action of a role declared after it."""
+    a role may watch, by name, the Python action of a role declared after it; so do the
+    modules of the Role classes they name, whose own actions register when imported."""
+    for i, spec in enumerate(scenario.roles):
+        if spec.cls is not None:
+            python_class(spec.cls, Role, scenario, f"$.roles[{i}].class")
     out = []
     for i, spec in enumerate(scenario.roles):
         changes: dict[str, tuple[str, ...]] = {}
@@ -62,6 +67,11 @@ def with_action_classes(scenario: Scenario, registry: Registry) -> tuple[RoleSpe
                     for j, ref in enumerate(refs)
                 )
         out.append(msgspec.structs.replace(spec, **changes) if changes else spec)
+    # An imported module's Action classes registered themselves into the default registry
+    # (their class statements ran); the scenario's copy of it knows them too.
+    for name, cls in default_registry.actions.items():
+        if name not in registry.actions:
+            registry.add_action(cls)
     return tuple(out)
 
 

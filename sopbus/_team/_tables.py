@@ -49,6 +49,7 @@ def role_tables(roles: Iterable[RoleLike], shown: str) -> Tables:
         where = f"{shown}: roles[{i}]"
         if isinstance(role, type) and issubclass(role, Role):
             out.roles.append({"name": role.name, "class": _ref(role, out, where)})
+            _declared_in(role.actions, out, f"{where}.actions")
         elif isinstance(role, Role):
             out.roles.append(_entry(role, out, where))
         else:
@@ -85,6 +86,23 @@ def _entry(role: Role, out: Tables, where: str) -> dict[str, Any]:
     return entry
 
 
+def _declared_in(refs: Iterable[Any], out: Tables, where: str) -> None:
+    """The ``[actions]`` tables of the declared actions in a Role class's own ``actions``:
+    the class names them itself, and other roles of the team may watch them by name."""
+    for j, ref in enumerate(refs):
+        if isinstance(ref, Action) or (isinstance(ref, type) and issubclass(ref, Action)):
+            if ref.spec is not None:
+                _add_spec(ref.name, ref.spec, out, f"{where}[{j}]")
+
+
+def _add_spec(name: str, spec: ActionSpec, out: Tables, where: str) -> None:
+    if out.actions.setdefault(name, spec) != spec:
+        raise ConfigError(
+            f"{where}: two different actions are named {name!r} in this team; "
+            f"give one of them another name"
+        )
+
+
 def _names(declared: Iterable[Any]) -> list[str]:
     return [ref if isinstance(ref, str) else ref.name for ref in declared]
 
@@ -102,12 +120,7 @@ def _action_ref(action: Action, out: Tables, where: str) -> str:
             f"{', '.join(f'{k}=...' for k in own)})"
         )
     if cls.spec is not None:
-        old = out.actions.setdefault(action.name, cls.spec)
-        if old != cls.spec:
-            raise ConfigError(
-                f"{where}: two different actions are named {action.name!r} in this team; "
-                f"give one of them another name"
-            )
+        _add_spec(action.name, cls.spec, out, where)
         return action.name
     if cls.__module__.startswith("sopbus."):
         return action.name
