@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import string
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
@@ -137,9 +137,8 @@ class Action:
                 f"{cls.__qualname__}(...) takes no name or instruction: its class declares "
                 f"them; Action(name, instruction, output=...) declares a new action"
             )
-        from ._declare import declared_action  # _declare builds on this module
-
-        return super().__new__(declared_action(name, instruction, settings))
+        assert _declared is not None, "sopbus.roles._declare sets it when the package loads"
+        return super().__new__(_declared(name, instruction, settings))
 
     def __init__(
         self,
@@ -279,6 +278,18 @@ class Action:
 
     def __repr__(self) -> str:
         return f"<Action {self.name}>"
+
+
+Declare = Callable[[object, object, Mapping[str, Any]], type[Action]]
+_declared: Declare | None = None
+
+
+def declare_with(declare: Declare) -> None:
+    """How ``Action(name, instruction, ...)`` builds its class: ``declare(name, instruction,
+    keywords)``. Set by :mod:`sopbus.roles._declare` when the package loads, since that module
+    builds on this one, which may not import it (the layers of ``pyproject.toml``)."""
+    global _declared
+    _declared = declare
 
 
 ARTIFACT_FIELDS = ("role", "round", "action")

@@ -20,7 +20,7 @@ from sopbus.bus import ConfigError, closest
 from sopbus.bus.llm._tools import DEFAULT_MAX_TOOL_STEPS, TOOL_CHOICES, ToolChoice
 from sopbus.bus.scenario import ActionSpec, action_spec
 
-from ._action import Action, check_artifact
+from ._action import Action, check_artifact, declare_with
 from ._llm import LLMSettings
 from ._registry import Registry
 from ._role import ActionRef, LLMLike, Role, settings
@@ -128,6 +128,9 @@ def declared_action(name: object, instruction: object, settings: Mapping[str, An
         table["llm"] = table["llm"].model_dump(exclude_none=True)
     spec = action_spec(name, {k: v for k, v in table.items() if v is not None}, shown)
     return action_from_spec(name, spec, registry=Registry(), where=f"$.actions.{name}")
+
+
+declare_with(declared_action)
 
 
 def output_model(action: str, fields: Mapping[str, Any], where: str) -> type[BaseModel]:

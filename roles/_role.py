@@ -333,9 +333,9 @@ def _action_instance(ref: object, registry: Registry, where: str) -> Action:
 def _action_name(ref: object, registry: Registry | None, where: str) -> str:
     if isinstance(ref, Action) or (isinstance(ref, type) and issubclass(ref, Action)):
         return ref.name
-    if isinstance(ref, str) and registry is None:
-        return _text(ref, where, required=True)
     if isinstance(ref, str):
+        if registry is None:  # checked when the team is put together
+            return _text(ref, where, required=True)
         return registry.action(ref, where=where).name
     raise ConfigError(f"expected an action name at {where}, got {ref!r}")
 

@@ -27,7 +27,7 @@ from .._api import Job, run_blocking, run_under_asyncio
 from .._outcome import RunOutcome
 from ._tables import RoleLike, check_importable, role_tables
 
-Price = Sequence[Decimal | int | float | str]
+Price = Sequence[Decimal | int | str]
 
 
 class Team:

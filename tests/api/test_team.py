@@ -433,7 +433,7 @@ def test_the_sop_team_is_still_made_by_the_old_call_with_a_warning() -> None:
     from sopbus import sops
 
     with pytest.warns(DeprecationWarning, match="import Team from sopbus.sops"):
-        old = sopbus.Team(roles=[], stop=None)
+        old = sopbus.Team(roles=[], stop=None)  # type: ignore[call-arg]  # the old call, on purpose
     assert type(old) is sops.Team and old.roles == []
     with warnings.catch_warnings():
         warnings.simplefilter("error")
