@@ -11,6 +11,7 @@ from ._action import Action as Action
 from ._action import ActionContext as ActionContext
 from ._action import ActionResult as ActionResult
 from ._action import UserRequirement as UserRequirement
+from ._declare import action_from_spec as action_from_spec
 from ._declare import declare_action as declare_action
 from ._declare import declare_role as declare_role
 from ._declare import output_model as output_model

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import string
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
@@ -23,6 +24,8 @@ from ._registry import Registry
 from ._registry import registry as default_registry
 
 if TYPE_CHECKING:
+    from sopbus.bus.scenario import ActionSpec
+
     from ._memory import Memory
     from ._view import RoleView
 
@@ -120,13 +123,48 @@ class Action:
         if register:
             (registry or default_registry).add_action(cls)
 
+    spec: ActionSpec | None = None
+    """The ``[actions.<name>]`` table this action was declared from (a scenario file's, or
+    ``Action(name, instruction, ...)``'s); ``None`` for a Python class."""
+
+    def __new__(
+        cls, name: str | None = None, instruction: str | None = None, **settings: Any
+    ) -> Any:
+        if cls is not Action:
+            if (name is not None or instruction is not None) and cls.__init__ is Action.__init__:
+                raise TypeError(
+                    f"{cls.__qualname__}(...) takes no name or instruction: its class declares "
+                    f"them; Action(name, instruction, output=...) declares a new action"
+                )
+            return super().__new__(cls)  # a subclass's own __init__ takes its own arguments
+        assert _declared is not None, "sopbus.roles._declare sets it when the package loads"
+        return super().__new__(_declared(name, instruction, settings))
+
     def __init__(
         self,
+        name: str | None = None,
+        instruction: str | None = None,
         *,
-        llm: LLMSettings | None = None,
+        llm: LLMSettings | Mapping[str, Any] | None = None,
         max_repairs: int | None = None,
         artifact: str | None = None,
+        **table: Any,
     ) -> None:
+        """``Action(name, instruction, output={...}, ...)`` declares an action as a scenario
+        file's ``[actions.<name>]`` table does, with the same keys (``output`` maps field names
+        to type specs such as ``"list[str]"``; ``llm``, ``max_repairs``, ``artifact``,
+        ``tools``, ``max_tool_steps``, ``tool_choice``) and the same checks, and gives an
+        instance of the class that table declares. An instance of a subclass may override
+        ``llm``, ``max_repairs`` and ``artifact``."""
+        if name is not None or instruction is not None:
+            return  # __new__ declared the class with every setting
+        if table:
+            raise TypeError(
+                f"{type(self).__qualname__}() got unexpected keywords "
+                f"{', '.join(sorted(table))}: an instance may set llm, max_repairs, artifact"
+            )
+        if llm is not None and not isinstance(llm, LLMSettings):
+            raise TypeError(f"{type(self).__qualname__}(llm=...) takes an LLMSettings, got {llm!r}")
         if artifact is not None:
             self.artifact = check_artifact(artifact, f"{type(self).__qualname__}(artifact=...)")
         if llm is not None:
@@ -240,6 +278,18 @@ class Action:
 
     def __repr__(self) -> str:
         return f"<Action {self.name}>"
+
+
+Declare = Callable[[object, object, Mapping[str, Any]], type[Action]]
+_declared: Declare | None = None
+
+
+def declare_with(declare: Declare) -> None:
+    """How ``Action(name, instruction, ...)`` builds its class: ``declare(name, instruction,
+    keywords)``. Set by :mod:`sopbus.roles._declare` when the package loads, since that module
+    builds on this one, which may not import it (the layers of ``pyproject.toml``)."""
+    global _declared
+    _declared = declare
 
 
 ARTIFACT_FIELDS = ("role", "round", "action")

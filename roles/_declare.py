@@ -18,8 +18,10 @@ from pydantic import BaseModel, ConfigDict
 
 from sopbus.bus import ConfigError, closest
 from sopbus.bus.llm._tools import DEFAULT_MAX_TOOL_STEPS, TOOL_CHOICES, ToolChoice
+from sopbus.bus.scenario import ActionSpec, action_spec
 
-from ._action import Action, check_artifact
+from ._action import Action, check_artifact, declare_with
+from ._llm import LLMSettings
 from ._registry import Registry
 from ._role import ActionRef, LLMLike, Role, settings
 
@@ -99,6 +101,47 @@ def _check_whole(value: object, least: int, where: str) -> None:
     # bool is an int to Python, but `max_repairs = true` is a mistake in a file
     if isinstance(value, bool) or not isinstance(value, int) or value < least:
         raise ConfigError(f"expected a whole number >= {least} at {where}, got {value!r}")
+
+
+def action_from_spec(
+    name: str, spec: ActionSpec, *, registry: Registry, where: str | None = None
+) -> type[Action]:
+    """The action a checked ``[actions.<name>]`` table declares (:func:`declare_action`), into
+    ``registry``; the class keeps the table as its ``spec``."""
+    cls = declare_action(
+        name,
+        instruction=spec.instruction,
+        output=spec.output_types(),
+        llm=spec.llm,
+        max_repairs=spec.max_repairs,
+        artifact=spec.artifact,
+        registry=registry,
+        where=where,
+        tools=spec.tools,
+        max_tool_steps=spec.max_tool_steps,
+        tool_choice=spec.tool_choice,
+    )
+    cls.spec = spec
+    return cls
+
+
+def declared_action(name: object, instruction: object, settings: Mapping[str, Any]) -> type[Action]:
+    """The class of ``Action(name, instruction, output=..., ...)``: the keywords are the keys of
+    a scenario file's ``[actions.<name>]`` table, checked as the file's are, and the class is
+    the one that table declares. It is registered nowhere: a team declares it when it runs."""
+    if not isinstance(name, str) or not name.strip():
+        raise ConfigError(
+            f"Action(name, instruction, ...): expected a non-empty name, got {name!r}"
+        )
+    shown = f"Action({name!r})"
+    table = {"instruction": instruction, **settings}
+    if isinstance(table.get("llm"), LLMSettings):
+        table["llm"] = table["llm"].model_dump(exclude_none=True)
+    spec = action_spec(name, {k: v for k, v in table.items() if v is not None}, shown)
+    return action_from_spec(name, spec, registry=Registry(), where=f"$.actions.{name}")
+
+
+declare_with(declared_action)
 
 
 def output_model(action: str, fields: Mapping[str, Any], where: str) -> type[BaseModel]:

@@ -51,6 +51,11 @@ class Role:
     are looked up in ``registry`` (default ``sopbus.roles.registry``); an unknown name is a
     :class:`sopbus.bus.ConfigError` with the closest names and the place (``where``) it was written.
 
+    Without a subclass, ``Role("OrderDesk", watch=["UserRequirement"], actions=[record])``
+    declares a role for a :class:`sopbus.Team`; as it may watch the actions of the team's
+    other roles, its ``watch`` names are checked when the team is put together (at once when
+    ``registry=`` is given).
+
     ``react_mode``: ``by_order`` runs every action in order; ``react`` lets the model pick
     the next action (or "done"), at most ``max_react_steps`` actions per step;
     ``plan_and_act`` asks the model for a plan of at most ``max_react_steps`` actions,
@@ -87,8 +92,8 @@ class Role:
 
     def __init__(
         self,
-        *,
         name: str | None = None,
+        *,
         profile: str | None = None,
         goal: str | None = None,
         constraints: str | None = None,
@@ -119,7 +124,12 @@ class Role:
         self.send_to = _names(given(send_to, "send_to"), f"{at}.send_to")
         self._actions = self._resolve_actions(given(actions, "actions"), f"{at}.actions")
         self.actions = self._actions
-        self.watch_order = self._resolve_watch(given(watch, "watch"), f"{at}.watch")
+        # A role of the base class given no registry is a declaration for a team
+        # (Role("Desk", watch=[...], actions=[...])): it may watch actions of the team's
+        # other roles, which no registry knows yet, so the team checks its names.
+        checked = registry is not None or cls is not Role
+        watched = given(watch, "watch")
+        self.watch_order = self._resolve_watch(watched, f"{at}.watch", checked=checked)
         self.watch = frozenset(self.watch_order)
         self.react_mode = _react_mode(given(react_mode, "react_mode"), f"{at}.react_mode")
         self.max_react_steps = _positive(
@@ -287,9 +297,9 @@ class Role:
             resolved.append(action)
         return tuple(resolved)
 
-    def _resolve_watch(self, refs: object, where: str) -> tuple[str, ...]:
+    def _resolve_watch(self, refs: object, where: str, *, checked: bool) -> tuple[str, ...]:
         names = [
-            _action_name(ref, self.registry, f"{where}[{i}]")
+            _action_name(ref, self.registry if checked else None, f"{where}[{i}]")
             for i, ref in enumerate(_sequence(refs, where))
         ]
         return tuple(dict.fromkeys(names))
@@ -320,10 +330,12 @@ def _action_instance(ref: object, registry: Registry, where: str) -> Action:
     raise ConfigError(f"expected an action name at {where}, got {ref!r}")
 
 
-def _action_name(ref: object, registry: Registry, where: str) -> str:
+def _action_name(ref: object, registry: Registry | None, where: str) -> str:
     if isinstance(ref, Action) or (isinstance(ref, type) and issubclass(ref, Action)):
         return ref.name
     if isinstance(ref, str):
+        if registry is None:  # checked when the team is put together
+            return _text(ref, where, required=True)
         return registry.action(ref, where=where).name
     raise ConfigError(f"expected an action name at {where}, got {ref!r}")
 

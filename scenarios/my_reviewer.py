@@ -10,7 +10,8 @@ from __future__ import annotations
 from pydantic import BaseModel
 
 import sopbus
-from sopbus import Action, Role, SopContext, Team
+from sopbus import Action, Role, SopContext
+from sopbus.sops import Team
 from sopbus.sops.builtin.software_company import SOP as COMPANY
 
 

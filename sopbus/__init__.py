@@ -11,8 +11,10 @@ takes a scenario file's path or the name of a shipped scenario and returns a
 :class:`RunOutcome`; :meth:`RunOutcome.open` reads an earlier run's directory. Mistakes in the
 file, the overrides or the keys raise :class:`ConfigError` before anything runs.
 
-A team of your own is a scenario file, and where TOML is not enough, a Python module with
-:class:`Role` and :class:`Action` subclasses and an :class:`SOP`. Everything a user needs is
+A team of your own is a :class:`Team` in Python (``Role("Name", watch=[...],
+actions=[...])``, ``Action(name, instruction, output={...})``) or a scenario file with the
+same content, and where neither is enough, :class:`Role` and :class:`Action` subclasses and
+an :class:`SOP` (whose ``build`` returns a :class:`sopbus.sops.Team`). Everything a user needs is
 a name of this package; the subpackages (``sopbus.bus``, the engine; ``sopbus.roles``;
 ``sopbus.sops``) are there for extensions.
 """
@@ -32,6 +34,7 @@ if TYPE_CHECKING:
     from ._api import run_scenario_async as run_scenario_async
     from ._api import run_scenario_asyncio as run_scenario_asyncio
     from ._outcome import RunOutcome as RunOutcome
+    from ._team import Team as Team
     from .bus import BudgetExhausted as BudgetExhausted
     from .bus import ConfigError as ConfigError
     from .bus import Message as Message
@@ -56,7 +59,6 @@ if TYPE_CHECKING:
     from .roles import tool as tool
     from .sops import SOP as SOP
     from .sops import SopContext as SopContext
-    from .sops import Team as Team
     from .sweep import WorkerDied as WorkerDied
 
 _WHERE: dict[str, str] = {
@@ -65,6 +67,7 @@ _WHERE: dict[str, str] = {
     "run_scenario_async": "._api",
     "run_scenario_asyncio": "._api",
     "RunOutcome": "._outcome",
+    "Team": "._team",
     "BudgetExhausted": ".bus",
     "ConfigError": ".bus",
     "Message": ".bus",
@@ -89,7 +92,6 @@ _WHERE: dict[str, str] = {
     "tool": ".roles",
     "SOP": ".sops",
     "SopContext": ".sops",
-    "Team": ".sops",
     "WorkerDied": ".sweep",
 }
 

@@ -65,11 +65,16 @@ def run_scenario(
     Blocks; works from a script and from a notebook cell (an asyncio loop already
     running). Inside a trio program ``await`` :func:`run_scenario_async` instead.
     """
-    job = _Job.prepare(path, environ, overrides, verbose)
+    job = Job.prepare(path, environ, overrides, verbose)
+    return run_blocking(job, "run_scenario()", "`await sopbus.run_scenario_async(...)`")
+
+
+def run_blocking(job: Job, called: str, instead: str) -> RunOutcome:
+    """Runs ``job`` to its end from a script or a notebook cell; under trio, a
+    RuntimeError saying that ``called`` blocks and to use ``instead``."""
     if trio.lowlevel.in_trio_run():
         raise RuntimeError(
-            "run_scenario() blocks, and this thread is running trio: use "
-            "`await sopbus.run_scenario_async(...)` in a trio program"
+            f"{called} blocks, and this thread is running trio: use {instead} in a trio program"
         )
     if _asyncio_running():
         return job.in_worker_thread()
@@ -91,7 +96,7 @@ async def run_scenario_async(
             "run_scenario_async() runs under trio; under asyncio use "
             "`await sopbus.run_scenario_asyncio(...)`, elsewhere run_scenario()"
         )
-    job = _Job.prepare(path, environ, overrides, verbose)
+    job = Job.prepare(path, environ, overrides, verbose)
     return _finished(await job.run())
 
 
@@ -107,7 +112,12 @@ async def run_scenario_asyncio(
     ``result = await sopbus.run_scenario_asyncio(path)``. The run is a trio guest on the
     running asyncio loop; cancelling the awaiting task cancels the run and waits for it to
     write its summary."""
-    job = _Job.prepare(path, environ, overrides, verbose)
+    return await run_under_asyncio(Job.prepare(path, environ, overrides, verbose))
+
+
+async def run_under_asyncio(job: Job) -> RunOutcome:
+    """Runs ``job`` as a trio guest on the running asyncio loop; cancelling the awaiting
+    task cancels the run and waits for it to write its summary."""
     loop = asyncio.get_running_loop()
     done: asyncio.Future[trio_outcome.Outcome[RunOutcome | None]] = loop.create_future()
 
@@ -131,7 +141,7 @@ async def run_scenario_asyncio(
     return _finished(result.unwrap())
 
 
-class _Job:
+class Job:
     """One prepared run: the checked scenario and its keys, and a handle to cancel it from
     another thread once it runs."""
 
@@ -151,9 +161,22 @@ class _Job:
         environ: Mapping[str, str] | None,
         overrides: Mapping[str, Any],
         verbose: bool,
-    ) -> _Job:
-        _check_names(overrides)
-        scenario = scenario_with_overrides(load_scenario(scenario_path(path)), **overrides)
+    ) -> Job:
+        return cls.of(load_scenario(scenario_path(path)), environ, overrides, verbose)
+
+    @classmethod
+    def of(
+        cls,
+        scenario: Scenario,
+        environ: Mapping[str, str] | None,
+        overrides: Mapping[str, Any],
+        verbose: bool,
+        called: str = "run_scenario()",
+    ) -> Job:
+        """The run of ``scenario`` with ``overrides`` laid over it (``called`` names the
+        function they were given to, in the error for an unknown one)."""
+        _check_names(overrides, called)
+        scenario = scenario_with_overrides(scenario, **overrides)
         from sopbus._assemble import quiet_for_the_api, run_environ
 
         quiet_for_the_api()
@@ -231,12 +254,12 @@ def _asyncio_running() -> bool:
     return True
 
 
-def _check_names(overrides: Mapping[str, Any]) -> None:
+def _check_names(overrides: Mapping[str, Any], called: str) -> None:
     for name in overrides:
         if name not in OVERRIDES:
             close = difflib.get_close_matches(name, OVERRIDES, n=1)
             hint = f"; did you mean {close[0]!r}?" if close else ""
             raise ConfigError(
-                f"run_scenario() got an unknown override {name!r}: expected one "
+                f"{called} got an unknown override {name!r}: expected one "
                 f"of {', '.join(OVERRIDES)}{hint}"
             )

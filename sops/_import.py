@@ -44,9 +44,12 @@ def import_timeout_s() -> float:
 _HERE = Path(__file__).resolve().parent
 
 
-def import_sop_module(module_name: str, directory: Path | None, where: str, file: str) -> Any:
+def import_sop_module(
+    module_name: str, directory: Path | None, where: str, file: str, kind: str = "SOP module"
+) -> Any:
     """``module_name`` imported (looking first in ``directory``), or a ConfigError that
-    starts with ``file`` (``"<scenario>: "`` or ``""``) and names ``where`` it was named."""
+    starts with ``file`` (``"<scenario>: "`` or ``""``) and names ``where`` it was named
+    (``kind`` says what the module is for: an SOP's, or a role's or action's class)."""
     outcome: dict[str, Any] = {}
     worker = threading.Thread(
         target=_import_into,
@@ -59,13 +62,13 @@ def import_sop_module(module_name: str, directory: Path | None, where: str, file
     worker.join(bound)
     if worker.is_alive():
         raise ConfigError(
-            f"{file}{_shown(module_name, directory)} (the SOP module named at {where}) did not "
+            f"{file}{_shown(module_name, directory)} (the {kind} named at {where}) did not "
             f"finish importing within {bound:g} s; move slow or blocking work out of the "
             f"module's top level into its build(), or give it longer with {TIMEOUT_ENV}"
         )
     if "module" in outcome:
         return outcome["module"]
-    return _raise_for(outcome["error"], module_name, where, file)
+    return _raise_for(outcome["error"], module_name, where, file, kind)
 
 
 def _import_into(module_name: str, directory: Path | None, outcome: dict[str, Any]) -> None:
@@ -90,8 +93,8 @@ def _import_beside(module_name: str, directory: Path | None) -> Any:
         sys.path.remove(str(directory))
 
 
-def _raise_for(exc: BaseException, module_name: str, where: str, file: str) -> Any:
-    named = f"the SOP module {module_name!r} named at {where}"
+def _raise_for(exc: BaseException, module_name: str, where: str, file: str, kind: str) -> Any:
+    named = f"the {kind} {module_name!r} named at {where}"
     if isinstance(exc, ImportError):
         raise ConfigError(
             f"{file}cannot import {named}: {exc}; check the name and that the module is "

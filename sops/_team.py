@@ -11,18 +11,21 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from sopbus.bus import ConfigError, Injection, Message, RoleSpec, Scenario, did_you_mean
 from sopbus.bus.scenario import ROLE_NAME_FIX, role_name_problem
 from sopbus.roles import (
     LLMSettings,
     Registry,
-    declare_action,
+    Role,
+    action_from_spec,
     declare_role,
     registry,
     role_with_overrides,
 )
 
+from ._classes import python_class, with_action_classes
 from ._import import raised_at
 from ._sop import SOP, SopContext, Team, get_sop
 
@@ -55,7 +58,7 @@ def build_team(scenario: Scenario) -> Team:
     team = _built(sop, SopContext(scenario, reg, defaults)) if sop else Team(roles=[])
     if sop is not None and sop.verdict is not None:
         team.verdict = sop.verdict
-    for i, spec in enumerate(scenario.roles):
+    for i, spec in enumerate(with_action_classes(scenario, reg)):
         _apply_role(team, spec, f"$.roles[{i}]", reg, defaults, scenario)
     if not team.roles:
         raise ConfigError(
@@ -79,18 +82,7 @@ def _declare_actions(scenario: Scenario, reg: Registry) -> None:
                 f"rename the table, e.g. [actions.My{name}], and the names that refer to it"
             )
         try:
-            declare_action(
-                name,
-                instruction=action.instruction,
-                output=action.output_types(),
-                llm=action.llm,
-                max_repairs=action.max_repairs,
-                artifact=action.artifact,
-                registry=reg,
-                tools=action.tools,
-                max_tool_steps=action.max_tool_steps,
-                tool_choice=action.tool_choice,
-            )
+            action_from_spec(name, action, registry=reg)
         except ConfigError as exc:
             raise ConfigError(f"{scenario.path}: {exc}") from None
 
@@ -197,15 +189,40 @@ def _apply_role(
     given = {f: getattr(spec, f) for f in _ROLE_FIELDS if getattr(spec, f) is not None}
     try:
         for j, role in enumerate(team.roles):
+            if role.name == spec.name and spec.cls is not None:
+                raise ConfigError(
+                    f"role {spec.name!r} at {where} is the SOP's, which made it already: "
+                    f"`class` is for a new role; rename the entry or leave `class` out"
+                )
             if role.name == spec.name:
                 team.roles[j] = role_with_overrides(role, registry=reg, where=where, **given)
                 return
-        role = declare_role(spec.name, **given, registry=reg, where=where)
+        if spec.cls is not None:
+            role = _of_class(spec, given, where, reg, scenario)
+        else:
+            role = declare_role(spec.name, **given, registry=reg, where=where)
         team.roles.append(
             role_with_overrides(role, registry=reg, where=where, llm_defaults=defaults)
         )
     except ConfigError as exc:
         raise ConfigError(f"{scenario.path}: {exc}") from None
+
+
+def _of_class(
+    spec: RoleSpec, given: dict[str, Any], where: str, reg: Registry, scenario: Scenario
+) -> Role:
+    """A new role of the Python class the entry names, its other fields laid over the
+    class's; whatever the class's own code raises is the user's error, with its line."""
+    assert spec.cls is not None
+    cls = python_class(spec.cls, Role, scenario, f"{where}.class")
+    try:
+        return cls(name=spec.name, **given, registry=reg, where=where)
+    except ConfigError:
+        raise
+    except Exception as exc:
+        raise ConfigError(
+            f"{spec.cls} at {where}.class failed to make role {spec.name!r}: {raised_at(exc)}"
+        ) from None
 
 
 # -- the watch graph ------------------------------------------------------------------------

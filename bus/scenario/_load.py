@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import re
 import typing
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -30,11 +30,21 @@ from ._extra import scenario_extra_problems
 from ._names import ROLE_NAME_FIX, role_name_problem
 from ._paths import inside, outside_problem
 from ._price import price_spec
-from ._types import MAX_ROUNDS, Provider, RunMode, SandboxBackend, Scenario, ScenarioDoc
+from ._types import (
+    MAX_ROUNDS,
+    ActionSpec,
+    Provider,
+    RoleSpec,
+    RunMode,
+    SandboxBackend,
+    Scenario,
+    ScenarioDoc,
+)
 from ._typespec import TYPE_SPECS, TypeSpecError, parse_type_spec
 
 _SOP_REF = re.compile(r"[A-Za-z_][\w-]*|[A-Za-z_][\w.]*:[A-Za-z_][\w.]*")
 _FIELD_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
+_CLASS_REF = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*")
 
 
 def load_scenario(path: Path | str, *, base_dir: Path | None = None) -> Scenario:
@@ -55,6 +65,41 @@ def load_scenario(path: Path | str, *, base_dir: Path | None = None) -> Scenario
     scenario = Scenario(**fields, path=absolute, base_dir=base)
     check_scenario(scenario, shown)
     return scenario
+
+
+def scenario_from_tables(
+    tables: Mapping[str, Any], *, path: Path, shown: str, classes: Mapping[str, Any] | None = None
+) -> Scenario:
+    """The scenario that a file holding ``tables`` (its TOML tables as Python values: what a
+    ``sopbus.Team`` says) would load as, decoded and checked as :func:`load_scenario` checks a
+    file; ``path`` is where that file would be (its folder resolves relative files), ``shown``
+    what errors call it. ``classes`` are Python classes the team names by ``module:Class``,
+    handed over in-process (see :attr:`Scenario.classes`)."""
+    try:
+        doc = msgspec.convert(tables, type=ScenarioDoc)
+    except msgspec.ValidationError as error:
+        raise ConfigError(
+            f"{shown}: {explain_validation_error(error, tables, ScenarioDoc)}"
+        ) from None
+    fields = {f: getattr(doc, f) for f in doc.__struct_fields__}
+    scenario = Scenario(**fields, path=path, base_dir=path.parent, classes=dict(classes or {}))
+    check_scenario(scenario, shown)
+    return scenario
+
+
+def action_spec(name: str, table: Mapping[str, Any], shown: str) -> ActionSpec:
+    """The ``[actions.<name>]`` table ``table`` (Python values), decoded and checked as a
+    scenario file's is; a :class:`ConfigError` that starts with ``shown`` names what to fix."""
+    # Decoded as part of a whole file, so that a mistake's path reads as in a file.
+    raw = {"scenario": {"name": name}, "actions": {name: dict(table)}}
+    try:
+        spec = msgspec.convert(raw, type=ScenarioDoc).actions[name]
+    except msgspec.ValidationError as error:
+        raise ConfigError(f"{shown}: {explain_validation_error(error, raw, ScenarioDoc)}") from None
+    problems = action_problems({name: spec})
+    if problems:
+        raise ConfigError("\n".join(f"{shown}: {problem}" for problem in problems))
+    return spec
 
 
 def _decode(text: str, shown: str) -> ScenarioDoc:
@@ -100,7 +145,7 @@ def _problems(s: Scenario) -> list[str]:
         *_llm_problems(s),
         *scenario_extra_problems(s),
         *_role_problems(s),
-        *_action_problems(s),
+        *action_problems(s.actions),
         *_inject_problems(s),
         *_mcp_problems(s),
     ]
@@ -259,12 +304,33 @@ def _role_problems(s: Scenario) -> list[str]:
         for j, alias in enumerate(role.aliases or ()):
             if problem := role_name_problem(alias):
                 out.append(_at(["roles", i, "aliases", j], problem, ROLE_NAME_FIX))
+        out.extend(_class_ref_problems(role, i))
     return out
 
 
-def _action_problems(s: Scenario) -> list[str]:
+def _class_ref_problems(role: RoleSpec, i: int) -> list[str]:
+    """Python classes named in a role entry are written ``"module:Class"``."""
+    refs: list[tuple[list[PathToken], str]] = (
+        [(["roles", i, "class"], role.cls)] if role.cls else []
+    )
+    for key in ("watch", "actions"):
+        refs += [
+            (["roles", i, key, j], ref)
+            for j, ref in enumerate(getattr(role, key) or ())
+            if ":" in ref
+        ]
+    return [
+        _at(place, f"invalid class reference {_q(ref)}", 'expected "module:Class"')
+        for place, ref in refs
+        if not _CLASS_REF.fullmatch(ref)
+    ]
+
+
+def action_problems(actions: Mapping[str, ActionSpec]) -> list[str]:
+    """What is wrong with ``[actions.X]`` tables beyond their types (an empty instruction, a
+    bad output field or type spec), one problem each with its ``$.actions.X`` path."""
     out: list[str] = []
-    for name, action in s.actions.items():
+    for name, action in actions.items():
         if not action.instruction.strip():
             out.append(
                 _at(

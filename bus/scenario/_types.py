@@ -194,10 +194,14 @@ class RoleSpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     Every field but ``name`` is ``None`` when the file does not give it; ``sopbus.roles`` fills
     defaults for new roles and keeps the SOP's values for overridden ones. Names in
     ``watch`` and ``actions`` are checked against the action registry when the team is
-    built, not here.
+    built, not here; a name written ``"module:Class"`` is a Python Action class, imported
+    (beside the scenario file first) when the team is built. ``class`` (``cls`` here) makes
+    a new role an instance of a Python Role class, ``"module:Class"``, with the entry's
+    other fields laid over the class's.
     """
 
     name: str
+    cls: str | None = msgspec.field(default=None, name="class")
     profile: str | None = None
     goal: str | None = None
     constraints: str | None = None
@@ -296,6 +300,10 @@ class Scenario(ScenarioDoc, frozen=True, kw_only=True, forbid_unknown_fields=Tru
     # Models whose [prices] entry came from --price (price=); not part of the file, so a
     # run directory's scenario.toml holds the price as an ordinary [prices] table.
     priced_by_flag: frozenset[str] = frozenset()
+    # Python classes a sopbus.Team names by "module:Class" in its [[roles]], handed over in
+    # the same process (a script's or a test's own classes need no import); not part of the
+    # file, which names them by reference only. Resolved by sopbus.sops.build_team.
+    classes: dict[str, Any] = {}
 
     @property
     def name(self) -> str:
