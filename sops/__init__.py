@@ -1,6 +1,7 @@
 """Procedures (SOPs): which roles a team has, what each watches, how a run starts and
 stops. Built-in SOPs are the public modules of this package, each with a ``SOP`` value."""
 
+from ._import import import_sop_module as import_sop_module
 from ._sop import SOP as SOP
 from ._sop import SopContext as SopContext
 from ._sop import Team as Team

@@ -20,7 +20,7 @@ from loguru import logger
 
 from .._errors import BudgetExhausted, ProviderError, ProviderOverrun
 from .._faults import reached
-from .._protocol import Completion, LLMRequest, Provider, Usage
+from .._protocol import Completer, Completion, LLMRequest, PromptCounter, Usage, as_provider
 from ..money._account import AccountShare, Hold
 from ..money._budget import Budget, Reservation
 from ..money._format import money
@@ -34,9 +34,6 @@ from ._server_tokens import with_margin
 from ._tokens import prompt_upper_bound
 
 LedgerSink = Callable[[LedgerLine], None]
-PromptCounter = Callable[[LLMRequest], Awaitable[int | None]]
-"""The server's own count of a request's prompt tokens, or ``None`` where it cannot say
-(:meth:`sopbus.bus.llm.OpenAIProvider.prompt_tokens`)."""
 
 
 class CallJournal(Protocol):
@@ -85,7 +82,7 @@ class Gateway:
 
     def __init__(
         self,
-        provider: Provider,
+        provider: Completer,
         prices: PriceBook,
         budget: Budget,
         *,
@@ -101,7 +98,7 @@ class Gateway:
     ):
         if max_attempts < 1:
             raise ValueError(f"max_attempts is at least 1, got {max_attempts}")
-        self.provider = provider
+        self.provider = as_provider(provider)
         self.prices = prices
         self.budget = budget
         self._sink = sink
@@ -115,7 +112,7 @@ class Gateway:
         self._counter = counter
         self._resume = 0  # which execution of the run this is (see carry)
         # Replayed answers cost nothing, so a replay provider reserves nothing either.
-        self._free = bool(getattr(provider, "free", False))
+        self._free = self.provider.free
         self._seq = 0
         self._calls = 0
         self._prompt_tokens = 0
@@ -432,8 +429,7 @@ class Gateway:
 
     def _provider_name(self, request: LLMRequest) -> str:
         # A router (a person for some roles, a model for the rest) names who answers what.
-        name_for = getattr(self.provider, "name_for", None)
-        return str(name_for(request)) if callable(name_for) else self.provider.name
+        return self.provider.name_for(request)
 
     # -- paid tools ------------------------------------------------------------------------
 

@@ -50,10 +50,10 @@ from ._progress import Progress
 from ._provider import (
     checked_prices,
     endpoint,
-    innermost,
     make_provider,
     opened_for_run,
     prompt_counter,
+    provider_spec,
     run_secrets,
     with_people,
 )
@@ -166,11 +166,8 @@ def preflight(scenario: Scenario, environ: Mapping[str, str], *, live: bool = Tr
     prices = checked_prices(scenario, team.roles, endpoint=endpoint(scenario, environ))
     check_backend(scenario.sandbox.backend, where=f"{scenario.path}: [sandbox].backend")
     provider = make_provider(scenario, environ) if live else None
-    warnings = (
-        idea_warnings(scenario.idea, scenario.fixture_paths())
-        if scenario.llm.provider == "sim"
-        else []
-    )
+    simulated = provider_spec(scenario).simulated  # fixtures answer the idea's calls
+    warnings = idea_warnings(scenario.idea, scenario.fixture_paths()) if simulated else []
     return Preflight(team, prices, provider, warnings)
 
 
@@ -276,12 +273,10 @@ async def _run(
             if not progress:
                 return await runner.run()
             async with Progress(env, gateway, scenario, store.run_dir, runner) as shown:
-                person = getattr(provider, "human", None)
+                person = provider.human
                 if person is not None:
                     person.pause, shown.person = shown.paused, person
-                streaming = innermost(provider)
-                if getattr(streaming, "stream", False) and hasattr(streaming, "live"):
-                    streaming.live = shown.live
+                provider.show_live(shown.live)
                 return await runner.run()
     except ToolServerError as error:  # a server did not start (a crash later fails a turn)
         return _servers_failed(scenario, store, error, started)
@@ -355,7 +350,7 @@ def _sandbox(scenario: Scenario, store: RunStore) -> SandboxSettings:
     return SandboxSettings(
         backend=scenario.sandbox.backend,
         scratch_root=root,
-        untrusted=scenario.llm.provider != "sim",
+        untrusted=not provider_spec(scenario).simulated,
         scratch_mb=scenario.sandbox.scratch_mb,
         tmp_mb=scenario.sandbox.tmp_mb,
     )

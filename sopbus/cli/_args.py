@@ -41,10 +41,14 @@ def add_model_args(parser: argparse.ArgumentParser, *, model: bool = True) -> No
     sets them with ``--set``) and ``--price``: the model a command runs or checks. Shared
     by ``run`` and ``validate``, so the model validate checks is the one run would call."""
     if model:
+        from sopbus.bus.scenario import listed_providers
+
         parser.add_argument(
             "--provider",
-            choices=("sim", "openai", "replay"),
-            help="LLM provider (overrides [llm].provider)",
+            metavar="P",
+            type=provider_arg,
+            help=f"LLM provider: {', '.join(listed_providers())}, or module:Class for your "
+            "own (overrides [llm].provider)",
         )
         parser.add_argument("--model", metavar="M", help="model name (overrides [llm].model)")
         parser.add_argument(
@@ -60,6 +64,16 @@ def add_model_args(parser: argparse.ArgumentParser, *, model: bool = True) -> No
         + ", e.g. 0.15,0.60 (0,0 for a local model; a third value prices cached input); "
         'wins over the file\'s [prices."MODEL"]',
     )
+
+
+def provider_arg(text: str) -> str:
+    """A provider the registry knows (``--provider``), or a user's ``module:Class``."""
+    from sopbus.bus.scenario import provider_problem
+
+    problem = provider_problem(text)
+    if problem is not None:
+        raise argparse.ArgumentTypeError(f"{problem[0]}: {problem[1]}")
+    return text
 
 
 def path_arg(text: str) -> Path:

@@ -21,7 +21,6 @@ from sopbus.bus import (
     Gateway,
     LLMRequest,
     PriceBook,
-    Provider,
     ProviderError,
     Runner,
     RunResult,
@@ -35,6 +34,7 @@ from sopbus.bus import (
     read_jsonl,
     verify_run,
 )
+from sopbus.bus.llm import Completer
 from sopbus.roles.gated._guard import SampleFailed, same_model
 from sopbus.roles.gated._store import load_outline, load_store, manifest_bytes, plan
 from sopbus.roles.gated._writer import ChapterPublisher
@@ -92,7 +92,9 @@ def scenario(
     return load_scenario(path)
 
 
-async def run(scn: Scenario, tmp: Path, provider: Provider | None = None) -> tuple[RunResult, Path]:
+async def run(
+    scn: Scenario, tmp: Path, provider: Completer | None = None
+) -> tuple[RunResult, Path]:
     team = build_team(scn)
     store = RunStore.create(tmp / "runs", scn.name)
     provider = provider or SimProvider(
