@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from ._load import scenario_with_overrides as scenario_with_overrides
     from ._names import ROLE_NAME_FIX as ROLE_NAME_FIX
     from ._names import role_name_problem as role_name_problem
+    from ._providers import DEFAULT_PROVIDER as DEFAULT_PROVIDER
     from ._providers import ProviderFactory as ProviderFactory
     from ._providers import ProviderSpec as ProviderSpec
     from ._providers import every_provider as every_provider
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
     from ._providers import provider_names as provider_names
     from ._providers import provider_problem as provider_problem
     from ._providers import register_provider as register_provider
+    from ._providers import simulated as simulated
     from ._types import ActionSpec as ActionSpec
     from ._types import InjectSpec as InjectSpec
     from ._types import LLMConfig as LLMConfig
@@ -57,6 +59,7 @@ _WHERE: dict[str, str] = {
     "scenario_warnings": "._load",
     "scenario_with_overrides": "._load",
     "ROLE_NAME_FIX": "._names",
+    "DEFAULT_PROVIDER": "._providers",
     "ProviderFactory": "._providers",
     "ProviderSpec": "._providers",
     "every_provider": "._providers",
@@ -67,6 +70,7 @@ _WHERE: dict[str, str] = {
     "provider_problem": "._providers",
     "new_provider_spec": "._providers",
     "register_provider": "._providers",
+    "simulated": "._providers",
     "role_name_problem": "._names",
     "ActionSpec": "._types",
     "InjectSpec": "._types",

@@ -33,6 +33,9 @@ _BUILTIN: dict[str, str] = {
 """The shipped providers, in the order errors list them, each by the module that registers
 it. A new built-in provider adds its line here and calls :func:`register_provider`."""
 
+DEFAULT_PROVIDER = "sim"
+"""The provider of a scenario that names none: the simulator (no key, no network)."""
+
 _REGISTERED: dict[str, ProviderSpec] = {}
 _NAME = re.compile(r"[A-Za-z][A-Za-z0-9_.-]*")
 _REFERENCE = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*")
@@ -171,6 +174,12 @@ def provider_problem(name: str) -> tuple[str, str] | None:
         f'expected one of {listed}, or "module:Class" for your own provider'
         + did_you_mean(name, listed_providers()),
     )
+
+
+def simulated(name: str) -> bool:
+    """``name`` is a registered provider whose answers are sopbus's own (the simulator's);
+    ``False`` for any other name, registered or not (a user's ``module:Class``)."""
+    return name in provider_names() and provider_for(name).simulated
 
 
 def provider_for(name: str) -> ProviderSpec:

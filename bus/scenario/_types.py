@@ -22,6 +22,7 @@ import msgspec
 from .._errors import ConfigError
 from ._extra import merged_extra
 from ._paths import inside, outside_problem, place_of
+from ._providers import DEFAULT_PROVIDER
 from ._tools import DEFAULT_MAX_TOOL_STEPS, McpServer, ToolChoice
 from ._typespec import parse_type_spec
 
@@ -136,7 +137,7 @@ class LLMConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields
     ``/tokenize``) count each prompt for its reservation; ``false`` keeps sopbus's own bound.
     """
 
-    provider: ProviderName = "sim"
+    provider: ProviderName = DEFAULT_PROVIDER
     model: str = "gpt-4o-mini"
     temperature: Temperature = 0.2
     max_tokens: PositiveInt | None = None
