@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from ._protocol import Completion as Completion
     from ._protocol import LLMRequest as LLMRequest
     from ._protocol import Provider as Provider
+    from ._protocol import ProviderBase as ProviderBase
     from ._protocol import Usage as Usage
     from ._run import Injection as Injection
     from ._run import RunGateway as RunGateway
@@ -117,6 +118,7 @@ _WHERE: dict[str, str] = {
     "Completion": "._protocol",
     "LLMRequest": "._protocol",
     "Provider": "._protocol",
+    "ProviderBase": "._protocol",
     "Usage": "._protocol",
     "Member": "._member",
     "Turn": "._member",

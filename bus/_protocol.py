@@ -6,6 +6,7 @@ cassette and a completion written to the run log as it is.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any, Literal, Protocol
 
 import msgspec
@@ -125,10 +126,145 @@ class Completion(msgspec.Struct, frozen=True, kw_only=True):
     tool_calls: tuple[ToolCall, ...] = ()
 
 
-class Provider(Protocol):
-    """An LLM backend. Raises :class:`sopbus.bus.ProviderError` on failure; never retries itself
-    (the gateway retries, so that each attempt is reserved, priced and logged)."""
+PromptCounter = Callable[["LLMRequest"], Awaitable["int | None"]]
+"""Counts a request's prompt on the server (``None``: it cannot); the gateway bounds the
+call's reservation by it."""
+
+
+class LiveFeed(Protocol):
+    """Where a streaming provider shows the text of its calls in flight (the live view)."""
+
+    def open(self, request: LLMRequest) -> int: ...
+    def feed(self, call: int, piece: str) -> None: ...
+    def close(self, call: int) -> None: ...
+
+
+class Person(Protocol):
+    """The person who answers ``human = true`` roles, as the live view sees them:
+    ``waiting`` names the call they are asked for now; ``pause`` (set by the live view)
+    keeps the display quiet while they type."""
+
+    waiting: str | None
+    pause: Callable[[], Any] | None
+
+
+class Completer(Protocol):
+    """What a provider must implement: a ``name`` (the ledger's ``provider``) and
+    ``complete``. Everything else a caller uses is on :class:`Provider`, with defaults in
+    :class:`ProviderBase`; :func:`as_provider` gives any completer those defaults."""
 
     name: str
 
     async def complete(self, request: LLMRequest) -> Completion: ...
+
+
+class Provider(Protocol):
+    """An LLM backend, with every member a caller may use. Raises
+    :class:`sopbus.bus.ProviderError` on failure; never retries itself (the gateway retries,
+    so that each attempt is reserved, priced and logged). Subclass :class:`ProviderBase` to
+    get the defaults and write only ``name`` and ``complete``.
+
+    * ``free``: its answers cost nothing (a replay): the gateway reserves nothing for them.
+    * ``inner``: the provider a wrapper (a recorder, a person's router) stands in front of.
+    * ``human``: the person a router sends ``human = true`` roles' calls to.
+    * ``name_for(request)``: who answers ``request`` (a router answers some calls by a
+      person); the ledger's ``provider``.
+    * ``observe(request)``: ``request`` was answered from a run's recording (resume, fork),
+      so a stateful provider (the simulator's fixture sequences) moves on as if it had.
+    * ``prompt_counter()``: what counts prompts on the server, or ``None``.
+    * ``show_live(feed)``: stream the text of calls in flight to ``feed`` (the live view).
+    * ``async with provider``: opened for as long as it is used (a connection pool).
+    """
+
+    name: str
+
+    @property
+    def free(self) -> bool: ...
+    @property
+    def inner(self) -> Provider | None: ...
+    @property
+    def human(self) -> Person | None: ...
+
+    async def complete(self, request: LLMRequest) -> Completion: ...
+    def name_for(self, request: LLMRequest) -> str: ...
+    def observe(self, request: LLMRequest) -> None: ...
+    def prompt_counter(self) -> PromptCounter | None: ...
+    def show_live(self, feed: LiveFeed) -> None: ...
+    async def __aenter__(self) -> Any: ...
+    async def __aexit__(self, *exc: object) -> None: ...
+
+
+class ProviderBase:
+    """The defaults of :class:`Provider`'s optional members: not free, no wrapper, no
+    person, answered by itself, nothing to observe, no server-side counting, no live text,
+    nothing to open or close. A provider subclasses it and writes ``name`` and
+    ``complete`` (and overrides what it does differently)."""
+
+    name: str
+    free: bool = False
+    inner: Provider | None = None
+    human: Person | None = None
+
+    async def complete(self, request: LLMRequest) -> Completion:
+        raise NotImplementedError(f"{type(self).__name__} must define async complete(request)")
+
+    def name_for(self, request: LLMRequest) -> str:
+        return self.name
+
+    def observe(self, request: LLMRequest) -> None:
+        return None
+
+    def prompt_counter(self) -> PromptCounter | None:
+        return None
+
+    def show_live(self, feed: LiveFeed) -> None:
+        return None
+
+    async def __aenter__(self) -> Any:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        return None
+
+
+class _Adapted(ProviderBase):
+    """A completer that is not a :class:`ProviderBase`, with the defaults around it."""
+
+    def __init__(self, completer: Completer):
+        self._completer = completer
+        self.name = completer.name
+        # Duck-typed on purpose, once, here: an object written before the protocol declared
+        # these may still have them (and callers then need not probe).
+        self.free = bool(getattr(completer, "free", False))
+        self._name_for = getattr(completer, "name_for", None)
+        self._observe = getattr(completer, "observe", None)
+
+    async def complete(self, request: LLMRequest) -> Completion:
+        return await self._completer.complete(request)
+
+    def name_for(self, request: LLMRequest) -> str:
+        return str(self._name_for(request)) if callable(self._name_for) else self.name
+
+    def observe(self, request: LLMRequest) -> None:
+        if callable(self._observe):
+            self._observe(request)
+
+    async def __aenter__(self) -> Any:
+        enter = getattr(self._completer, "__aenter__", None)
+        if enter is not None:
+            await enter()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        leave = getattr(self._completer, "__aexit__", None)
+        if leave is not None:
+            await leave(*exc)
+
+
+def as_provider(completer: Completer) -> Provider:
+    """``completer`` as a whole :class:`Provider`: itself when it is a :class:`ProviderBase`,
+    else wrapped with the defaults (an object written to the two-member protocol before the
+    others existed keeps working)."""
+    if isinstance(completer, ProviderBase):
+        return completer
+    return _Adapted(completer)

@@ -3,6 +3,7 @@ stops. The built-in SOPs are the modules of ``sopbus.sops.builtin``, each with a
 value; :func:`registered_sops` is every SOP a scenario can name by a plain word."""
 
 from . import _aliases
+from ._import import import_sop_module as import_sop_module
 from ._sop import ENTRY_POINT_GROUP as ENTRY_POINT_GROUP
 from ._sop import SOP as SOP
 from ._sop import SopContext as SopContext

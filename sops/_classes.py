@@ -28,7 +28,7 @@ def python_class(ref: str, kind: C, scenario: Scenario, where: str) -> C:
     found: object = scenario.classes.get(ref)
     if found is None:
         module_name, _, qualname = ref.partition(":")
-        what = f"module of the {kind.__name__} class"
+        what = f"{kind.__name__} class"
         found = import_sop_module(module_name, scenario.path.parent, where, file, kind=what)
         for part in qualname.split("."):
             if not hasattr(found, part):

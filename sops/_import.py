@@ -1,4 +1,4 @@
-"""Importing a user's SOP module so that whatever it does at import time (exits, raises,
+"""Importing a user's module (an SOP's, a provider's) so that whatever it does at import time (exits, raises,
 hangs) becomes a :class:`~sopbus.bus.ConfigError` that names the file and what it did.
 
 The import runs in a daemon thread bounded by :func:`import_timeout_s`: ``signal.alarm``
@@ -45,11 +45,11 @@ _HERE = Path(__file__).resolve().parent
 
 
 def import_sop_module(
-    module_name: str, directory: Path | None, where: str, file: str, kind: str = "SOP module"
+    module_name: str, directory: Path | None, where: str, file: str, *, kind: str = "SOP"
 ) -> Any:
     """``module_name`` imported (looking first in ``directory``), or a ConfigError that
-    starts with ``file`` (``"<scenario>: "`` or ``""``) and names ``where`` it was named
-    (``kind`` says what the module is for: an SOP's, or a role's or action's class)."""
+    starts with ``file`` (``"<scenario>: "`` or ``""``) and names ``where`` it was named.
+    ``kind`` says what the module holds in the messages (``"SOP"``, ``"provider"``)."""
     outcome: dict[str, Any] = {}
     worker = threading.Thread(
         target=_import_into,
@@ -62,7 +62,7 @@ def import_sop_module(
     worker.join(bound)
     if worker.is_alive():
         raise ConfigError(
-            f"{file}{_shown(module_name, directory)} (the {kind} named at {where}) did not "
+            f"{file}{_shown(module_name, directory)} (the {kind} module named at {where}) did not "
             f"finish importing within {bound:g} s; move slow or blocking work out of the "
             f"module's top level into its build(), or give it longer with {TIMEOUT_ENV}"
         )
@@ -94,22 +94,25 @@ def _import_beside(module_name: str, directory: Path | None) -> Any:
 
 
 def _raise_for(exc: BaseException, module_name: str, where: str, file: str, kind: str) -> Any:
-    named = f"the {kind} {module_name!r} named at {where}"
+    named = f"the {kind} module {module_name!r} named at {where}"
     if isinstance(exc, ImportError):
         raise ConfigError(
             f"{file}cannot import {named}: {exc}; check the name and that the module is "
             f"on PYTHONPATH"
         ) from None
     raise ConfigError(
-        f"{file}{named} failed while it was imported: {raised_at(exc)}; {_fix(exc)}"
+        f"{file}{named} failed while it was imported: {raised_at(exc)}; {_fix(exc, kind)}"
     ) from None
 
 
-def _fix(exc: BaseException) -> str:
+def _fix(exc: BaseException, kind: str) -> str:
+    article = "an" if kind[:1].lower() in "aeiou" else "a"
     if isinstance(exc, SystemExit):
-        return "a SOP module must not exit when it is imported: remove the sys.exit call"
+        return (
+            f"{article} {kind} module must not exit when it is imported: remove the sys.exit call"
+        )
     if isinstance(exc, KeyboardInterrupt):
-        return "a SOP module must not raise KeyboardInterrupt when it is imported: remove it"
+        return f"{article} {kind} module must not raise KeyboardInterrupt when it is imported: remove it"
     return "fix the module"
 
 

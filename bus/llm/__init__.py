@@ -4,6 +4,8 @@ Every call of a run goes through the :class:`Gateway` (reserve, call, settle, le
 Providers speak :class:`sopbus.bus.Provider`: ``sim`` (deterministic, with fixture files),
 ``openai`` (the official SDK), ``replay`` and recording cassettes, and the run's own
 recording (``calls.jsonl``, the tape) that resume, replay and fork answer from.
+Each provider is one module that registers itself (:func:`register_provider`); the
+registry is read by the scenario schema, the command line, the assembly and sweeps.
 Token counting lives here too. Uses :mod:`sopbus.bus.money` for prices and the budget.
 """
 
@@ -14,6 +16,16 @@ from typing import TYPE_CHECKING
 from .._lazy import lazy_exports
 
 if TYPE_CHECKING:
+    from .._protocol import Completer as Completer
+    from .._protocol import LiveFeed as LiveFeed
+    from .._protocol import Person as Person
+    from .._protocol import PromptCounter as PromptCounter
+    from .._protocol import ProviderBase as ProviderBase
+    from .._protocol import as_provider as as_provider
+    from ..scenario import ProviderSpec as ProviderSpec
+    from ..scenario import provider_for as provider_for
+    from ..scenario import provider_names as provider_names
+    from ..scenario import register_provider as register_provider
     from ._fixtures import Fixture as Fixture
     from ._fixtures import load_fixtures as load_fixtures
     from ._gateway import CallJournal as CallJournal
@@ -104,6 +116,16 @@ _WHERE: dict[str, str] = {
     "count_prompt": "._tokens",
     "prompt_upper_bound": "._tokens",
     "truncate_to_tokens": "._tokens",
+    "Completer": ".._protocol",
+    "LiveFeed": ".._protocol",
+    "Person": ".._protocol",
+    "PromptCounter": ".._protocol",
+    "ProviderBase": ".._protocol",
+    "as_provider": ".._protocol",
+    "ProviderSpec": "..scenario",
+    "provider_for": "..scenario",
+    "provider_names": "..scenario",
+    "register_provider": "..scenario",
 }
 
 __getattr__, __dir__, __all__ = lazy_exports(globals(), _WHERE)

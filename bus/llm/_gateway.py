@@ -24,7 +24,7 @@ from loguru import logger
 
 from .._errors import ProviderError, ProviderOverrun
 from .._faults import reached
-from .._protocol import Completion, LLMRequest, Provider, Usage
+from .._protocol import Completer, Completion, LLMRequest, PromptCounter, Usage, as_provider
 from ..money._account import AccountShare
 from ..money._budget import Budget, Reservation
 from ..money._format import money
@@ -44,10 +44,6 @@ from ._said import first_line, refusal
 from ._server_tokens import with_margin
 from ._stats import GatewayStats
 from ._tokens import prompt_upper_bound
-
-PromptCounter = Callable[[LLMRequest], Awaitable[int | None]]
-"""The server's own count of a request's prompt tokens, or ``None`` where it cannot say
-(:meth:`sopbus.bus.llm.OpenAIProvider.prompt_tokens`)."""
 
 _ZERO = Decimal(0)
 T = TypeVar("T")
@@ -70,7 +66,7 @@ class Gateway:
 
     def __init__(
         self,
-        provider: Provider,
+        provider: Completer,
         prices: PriceBook,
         budget: Budget,
         *,
@@ -86,7 +82,7 @@ class Gateway:
     ):
         if max_attempts < 1:
             raise ValueError(f"max_attempts is at least 1, got {max_attempts}")
-        self.provider = provider
+        self.provider = as_provider(provider)
         self.prices = prices
         self.budget = budget
         self._max_attempts = max_attempts
@@ -98,7 +94,7 @@ class Gateway:
         )
         self._counter = counter
         # Replayed answers cost nothing, so a replay provider reserves nothing either.
-        self._free = bool(getattr(provider, "free", False))
+        self._free = self.provider.free
 
     async def complete(self, request: LLMRequest, *, round: int, attempt: int = 1) -> Completion:
         """The provider's answer to ``request``; raises :class:`~sopbus.bus.ConfigError` (no price),
@@ -253,8 +249,7 @@ class Gateway:
 
     def _provider_name(self, request: LLMRequest) -> str:
         # A router (a person for some roles, a model for the rest) names who answers what.
-        name_for = getattr(self.provider, "name_for", None)
-        return str(name_for(request)) if callable(name_for) else self.provider.name
+        return self.provider.name_for(request)
 
     # -- paid tools ------------------------------------------------------------------------
 

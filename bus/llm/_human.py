@@ -32,7 +32,15 @@ from typing import IO, Any, Protocol
 import trio
 
 from .._errors import ConfigError, ProviderError
-from .._protocol import Completion, LLMRequest, Provider, Usage
+from .._protocol import (
+    Completion,
+    LiveFeed,
+    LLMRequest,
+    PromptCounter,
+    Provider,
+    ProviderBase,
+    Usage,
+)
 
 HUMAN_MODEL = "human"
 """The model name of a person's answers; the price book prices it at $0."""
@@ -75,7 +83,7 @@ class Question:
         return "\n".join(lines)
 
 
-class HumanProvider:
+class HumanProvider(ProviderBase):
     """Answers requests from a person (see the module docstring). ``waiting`` names the role
     and action a person is being asked for right now (the live view shows it), else ``None``.
     ``pause`` (set by the live view) keeps the display quiet while a person types."""
@@ -115,14 +123,15 @@ class HumanProvider:
             )
 
 
-class HumanRouter:
+class HumanRouter(ProviderBase):
     """The run's provider for model calls, a person for model ``human`` (see the module
     docstring). Opening and closing pass through to the run's provider."""
 
     def __init__(self, inner: Provider, human: HumanProvider):
-        self.inner, self.human = inner, human
+        self.inner: Provider = inner
+        self.human: HumanProvider = human
         self.name = inner.name
-        self.free = bool(getattr(inner, "free", False))
+        self.free = inner.free
 
     def name_for(self, request: LLMRequest) -> str:
         """Who answers ``request``: the ledger's ``provider``."""
@@ -133,15 +142,19 @@ class HumanRouter:
             return await self.human.complete(request)
         return await self.inner.complete(request)
 
+    def prompt_counter(self) -> PromptCounter | None:
+        return self.inner.prompt_counter()
+
+    def show_live(self, feed: LiveFeed) -> None:
+        self.inner.show_live(feed)
+
     async def __aenter__(self) -> HumanRouter:
-        if hasattr(self.inner, "__aenter__"):
-            await self.inner.__aenter__()
+        await self.inner.__aenter__()
         return self
 
     async def __aexit__(self, *exc: object) -> None:
         self.human.close()
-        if hasattr(self.inner, "__aexit__"):
-            await self.inner.__aexit__(*exc)
+        await self.inner.__aexit__(*exc)
 
 
 class LineAnswers:

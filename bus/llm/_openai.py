@@ -40,7 +40,7 @@ from __future__ import annotations
 import re
 from collections.abc import AsyncIterator, Callable, Mapping
 from functools import partial
-from typing import Any, Literal, NamedTuple
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 import httpx2
 import msgspec
@@ -49,10 +49,10 @@ import trio
 from loguru import logger
 
 from .._errors import ConfigError, ProviderError
-from .._protocol import Completion, LLMRequest, Usage
+from .._protocol import Completion, LiveFeed, LLMRequest, PromptCounter, ProviderBase, Usage
 from .._redact import redact_url
+from ..scenario import register_provider
 from ._deadlines import IdleBound, refuses_stream, timed_out, went_silent
-from ._live import LiveText
 from ._request import from_wire, request_params
 from ._server_tokens import Reply, ServerTokens
 from ._tokens import count_text, prompt_upper_bound
@@ -68,6 +68,9 @@ from ._wire import (
     read_body,
     retryable_status,
 )
+
+if TYPE_CHECKING:
+    from ..scenario import Scenario
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 DEFAULT_TIMEOUT_S = 600.0  # as [llm].timeout_s (bus.scenario), which the CLI passes
@@ -96,7 +99,7 @@ def openai_settings_from_env(environ: Mapping[str, str]) -> OpenAISettings:
     )
 
 
-class OpenAIProvider:
+class OpenAIProvider(ProviderBase):
     """An OpenAI-compatible chat completions endpoint (see the module docstring).
 
     ``max_tokens_param`` names the request field that carries ``max_tokens``:
@@ -132,7 +135,7 @@ class OpenAIProvider:
         self.tokenize = tokenize and self._url.rstrip("/") != DEFAULT_BASE_URL
         self._tokens: ServerTokens | None = None
         self._client: openai.AsyncOpenAI | None = None
-        self.live: LiveText | None = None  # set by the live view: streamed text goes there
+        self.live: LiveFeed | None = None  # set by the live view: streamed text goes there
 
     def __repr__(self) -> str:
         return f"OpenAIProvider(base_url={self.base_url!r}, stream={self.stream})"
@@ -186,6 +189,14 @@ class OpenAIProvider:
             finish_reason=finish_reason,
             tool_calls=calls,
         )
+
+    def show_live(self, feed: LiveFeed) -> None:
+        if self.stream:
+            self.live = feed
+
+    def prompt_counter(self) -> PromptCounter | None:
+        """:meth:`prompt_tokens` when the server is asked to count (``tokenize``)."""
+        return self.prompt_tokens if self.tokenize else None
 
     async def prompt_tokens(self, request: LLMRequest) -> int | None:
         """The prompt tokens the server will bill for ``request``, by its own count, or
@@ -386,3 +397,36 @@ def _retry_after(headers: Mapping[str, str]) -> float | None:
             except ValueError:
                 continue  # an HTTP date; rare for APIs, and the backoff still applies
     return None
+
+
+def openai_from_scenario(scenario: Scenario, environ: Mapping[str, str]) -> OpenAIProvider:
+    """``[llm].provider = "openai"``: the key from ``OPENAI_API_KEY``, the server from
+    ``[llm].base_url``, else ``OPENAI_BASE_URL``, else OpenAI's."""
+    env = openai_settings_from_env(environ)
+    if not env.api_key:
+        raise ConfigError(
+            f"{scenario.path}: provider 'openai' needs an API key: set "
+            f"OPENAI_API_KEY in the environment or in a .env file in the working "
+            f"directory (any value for a local server)"
+        )
+    llm = scenario.llm
+    return OpenAIProvider(
+        base_url=OPENAI.whole_base_url(scenario, environ),
+        api_key=env.api_key,
+        timeout_s=llm.timeout_s,
+        idle_timeout_s=llm.idle_timeout_s,
+        stream=llm.stream is not False,  # not given: on, where the server can stream
+        max_tokens_param=llm.max_tokens_param,
+        tokenize=llm.tokenize,
+    )
+
+
+OPENAI = register_provider(
+    "openai",
+    openai_from_scenario,
+    network=True,
+    base_url=True,
+    base_url_env="OPENAI_BASE_URL",
+    default_base_url=DEFAULT_BASE_URL,
+    secret_env=("OPENAI_API_KEY",),
+)

@@ -11,10 +11,7 @@ from .._protocol import Provider
 @asynccontextmanager
 async def opened(provider: Provider) -> AsyncIterator[Provider]:
     """``provider``, opened for the ``async with`` block: a provider that holds a connection
-    (openai's HTTP client, or a router or recorder around one) is an async context manager
-    and is entered and closed; any other is used as it is."""
-    if hasattr(provider, "__aenter__"):
-        async with provider:  # type: ignore[attr-defined]
-            yield provider
-    else:
+    (openai's HTTP client, or a router or recorder around one) opens and closes it there;
+    for any other, opening does nothing (:class:`~sopbus.bus.ProviderBase`)."""
+    async with provider:
         yield provider

@@ -18,15 +18,29 @@ from __future__ import annotations
 
 import hashlib
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import msgspec
 
 from .._errors import ConfigError
 from .._jsonl import JsonlWriter
-from .._protocol import ChatMessage, Completion, LLMRequest, Provider, ToolSpec
+from .._protocol import (
+    ChatMessage,
+    Completion,
+    LiveFeed,
+    LLMRequest,
+    PromptCounter,
+    Provider,
+    ProviderBase,
+    ToolSpec,
+)
+from ..scenario import register_provider
 from ._recording import read_recording  # the recording's reader skips its tool lines
+
+if TYPE_CHECKING:
+    from ..scenario import Scenario
 
 
 class CassetteLine(msgspec.Struct, frozen=True, kw_only=True):
@@ -89,7 +103,7 @@ def request_key(request: LLMRequest) -> str:
     return hashlib.sha256(_encoder.encode(seen)).hexdigest()
 
 
-class ReplayProvider:
+class ReplayProvider(ProviderBase):
     """Answers from a cassette; each answer is ``replayed=True`` and the gateway bills $0."""
 
     name = "replay"
@@ -119,7 +133,7 @@ class ReplayProvider:
         return msgspec.structs.replace(answers[index], replayed=True)
 
 
-class RecordingProvider:
+class RecordingProvider(ProviderBase):
     """Wraps ``inner`` and appends each answer to ``cassette_path`` (flushed per line),
     each line rewritten by ``scrub`` first (the run's secrets blanked).
 
@@ -134,7 +148,7 @@ class RecordingProvider:
         *,
         scrub: Callable[[bytes], bytes] | None = None,
     ):
-        self.inner = inner
+        self.inner: Provider = inner
         self.name = inner.name
         self._writer = JsonlWriter(Path(cassette_path))
         # The run's redaction (RunStore.redactor): an answer that repeats the key or the
@@ -156,16 +170,32 @@ class RecordingProvider:
     async def aclose(self) -> None:
         self._writer.close()
 
+    def prompt_counter(self) -> PromptCounter | None:
+        return self.inner.prompt_counter()
+
+    def show_live(self, feed: LiveFeed) -> None:
+        self.inner.show_live(feed)
+
     async def __aenter__(self) -> RecordingProvider:
-        enter = getattr(self.inner, "__aenter__", None)
-        if enter is not None:
-            await enter()
+        await self.inner.__aenter__()
         return self
 
     async def __aexit__(self, *exc: object) -> None:
         try:
-            leave = getattr(self.inner, "__aexit__", None)
-            if leave is not None:
-                await leave(*exc)
+            await self.inner.__aexit__(*exc)
         finally:
             await self.aclose()
+
+
+def replay_from_scenario(scenario: Scenario, environ: Mapping[str, str]) -> ReplayProvider:
+    """``[llm].provider = "replay"``: the answers of ``[llm].cassette``."""
+    cassette = scenario.cassette_path()
+    if cassette is None:
+        raise ConfigError(
+            f"{scenario.path}: provider 'replay' needs a cassette: set "
+            f"[llm].cassette to a file recorded with `sopbus run --record FILE`"
+        )
+    return ReplayProvider(cassette)
+
+
+register_provider("replay", replay_from_scenario, cassette=True)

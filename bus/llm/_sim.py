@@ -29,15 +29,15 @@ import uuid
 import zlib
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 import trio
 
 from .._errors import ConfigError
-from .._protocol import Completion, LLMRequest, ToolCall, Usage
-from ._fixtures import Fixture
-from ._live import LiveText
+from .._protocol import Completion, LiveFeed, LLMRequest, ProviderBase, ToolCall, Usage
+from ..scenario import register_provider
+from ._fixtures import Fixture, load_fixtures
 from ._tokens import count_prompt, count_text, truncate_to_tokens
 
 _json = msgspec.json.Encoder()
@@ -56,7 +56,11 @@ _STOPWORDS = frozenset(
 _FALLBACK_WORDS = ("plan", "design", "module", "interface", "feature", "test", "review", "data")
 
 
-class SimProvider:
+if TYPE_CHECKING:
+    from ..scenario import Scenario
+
+
+class SimProvider(ProviderBase):
     """The embedded default provider (see the module docstring)."""
 
     name = "sim"
@@ -73,7 +77,7 @@ class SimProvider:
         self.fixtures = tuple(fixtures or ())
         self._used = [0] * len(self.fixtures)
         self.stream = stream
-        self.live: LiveText | None = None  # set by the live view: streamed text goes there
+        self.live: LiveFeed | None = None  # set by the live view: streamed text goes there
 
     async def complete(self, request: LLMRequest) -> Completion:
         rng = random.Random(self._rng_seed(request))
@@ -145,6 +149,10 @@ class SimProvider:
         if isinstance(self.latency_ms, tuple):
             return rng.uniform(*self.latency_ms)
         return float(self.latency_ms)
+
+    def show_live(self, feed: LiveFeed) -> None:
+        if self.stream:
+            self.live = feed
 
     def observe(self, request: LLMRequest) -> None:
         """Counts ``request`` as answered without answering it. A resume or a fork takes the
@@ -448,3 +456,17 @@ def _human(field: str) -> str:
 
 def _singular(field: str) -> str:
     return field[:-1] if field.endswith("s") and len(field) > 3 else field
+
+
+def sim_from_scenario(scenario: Scenario, environ: Mapping[str, str]) -> SimProvider:
+    """``[llm].provider = "sim"``: seeded by ``[run].seed``, answering from ``[llm].fixtures``."""
+    llm = scenario.llm
+    return SimProvider(
+        seed=scenario.run.seed,
+        latency_ms=llm.latency_ms,
+        fixtures=load_fixtures(scenario.fixture_paths()),
+        stream=bool(llm.stream),  # not given: off (the live view shows no trickle)
+    )
+
+
+register_provider("sim", sim_from_scenario, simulated=True)

@@ -314,9 +314,8 @@ class TapeGateway:
             return await self.gateway.complete(request, round=round, attempt=attempt)
         self.taped += 1
         self._count(record)
-        observe = getattr(self.gateway.provider, "observe", None)
-        if observe is not None:  # a stateful provider (the simulator's fixture sequences)
-            observe(request)
+        # A stateful provider (the simulator's fixture sequences) moves on as the call did.
+        self.gateway.provider.observe(request)
         if self._free:
             return self.gateway.record_replay(
                 request, record.completion, round=round, attempt=attempt

@@ -1,31 +1,96 @@
 """Scenario files: their types (frozen msgspec Structs), loading and overrides, the
 error messages that name the file, the place and the fix, and the type specs of declared
-action outputs.
+action outputs; the registry of the providers ``[llm].provider`` names (filled by the
+providers' own modules, see :func:`register_provider`).
 """
 
-from ._errors import explain_syntax_error as explain_syntax_error
-from ._errors import explain_validation_error as explain_validation_error
-from ._errors import format_path as format_path
-from ._load import action_problems as action_problems
-from ._load import action_spec as action_spec
-from ._load import check_scenario as check_scenario
-from ._load import load_scenario as load_scenario
-from ._load import scenario_from_tables as scenario_from_tables
-from ._load import scenario_to_builtins as scenario_to_builtins
-from ._load import scenario_warnings as scenario_warnings
-from ._load import scenario_with_overrides as scenario_with_overrides
-from ._names import ROLE_NAME_FIX as ROLE_NAME_FIX
-from ._names import role_name_problem as role_name_problem
-from ._types import ActionSpec as ActionSpec
-from ._types import InjectSpec as InjectSpec
-from ._types import LLMConfig as LLMConfig
-from ._types import LLMOverrides as LLMOverrides
-from ._types import PriceSpec as PriceSpec
-from ._types import RoleSpec as RoleSpec
-from ._types import RunSettings as RunSettings
-from ._types import Scenario as Scenario
-from ._types import ScenarioDoc as ScenarioDoc
-from ._types import ScenarioInfo as ScenarioInfo
-from ._typespec import TYPE_SPECS as TYPE_SPECS
-from ._typespec import TypeSpecError as TypeSpecError
-from ._typespec import parse_type_spec as parse_type_spec
+# Lazy, as ``sopbus.bus``: the command line lists the registered providers in its help,
+# and must not load the loader, msgspec's TOML and the type specs for it.
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .._lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from ._errors import explain_syntax_error as explain_syntax_error
+    from ._errors import explain_validation_error as explain_validation_error
+    from ._errors import format_path as format_path
+    from ._load import action_problems as action_problems
+    from ._load import action_spec as action_spec
+    from ._load import check_scenario as check_scenario
+    from ._load import load_scenario as load_scenario
+    from ._load import scenario_from_tables as scenario_from_tables
+    from ._load import scenario_to_builtins as scenario_to_builtins
+    from ._load import scenario_warnings as scenario_warnings
+    from ._load import scenario_with_overrides as scenario_with_overrides
+    from ._names import ROLE_NAME_FIX as ROLE_NAME_FIX
+    from ._names import role_name_problem as role_name_problem
+    from ._providers import DEFAULT_PROVIDER as DEFAULT_PROVIDER
+    from ._providers import ProviderFactory as ProviderFactory
+    from ._providers import ProviderSpec as ProviderSpec
+    from ._providers import every_provider as every_provider
+    from ._providers import is_reference as is_reference
+    from ._providers import listed_providers as listed_providers
+    from ._providers import new_provider_spec as new_provider_spec
+    from ._providers import provider_for as provider_for
+    from ._providers import provider_names as provider_names
+    from ._providers import provider_problem as provider_problem
+    from ._providers import register_provider as register_provider
+    from ._providers import simulated as simulated
+    from ._types import ActionSpec as ActionSpec
+    from ._types import InjectSpec as InjectSpec
+    from ._types import LLMConfig as LLMConfig
+    from ._types import LLMOverrides as LLMOverrides
+    from ._types import PriceSpec as PriceSpec
+    from ._types import RoleSpec as RoleSpec
+    from ._types import RunSettings as RunSettings
+    from ._types import Scenario as Scenario
+    from ._types import ScenarioDoc as ScenarioDoc
+    from ._types import ScenarioInfo as ScenarioInfo
+    from ._typespec import TYPE_SPECS as TYPE_SPECS
+    from ._typespec import TypeSpecError as TypeSpecError
+    from ._typespec import parse_type_spec as parse_type_spec
+
+_WHERE: dict[str, str] = {
+    "explain_syntax_error": "._errors",
+    "explain_validation_error": "._errors",
+    "format_path": "._errors",
+    "action_problems": "._load",
+    "action_spec": "._load",
+    "check_scenario": "._load",
+    "load_scenario": "._load",
+    "scenario_from_tables": "._load",
+    "scenario_to_builtins": "._load",
+    "scenario_warnings": "._load",
+    "scenario_with_overrides": "._load",
+    "ROLE_NAME_FIX": "._names",
+    "DEFAULT_PROVIDER": "._providers",
+    "ProviderFactory": "._providers",
+    "ProviderSpec": "._providers",
+    "every_provider": "._providers",
+    "is_reference": "._providers",
+    "listed_providers": "._providers",
+    "provider_for": "._providers",
+    "provider_names": "._providers",
+    "provider_problem": "._providers",
+    "new_provider_spec": "._providers",
+    "register_provider": "._providers",
+    "simulated": "._providers",
+    "role_name_problem": "._names",
+    "ActionSpec": "._types",
+    "InjectSpec": "._types",
+    "LLMConfig": "._types",
+    "LLMOverrides": "._types",
+    "PriceSpec": "._types",
+    "RoleSpec": "._types",
+    "RunSettings": "._types",
+    "Scenario": "._types",
+    "ScenarioDoc": "._types",
+    "ScenarioInfo": "._types",
+    "TYPE_SPECS": "._typespec",
+    "TypeSpecError": "._typespec",
+    "parse_type_spec": "._typespec",
+}
+
+__getattr__, __dir__, __all__ = lazy_exports(globals(), _WHERE)

@@ -7,7 +7,9 @@ checks what a type cannot say (money, files that must exist, one rule across tab
 Both report ``<file>: <what> - at `$.path`: <expected>; did you mean ...?``. The second
 step reports every problem at once, since fixing one does not hide the next.
 
-Names of actions, roles and SOPs are *not* checked here: the registry that knows them
+Provider names are checked here against the provider registry (:mod:`._providers`); a
+user's ``"module:Class"`` only for its form, as its module is imported when the run's
+provider is built. Names of actions, roles and SOPs are *not* checked here: the registry that knows them
 lives in ``sopbus.roles``/``sopbus.sops``, which check them when they build the team.
 """
 
@@ -30,10 +32,10 @@ from ._extra import scenario_extra_problems
 from ._names import ROLE_NAME_FIX, role_name_problem
 from ._paths import inside, outside_problem
 from ._price import price_spec
+from ._providers import is_reference, listed_providers, provider_for, provider_problem
 from ._types import (
     MAX_ROUNDS,
     ActionSpec,
-    Provider,
     RoleSpec,
     RunMode,
     SandboxBackend,
@@ -143,6 +145,7 @@ def _problems(s: Scenario) -> list[str]:
         *_info_problems(s),
         *_money_problems(s),
         *_llm_problems(s),
+        *_provider_problems(s),
         *scenario_extra_problems(s),
         *_role_problems(s),
         *action_problems(s.actions),
@@ -255,16 +258,36 @@ def _llm_problems(s: Scenario) -> list[str]:
                     f"looked for {s.resolve(fixture)} (paths are relative to the scenario file)",
                 )
             )
+    return out
+
+
+def _provider_problems(s: Scenario) -> list[str]:
+    """An unknown ``[llm].provider``, or what the named one needs and does not have."""
+    problem = provider_problem(s.llm.provider)
+    if problem is not None:
+        return [_at(["llm", "provider"], *problem)]
+    if is_reference(s.llm.provider) or not provider_for(s.llm.provider).cassette:
+        return []
+    cassette = s.llm.cassette
+    if cassette and not s.info.allow_outside and not inside(s.base_dir / cassette, s.base_dir):
+        return []  # _llm_problems says so already
+    return _cassette_problems(s)
+
+
+def _cassette_problems(s: Scenario) -> list[str]:
+    """What is wrong with ``[llm].cassette`` for a provider that answers from one."""
+    out: list[str] = []
     cassette = s.cassette_path()
-    if s.llm.provider == "replay" and cassette is None:
+    if cassette is None:
         out.append(
             _at(
                 ["llm", "cassette"],
                 "no cassette",
-                'provider "replay" needs cassette = "<file recorded with sopbus run --record>"',
+                f"provider {_q(s.llm.provider)} needs "
+                'cassette = "<file recorded with sopbus run --record>"',
             )
         )
-    elif s.llm.provider == "replay" and cassette is not None and (kind := not_regular(cassette)):
+    elif kind := not_regular(cassette):
         out.append(
             _at(
                 ["llm", "cassette"],
@@ -272,7 +295,7 @@ def _llm_problems(s: Scenario) -> list[str]:
                 "point it at a file",
             )
         )
-    elif s.llm.provider == "replay" and cassette is not None and not cassette.is_file():
+    elif not cassette.is_file():
         out.append(
             _at(
                 ["llm", "cassette"],
@@ -377,11 +400,14 @@ def scenario_warnings(scenario: Scenario) -> list[str]:
                 f"{format_path(['inject', i, 'round'])}: round {item.round} is after "
                 f"the last round ({scenario.run.max_rounds}); it will never be sent"
             )
-    if scenario.llm.base_url is not None and scenario.llm.provider != "openai":
-        out.append(
-            f"$.llm.base_url: ignored by provider {_q(scenario.llm.provider)} "
-            '(only "openai" uses it)'
-        )
+    name = scenario.llm.provider
+    if scenario.llm.base_url is not None and not is_reference(name):
+        if not provider_for(name).base_url:
+            takers = [n for n in listed_providers() if provider_for(n).base_url]
+            out.append(
+                f"$.llm.base_url: ignored by provider {_q(name)} "
+                f"(only {' and '.join(map(_q, takers)) or 'none'} use{'s' if len(takers) == 1 else ''} it)"
+            )
     return out
 
 
@@ -389,7 +415,7 @@ def scenario_with_overrides(
     scenario: Scenario,
     *,
     idea: str | None = None,
-    provider: Provider | None = None,
+    provider: str | None = None,
     model: str | None = None,
     base_url: str | None = None,
     budget_usd: Decimal | int | str | None = None,
@@ -443,10 +469,8 @@ def _check_flags(
             f"--idea {idea!r}: the first message is empty; say the idea in words, or leave "
             "--idea out to use the scenario's [scenario].idea"
         )
-    if provider is not None and provider not in typing.get_args(Provider):
-        raise ConfigError(
-            f"--provider {provider!r}: expected one of {', '.join(typing.get_args(Provider))}"
-        )
+    if provider is not None and (problem := provider_problem(provider)) is not None:
+        raise ConfigError(f"--provider {provider!r}: {problem[1]}")
     if mode is not None and mode not in typing.get_args(RunMode):
         raise ConfigError(f"--mode {mode!r}: expected one of {', '.join(typing.get_args(RunMode))}")
     if max_rounds is not None and not 1 <= max_rounds <= MAX_ROUNDS:

@@ -22,10 +22,13 @@ import msgspec
 from .._errors import ConfigError
 from ._extra import merged_extra
 from ._paths import inside, outside_problem, place_of
+from ._providers import DEFAULT_PROVIDER
 from ._tools import DEFAULT_MAX_TOOL_STEPS, McpServer, ToolChoice
 from ._typespec import parse_type_spec
 
-Provider = Literal["sim", "openai", "replay"]
+ProviderName = str
+"""A registered provider's name (``sim``, ``openai``...) or a user's ``"module:Class"``;
+checked against the registry (:mod:`sopbus.bus.scenario._providers`) when the file is loaded."""
 RunMode = Literal["rounds", "events"]
 OutputMode = Literal["json_schema", "prompt"]
 MaxTokensParam = Literal["max_completion_tokens", "max_tokens"]
@@ -110,8 +113,10 @@ class LLMConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields
     ``max_tokens_param`` is the request field that carries ``max_tokens`` to an ``openai``
     server: ``max_completion_tokens`` (OpenAI's) or ``max_tokens`` (for backends that reject
     the newer name; dropping the field instead would drop the bound the reservation counts on).
-    ``base_url`` is used by ``openai`` only, ``latency_ms`` and ``fixtures`` by ``sim``
-    only, ``cassette`` by ``replay`` only; the others ignore them, so one file can be run
+    ``provider`` names a registered provider or a user's ``"module:Class"`` (see
+    :func:`sopbus.bus.llm.register_provider`). ``base_url`` is used by the providers that
+    declare it (``openai``), ``latency_ms`` and ``fixtures`` by ``sim`` only, ``cassette`` by
+    ``replay`` only; the others ignore them, so one file can be run
     with ``--provider`` switched. ``fixtures`` and ``cassette`` are relative to the
     scenario file: use :meth:`Scenario.fixture_paths` / :meth:`Scenario.cassette_path`.
     ``extra_body`` is sent as it is with each ``openai`` request (server sampling settings
@@ -132,7 +137,7 @@ class LLMConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields
     ``/tokenize``) count each prompt for its reservation; ``false`` keeps sopbus's own bound.
     """
 
-    provider: Provider = "sim"
+    provider: ProviderName = DEFAULT_PROVIDER
     model: str = "gpt-4o-mini"
     temperature: Temperature = 0.2
     max_tokens: PositiveInt | None = None

@@ -55,7 +55,7 @@ from .._events import Note
 from .._faults import reached
 from .._jsonl import JsonlWriter, read_jsonl
 from .._layout import CALLS, COSTS, EVENTS, SCENARIO, SUMMARY
-from .._protocol import Completion, LLMRequest
+from .._protocol import Completion, LLMRequest, ProviderBase
 from .._summary import read_summary
 from ..llm._gateway import Gateway
 from ..llm._recording import CallRecord, ToolRecord
@@ -137,7 +137,7 @@ class Continuation:
             reached("resume:lost")
 
 
-class Unplugged:
+class Unplugged(ProviderBase):
     """The provider of a replay: every answer must come from the tape."""
 
     name = "replay"

@@ -52,10 +52,10 @@ from ._progress import Progress
 from ._provider import (
     checked_prices,
     endpoint,
-    innermost,
     make_provider,
     opened_for_run,
     prompt_counter,
+    provider_spec,
     run_secrets,
     with_people,
 )
@@ -188,11 +188,8 @@ def preflight(scenario: Scenario, environ: Mapping[str, str], *, live: bool = Tr
     prices = checked_prices(scenario, team.roles, endpoint=endpoint(scenario, environ))
     check_backend(scenario.sandbox.backend, where=f"{scenario.path}: [sandbox].backend")
     provider = make_provider(scenario, environ) if live else None
-    warnings = (
-        idea_warnings(scenario.idea, scenario.fixture_paths())
-        if scenario.llm.provider == "sim"
-        else []
-    )
+    simulated = provider_spec(scenario).simulated  # fixtures answer the idea's calls
+    warnings = idea_warnings(scenario.idea, scenario.fixture_paths()) if simulated else []
     return Preflight(team, prices, provider, warnings)
 
 
@@ -339,12 +336,10 @@ class _Run:
 
     def _shown(self, shown: Progress) -> None:
         """Lets the live display pause for a person's answer and show a streamed one."""
-        person = getattr(self.provider, "human", None)
+        person = self.provider.human
         if person is not None:
             person.pause, shown.person = shown.paused, person
-        streaming = innermost(self.provider)
-        if getattr(streaming, "stream", False) and hasattr(streaming, "live"):
-            streaming.live = shown.live
+        self.provider.show_live(shown.live)
 
 
 def _servers_failed(
@@ -406,7 +401,7 @@ def _sandbox(scenario: Scenario, store: RunStore) -> SandboxSettings:
     return SandboxSettings(
         backend=scenario.sandbox.backend,
         scratch_root=root,
-        untrusted=scenario.llm.provider != "sim",
+        untrusted=not provider_spec(scenario).simulated,
         scratch_mb=scenario.sandbox.scratch_mb,
         tmp_mb=scenario.sandbox.tmp_mb,
     )

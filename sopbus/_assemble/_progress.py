@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
+from sopbus.bus.llm import Person
 from sopbus.bus.llm._live import LiveText
 from sopbus.bus.money import money
 
@@ -45,7 +46,7 @@ class Progress:
         self._nursery_cm: Any = None
         self._tty = sys.stdout.isatty()
         self._bar: Any = None  # the rich display, while it is shown
-        self.person: Any = None  # the run's HumanProvider, when a role is answered by a person
+        self.person: Person | None = None  # the run's person, when a role is answered by one
         self.live = LiveText()  # streamed text of the calls in flight (shown on a terminal)
 
     async def __aenter__(self) -> Progress:
@@ -85,7 +86,7 @@ class Progress:
         return self._env.round, self._env.published, budget.spent, budget.cap
 
     def _waiting(self) -> str:
-        who = getattr(self.person, "waiting", None)
+        who = self.person.waiting if self.person is not None else None
         return f"waiting for a person: {who}" if who else ""
 
     def working(self) -> str:

@@ -1,9 +1,11 @@
 """Which provider a scenario's run calls, and what it costs: the choice ``sopbus run``,
 ``sopbus worker``, ``validate`` and sweeps make the same way.
 
-``[llm].provider`` names it (``sim``, ``replay`` or ``openai``, configured from the scenario
-and the environment), roles declared ``human = true`` are answered by a person in front of
-it, and every model the team can call must be priced before any call is made.
+``[llm].provider`` names a registered provider (``sopbus.bus.llm.register_provider``: each
+provider's module registers itself with its factory and what it declares) or a user's
+``"module:Class"`` (:mod:`._user_provider`); :func:`provider_spec` is the one place that
+tells them apart. Roles declared ``human = true`` are answered by a person in front of it,
+and every model the team can call must be priced before any call is made.
 """
 
 from __future__ import annotations
@@ -14,29 +16,31 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-from sopbus.bus._errors import ConfigError
-from sopbus.bus._protocol import Provider
+from sopbus.bus import ConfigError, PriceBook, Provider, Scenario
 from sopbus.bus._redact import MASK, Redactor, redact_url, url_secrets
+from sopbus.bus.llm import PromptCounter
 from sopbus.bus.llm._opened import opened
-from sopbus.bus.money._prices import PriceBook
-from sopbus.bus.scenario._types import Scenario
+from sopbus.bus.scenario import ProviderSpec, every_provider, is_reference, provider_for
 
 
-def innermost(provider: Any) -> Any:
-    """The provider behind the wrappers (a person's router, a cassette recorder)."""
-    while hasattr(provider, "inner"):
-        provider = provider.inner
-    return provider
+def provider_spec(scenario: Scenario) -> ProviderSpec:
+    """What ``[llm].provider`` names: the registered provider, or a user's class (imported
+    from beside the scenario file, checked, see :mod:`._user_provider`)."""
+    name = scenario.llm.provider
+    if is_reference(name):
+        from ._user_provider import user_provider
+
+        return user_provider(scenario)
+    try:
+        return provider_for(name)
+    except ConfigError as exc:
+        raise ConfigError(f"{scenario.path}: {exc} - at `$.llm.provider`") from None
 
 
-def prompt_counter(provider: Provider) -> Any:
+def prompt_counter(provider: Provider) -> PromptCounter | None:
     """What counts a request's prompt on the server for the gateway (the ``openai``
-    provider's :meth:`~sopbus.bus.llm.OpenAIProvider.prompt_tokens`, behind any wrapper),
-    or ``None``."""
-    from sopbus.bus.llm._openai import OpenAIProvider
-
-    inner = innermost(provider)
-    return inner.prompt_tokens if isinstance(inner, OpenAIProvider) and inner.tokenize else None
+    provider's, behind any wrapper), or ``None``."""
+    return provider.prompt_counter()
 
 
 def with_people(
@@ -73,77 +77,16 @@ def checked_prices(
 
 
 def endpoint(scenario: Scenario, environ: Mapping[str, str]) -> str | None:
-    """The URL the ``openai`` provider will call (``[llm].base_url``, else
-    ``OPENAI_BASE_URL``, else OpenAI's), its credentials blanked; ``None`` for the other
-    providers."""
-    if scenario.llm.provider != "openai":
-        return None
-    from sopbus.bus.llm._openai import DEFAULT_BASE_URL, openai_settings_from_env
-
-    # Redacted: prices only need the host, and the quote names the endpoint it came from.
-    return redact_url(
-        scenario.llm.base_url or openai_settings_from_env(environ).base_url or DEFAULT_BASE_URL
-    )
+    """The URL the provider will call (``[llm].base_url``, else its variable such as
+    ``OPENAI_BASE_URL``, else its default), its credentials blanked; ``None`` for a
+    provider that declares no ``base_url``. Prices may depend on it."""
+    return provider_spec(scenario).endpoint(scenario, environ)
 
 
 def make_provider(scenario: Scenario, environ: Mapping[str, str]) -> Provider:
-    """The provider ``[llm].provider`` names, configured from the scenario and (for
-    ``openai``) the environment: ``OPENAI_API_KEY``, and ``OPENAI_BASE_URL`` when the
-    scenario gives no ``base_url``."""
-    llm = scenario.llm
-    if llm.provider == "sim":
-        from sopbus.bus.llm._fixtures import load_fixtures
-        from sopbus.bus.llm._sim import SimProvider
-
-        return SimProvider(
-            seed=scenario.run.seed,
-            latency_ms=llm.latency_ms,
-            fixtures=load_fixtures(scenario.fixture_paths()),
-            stream=bool(llm.stream),  # not given: off (the live view shows no trickle)
-        )
-    if llm.provider == "replay":
-        from sopbus.bus.llm._replay import ReplayProvider
-
-        cassette = scenario.cassette_path()
-        if cassette is None:
-            raise ConfigError(
-                f"{scenario.path}: provider 'replay' needs a cassette: set "
-                f"[llm].cassette to a file recorded with `sopbus run --record FILE`"
-            )
-        return ReplayProvider(cassette)
-    from sopbus.bus.llm._openai import OpenAIProvider, openai_settings_from_env
-
-    env = openai_settings_from_env(environ)
-    if not env.api_key:
-        raise ConfigError(
-            f"{scenario.path}: provider 'openai' needs an API key: set "
-            f"OPENAI_API_KEY in the environment or in a .env file in the working "
-            f"directory (any value for a local server)"
-        )
-    return OpenAIProvider(
-        base_url=_whole_url(scenario, env.base_url),
-        api_key=env.api_key,
-        timeout_s=llm.timeout_s,
-        idle_timeout_s=llm.idle_timeout_s,
-        stream=llm.stream is not False,  # not given: on, where the server can stream
-        max_tokens_param=llm.max_tokens_param,
-        tokenize=llm.tokenize,
-    )
-
-
-def _whole_url(scenario: Scenario, from_env: str | None) -> str | None:
-    """The base URL to call. A run keeps its URL with the credentials blanked
-    (``http://***@host/v1``), so a resumed, replayed or forked run takes the whole URL from
-    ``OPENAI_BASE_URL`` when that is the same URL with credentials."""
-    url = scenario.llm.base_url
-    if url is None or MASK not in url:
-        return url or from_env
-    if from_env is not None and redact_url(from_env) == url:
-        return from_env
-    raise ConfigError(
-        f"{scenario.path}: the base URL {url} had credentials, which a run does "
-        f"not keep; set OPENAI_BASE_URL to the whole URL to run it again"
-    )
+    """The provider ``[llm].provider`` names, built by its factory from the scenario and
+    the environment (keys, endpoints)."""
+    return provider_spec(scenario).make(scenario, environ)
 
 
 @asynccontextmanager
@@ -161,33 +104,34 @@ async def opened_for_run(
 
 
 def run_secrets(scenario: Scenario, environ: Mapping[str, str]) -> tuple[str, ...]:
-    """What a run must never write: the credentials in its base URL (the scenario's and
-    ``OPENAI_BASE_URL``: a run whose kept URL is blanked calls the one from the environment)
-    and the API key (see :mod:`sopbus.bus._redact`)."""
-    from sopbus.bus.llm._openai import openai_settings_from_env
-
-    env = openai_settings_from_env(environ)
-    key = env.api_key if env.api_key and len(env.api_key) >= 8 else None
-    urls = (scenario.llm.base_url, env.base_url)
+    """What a run must never write: the credentials in its base URL (the scenario's and each
+    provider's variable, such as ``OPENAI_BASE_URL``: a run whose kept URL is blanked calls
+    the one from the environment) and every provider's secrets, such as ``OPENAI_API_KEY``
+    (see :mod:`sopbus.bus._redact`). Every provider's, not only the run's: a resumed run
+    may be switched to another."""
+    specs = {spec.name: spec for spec in (*every_provider(), provider_spec(scenario))}
+    variables = [spec.base_url_env for spec in specs.values() if spec.base_url_env]
+    urls = (scenario.llm.base_url, *(environ.get(v) for v in variables))
     return (
         *(s for url in urls for s in url_secrets(url) if MASK not in s),
-        *([key] if key else []),
+        *dict.fromkeys(secret for spec in specs.values() for secret in spec.secrets(environ)),
     )
 
 
 def with_whole_url(
     environ: Mapping[str, str], scenario: Scenario, origin: Path
 ) -> Mapping[str, str]:
-    """``environ`` with ``OPENAI_BASE_URL`` set to the whole URL that ``scenario``'s blanked
-    base URL stands for, taken from the file ``origin`` it was made from (a sweep's
-    variants and runs keep their URL blanked; the user's scenario file has it whole), when
-    the environment does not give it already. The URL stays in memory, never in a file."""
-    kept = scenario.llm.base_url
-    if kept is None or MASK not in kept or environ.get("OPENAI_BASE_URL"):
+    """``environ`` with the provider's base URL variable (``OPENAI_BASE_URL``) set to the
+    whole URL that ``scenario``'s blanked base URL stands for, taken from the file ``origin``
+    it was made from (a sweep's variants and runs keep their URL blanked; the user's scenario
+    file has it whole), when the environment does not give it already. The URL stays in
+    memory, never in a file."""
+    kept, variable = scenario.llm.base_url, provider_spec(scenario).base_url_env
+    if kept is None or MASK not in kept or variable is None or environ.get(variable):
         return environ
     for url in _credentialed_urls(origin):
         if redact_url(url) == kept:
-            return {**environ, "OPENAI_BASE_URL": url}
+            return {**environ, variable: url}
     return environ
 
 

@@ -15,6 +15,16 @@ if TYPE_CHECKING:
     from pathlib import Path
 
 
+def provider_arg(text: str) -> str:
+    """A provider the registry knows (``--provider``), or a user's ``module:Class``."""
+    from sopbus.bus.scenario import provider_problem
+
+    problem = provider_problem(text)
+    if problem is not None:
+        raise argparse.ArgumentTypeError(f"{problem[0]}: {problem[1]}")
+    return text
+
+
 def path_arg(text: str) -> Path:
     """A file or directory argument, as a :class:`pathlib.Path`."""
     from pathlib import Path

@@ -63,10 +63,12 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(
             "sopbus mcp needs the MCP SDK, which is not installed: pip install 'sopbus[mcp]'"
         ) from None
+    from sopbus.bus.scenario import DEFAULT_PROVIDER
+
     from ._mcp_tools import ServerSettings
 
     model = {
-        "provider": args.provider or "sim",
+        "provider": args.provider or DEFAULT_PROVIDER,
         "model": args.model,
         "base_url": args.base_url,
         "price": args.price,

@@ -19,7 +19,7 @@ from typing import Any
 
 from sopbus._assemble._bus import WAIT_S
 
-from ._args import path_arg, positive_int, seconds, usd
+from ._args import path_arg, positive_int, provider_arg, seconds, usd
 from ._runref import DEFAULT_RUNS_DIR, LAST
 
 # What a variant may change: the words a user reads and what an absent flag means. The
@@ -111,10 +111,19 @@ RUN_FLAGS = (RUN, RUNS_DIR)  # the commands that read one run
 
 # -- the model ---------------------------------------------------------------------------
 
-# The providers a scenario may name; the one list the command line offers.
-PROVIDERS = ("sim", "openai", "replay")
 
-PROVIDER = Flag("--provider", choices=PROVIDERS, help="LLM provider (overrides [llm].provider)")
+def _provider_help() -> str:
+    # The registry (each provider's module fills it); bus.scenario's face is lazy, so this
+    # loads the provider table and not the scenario loader.
+    from sopbus.bus.scenario import listed_providers
+
+    return (
+        f"LLM provider: {', '.join(listed_providers())}, or module:Class for your own "
+        "(overrides [llm].provider)"
+    )
+
+
+PROVIDER = Flag("--provider", metavar="P", type=provider_arg, help=_provider_help())
 MODEL = Flag("--model", metavar="M", help="model name (overrides [llm].model)")
 BASE_URL = Flag(
     "--base-url", metavar="URL", help="OpenAI-compatible endpoint (overrides [llm].base_url)"

@@ -27,6 +27,7 @@ from mcp.types import ToolAnnotations
 from pydantic import Field
 
 from sopbus.bus import ConfigError
+from sopbus.bus.scenario import simulated
 
 from . import _mcp_tools as tools
 from ._mcp_tools import RunFailed, ServerSettings
@@ -189,7 +190,7 @@ async def _awaited(call: Callable[[], Awaitable[T]]) -> T:
 
 def _model_words(settings: ServerSettings) -> str:
     chosen = settings.model
-    if chosen.get("provider") == "sim":
+    if simulated(str(chosen.get("provider"))):
         return "the embedded simulator (no model is called; spend is what the calls would cost)"
     model = chosen.get("model") or "the scenario's model"
     return f"{chosen.get('provider')} {model}"

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from sopbus._assemble._environ import run_environ
 from sopbus._assemble._execute import scenario_as_run
-from sopbus._assemble._provider import checked_prices, endpoint
+from sopbus._assemble._provider import checked_prices, endpoint, provider_spec
 from sopbus.bus._errors import ConfigError
 from sopbus.bus.money import money
 from sopbus.bus.money._file_account import FileAccount
@@ -66,7 +66,8 @@ def new_sweep(args: SweepArgs) -> tuple[SweepDir, SweepRecord]:
         spec.budget_usd,
         [scenarios[v.id].run.budget_usd for v in variants for _ in seeds],
     )
-    real = any(s.llm.provider == "openai" for s in scenarios.values())
+    # Runs that wait on a network endpoint overlap as tasks; the others need processes.
+    real = any(provider_spec(s).network for s in scenarios.values())
     sweep_id = new_run_id(f"{base.name}-sweep")
     sdir = SweepDir(args.sweeps_dir / sweep_id)
     (sdir.path / "variants").mkdir(parents=True)

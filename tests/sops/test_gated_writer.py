@@ -21,7 +21,6 @@ from sopbus.bus import (
     Gateway,
     LLMRequest,
     PriceBook,
-    Provider,
     ProviderError,
     Runner,
     RunStore,
@@ -35,6 +34,7 @@ from sopbus.bus import (
     read_jsonl,
     verify_run,
 )
+from sopbus.bus.llm import Completer
 from sopbus.roles.gated._guard import SampleFailed, same_model
 from sopbus.roles.gated._store import load_outline, load_store, manifest_bytes, plan
 from sopbus.roles.gated._writer import ChapterPublisher
@@ -93,7 +93,7 @@ def scenario(
 
 
 async def run(
-    scn: Scenario, tmp: Path, provider: Provider | None = None
+    scn: Scenario, tmp: Path, provider: Completer | None = None
 ) -> tuple[RunSummary, Path]:
     team = build_team(scn)
     store = RunStore.create(tmp / "runs", scn.name)
