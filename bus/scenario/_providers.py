@@ -16,10 +16,11 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .._errors import ConfigError
+from ._types import DEFAULT_PROVIDER as DEFAULT_PROVIDER
+from ._types import Scenario
 
 if TYPE_CHECKING:
     from .._protocol import Provider
-    from ._types import Scenario
 
 ProviderFactory = Callable[["Scenario", Mapping[str, str]], "Provider"]
 """Builds a run's provider from the scenario and the environment (keys, endpoints); raises
@@ -33,8 +34,6 @@ _BUILTIN: dict[str, str] = {
 """The shipped providers, in the order errors list them, each by the module that registers
 it. A new built-in provider adds its line here and calls :func:`register_provider`."""
 
-DEFAULT_PROVIDER = "sim"
-"""The provider of a scenario that names none: the simulator (no key, no network)."""
 
 _REGISTERED: dict[str, ProviderSpec] = {}
 _NAME = re.compile(r"[A-Za-z][A-Za-z0-9_.-]*")

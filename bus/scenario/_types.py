@@ -22,9 +22,11 @@ import msgspec
 from .._errors import ConfigError
 from ._extra import merged_extra
 from ._paths import inside, outside_problem, place_of
-from ._providers import DEFAULT_PROVIDER
 from ._tools import DEFAULT_MAX_TOOL_STEPS, McpServer, ToolChoice
 from ._typespec import parse_type_spec
+
+DEFAULT_PROVIDER = "sim"
+"""The provider of a scenario that names none: the simulator (no key, no network)."""
 
 ProviderName = str
 """A registered provider's name (``sim``, ``openai``...) or a user's ``"module:Class"``;
