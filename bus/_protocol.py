@@ -102,11 +102,16 @@ class LLMRequest(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class Usage(msgspec.Struct, frozen=True):
-    """Token counts of one call, as the provider reports (or, for the simulator, counts) them."""
+    """Token counts of one call, as the provider reports (or, for the simulator, counts) them.
+
+    ``prompt_tokens`` is the whole prompt; of it, ``cached_tokens`` were read from the
+    provider's prompt cache and ``cache_write_tokens`` written to it (Anthropic bills each
+    at its own price; a provider that does not say leaves them 0)."""
 
     prompt_tokens: int
     completion_tokens: int
     cached_tokens: int = 0
+    cache_write_tokens: int = 0
 
 
 class Completion(msgspec.Struct, frozen=True, kw_only=True):
