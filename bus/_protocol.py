@@ -177,6 +177,9 @@ class Provider(Protocol):
     * ``observe(request)``: ``request`` was answered from a run's recording (resume, fork),
       so a stateful provider (the simulator's fixture sequences) moves on as if it had.
     * ``prompt_counter()``: what counts prompts on the server, or ``None``.
+    * ``prompt_overhead(request)``: prompt tokens the provider adds to what ``request``
+      says and bills for (Anthropic's system prompt for tools), which sopbus's own bound
+      of the request cannot see; the gateway adds them to the reservation's bound.
     * ``show_live(feed)``: stream the text of calls in flight to ``feed`` (the live view).
     * ``async with provider``: opened for as long as it is used (a connection pool).
     """
@@ -194,6 +197,7 @@ class Provider(Protocol):
     def name_for(self, request: LLMRequest) -> str: ...
     def observe(self, request: LLMRequest) -> None: ...
     def prompt_counter(self) -> PromptCounter | None: ...
+    def prompt_overhead(self, request: LLMRequest) -> int: ...
     def show_live(self, feed: LiveFeed) -> None: ...
     async def __aenter__(self) -> Any: ...
     async def __aexit__(self, *exc: object) -> None: ...
@@ -222,6 +226,9 @@ class ProviderBase:
     def prompt_counter(self) -> PromptCounter | None:
         return None
 
+    def prompt_overhead(self, request: LLMRequest) -> int:
+        return 0
+
     def show_live(self, feed: LiveFeed) -> None:
         return None
 
@@ -243,6 +250,7 @@ class _Adapted(ProviderBase):
         self.free = bool(getattr(completer, "free", False))
         self._name_for = getattr(completer, "name_for", None)
         self._observe = getattr(completer, "observe", None)
+        self._overhead = getattr(completer, "prompt_overhead", None)
 
     async def complete(self, request: LLMRequest) -> Completion:
         return await self._completer.complete(request)
@@ -253,6 +261,9 @@ class _Adapted(ProviderBase):
     def observe(self, request: LLMRequest) -> None:
         if callable(self._observe):
             self._observe(request)
+
+    def prompt_overhead(self, request: LLMRequest) -> int:
+        return int(self._overhead(request)) if callable(self._overhead) else 0
 
     async def __aenter__(self) -> Any:
         enter = getattr(self._completer, "__aenter__", None)
