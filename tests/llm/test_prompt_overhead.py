@@ -50,6 +50,13 @@ class Tooled(ProviderBase):
         return 600
 
 
+class Unasked:
+    """A person never asked: every call here is refused before it is made."""
+
+    def ask(self, question: object) -> str:
+        raise AssertionError("never asked")
+
+
 async def refused_reservation(provider: ProviderBase) -> Decimal:
     lines: list[LedgerLine] = []
     gateway = Gateway(provider, PRICES, Budget(Decimal("0.0000001")), sink=lines.append)
@@ -66,7 +73,7 @@ async def test_the_reservation_counts_the_providers_overhead(tmp_path: Path) -> 
     assert await refused_reservation(Tooled()) == price.worst_case(bound + 600, 100)
     recorded = RecordingProvider(Tooled(), tmp_path / "tape.jsonl")
     assert await refused_reservation(recorded) == price.worst_case(bound + 600, 100)
-    routed = HumanRouter(Tooled(), HumanProvider(answers=[]))
+    routed = HumanRouter(Tooled(), HumanProvider(answers=Unasked()))
     assert await refused_reservation(routed) == price.worst_case(bound + 600, 100)
     person = LLMRequest(messages=REQUEST.messages, model=HUMAN_MODEL)
     assert routed.prompt_overhead(person) == 0  # a person adds nothing to what they read
