@@ -102,11 +102,16 @@ class LLMRequest(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class Usage(msgspec.Struct, frozen=True):
-    """Token counts of one call, as the provider reports (or, for the simulator, counts) them."""
+    """Token counts of one call, as the provider reports (or, for the simulator, counts) them.
+
+    ``prompt_tokens`` is the whole prompt; of it, ``cached_tokens`` were read from the
+    provider's prompt cache and ``cache_write_tokens`` written to it (Anthropic bills each
+    at its own price; a provider that does not say leaves them 0)."""
 
     prompt_tokens: int
     completion_tokens: int
     cached_tokens: int = 0
+    cache_write_tokens: int = 0
 
 
 class Completion(msgspec.Struct, frozen=True, kw_only=True):
@@ -172,6 +177,9 @@ class Provider(Protocol):
     * ``observe(request)``: ``request`` was answered from a run's recording (resume, fork),
       so a stateful provider (the simulator's fixture sequences) moves on as if it had.
     * ``prompt_counter()``: what counts prompts on the server, or ``None``.
+    * ``prompt_overhead(request)``: prompt tokens the provider adds to what ``request``
+      says and bills for (Anthropic's system prompt for tools), which sopbus's own bound
+      of the request cannot see; the gateway adds them to the reservation's bound.
     * ``show_live(feed)``: stream the text of calls in flight to ``feed`` (the live view).
     * ``async with provider``: opened for as long as it is used (a connection pool).
     """
@@ -189,6 +197,7 @@ class Provider(Protocol):
     def name_for(self, request: LLMRequest) -> str: ...
     def observe(self, request: LLMRequest) -> None: ...
     def prompt_counter(self) -> PromptCounter | None: ...
+    def prompt_overhead(self, request: LLMRequest) -> int: ...
     def show_live(self, feed: LiveFeed) -> None: ...
     async def __aenter__(self) -> Any: ...
     async def __aexit__(self, *exc: object) -> None: ...
@@ -217,6 +226,9 @@ class ProviderBase:
     def prompt_counter(self) -> PromptCounter | None:
         return None
 
+    def prompt_overhead(self, request: LLMRequest) -> int:
+        return 0
+
     def show_live(self, feed: LiveFeed) -> None:
         return None
 
@@ -238,6 +250,7 @@ class _Adapted(ProviderBase):
         self.free = bool(getattr(completer, "free", False))
         self._name_for = getattr(completer, "name_for", None)
         self._observe = getattr(completer, "observe", None)
+        self._overhead = getattr(completer, "prompt_overhead", None)
 
     async def complete(self, request: LLMRequest) -> Completion:
         return await self._completer.complete(request)
@@ -248,6 +261,9 @@ class _Adapted(ProviderBase):
     def observe(self, request: LLMRequest) -> None:
         if callable(self._observe):
             self._observe(request)
+
+    def prompt_overhead(self, request: LLMRequest) -> int:
+        return int(self._overhead(request)) if callable(self._overhead) else 0
 
     async def __aenter__(self) -> Any:
         enter = getattr(self._completer, "__aenter__", None)

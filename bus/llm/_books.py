@@ -169,6 +169,7 @@ class Books:
             prompt_tokens=usage.prompt_tokens,
             completion_tokens=usage.completion_tokens,
             cached_tokens=usage.cached_tokens,
+            cache_write_tokens=usage.cache_write_tokens,
             cost_usd=cost,
             total_usd=self.budget.spent,
             budget_usd=self.budget.cap,

@@ -154,10 +154,11 @@ class Gateway:
         return completion
 
     async def _prompt_bound(self, request: LLMRequest) -> tuple[int, int | None]:
-        """The prompt part of the reservation: sopbus's bound, or the server's count with
-        its margin where that is less (both are upper bounds of what the server bills);
-        and the server's count, when it gave one."""
-        bound = prompt_upper_bound(request)
+        """The prompt part of the reservation: sopbus's bound (with the prompt the provider
+        adds unseen, such as Anthropic's for tools), or the server's count with its margin
+        where that is less (both are upper bounds of what the server bills); and the
+        server's count, when it gave one."""
+        bound = prompt_upper_bound(request) + self.provider.prompt_overhead(request)
         if self._counter is None or self._free:
             return bound, None
         counted = await self._counter(request)

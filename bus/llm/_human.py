@@ -145,6 +145,9 @@ class HumanRouter(ProviderBase):
     def prompt_counter(self) -> PromptCounter | None:
         return self.inner.prompt_counter()
 
+    def prompt_overhead(self, request: LLMRequest) -> int:
+        return 0 if request.model == HUMAN_MODEL else self.inner.prompt_overhead(request)
+
     def show_live(self, feed: LiveFeed) -> None:
         self.inner.show_live(feed)
 

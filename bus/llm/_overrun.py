@@ -33,6 +33,7 @@ def impossible_usage(
         "prompt_tokens": usage.prompt_tokens,
         "completion_tokens": usage.completion_tokens,
         "cached_tokens": usage.cached_tokens,
+        "cache_write_tokens": usage.cache_write_tokens,
     }
     negative = [f"{name}={value}" for name, value in counts.items() if value < 0]
     if negative:
@@ -53,11 +54,10 @@ def impossible_usage(
 def overrun_cost(price: Price, usage: Usage, reserved: Decimal) -> tuple[Decimal, bool]:
     """What a call with impossible ``usage`` is counted at, and whether that is an estimate
     (see the module docstring)."""
-    if min(usage.prompt_tokens, usage.completion_tokens, usage.cached_tokens) >= 0:
+    counts = (usage.prompt_tokens, usage.completion_tokens, usage.cached_tokens)
+    if min(*counts, usage.cache_write_tokens) >= 0:
         return price.cost(usage), False
-    readable = Usage(
-        max(usage.prompt_tokens, 0), max(usage.completion_tokens, 0), max(usage.cached_tokens, 0)
-    )
+    readable = Usage(*(max(n, 0) for n in (*counts, usage.cache_write_tokens)))
     return max(price.cost(readable), reserved), True
 
 
@@ -88,6 +88,8 @@ def overrun_record(
             "prompt_tokens": usage.prompt_tokens,
             "completion_tokens": usage.completion_tokens,
             "cached_tokens": usage.cached_tokens,
+            # Only where the provider reports cache writes, so older summaries read alike.
+            **({"cache_write_tokens": n} if (n := usage.cache_write_tokens) else {}),
         },
         "allowed": {"prompt_tokens": prompt_bound, "completion_tokens": request.max_tokens},
         "reserved_usd": reserved,

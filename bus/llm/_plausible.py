@@ -14,7 +14,9 @@ knows better:
   not the one sopbus counts with; every tokenizer in use stays well within it);
 * completion tokens below half of sopbus's count of the text (zero, absent) are booked at
   that count, at most ``max_tokens``, so the booking stays within the reservation;
-* cached tokens above the prompt cannot be true, so none are believed cached.
+* cached tokens above the prompt cannot be true, so none are believed cached; nor can
+  cache-write tokens above the prompt's uncached part, so none are believed written (they
+  then bill at the input price, which the reservation covers as well).
 
 Such a call is answered and the run goes on: its ledger line holds the booked counts, says
 ``estimated`` and, in ``corrected``, what the provider reported. Those lines price at what
@@ -58,9 +60,16 @@ def plausible_usage(
     if cached > usage.prompt_tokens:
         why.append(f"cached_tokens={cached} above prompt_tokens={usage.prompt_tokens}")
         cached = 0
+    written = usage.cache_write_tokens
+    if written > usage.prompt_tokens - cached:
+        why.append(
+            f"cache_write_tokens={written} above the {usage.prompt_tokens - cached} "
+            f"prompt tokens not read from the cache"
+        )
+        written = 0
     if not why:
         return usage, None
-    return Usage(prompt, completion, cached), "; ".join(why)
+    return Usage(prompt, completion, cached, written), "; ".join(why)
 
 
 def _least_prompt(request: LLMRequest) -> int:

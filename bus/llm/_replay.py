@@ -173,6 +173,9 @@ class RecordingProvider(ProviderBase):
     def prompt_counter(self) -> PromptCounter | None:
         return self.inner.prompt_counter()
 
+    def prompt_overhead(self, request: LLMRequest) -> int:
+        return self.inner.prompt_overhead(request)
+
     def show_live(self, feed: LiveFeed) -> None:
         self.inner.show_live(feed)
 

@@ -45,7 +45,9 @@ def cost_report(
     (lines per :attr:`~sopbus.bus.LedgerLine.shown_outcome`, in :data:`OUTCOMES` order), and
     ``by_role``, ``by_action``, ``by_model``, each ``{name: {calls, prompt_tokens,
     completion_tokens, cost_usd, outcomes}}``; an action whose lines name a ``subject`` also
-    has ``subjects``, the same per subject. Money stays ``Decimal``; :func:`report_json`
+    has ``subjects``, the same per subject; ``cache`` (only when a provider reported prompt
+    cache use) ``{cached_tokens, cache_write_tokens}``: prompt tokens read from and written
+    to the cache, each billed at its own price. Money stays ``Decimal``; :func:`report_json`
     encodes it as strings."""
     if budget is None:
         budget = lines[-1].budget_usd if lines else Decimal(0)
@@ -56,6 +58,12 @@ def cost_report(
         "calls": sum(1 for line in lines if line.outcome != "refused"),
         "outcomes": _outcomes(lines),
     }
+    cache = {
+        "cached_tokens": sum(line.cached_tokens for line in lines),
+        "cache_write_tokens": sum(line.cache_write_tokens for line in lines),
+    }
+    if any(cache.values()):
+        report["cache"] = cache
     for key, field in _GROUPS:
         report[key] = _group(lines, field)
     for name, entry in report["by_action"].items():
@@ -111,7 +119,14 @@ def reprice(lines: Sequence[LedgerLine], model: str, prices: PriceBook) -> list[
         cost = (
             line.cost_usd
             if kept
-            else price.cost(Usage(line.prompt_tokens, line.completion_tokens, line.cached_tokens))
+            else price.cost(
+                Usage(
+                    line.prompt_tokens,
+                    line.completion_tokens,
+                    line.cached_tokens,
+                    line.cache_write_tokens,
+                )
+            )
         )
         total += cost
         out.append(msgspec.structs.replace(line, model=model, cost_usd=cost, total_usd=total))
@@ -141,6 +156,15 @@ def render_table(report: dict[str, Any]) -> RenderableType:
             style="bold",
         )
     )
+    if report.get("cache"):
+        cache = report["cache"]
+        tables.append(
+            Text(
+                f"prompt cache: {cache['cached_tokens']:,} prompt tokens read from it (at the "
+                f"cached-input price), {cache['cache_write_tokens']:,} written to it (at the "
+                f"cache-write price)"
+            )
+        )
     if report.get("stopped"):
         tables.append(Text(report["stopped"]))
     if report.get("simulated"):

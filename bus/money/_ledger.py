@@ -71,6 +71,10 @@ class LedgerLine(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     prompt_tokens: int
     completion_tokens: int
     cached_tokens: int
+    cache_write_tokens: int = 0
+    """Prompt tokens written to the provider's prompt cache, billed at the model's
+    ``cache_write`` price (part of ``prompt_tokens``, as ``cached_tokens`` are); 0 (omitted)
+    where the provider reports none, and in ledgers written before it."""
     cost_usd: Decimal
     total_usd: Decimal
     budget_usd: Decimal

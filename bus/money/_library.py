@@ -13,10 +13,11 @@ matched the way a user means it, first hit wins:
    Qwen models are listed only by the hosts that serve them).
 
 The library's prices are richer than a call's usage: they are turned into a :class:`Price`
-for prompt, completion and cached tokens, with its tiers. Prices that change with the hour
+for prompt, completion, cached and cache-write tokens, with its tiers. Prices that change with the hour
 (DeepSeek's off-peak discount) are taken at their peak, so the cap holds whenever the calls
-happen; prices the usage cannot bill (cache writes, audio, per-request fees) are named in
-the quote's notes.
+happen; prices the usage cannot bill (one-hour cache writes, audio, per-request fees) are
+named in the quote's notes. A cache write is billed at the library's ``cache_write_mtok``,
+the price of Anthropic's default (five-minute) cache, which is the one sopbus asks for.
 
 ``genai_prices`` takes ~0.4 s to import, so it is imported only when the scenario and
 ``prices.toml`` do not know a model.
@@ -36,7 +37,7 @@ if TYPE_CHECKING:
 
 LIBRARY = "genai-prices"
 # Price keys a call's usage bills; every other key of a model is named in the notes.
-_BILLED = {"input_mtok", "output_mtok", "cache_read_mtok"}
+_BILLED = {"input_mtok", "output_mtok", "cache_read_mtok", "cache_write_mtok"}
 
 
 def version() -> str:
@@ -175,6 +176,8 @@ def _convert(price: ModelPrice) -> Price | None:
     }
     if keys["input"] is None or keys["output"] is None:
         return None
+    if price.cache_write_mtok is not None:
+        keys["cache_write"] = price.cache_write_mtok
     starts = sorted({tier.start for value in keys.values() for tier in _tiers(value)})
     tiers = tuple(
         Tier(above=start, **{k: _rate(v, start + 1) for k, v in keys.items()}) for start in starts
@@ -203,7 +206,13 @@ def _at_most(a: Price, b: Price) -> Price:
     starts = sorted({t.above for t in (*a.tiers, *b.tiers)})
 
     def top(tokens: int) -> dict[str, Decimal]:
-        ra, rb = a.rates(tokens), b.rates(tokens)
-        return {k: max(x, y) for k, x, y in zip(("input", "output", "cached_input"), ra, rb)}
+        ra = (*a.rates(tokens), a.write_rate(tokens))
+        rb = (*b.rates(tokens), b.write_rate(tokens))
+        keys = ("input", "output", "cached_input", "cache_write")[: 4 if writes else 3]
+        return {k: max(x, y) for k, x, y in zip(keys, ra, rb)}
 
+    # A price without cache writes stays without (they bill at the input rate either way).
+    writes = any(
+        p.cache_write is not None or any(t.cache_write is not None for t in p.tiers) for p in (a, b)
+    )
     return Price(**top(0), tiers=tuple(Tier(above=s, **top(s + 1)) for s in starts))

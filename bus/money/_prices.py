@@ -25,7 +25,7 @@ from .._suggest import closest
 from ._quote import Price, PriceSource, Quote
 
 PACKAGED = "bus/money/prices.toml"
-_KEYS = ("input", "output", "cached_input")
+_KEYS = ("input", "output", "cached_input", "cache_write")
 
 
 class PriceBook:
@@ -71,7 +71,7 @@ class PriceBook:
         command_line: Collection[str] = (),
     ) -> PriceBook:
         """The packaged prices with ``overrides`` (``{model: {"input", "output",
-        "cached_input"}}``, USD per 1M tokens, from a scenario) laid over them, whole model
+        "cached_input", "cache_write"}}``, USD per 1M tokens, from a scenario) laid over them, whole model
         by whole model, and genai-prices behind both. The models in ``command_line`` were
         priced by ``--price``: their quotes (and ledger lines) name that source."""
         text = (
@@ -149,7 +149,12 @@ def _parse_price(model: str, entry: Mapping[str, Any], where: str) -> Price:
         if key not in entry:
             raise ConfigError(f"{place} has no {key} price; add {key} = <USD per 1M tokens>")
     values = {key: _usd(entry[key], f"{place}.{key}") for key in _KEYS if key in entry}
-    return Price(values["input"], values["output"], values.get("cached_input", values["input"]))
+    return Price(
+        values["input"],
+        values["output"],
+        values.get("cached_input", values["input"]),
+        cache_write=values.get("cache_write"),
+    )
 
 
 def _usd(value: Any, place: str) -> Decimal:

@@ -219,6 +219,7 @@ def _money_problems(s: Scenario) -> list[str]:
             ("input", price.input),
             ("output", price.output),
             ("cached_input", price.cached_input),
+            ("cache_write", price.cache_write),
         ):
             if value is not None and (not value.is_finite() or value < 0):
                 out.append(

@@ -30,6 +30,7 @@ _BUILTIN: dict[str, str] = {
     "sim": "sopbus.bus.llm._sim",
     "openai": "sopbus.bus.llm._openai",
     "replay": "sopbus.bus.llm._replay",
+    "anthropic": "sopbus.bus.llm._anthropic",
 }
 """The shipped providers, in the order errors list them, each by the module that registers
 it. A new built-in provider adds its line here and calls :func:`register_provider`."""

@@ -187,12 +187,14 @@ class SandboxSpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
 
 
 class PriceSpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """``[prices."<model>"]``: USD per 1M tokens (each >= 0). ``cached_input`` defaults to
+    """``[prices."<model>"]``: USD per 1M tokens (each >= 0). ``cached_input`` (prompt
+    tokens read from the provider's cache) and ``cache_write`` (written to it) default to
     ``input`` in the price book."""
 
     input: Decimal
     output: Decimal
     cached_input: Decimal | None = None
+    cache_write: Decimal | None = None
 
 
 class RoleSpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):

@@ -76,6 +76,7 @@ def run(args: argparse.Namespace) -> int:
         from sopbus.bus import report_json
 
         keys = JSON_KEYS + (REPRICE_KEYS if args.reprice is not None else ())
+        keys += ("cache",) if "cache" in report else ()  # only for a run that used a cache
         print(report_json({key: report[key] for key in keys}).decode())
         return 0
     _print_report(report, run_dir, actual)

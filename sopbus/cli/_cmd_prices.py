@@ -104,6 +104,13 @@ def describe(quote: Quote, columns: int) -> list[str]:
     lines += ["  " + r[0].ljust(width) + "".join(c.rjust(14) for c in r[1:]) for r in rows]
     if price.tiers:
         lines.append("  (a tier bills the whole call once its prompt has more tokens)")
+    if price.cache_write is not None:
+        tiers = "".join(
+            f"; prompt > {t.above:,}: {usd(price.write_rate(t.above + 1))}" for t in price.tiers
+        )
+        lines.append(
+            f"  cache write: {usd(price.cache_write)}{tiers} (prompt tokens written to the cache)"
+        )
     lines.append(hanging("source:  ", _source(quote), columns))
     if quote.source == "genai-prices":
         name = f" ({quote.matched_name})" if quote.matched_name else ""

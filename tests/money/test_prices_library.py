@@ -77,8 +77,14 @@ def test_a_long_prompt_is_billed_at_the_tier_and_reserved_at_it() -> None:
     assert price.cost(past_it) == (tier.input * 200_001 + tier.output * 1_000) / 10**6
     for usage in (at_the_edge, past_it):
         assert price.cost(usage) == library_cost("claude-sonnet-4-5", usage)
-    # The reservation for a prompt that may pass the tier is at the tier's rates.
-    assert price.worst_case(300_000, 1_000) == (tier.input * 300_000 + tier.output * 1_000) / 10**6
+    # The reservation for a prompt that may pass the tier is at the tier's rates: its
+    # dearest prompt rate, the cache write's (a prompt may be written to the cache whole).
+    assert tier.cache_write is not None and tier.cache_write > tier.input
+    assert (
+        price.worst_case(300_000, 1_000)
+        == (tier.cache_write * 300_000 + tier.output * 1_000) / 10**6
+    )
+    assert price.worst_case(300_000, 1_000) > (tier.input * 300_000 + tier.output * 1_000) / 10**6
     assert price.worst_case(300_000, 1_000) >= price.cost(Usage(300_000, 1_000, 100_000))
 
 
