@@ -20,4 +20,8 @@ from sopbus.bus._lazy import lazy_exports
 if TYPE_CHECKING:
     from ._exec import WorkerDied as WorkerDied
 
-__getattr__, __dir__, __all__ = lazy_exports(globals(), {"WorkerDied": "._exec"})
+_WHERE: dict[str, str] = {
+    "WorkerDied": "._exec",
+}
+
+__getattr__, __dir__, __all__ = lazy_exports(globals(), _WHERE)
