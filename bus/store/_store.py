@@ -199,7 +199,7 @@ class RunStore:
         self._calls.write(record)
 
     def write_artifact(self, relpath: str, data: str | bytes, *, role: str, round: int) -> Path:
-        path = self.artifacts_dir / _safe_relpath(relpath)
+        path = self.artifacts_dir / safe_relpath(relpath)
         path.parent.mkdir(parents=True, exist_ok=True)
         raw = self.redactor.data(data.encode() if isinstance(data, str) else data)
         tmp = path.with_name(path.name + ".tmp")
@@ -275,7 +275,7 @@ def drop_torn_tail(path: Path) -> int:
         os.close(fd)
 
 
-def _safe_relpath(relpath: str) -> PurePosixPath:
+def safe_relpath(relpath: str) -> PurePosixPath:
     """A path inside ``artifacts/``; a model that names ``../x`` or ``/etc/x`` is refused."""
     path = PurePosixPath(relpath.replace("\\", "/"))
     if not relpath or path.is_absolute() or ".." in path.parts:

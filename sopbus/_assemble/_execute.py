@@ -26,9 +26,9 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import msgspec
 from loguru import logger
 
-from sopbus.bus import _events as ev
 from sopbus.bus._environment import Environment
 from sopbus.bus._errors import ToolServerError
+from sopbus.bus._events import RunEnded, RunStarted
 from sopbus.bus._faults import reached
 from sopbus.bus._layout import SANDBOX_SCRATCH, SUMMARY
 from sopbus.bus._protocol import Provider
@@ -194,7 +194,7 @@ async def _run(
 
     as_run = scenario_as_run(scenario)
     store.log(
-        ev.RunStarted(
+        RunStarted(
             run_id=store.run_id,
             scenario=scenario.name,
             mode=scenario.run.mode,
@@ -293,7 +293,7 @@ def _servers_failed(
     """The end of a run whose tool servers did not start: said in the log and the summary
     (failed, end reason ``error``), everything written before kept."""
     logger.error("{}", error)
-    store.log(ev.RunEnded(round=0, reason="error", detail=str(error), error=str(error)))
+    store.log(RunEnded(round=0, reason="error", detail=str(error), error=str(error)))
     fields = _summary_fields(scenario, store)
     store.write_summary(
         RunSummary(
