@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ._lazy import lazy_exports
+from ._util._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from ._environment import Environment as Environment
@@ -30,8 +30,6 @@ if TYPE_CHECKING:
     from ._events import logical_view as logical_view
     from ._events import message_sequence as message_sequence
     from ._events import read_events as read_events
-    from ._jsonl import JsonlWriter as JsonlWriter
-    from ._jsonl import read_jsonl as read_jsonl
     from ._member import Member as Member
     from ._member import Turn as Turn
     from ._message import Message as Message
@@ -46,12 +44,14 @@ if TYPE_CHECKING:
     from ._run import StopCondition as StopCondition
     from ._run import WriteArtifact as WriteArtifact
     from ._run import run_team as run_team
-    from ._suggest import closest as closest
-    from ._suggest import did_you_mean as did_you_mean
     from ._summary import RunSummary as RunSummary
     from ._summary import read_summary as read_summary
-    from ._userfiles import read_user_text as read_user_text
-    from ._userfiles import read_user_toml as read_user_toml
+    from ._util._jsonl import JsonlWriter as JsonlWriter
+    from ._util._jsonl import read_jsonl as read_jsonl
+    from ._util._suggest import closest as closest
+    from ._util._suggest import did_you_mean as did_you_mean
+    from ._util._userfiles import read_user_text as read_user_text
+    from ._util._userfiles import read_user_toml as read_user_toml
     from ._verdict import Judge as Judge
     from ._verdict import RunRecord as RunRecord
     from ._verdict import Verdict as Verdict
@@ -108,10 +108,10 @@ _WHERE: dict[str, str] = {
     "ToolServerError": "._errors",
     "StopRun": "._errors",
     "exception_leaves": "._errors",
-    "JsonlWriter": "._jsonl",
-    "read_jsonl": "._jsonl",
-    "read_user_text": "._userfiles",
-    "read_user_toml": "._userfiles",
+    "JsonlWriter": "._util._jsonl",
+    "read_jsonl": "._util._jsonl",
+    "read_user_text": "._util._userfiles",
+    "read_user_toml": "._util._userfiles",
     "ChatMessage": "._protocol",
     "Completion": "._protocol",
     "LLMRequest": "._protocol",
@@ -176,8 +176,8 @@ _WHERE: dict[str, str] = {
     "issue_receipt": ".store._verify",
     "require_receipt": ".store._verify",
     "verify_run": ".store._verify",
-    "closest": "._suggest",
-    "did_you_mean": "._suggest",
+    "closest": "._util._suggest",
+    "did_you_mean": "._util._suggest",
     "TypeSpecError": ".scenario._typespec",
     "parse_type_spec": ".scenario._typespec",
 }

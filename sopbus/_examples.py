@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from .bus._errors import ConfigError
-from .bus._suggest import did_you_mean
+from .bus._util._suggest import did_you_mean
 
 SUFFIX = ".toml"
 TEMPLATE = "_templates/team"  # the starting team of `sopbus new`, beside this module

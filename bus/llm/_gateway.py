@@ -19,8 +19,8 @@ import trio
 from loguru import logger
 
 from .._errors import BudgetExhausted, ProviderError, ProviderOverrun
-from .._faults import reached
 from .._protocol import Completion, LLMRequest, Provider, Usage
+from .._util._faults import reached
 from ..money._account import AccountShare, Hold
 from ..money._budget import Budget, Reservation
 from ..money._format import money

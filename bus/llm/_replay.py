@@ -24,8 +24,8 @@ from pathlib import Path
 import msgspec
 
 from .._errors import ConfigError
-from .._jsonl import JsonlWriter
 from .._protocol import ChatMessage, Completion, LLMRequest, Provider, ToolSpec
+from .._util._jsonl import JsonlWriter
 from ._recording import read_recording  # the recording's reader skips its tool lines
 
 

@@ -48,8 +48,8 @@ from typing import Any, Literal, Protocol
 
 from .._errors import BudgetExhausted, ConfigError
 from .._events import LLMCalled, Note
-from .._layout import CALLS
 from .._protocol import Completion, LLMRequest, ToolCall
+from .._util._layout import CALLS
 from ..money._ledger import LedgerLine
 from ._gateway import Gateway
 from ._recording import CallRecord, ToolList, ToolRecord, read_recording

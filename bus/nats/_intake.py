@@ -23,8 +23,8 @@ import msgspec
 import trio
 from loguru import logger
 
-from .._faults import reached
 from .._protocol import LLMRequest
+from .._util._faults import reached
 from ..llm._gateway import Gateway
 from ..llm._tape import CallLog
 from ..money._format import money

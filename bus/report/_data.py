@@ -14,9 +14,9 @@ from typing import Any
 
 from .. import _events as ev
 from .._errors import ConfigError
-from .._layout import EVENTS
 from .._message import Message
 from .._summary import RunSummary, read_summary
+from .._util._layout import EVENTS
 from ..money._costs import load_ledger
 from ..money._ledger import LedgerLine
 

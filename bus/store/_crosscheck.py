@@ -34,7 +34,7 @@ from typing import Any
 import msgspec
 
 from .._chain import unseal
-from .._layout import CALLS, COSTS, EVENTS, SUMMARY
+from .._util._layout import CALLS, COSTS, EVENTS, SUMMARY
 from ..llm._gateway import TOOL_PROVIDER
 
 Report = Callable[[str], None]

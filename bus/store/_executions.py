@@ -18,8 +18,8 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any, Literal
 
-from .._jsonl import read_jsonl
-from .._layout import EVENTS
+from .._util._jsonl import read_jsonl
+from .._util._layout import EVENTS
 from ..llm._recording import ToolRecord
 from ..llm._tape import RELEASED, RESERVED, CallRecord
 from ..money._ledger import LedgerLine

@@ -52,11 +52,11 @@ import msgspec
 from .._chain import open_tail
 from .._errors import ConfigError
 from .._events import Note
-from .._faults import reached
-from .._jsonl import JsonlWriter, read_jsonl
-from .._layout import CALLS, COSTS, EVENTS, SCENARIO, SUMMARY
 from .._protocol import Completion, LLMRequest
 from .._summary import read_summary
+from .._util._faults import reached
+from .._util._jsonl import JsonlWriter, read_jsonl
+from .._util._layout import CALLS, COSTS, EVENTS, SCENARIO, SUMMARY
 from ..llm._gateway import Gateway
 from ..llm._recording import CallRecord, ToolRecord
 from ..llm._tape import Tape, TapeGateway, read_recording

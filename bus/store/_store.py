@@ -38,7 +38,6 @@ from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from .._dirlock import try_lock
 from .._errors import ConfigError, ModelOutputError
 from .._events import (
     ArtifactWritten,
@@ -49,10 +48,11 @@ from .._events import (
     RoundEnded,
     RoundStarted,
 )
-from .._jsonl import JsonlWriter
-from .._layout import ARTIFACTS, CALLS, COSTS, EVENTS, SCENARIO, SUMMARY
-from .._redact import Redactor
 from .._summary import RunSummary, encode_summary
+from .._util._dirlock import try_lock
+from .._util._jsonl import JsonlWriter
+from .._util._layout import ARTIFACTS, CALLS, COSTS, EVENTS, SCENARIO, SUMMARY
+from .._util._redact import Redactor
 
 _WAITING = (MessagePublished, MessageUndelivered)  # records that wait for the end of their publish
 _BATCH = 1024  # at most this many records wait: a bound on memory and on the length of a seal
@@ -131,7 +131,7 @@ class RunStore:
 
     def hide(self, secrets: tuple[str, ...]) -> None:
         """Blanks each of ``secrets`` (credentials from the base URL, the API key), in
-        every form a server may echo it in (:class:`~sopbus.bus._redact.Redactor`), as
+        every form a server may echo it in (:class:`~sopbus.bus._util._redact.Redactor`), as
         ``***`` in everything written from now on: events, ledger, answers, artifacts,
         summary, scenario."""
         self.redactor = Redactor(secrets)

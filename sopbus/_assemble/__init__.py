@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from sopbus.bus._lazy import lazy_exports
+from sopbus.bus._util._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from ._environ import run_environ as run_environ

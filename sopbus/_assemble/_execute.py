@@ -29,12 +29,12 @@ from loguru import logger
 from sopbus.bus._environment import Environment
 from sopbus.bus._errors import ToolServerError
 from sopbus.bus._events import RunEnded, RunStarted
-from sopbus.bus._faults import reached
-from sopbus.bus._layout import SANDBOX_SCRATCH, SUMMARY
 from sopbus.bus._protocol import Provider
-from sopbus.bus._redact import redact_url
 from sopbus.bus._run import Runner, RunResult
 from sopbus.bus._summary import RunSummary, decode_summary
+from sopbus.bus._util._faults import reached
+from sopbus.bus._util._layout import SANDBOX_SCRATCH, SUMMARY
+from sopbus.bus._util._redact import redact_url
 from sopbus.bus.llm._gateway import Gateway
 from sopbus.bus.money._budget import Budget
 from sopbus.bus.money._prices import PriceBook

@@ -16,7 +16,7 @@ from typing import Any
 
 from sopbus.bus._errors import ConfigError
 from sopbus.bus._protocol import Provider
-from sopbus.bus._redact import MASK, Redactor, redact_url, url_secrets
+from sopbus.bus._util._redact import MASK, Redactor, redact_url, url_secrets
 from sopbus.bus.llm._opened import opened
 from sopbus.bus.money._prices import PriceBook
 from sopbus.bus.scenario._types import Scenario
@@ -163,7 +163,7 @@ async def opened_for_run(
 def run_secrets(scenario: Scenario, environ: Mapping[str, str]) -> tuple[str, ...]:
     """What a run must never write: the credentials in its base URL (the scenario's and
     ``OPENAI_BASE_URL``: a run whose kept URL is blanked calls the one from the environment)
-    and the API key (see :mod:`sopbus.bus._redact`)."""
+    and the API key (see :mod:`sopbus.bus._util._redact`)."""
     from sopbus.bus.llm._openai import openai_settings_from_env
 
     env = openai_settings_from_env(environ)

@@ -25,7 +25,7 @@ from loguru import logger
 from sopbus.bus import logical_view, read_events
 from sopbus.bus._errors import SopbusError
 from sopbus.bus._events import MESSAGE_KINDS
-from sopbus.bus._layout import EVENTS, SUMMARY
+from sopbus.bus._util._layout import EVENTS, SUMMARY
 from sopbus.bus.store._fork import plan_replay
 
 

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sopbus.bus._layout import EVENTS
+from sopbus.bus._util._layout import EVENTS
 
 from ._runref import add_runs_dir, console, first_event, run_dirs, started_at
 

@@ -46,7 +46,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     import sys
 
-    from sopbus.bus._jsonl import encode_json
+    from sopbus.bus._util._jsonl import encode_json
     from sopbus.sweep._record import resolve_sweep
     from sopbus.sweep._stats import rows_csv, variant_rows
 

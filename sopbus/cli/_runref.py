@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from sopbus.bus._errors import ConfigError
-from sopbus.bus._layout import EVENTS
+from sopbus.bus._util._layout import EVENTS
 
 DEFAULT_RUNS_DIR = "runs"
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from sopbus.bus._lazy import lazy_exports
+from sopbus.bus._util._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from ._exec import WorkerDied as WorkerDied

@@ -26,7 +26,7 @@ from pathlib import Path
 import msgspec
 
 from sopbus.bus._errors import ConfigError
-from sopbus.bus._layout import SCENARIO
+from sopbus.bus._util._layout import SCENARIO
 from sopbus.bus.money._account import AccountShare, SharedAccount
 from sopbus.bus.money._file_account import FileAccount
 from sopbus.bus.scenario._load import load_scenario, scenario_with_overrides

@@ -269,7 +269,7 @@ class _Server:
         return path
 
     def _ended(self, run_dir: Path, result: JobResult) -> RunEvent:
-        from sopbus.bus._jsonl import read_jsonl
+        from sopbus.bus._util._jsonl import read_jsonl
         from sopbus.bus.money._ledger import LedgerLine
 
         costs = run_dir / "costs.jsonl"

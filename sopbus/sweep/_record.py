@@ -24,10 +24,10 @@ from typing import Literal
 
 import msgspec
 
-from sopbus.bus._dirlock import try_lock
 from sopbus.bus._errors import ConfigError
-from sopbus.bus._jsonl import encode_json
 from sopbus.bus._summary import RunSummary, read_summary
+from sopbus.bus._util._dirlock import try_lock
+from sopbus.bus._util._jsonl import encode_json
 
 from ._plan import Variant
 
