@@ -31,7 +31,7 @@ import msgspec
 
 from ._chain import CHAIN_FIELDS
 from ._message import Message
-from ._util._jsonl import read_jsonl
+from ._util import read_jsonl
 from ._verdict import Verdict
 
 WALL_CLOCK_FIELDS = frozenset({"t", "latency_ms", "run_id"})

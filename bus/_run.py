@@ -33,7 +33,7 @@ from ._member import LLMGateway, Member, ToolService, Turn
 from ._message import Message
 from ._summary import RunSummary
 from ._verdict import Judge, RunRecord, Verdict, judge_run
-from .store._store import RunStore
+from .store import RunStore
 
 _replace = msgspec.structs.replace
 

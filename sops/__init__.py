@@ -19,3 +19,24 @@ from ._termination import SpendLimit as SpendLimit
 from ._termination import TextMention as TextMention
 from ._termination import Timeout as Timeout
 from ._termination import TokenLimit as TokenLimit
+
+__all__ = [
+    "SOP",
+    "AllOf",
+    "AnyOf",
+    "MaxMessages",
+    "SopContext",
+    "SpendLimit",
+    "Team",
+    "TextMention",
+    "Timeout",
+    "TokenLimit",
+    "WatchGraph",
+    "build_team",
+    "builtin_sops",
+    "get_sop",
+    "llm_defaults",
+    "options_as",
+    "team_warnings",
+    "watch_graph",
+]

@@ -20,13 +20,19 @@ from loguru import logger
 
 from .._errors import BudgetExhausted, ProviderError, ProviderOverrun
 from .._protocol import Completion, LLMRequest, Provider, Usage
-from .._util._faults import reached
-from ..money._account import AccountShare, Hold
-from ..money._budget import Budget, Reservation
-from ..money._format import money
-from ..money._ledger import LedgerLine, Outcome
-from ..money._prices import Price, PriceBook
-from ..money._quote import PriceSource
+from .._util import reached
+from ..money import (
+    AccountShare,
+    Budget,
+    Hold,
+    LedgerLine,
+    Outcome,
+    Price,
+    PriceBook,
+    PriceSource,
+    Reservation,
+    money,
+)
 from ._overrun import impossible_usage, overrun_cost, overrun_record
 from ._plausible import plausible_usage
 from ._said import first_line, log_line, refusal

@@ -50,7 +50,7 @@ from loguru import logger
 
 from .._errors import ConfigError, ProviderError
 from .._protocol import Completion, LLMRequest, Usage
-from .._util._redact import redact_url
+from .._util import redact_url
 from ._deadlines import IdleBound, refuses_stream, timed_out, went_silent
 from ._live import LiveText
 from ._request import from_wire, request_params

@@ -25,7 +25,7 @@ import msgspec
 
 from .._errors import ConfigError
 from .._protocol import ChatMessage, Completion, LLMRequest, Provider, ToolSpec
-from .._util._jsonl import JsonlWriter
+from .._util import JsonlWriter
 from ._recording import read_recording  # the recording's reader skips its tool lines
 
 

@@ -49,8 +49,8 @@ from typing import Any, Literal, Protocol
 from .._errors import BudgetExhausted, ConfigError
 from .._events import LLMCalled, Note
 from .._protocol import Completion, LLMRequest, ToolCall
-from .._util._layout import CALLS
-from ..money._ledger import LedgerLine
+from .._util import CALLS
+from ..money import LedgerLine
 from ._gateway import Gateway
 from ._recording import CallRecord, ToolList, ToolRecord, read_recording
 from ._replay import request_key

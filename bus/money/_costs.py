@@ -20,8 +20,8 @@ from rich.table import Table
 from rich.text import Text
 
 from .._protocol import Usage
-from .._util._jsonl import read_jsonl
-from .._util._layout import COSTS as COSTS_FILE
+from .._util import COSTS as COSTS_FILE
+from .._util import read_jsonl
 from ._format import money, share, usd
 from ._ledger import LedgerLine
 from ._prices import PriceBook

@@ -24,9 +24,9 @@ import trio
 
 from .._events import Note
 from .._protocol import Completion, LLMRequest
-from ..llm._recording import ToolRecord
-from ..money._ledger import LedgerLine
-from ..store._store import safe_relpath
+from ..llm import ToolRecord
+from ..money import LedgerLine
+from ..store import safe_relpath
 from ._link import Link
 from ._subjects import fx_subject
 from ._wire import Artifact, Called, Effect, Envelope, Noted, Reserved, Tooled, encode

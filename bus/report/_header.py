@@ -15,8 +15,8 @@ from urllib.parse import quote
 
 import msgspec
 
-from ..money._format import money
-from ..money._format import share as percent
+from ..money import money
+from ..money import share as percent
 from ._data import RunData
 
 

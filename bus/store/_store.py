@@ -49,10 +49,17 @@ from .._events import (
     RoundStarted,
 )
 from .._summary import RunSummary, encode_summary
-from .._util._dirlock import try_lock
-from .._util._jsonl import JsonlWriter
-from .._util._layout import ARTIFACTS, CALLS, COSTS, EVENTS, SCENARIO, SUMMARY
-from .._util._redact import Redactor
+from .._util import (
+    ARTIFACTS,
+    CALLS,
+    COSTS,
+    EVENTS,
+    SCENARIO,
+    SUMMARY,
+    JsonlWriter,
+    Redactor,
+    try_lock,
+)
 
 _WAITING = (MessagePublished, MessageUndelivered)  # records that wait for the end of their publish
 _BATCH = 1024  # at most this many records wait: a bound on memory and on the length of a seal

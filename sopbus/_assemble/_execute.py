@@ -26,24 +26,27 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import msgspec
 from loguru import logger
 
-from sopbus.bus._environment import Environment
-from sopbus.bus._errors import ToolServerError
-from sopbus.bus._events import RunEnded, RunStarted
-from sopbus.bus._protocol import Provider
-from sopbus.bus._run import Runner, RunResult
-from sopbus.bus._summary import RunSummary, decode_summary
-from sopbus.bus._util._faults import reached
-from sopbus.bus._util._layout import SANDBOX_SCRATCH, SUMMARY
-from sopbus.bus._util._redact import redact_url
-from sopbus.bus.llm._gateway import Gateway
-from sopbus.bus.money._budget import Budget
-from sopbus.bus.money._prices import PriceBook
+from sopbus.bus import (
+    SANDBOX_SCRATCH,
+    SUMMARY,
+    Environment,
+    Provider,
+    RunEnded,
+    Runner,
+    RunResult,
+    RunStarted,
+    RunSummary,
+    ToolServerError,
+    decode_summary,
+    reached,
+    redact_url,
+)
+from sopbus.bus.llm import Gateway
+from sopbus.bus.money import Budget, PriceBook
 from sopbus.bus.sandbox import SandboxSettings, check_backend, sweep_stale
 from sopbus.bus.sandbox import using as sandbox_using
-from sopbus.bus.scenario._load import scenario_to_builtins
-from sopbus.bus.scenario._types import Scenario
-from sopbus.bus.store._keyed import seal_key, write_keyed_seal
-from sopbus.bus.store._store import RunStore
+from sopbus.bus.scenario import Scenario, scenario_to_builtins
+from sopbus.bus.store import RunStore, seal_key, write_keyed_seal
 
 from ._logs import FILE_FORMAT, RedactedFile, redacting_stderr
 from ._progress import Progress
@@ -59,8 +62,8 @@ from ._provider import (
 )
 
 if TYPE_CHECKING:
-    from sopbus.bus.money._account import AccountShare
-    from sopbus.bus.store._resume import Continuation
+    from sopbus.bus.money import AccountShare
+    from sopbus.bus.store import Continuation
 
     from ._bus import BusOptions
 
@@ -97,7 +100,7 @@ async def execute(
     checked = preflight(scenario, env, live=continuation is None or continuation.live)
     team, prices = checked.team, checked.prices
     if checked.provider is None:
-        from sopbus.bus.store._resume import Unplugged
+        from sopbus.bus.store import Unplugged
 
         provider: Provider = Unplugged()
     else:
@@ -154,7 +157,7 @@ def preflight(scenario: Scenario, environ: Mapping[str, str], *, live: bool = Tr
     the team (names in ``watch``, ``actions`` and ``send_to``), a price for every model it
     can call, the sandbox backend, the provider's settings (fixture files, a cassette, an
     API key). ``sopbus validate`` calls this too, so a file it passes is one ``run`` starts."""
-    from sopbus.bus.llm._fixtures import idea_warnings
+    from sopbus.bus.llm import idea_warnings
     from sopbus.sops import build_team
 
     from ._tools import check_launch, check_named
@@ -186,8 +189,7 @@ async def _run(
     pool: AccountShare | None = None,
     bus: BusOptions | None = None,
 ) -> RunResult:
-    from sopbus.bus.llm._tape import CallLog
-    from sopbus.bus.llm._toolbox import ToolBox
+    from sopbus.bus.llm import CallLog, ToolBox
 
     from ._bus import coordinated
     from ._tools import in_workspace, named_tools, opened_tools

@@ -21,7 +21,7 @@ from typing import Any
 
 import trio
 
-from sopbus.bus.llm._live import LiveText
+from sopbus.bus.llm import LiveText
 from sopbus.bus.money import money
 
 _POLL_S = 0.1

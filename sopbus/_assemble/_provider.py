@@ -14,12 +14,10 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-from sopbus.bus._errors import ConfigError
-from sopbus.bus._protocol import Provider
-from sopbus.bus._util._redact import MASK, Redactor, redact_url, url_secrets
-from sopbus.bus.llm._opened import opened
-from sopbus.bus.money._prices import PriceBook
-from sopbus.bus.scenario._types import Scenario
+from sopbus.bus import MASK, ConfigError, Provider, Redactor, redact_url, url_secrets
+from sopbus.bus.llm import opened
+from sopbus.bus.money import PriceBook
+from sopbus.bus.scenario import Scenario
 
 
 def innermost(provider: Any) -> Any:
@@ -33,7 +31,7 @@ def prompt_counter(provider: Provider) -> Any:
     """What counts a request's prompt on the server for the gateway (the ``openai``
     provider's :meth:`~sopbus.bus.llm.OpenAIProvider.prompt_tokens`, behind any wrapper),
     or ``None``."""
-    from sopbus.bus.llm._openai import OpenAIProvider
+    from sopbus.bus.llm import OpenAIProvider
 
     inner = innermost(provider)
     return inner.prompt_tokens if isinstance(inner, OpenAIProvider) and inner.tokenize else None
@@ -46,7 +44,7 @@ def with_people(
     humans = [role.name for role in roles if getattr(role, "human", False)]
     if not humans:
         return provider
-    from sopbus.bus.llm._human import HumanProvider, HumanRouter, answers_for
+    from sopbus.bus.llm import HumanProvider, HumanRouter, answers_for
 
     answers = answers_for(
         human_input, interactive=sys.stdin.isatty(), humans=humans, required=required
@@ -78,7 +76,7 @@ def endpoint(scenario: Scenario, environ: Mapping[str, str]) -> str | None:
     providers."""
     if scenario.llm.provider != "openai":
         return None
-    from sopbus.bus.llm._openai import DEFAULT_BASE_URL, openai_settings_from_env
+    from sopbus.bus.llm import DEFAULT_BASE_URL, openai_settings_from_env
 
     # Redacted: prices only need the host, and the quote names the endpoint it came from.
     return redact_url(
@@ -92,8 +90,7 @@ def make_provider(scenario: Scenario, environ: Mapping[str, str]) -> Provider:
     scenario gives no ``base_url``."""
     llm = scenario.llm
     if llm.provider == "sim":
-        from sopbus.bus.llm._fixtures import load_fixtures
-        from sopbus.bus.llm._sim import SimProvider
+        from sopbus.bus.llm import SimProvider, load_fixtures
 
         return SimProvider(
             seed=scenario.run.seed,
@@ -102,7 +99,7 @@ def make_provider(scenario: Scenario, environ: Mapping[str, str]) -> Provider:
             stream=bool(llm.stream),  # not given: off (the live view shows no trickle)
         )
     if llm.provider == "replay":
-        from sopbus.bus.llm._replay import ReplayProvider
+        from sopbus.bus.llm import ReplayProvider
 
         cassette = scenario.cassette_path()
         if cassette is None:
@@ -111,7 +108,7 @@ def make_provider(scenario: Scenario, environ: Mapping[str, str]) -> Provider:
                 f"[llm].cassette to a file recorded with `sopbus run --record FILE`"
             )
         return ReplayProvider(cassette)
-    from sopbus.bus.llm._openai import OpenAIProvider, openai_settings_from_env
+    from sopbus.bus.llm import OpenAIProvider, openai_settings_from_env
 
     env = openai_settings_from_env(environ)
     if not env.api_key:
@@ -153,7 +150,7 @@ async def opened_for_run(
     """The provider, opened for the run (and wrapped in a recorder with ``--record``, which
     writes through the run's ``redactor`` as the run's own files do)."""
     if record is not None:
-        from sopbus.bus.llm._replay import RecordingProvider
+        from sopbus.bus.llm import RecordingProvider
 
         provider = RecordingProvider(provider, record, scrub=redactor.data if redactor else None)
     async with opened(provider) as live:
@@ -164,7 +161,7 @@ def run_secrets(scenario: Scenario, environ: Mapping[str, str]) -> tuple[str, ..
     """What a run must never write: the credentials in its base URL (the scenario's and
     ``OPENAI_BASE_URL``: a run whose kept URL is blanked calls the one from the environment)
     and the API key (see :mod:`sopbus.bus._util._redact`)."""
-    from sopbus.bus.llm._openai import openai_settings_from_env
+    from sopbus.bus.llm import openai_settings_from_env
 
     env = openai_settings_from_env(environ)
     key = env.api_key if env.api_key and len(env.api_key) >= 8 else None

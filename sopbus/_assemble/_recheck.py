@@ -22,11 +22,8 @@ import msgspec
 import trio
 from loguru import logger
 
-from sopbus.bus import logical_view, read_events
-from sopbus.bus._errors import SopbusError
-from sopbus.bus._events import MESSAGE_KINDS
-from sopbus.bus._util._layout import EVENTS, SUMMARY
-from sopbus.bus.store._fork import plan_replay
+from sopbus.bus import EVENTS, MESSAGE_KINDS, SUMMARY, SopbusError, logical_view, read_events
+from sopbus.bus.store import plan_replay
 
 
 @dataclass

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sopbus.bus._util._layout import EVENTS
+from sopbus.bus import EVENTS
 
 from ._runref import add_runs_dir, console, first_event, run_dirs, started_at
 
@@ -51,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
 
 def run_row(run_dir: Path) -> dict[str, Any]:
     """One run as ``runs`` lists it; money as decimal strings (``"0.00012"``)."""
-    from sopbus.bus._summary import read_summary
+    from sopbus.bus import read_summary
 
     summary = read_summary(run_dir)
     row = _from_summary(summary) if summary is not None else _from_logs(run_dir)
@@ -85,7 +85,7 @@ def _from_summary(summary: RunSummary) -> dict[str, Any]:
 def _from_logs(run_dir: Path) -> dict[str, Any]:
     """What a killed run's logs say: its scenario and budget from the first event, its
     spend and calls from the ledger, its last round from the event log."""
-    from sopbus.bus.money._costs import load_ledger
+    from sopbus.bus.money import load_ledger
 
     first = first_event(run_dir) or {}
     ledger = load_ledger(run_dir)
