@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ._lazy import lazy_exports
+from ._util import lazy_exports
 
 if TYPE_CHECKING:
     from ._environment import Environment as Environment
@@ -25,21 +25,27 @@ if TYPE_CHECKING:
     from ._errors import SopbusError as SopbusError
     from ._errors import StopRun as StopRun
     from ._errors import ToolServerError as ToolServerError
+    from ._errors import ToolServerSetupError as ToolServerSetupError
     from ._errors import exception_leaves as exception_leaves
+    from ._events import MESSAGE_KINDS as MESSAGE_KINDS
+    from ._events import RunEnded as RunEnded
+    from ._events import RunStarted as RunStarted
     from ._events import decode_event as decode_event
     from ._events import logical_view as logical_view
     from ._events import message_sequence as message_sequence
     from ._events import read_events as read_events
-    from ._jsonl import JsonlWriter as JsonlWriter
-    from ._jsonl import read_jsonl as read_jsonl
     from ._member import Member as Member
     from ._member import Turn as Turn
     from ._message import Message as Message
+    from ._protocol import DEFAULT_MAX_TOKENS as DEFAULT_MAX_TOKENS
     from ._protocol import ChatMessage as ChatMessage
     from ._protocol import Completion as Completion
     from ._protocol import LLMRequest as LLMRequest
     from ._protocol import Provider as Provider
     from ._protocol import ProviderBase as ProviderBase
+    from ._protocol import ToolCall as ToolCall
+    from ._protocol import ToolOutput as ToolOutput
+    from ._protocol import ToolSpec as ToolSpec
     from ._protocol import Usage as Usage
     from ._run import Injection as Injection
     from ._run import RunGateway as RunGateway
@@ -47,58 +53,76 @@ if TYPE_CHECKING:
     from ._run import StopCondition as StopCondition
     from ._run import WriteArtifact as WriteArtifact
     from ._run import run_team as run_team
-    from ._suggest import closest as closest
-    from ._suggest import did_you_mean as did_you_mean
     from ._summary import RunSummary as RunSummary
+    from ._summary import decode_summary as decode_summary
+    from ._summary import encode_summary as encode_summary
     from ._summary import read_summary as read_summary
-    from ._userfiles import read_user_text as read_user_text
-    from ._userfiles import read_user_toml as read_user_toml
+    from ._summary import sealed_summary as sealed_summary
+    from ._util import EVENTS as EVENTS
+    from ._util import MASK as MASK
+    from ._util import SANDBOX_SCRATCH as SANDBOX_SCRATCH
+    from ._util import SCENARIO as SCENARIO
+    from ._util import SUMMARY as SUMMARY
+    from ._util import JsonlWriter as JsonlWriter
+    from ._util import Redactor as Redactor
+    from ._util import arm as arm
+    from ._util import closest as closest
+    from ._util import did_you_mean as did_you_mean
+    from ._util import encode_json as encode_json
+    from ._util import lazy_exports as lazy_exports
+    from ._util import reached as reached
+    from ._util import read_jsonl as read_jsonl
+    from ._util import read_user_text as read_user_text
+    from ._util import read_user_toml as read_user_toml
+    from ._util import redact_url as redact_url
+    from ._util import try_lock as try_lock
+    from ._util import url_secrets as url_secrets
     from ._verdict import Judge as Judge
     from ._verdict import RunRecord as RunRecord
     from ._verdict import Verdict as Verdict
-    from .llm._fixtures import load_fixtures as load_fixtures
-    from .llm._gateway import Gateway as Gateway
-    from .llm._human import HUMAN_MODEL as HUMAN_MODEL
-    from .llm._openai import OpenAIProvider as OpenAIProvider
-    from .llm._openai import openai_settings_from_env as openai_settings_from_env
-    from .llm._replay import RecordingProvider as RecordingProvider
-    from .llm._replay import ReplayProvider as ReplayProvider
-    from .llm._replay import request_key as request_key
-    from .llm._sim import SimProvider as SimProvider
-    from .llm._stats import GatewayStats as GatewayStats
-    from .money._budget import Budget as Budget
-    from .money._costs import cost_report as cost_report
-    from .money._costs import ledger_csv as ledger_csv
-    from .money._costs import load_ledger as load_ledger
-    from .money._costs import render_table as render_table
-    from .money._costs import report_json as report_json
-    from .money._costs import reprice as reprice
-    from .money._ledger import LedgerLine as LedgerLine
-    from .money._ledger import without_wall_clock as without_wall_clock
-    from .money._prices import PriceBook as PriceBook
-    from .money._quote import Price as Price
-    from .sandbox._run import run_sandboxed as run_sandboxed
-    from .sandbox._settings import SandboxSettings as SandboxSettings
-    from .sandbox._types import SandboxLimits as SandboxLimits
-    from .sandbox._types import SandboxResult as SandboxResult
-    from .scenario._load import load_scenario as load_scenario
-    from .scenario._load import scenario_to_builtins as scenario_to_builtins
-    from .scenario._load import scenario_warnings as scenario_warnings
-    from .scenario._load import scenario_with_overrides as scenario_with_overrides
-    from .scenario._types import InjectSpec as InjectSpec
-    from .scenario._types import LLMConfig as LLMConfig
-    from .scenario._types import LLMOverrides as LLMOverrides
-    from .scenario._types import RoleSpec as RoleSpec
-    from .scenario._types import Scenario as Scenario
-    from .scenario._types import ScenarioDoc as ScenarioDoc
-    from .scenario._typespec import TypeSpecError as TypeSpecError
-    from .scenario._typespec import parse_type_spec as parse_type_spec
-    from .store._store import RunStore as RunStore
-    from .store._store import new_run_id as new_run_id
-    from .store._verify import ReceiptError as ReceiptError
-    from .store._verify import issue_receipt as issue_receipt
-    from .store._verify import require_receipt as require_receipt
-    from .store._verify import verify_run as verify_run
+    from .llm import HUMAN_MODEL as HUMAN_MODEL
+    from .llm import Gateway as Gateway
+    from .llm import GatewayStats as GatewayStats
+    from .llm import OpenAIProvider as OpenAIProvider
+    from .llm import RecordingProvider as RecordingProvider
+    from .llm import ReplayProvider as ReplayProvider
+    from .llm import SimProvider as SimProvider
+    from .llm import load_fixtures as load_fixtures
+    from .llm import openai_settings_from_env as openai_settings_from_env
+    from .llm import request_key as request_key
+    from .money import Budget as Budget
+    from .money import LedgerLine as LedgerLine
+    from .money import Price as Price
+    from .money import PriceBook as PriceBook
+    from .money import cost_report as cost_report
+    from .money import ledger_csv as ledger_csv
+    from .money import load_ledger as load_ledger
+    from .money import render_table as render_table
+    from .money import report_json as report_json
+    from .money import reprice as reprice
+    from .money import without_wall_clock as without_wall_clock
+    from .sandbox import SandboxLimits as SandboxLimits
+    from .sandbox import SandboxResult as SandboxResult
+    from .sandbox import SandboxSettings as SandboxSettings
+    from .sandbox import run_sandboxed as run_sandboxed
+    from .scenario import InjectSpec as InjectSpec
+    from .scenario import LLMConfig as LLMConfig
+    from .scenario import LLMOverrides as LLMOverrides
+    from .scenario import RoleSpec as RoleSpec
+    from .scenario import Scenario as Scenario
+    from .scenario import ScenarioDoc as ScenarioDoc
+    from .scenario import TypeSpecError as TypeSpecError
+    from .scenario import load_scenario as load_scenario
+    from .scenario import parse_type_spec as parse_type_spec
+    from .scenario import scenario_to_builtins as scenario_to_builtins
+    from .scenario import scenario_warnings as scenario_warnings
+    from .scenario import scenario_with_overrides as scenario_with_overrides
+    from .store import ReceiptError as ReceiptError
+    from .store import RunStore as RunStore
+    from .store import issue_receipt as issue_receipt
+    from .store import new_run_id as new_run_id
+    from .store import require_receipt as require_receipt
+    from .store import verify_run as verify_run
 
 _WHERE: dict[str, str] = {
     "BudgetExhausted": "._errors",
@@ -110,28 +134,36 @@ _WHERE: dict[str, str] = {
     "ToolServerError": "._errors",
     "StopRun": "._errors",
     "exception_leaves": "._errors",
-    "JsonlWriter": "._jsonl",
-    "read_jsonl": "._jsonl",
-    "read_user_text": "._userfiles",
-    "read_user_toml": "._userfiles",
+    "ToolServerSetupError": "._errors",
+    "JsonlWriter": "._util",
+    "read_jsonl": "._util",
+    "read_user_text": "._util",
+    "read_user_toml": "._util",
     "ChatMessage": "._protocol",
     "Completion": "._protocol",
     "LLMRequest": "._protocol",
     "Provider": "._protocol",
     "ProviderBase": "._protocol",
     "Usage": "._protocol",
+    "ToolSpec": "._protocol",
+    "DEFAULT_MAX_TOKENS": "._protocol",
+    "ToolCall": "._protocol",
+    "ToolOutput": "._protocol",
     "Member": "._member",
     "Turn": "._member",
     "Message": "._message",
-    "SandboxSettings": ".sandbox._settings",
-    "SandboxLimits": ".sandbox._types",
-    "SandboxResult": ".sandbox._types",
-    "run_sandboxed": ".sandbox._run",
+    "SandboxSettings": ".sandbox",
+    "SandboxLimits": ".sandbox",
+    "SandboxResult": ".sandbox",
+    "run_sandboxed": ".sandbox",
     "Environment": "._environment",
     "logical_view": "._events",
     "message_sequence": "._events",
     "decode_event": "._events",
     "read_events": "._events",
+    "RunEnded": "._events",
+    "RunStarted": "._events",
+    "MESSAGE_KINDS": "._events",
     "Injection": "._run",
     "RunGateway": "._run",
     "Runner": "._run",
@@ -143,47 +175,63 @@ _WHERE: dict[str, str] = {
     "Verdict": "._verdict",
     "RunSummary": "._summary",
     "read_summary": "._summary",
-    "RunStore": ".store._store",
-    "new_run_id": ".store._store",
-    "Budget": ".money._budget",
-    "cost_report": ".money._costs",
-    "ledger_csv": ".money._costs",
-    "load_ledger": ".money._costs",
-    "render_table": ".money._costs",
-    "report_json": ".money._costs",
-    "reprice": ".money._costs",
-    "Gateway": ".llm._gateway",
-    "LedgerLine": ".money._ledger",
-    "without_wall_clock": ".money._ledger",
-    "OpenAIProvider": ".llm._openai",
-    "openai_settings_from_env": ".llm._openai",
-    "Price": ".money._quote",
-    "PriceBook": ".money._prices",
-    "RecordingProvider": ".llm._replay",
-    "ReplayProvider": ".llm._replay",
-    "request_key": ".llm._replay",
-    "HUMAN_MODEL": ".llm._human",
-    "SimProvider": ".llm._sim",
-    "GatewayStats": ".llm._stats",
-    "load_fixtures": ".llm._fixtures",
-    "load_scenario": ".scenario._load",
-    "scenario_to_builtins": ".scenario._load",
-    "scenario_warnings": ".scenario._load",
-    "scenario_with_overrides": ".scenario._load",
-    "InjectSpec": ".scenario._types",
-    "LLMOverrides": ".scenario._types",
-    "LLMConfig": ".scenario._types",
-    "RoleSpec": ".scenario._types",
-    "Scenario": ".scenario._types",
-    "ScenarioDoc": ".scenario._types",
-    "ReceiptError": ".store._verify",
-    "issue_receipt": ".store._verify",
-    "require_receipt": ".store._verify",
-    "verify_run": ".store._verify",
-    "closest": "._suggest",
-    "did_you_mean": "._suggest",
-    "TypeSpecError": ".scenario._typespec",
-    "parse_type_spec": ".scenario._typespec",
+    "decode_summary": "._summary",
+    "sealed_summary": "._summary",
+    "encode_summary": "._summary",
+    "RunStore": ".store",
+    "new_run_id": ".store",
+    "Budget": ".money",
+    "cost_report": ".money",
+    "ledger_csv": ".money",
+    "load_ledger": ".money",
+    "render_table": ".money",
+    "report_json": ".money",
+    "reprice": ".money",
+    "Gateway": ".llm",
+    "LedgerLine": ".money",
+    "without_wall_clock": ".money",
+    "OpenAIProvider": ".llm",
+    "openai_settings_from_env": ".llm",
+    "Price": ".money",
+    "PriceBook": ".money",
+    "RecordingProvider": ".llm",
+    "ReplayProvider": ".llm",
+    "request_key": ".llm",
+    "HUMAN_MODEL": ".llm",
+    "SimProvider": ".llm",
+    "GatewayStats": ".llm",
+    "load_fixtures": ".llm",
+    "load_scenario": ".scenario",
+    "scenario_to_builtins": ".scenario",
+    "scenario_warnings": ".scenario",
+    "scenario_with_overrides": ".scenario",
+    "InjectSpec": ".scenario",
+    "LLMOverrides": ".scenario",
+    "LLMConfig": ".scenario",
+    "RoleSpec": ".scenario",
+    "Scenario": ".scenario",
+    "ScenarioDoc": ".scenario",
+    "ReceiptError": ".store",
+    "issue_receipt": ".store",
+    "require_receipt": ".store",
+    "verify_run": ".store",
+    "closest": "._util",
+    "did_you_mean": "._util",
+    "TypeSpecError": ".scenario",
+    "parse_type_spec": ".scenario",
+    "reached": "._util",
+    "SANDBOX_SCRATCH": "._util",
+    "SUMMARY": "._util",
+    "redact_url": "._util",
+    "MASK": "._util",
+    "Redactor": "._util",
+    "url_secrets": "._util",
+    "EVENTS": "._util",
+    "lazy_exports": "._util",
+    "arm": "._util",
+    "encode_json": "._util",
+    "SCENARIO": "._util",
+    "try_lock": "._util",
 }
 
 __getattr__, __dir__, __all__ = lazy_exports(globals(), _WHERE)

@@ -30,8 +30,8 @@ from typing import Any
 import msgspec
 
 from ._chain import CHAIN_FIELDS
-from ._jsonl import read_jsonl
 from ._message import Message
+from ._util import read_jsonl
 from ._verdict import Verdict
 
 WALL_CLOCK_FIELDS = frozenset({"t", "latency_ms", "run_id"})

@@ -33,9 +33,9 @@ from ._member import LLMGateway, Member, ToolService, Turn
 from ._message import Message
 from ._summary import RunSummary
 from ._verdict import Judge, RunRecord, Verdict, judge_run
-from .llm._stats import GatewayStats
-from .money._budget import Budget
-from .store._store import RunStore
+from .llm import GatewayStats
+from .money import Budget
+from .store import RunStore
 
 _replace = msgspec.structs.replace
 

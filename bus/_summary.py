@@ -19,7 +19,7 @@ from typing import Any
 import msgspec
 
 from ._chain import unseal
-from ._layout import EVENTS, SUMMARY
+from ._util import EVENTS, SUMMARY
 from ._verdict import Verdict
 
 

@@ -32,3 +32,31 @@ from ._role import Role as Role
 from ._tools import PythonTools as PythonTools
 from ._tools import Tool as Tool
 from ._tools import tool as tool
+
+__all__ = [
+    "DONE",
+    "PLAN",
+    "THINK",
+    "Action",
+    "ActionContext",
+    "ActionRef",
+    "ActionResult",
+    "LLMLike",
+    "LLMSettings",
+    "Memory",
+    "PythonTools",
+    "ReactMode",
+    "Registry",
+    "Role",
+    "Tool",
+    "UserRequirement",
+    "action_from_spec",
+    "ask_model",
+    "declare_action",
+    "declare_role",
+    "output_model",
+    "registry",
+    "render_output",
+    "role_with_overrides",
+    "tool",
+]

@@ -16,7 +16,7 @@ import msgspec
 from pydantic import BaseModel
 
 from sopbus.bus import ChatMessage, ConfigError, Message, Turn
-from sopbus.bus.llm._tools import DEFAULT_MAX_TOOL_STEPS, TOOL_CHOICES, ToolChoice
+from sopbus.bus.llm import DEFAULT_MAX_TOOL_STEPS, TOOL_CHOICES, ToolChoice
 
 from ._llm import LLMSettings, ask_model
 from ._prompt import fill, render_output, task_text

@@ -17,7 +17,7 @@ import pydantic
 from pydantic import BaseModel, ConfigDict
 
 from sopbus.bus import ConfigError, closest
-from sopbus.bus.llm._tools import DEFAULT_MAX_TOOL_STEPS, TOOL_CHOICES, ToolChoice
+from sopbus.bus.llm import DEFAULT_MAX_TOOL_STEPS, TOOL_CHOICES, ToolChoice
 from sopbus.bus.scenario import ActionSpec, action_spec
 
 from ._action import Action, check_artifact, declare_with

@@ -19,10 +19,18 @@ import pydantic
 import trio
 from pydantic import BaseModel, ConfigDict, Field
 
-from sopbus.bus import ChatMessage, ConfigError, LLMRequest, ModelOutputError, Turn
-from sopbus.bus._errors import exception_leaves
-from sopbus.bus._protocol import Completion, ToolCall, ToolOutput
-from sopbus.bus.llm._tools import DEFAULT_MAX_TOOL_STEPS, ToolChoice
+from sopbus.bus import (
+    ChatMessage,
+    Completion,
+    ConfigError,
+    LLMRequest,
+    ModelOutputError,
+    ToolCall,
+    ToolOutput,
+    Turn,
+    exception_leaves,
+)
+from sopbus.bus.llm import DEFAULT_MAX_TOOL_STEPS, ToolChoice
 
 from ._prompt import describe_validation_error, repair_text, schema_text
 

@@ -21,7 +21,7 @@ import pydantic
 import pydantic_core
 import trio
 
-from sopbus.bus.llm._tools import DEFAULT_MAX_RESULT_CHARS, SOURCE_PYTHON, ToolOutput, ToolSpec
+from sopbus.bus.llm import DEFAULT_MAX_RESULT_CHARS, SOURCE_PYTHON, ToolOutput, ToolSpec
 
 from ._prompt import describe_validation_error
 

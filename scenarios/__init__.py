@@ -5,3 +5,6 @@ when no such file is in the working directory; ``sopbus examples`` lists them. T
 modules beside them (``my_reviewer.py``) are examples of user code, imported by the
 scenarios that name them, never by sopbus itself.
 """
+
+# Nothing here is for other packages: the scenarios are data, and their modules are user code.
+__all__: list[str] = []

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .bus._lazy import lazy_exports
+from .bus import lazy_exports
 
 if TYPE_CHECKING:
     from ._api import OVERRIDES as OVERRIDES

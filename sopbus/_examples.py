@@ -18,8 +18,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from .bus._errors import ConfigError
-from .bus._suggest import did_you_mean
+from .bus import ConfigError, did_you_mean
 
 SUFFIX = ".toml"
 TEMPLATE = "_templates/team"  # the starting team of `sopbus new`, beside this module

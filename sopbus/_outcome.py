@@ -13,8 +13,15 @@ from pathlib import Path
 
 import msgspec
 
-from sopbus.bus import ConfigError, LedgerLine, Message, RunSummary, Verdict
-from sopbus.bus._summary import decode_summary, sealed_summary
+from sopbus.bus import (
+    ConfigError,
+    LedgerLine,
+    Message,
+    RunSummary,
+    Verdict,
+    decode_summary,
+    sealed_summary,
+)
 
 _SUMMARY, _EVENTS, _COSTS, _ARTIFACTS = "summary.json", "events.jsonl", "costs.jsonl", "artifacts"
 
@@ -128,8 +135,7 @@ class RunOutcome:
 
     def messages(self) -> list[Message]:
         """Every message the run published, in order (undelivered ones too)."""
-        from sopbus.bus import read_events
-        from sopbus.bus._events import MESSAGE_KINDS
+        from sopbus.bus import MESSAGE_KINDS, read_events
 
         return [
             msgspec.convert(event["message"], Message)

@@ -27,3 +27,28 @@ from ._termination import Timeout as Timeout
 from ._termination import TokenLimit as TokenLimit
 
 _aliases.install()
+
+__all__ = [
+    "ENTRY_POINT_GROUP",
+    "SOP",
+    "AllOf",
+    "AnyOf",
+    "MaxMessages",
+    "SopContext",
+    "SopEntry",
+    "SpendLimit",
+    "Team",
+    "TextMention",
+    "Timeout",
+    "TokenLimit",
+    "WatchGraph",
+    "build_team",
+    "builtin_sops",
+    "get_sop",
+    "import_sop_module",
+    "llm_defaults",
+    "options_as",
+    "registered_sops",
+    "team_warnings",
+    "watch_graph",
+]

@@ -5,7 +5,7 @@ SHA-256 seal over the previous seal and the batch's bytes, and per-line checks t
 verification name the edited, dropped or moved line. The format, what it catches and what
 it does not are described in docs/design/store.md ("The hash chain").
 
-:mod:`._seal` writes and reads the format (what :class:`sopbus.bus._jsonl.JsonlWriter` and the
+:mod:`._seal` writes and reads the format (what :class:`sopbus.bus._util._jsonl.JsonlWriter` and the
 readers use); :mod:`._verify` finds the first break in a file (``sopbus verify``).
 """
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .._lazy import lazy_exports
+from .._util import lazy_exports
 
 if TYPE_CHECKING:
     from .._protocol import Completer as Completer
@@ -27,7 +27,9 @@ if TYPE_CHECKING:
     from ..scenario import provider_names as provider_names
     from ..scenario import register_provider as register_provider
     from ._fixtures import Fixture as Fixture
+    from ._fixtures import idea_warnings as idea_warnings
     from ._fixtures import load_fixtures as load_fixtures
+    from ._gateway import TOOL_PROVIDER as TOOL_PROVIDER
     from ._gateway import CallJournal as CallJournal
     from ._gateway import Gateway as Gateway
     from ._gateway import round_ms as round_ms
@@ -35,10 +37,15 @@ if TYPE_CHECKING:
     from ._human import HumanProvider as HumanProvider
     from ._human import HumanRouter as HumanRouter
     from ._human import answers_for as answers_for
+    from ._live import LiveText as LiveText
+    from ._mcp import open_mcp_servers as open_mcp_servers
+    from ._mcp_launch import launch as launch
     from ._openai import DEFAULT_BASE_URL as DEFAULT_BASE_URL
     from ._openai import OpenAIProvider as OpenAIProvider
     from ._openai import OpenAISettings as OpenAISettings
     from ._openai import openai_settings_from_env as openai_settings_from_env
+    from ._opened import opened as opened
+    from ._recording import ToolRecord as ToolRecord
     from ._replay import CassetteLine as CassetteLine
     from ._replay import RecordingProvider as RecordingProvider
     from ._replay import ReplayProvider as ReplayProvider
@@ -58,6 +65,7 @@ if TYPE_CHECKING:
     from ._tape import Tape as Tape
     from ._tape import TapeGateway as TapeGateway
     from ._tape import read_calls as read_calls
+    from ._tape import read_recording as read_recording
     from ._tokens import BOUND_TOKENS_PER_MESSAGE as BOUND_TOKENS_PER_MESSAGE
     from ._tokens import BOUND_TOKENS_PER_MESSAGE_UNKNOWN as BOUND_TOKENS_PER_MESSAGE_UNKNOWN
     from ._tokens import CHAT_REPLY_PRIMING as CHAT_REPLY_PRIMING
@@ -70,10 +78,21 @@ if TYPE_CHECKING:
     from ._tokens import prompt_upper_bound as prompt_upper_bound
     from ._tokens import schema_text as schema_text
     from ._tokens import truncate_to_tokens as truncate_to_tokens
+    from ._toolbox import ToolBox as ToolBox
+    from ._toolbox import resolve as resolve
+    from ._tools import DEFAULT_MAX_RESULT_CHARS as DEFAULT_MAX_RESULT_CHARS
+    from ._tools import DEFAULT_MAX_TOOL_STEPS as DEFAULT_MAX_TOOL_STEPS
+    from ._tools import SOURCE_PYTHON as SOURCE_PYTHON
+    from ._tools import TOOL_CHOICES as TOOL_CHOICES
+    from ._tools import ToolChoice as ToolChoice
+    from ._tools import ToolOutput as ToolOutput
+    from ._tools import ToolSource as ToolSource
+    from ._tools import ToolSpec as ToolSpec
 
 _WHERE: dict[str, str] = {
     "Fixture": "._fixtures",
     "load_fixtures": "._fixtures",
+    "idea_warnings": "._fixtures",
     "CallJournal": "._gateway",
     "HUMAN_MODEL": "._human",
     "HumanProvider": "._human",
@@ -81,6 +100,7 @@ _WHERE: dict[str, str] = {
     "answers_for": "._human",
     "Gateway": "._gateway",
     "round_ms": "._gateway",
+    "TOOL_PROVIDER": "._gateway",
     "DEFAULT_BASE_URL": "._openai",
     "SCHEMA_INSTRUCTION": "._request",
     "OpenAISettings": "._openai",
@@ -104,6 +124,7 @@ _WHERE: dict[str, str] = {
     "read_calls": "._tape",
     "Tape": "._tape",
     "TapeGateway": "._tape",
+    "read_recording": "._tape",
     "FALLBACK_ENCODING": "._tokens",
     "CHAT_TOKENS_PER_MESSAGE": "._tokens",
     "CHAT_REPLY_PRIMING": "._tokens",
@@ -126,6 +147,21 @@ _WHERE: dict[str, str] = {
     "provider_for": "..scenario",
     "provider_names": "..scenario",
     "register_provider": "..scenario",
+    "ToolBox": "._toolbox",
+    "resolve": "._toolbox",
+    "LiveText": "._live",
+    "opened": "._opened",
+    "ToolRecord": "._recording",
+    "DEFAULT_MAX_TOOL_STEPS": "._tools",
+    "TOOL_CHOICES": "._tools",
+    "ToolChoice": "._tools",
+    "SOURCE_PYTHON": "._tools",
+    "ToolSource": "._tools",
+    "DEFAULT_MAX_RESULT_CHARS": "._tools",
+    "ToolOutput": "._tools",
+    "ToolSpec": "._tools",
+    "open_mcp_servers": "._mcp",
+    "launch": "._mcp_launch",
 }
 
 __getattr__, __dir__, __all__ = lazy_exports(globals(), _WHERE)

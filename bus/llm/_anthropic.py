@@ -49,7 +49,7 @@ import trio
 
 from .._errors import ConfigError, ProviderError
 from .._protocol import ChatMessage, Completion, LiveFeed, LLMRequest, ProviderBase, ToolCall, Usage
-from .._redact import redact_url
+from .._util import redact_url
 from ..scenario import register_provider
 from ._deadlines import IdleBound, timed_out, went_silent
 from ._request import from_wire, wire_names, with_schema_instruction

@@ -10,12 +10,9 @@ from typing import Any, Literal, Protocol
 
 import msgspec
 
-from .._faults import reached
 from .._protocol import Completion, LLMRequest, Usage
-from ..money._budget import Budget
-from ..money._ledger import LedgerLine, Outcome
-from ..money._prices import PriceBook
-from ..money._quote import PriceSource
+from .._util import reached
+from ..money import Budget, LedgerLine, Outcome, PriceBook, PriceSource
 from ._said import log_line
 from ._stats import GatewayStats
 

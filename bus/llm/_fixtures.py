@@ -36,7 +36,7 @@ import msgspec
 
 from .._errors import ConfigError
 from .._protocol import LLMRequest, ToolCall
-from .._userfiles import read_user_toml
+from .._util import read_user_toml
 
 _json = msgspec.json.Encoder()
 

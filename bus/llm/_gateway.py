@@ -23,13 +23,9 @@ import trio
 from loguru import logger
 
 from .._errors import ProviderError, ProviderOverrun
-from .._faults import reached
 from .._protocol import Completer, Completion, LLMRequest, PromptCounter, Usage, as_provider
-from ..money._account import AccountShare
-from ..money._budget import Budget, Reservation
-from ..money._format import money
-from ..money._ledger import LedgerLine, Outcome
-from ..money._prices import Price, PriceBook
+from .._util import reached
+from ..money import AccountShare, Budget, LedgerLine, Outcome, Price, PriceBook, Reservation, money
 from ._books import NO_USAGE, TOOL, Books
 from ._books import TOOL_PROVIDER as TOOL_PROVIDER
 from ._books import CallJournal as CallJournal

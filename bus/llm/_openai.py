@@ -50,7 +50,7 @@ from loguru import logger
 
 from .._errors import ConfigError, ProviderError
 from .._protocol import Completion, LiveFeed, LLMRequest, PromptCounter, ProviderBase, Usage
-from .._redact import redact_url
+from .._util import redact_url
 from ..scenario import register_provider
 from ._deadlines import IdleBound, refuses_stream, timed_out, went_silent
 from ._request import from_wire, request_params

@@ -21,7 +21,7 @@ from decimal import Decimal
 from typing import Any
 
 from .._protocol import LLMRequest, Usage
-from ..money._prices import Price
+from ..money import Price
 
 
 def impossible_usage(

@@ -9,10 +9,9 @@ from typing import TypeVar
 
 import trio
 
-from .._faults import reached
 from .._protocol import LLMRequest
-from ..money._format import money
-from ..money._ledger import LedgerLine, Outcome
+from .._util import reached
+from ..money import LedgerLine, Outcome, money
 from ._books import NO_USAGE, TOOL, TOOL_PROVIDER, Books, round_ms
 from ._purse import Purse, held
 

@@ -13,8 +13,7 @@ import trio
 
 from .._errors import BudgetExhausted
 from .._protocol import LLMRequest
-from ..money._account import AccountShare, Hold
-from ..money._budget import Budget, Reservation
+from ..money import AccountShare, Budget, Hold, Reservation
 from ._books import Books
 
 

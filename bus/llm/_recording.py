@@ -13,7 +13,7 @@ import msgspec
 
 from .._chain import records_of
 from .._protocol import Completion, ToolCall, ToolOutput, ToolSpec
-from ..money._ledger import LedgerLine
+from ..money import LedgerLine
 
 
 class CallRecord(msgspec.Struct, frozen=True, kw_only=True):

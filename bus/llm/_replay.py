@@ -25,7 +25,6 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from .._errors import ConfigError
-from .._jsonl import JsonlWriter
 from .._protocol import (
     ChatMessage,
     Completion,
@@ -36,6 +35,7 @@ from .._protocol import (
     ProviderBase,
     ToolSpec,
 )
+from .._util import JsonlWriter
 from ..scenario import register_provider
 from ._recording import read_recording  # the recording's reader skips its tool lines
 

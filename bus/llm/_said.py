@@ -9,10 +9,7 @@ import trio
 from loguru import logger
 
 from .._protocol import LLMRequest
-from ..money._budget import Budget
-from ..money._format import money
-from ..money._ledger import LedgerLine
-from ..money._prices import Price
+from ..money import Budget, LedgerLine, Price, money
 
 _ERROR_CHARS = 300  # of a failed attempt's reason on its ledger line
 

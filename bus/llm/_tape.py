@@ -50,10 +50,9 @@ import msgspec
 
 from .._errors import BudgetExhausted, ConfigError
 from .._events import LLMCalled, Note
-from .._layout import CALLS
 from .._protocol import Completion, LLMRequest, ToolCall
-from ..money._budget import Budget
-from ..money._ledger import LedgerLine
+from .._util import CALLS
+from ..money import Budget, LedgerLine
 from ._gateway import Gateway
 from ._recording import CallRecord, ToolList, ToolRecord, read_recording
 from ._replay import request_key

@@ -20,9 +20,8 @@ import trio
 
 from .._errors import ConfigError
 from .._events import Note
-from .._faults import reached
 from .._protocol import ToolCall, ToolSpec
-from .._suggest import closest
+from .._util import closest, reached
 from ._gateway import Gateway, round_ms
 from ._tape import EVERY_ROUND, RunLog, Tape, ToolList, ToolRecord
 from ._tools import ToolOutput, ToolSource

@@ -17,11 +17,11 @@ from typing import Any, Protocol
 from .._protocol import ToolCall as ToolCall
 from .._protocol import ToolOutput as ToolOutput
 from .._protocol import ToolSpec as ToolSpec
-from ..scenario._tools import DEFAULT_MAX_RESULT_CHARS as DEFAULT_MAX_RESULT_CHARS
-from ..scenario._tools import DEFAULT_MAX_TOOL_STEPS as DEFAULT_MAX_TOOL_STEPS
-from ..scenario._tools import TOOL_CHOICES as TOOL_CHOICES
-from ..scenario._tools import McpServer as McpServer
-from ..scenario._tools import ToolChoice as ToolChoice
+from ..scenario import DEFAULT_MAX_RESULT_CHARS as DEFAULT_MAX_RESULT_CHARS
+from ..scenario import DEFAULT_MAX_TOOL_STEPS as DEFAULT_MAX_TOOL_STEPS
+from ..scenario import TOOL_CHOICES as TOOL_CHOICES
+from ..scenario import McpServer as McpServer
+from ..scenario import ToolChoice as ToolChoice
 
 SOURCE_PYTHON = "py"
 """The source name of Python function tools (``@sopbus.tool``): ``py.NAME``."""

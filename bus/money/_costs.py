@@ -19,9 +19,9 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from .._jsonl import read_jsonl
-from .._layout import COSTS as COSTS_FILE
 from .._protocol import Usage
+from .._util import COSTS as COSTS_FILE
+from .._util import read_jsonl
 from ._format import money, share, usd
 from ._ledger import LedgerLine
 from ._prices import PriceBook

@@ -21,7 +21,7 @@ from importlib import resources
 from typing import Any
 
 from .._errors import ConfigError
-from .._suggest import closest
+from .._util import closest
 from ._quote import Price, PriceSource, Quote
 
 PACKAGED = "bus/money/prices.toml"

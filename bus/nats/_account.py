@@ -18,9 +18,7 @@ from typing import Any, TypeVar
 import trio
 
 from .._errors import BudgetExhausted, ConfigError
-from ..money._account import AccountState, Hold
-from ..money._book import Book, checked_cap, decoder, encoder, new_hold
-from ..money._format import money
+from ..money import AccountState, Book, Hold, checked_cap, decoder, encoder, money, new_hold
 from ._link import Link
 
 T = TypeVar("T")

@@ -24,9 +24,9 @@ import trio
 
 from .._events import Note
 from .._protocol import Completion, LLMRequest
-from ..llm._recording import ToolRecord
-from ..money._ledger import LedgerLine
-from ..store._store import _safe_relpath
+from ..llm import ToolRecord
+from ..money import LedgerLine
+from ..store import safe_relpath
 from ._link import Link
 from ._subjects import fx_subject
 from ._wire import Artifact, Called, Effect, Envelope, Noted, Reserved, Tooled, encode
@@ -218,7 +218,7 @@ class TurnEffects:
 
 def write_mirrored(root: Path, relpath: str, data: bytes) -> Path:
     """Writes ``data`` at ``relpath`` under ``root`` (a path inside it, else refused)."""
-    path = root / _safe_relpath(relpath)
+    path = root / safe_relpath(relpath)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(data)
     return path

@@ -23,11 +23,7 @@ from loguru import logger
 from .._errors import BudgetExhausted, StopRun, exception_leaves
 from .._member import Member, Turn
 from .._message import Message
-from ..llm._gateway import Gateway
-from ..llm._recording import ToolRecord
-from ..llm._tape import CallRecord, Tape, TapeGateway
-from ..llm._toolbox import ToolBox
-from ..llm._tools import ToolSource
+from ..llm import CallRecord, Gateway, Tape, TapeGateway, ToolBox, ToolRecord, ToolSource
 from ._effects import EffectSender, TurnEffects, write_mirrored
 from ._inbox import Inbox
 from ._link import Link

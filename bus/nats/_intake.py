@@ -23,13 +23,11 @@ import msgspec
 import trio
 from loguru import logger
 
-from .._faults import reached
 from .._protocol import LLMRequest
-from ..llm._gateway import Gateway
-from ..llm._tape import CallLog
-from ..money._format import money
-from ..money._ledger import LedgerLine
-from ..store._store import RunStore
+from .._util import reached
+from ..llm import CallLog, Gateway
+from ..money import LedgerLine, money
+from ..store import RunStore
 from ._link import Link
 from ._subjects import fx_subjects
 from ._wire import (

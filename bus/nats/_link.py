@@ -43,7 +43,7 @@ from typing import Any, TypeVar
 import trio
 
 from .._errors import SopbusError
-from .._redact import Redactor
+from .._util import Redactor
 
 T = TypeVar("T")
 

@@ -25,11 +25,9 @@ from loguru import logger
 from .._errors import BudgetExhausted, ConfigError, SopbusError, StopRun
 from .._member import Member, Turn
 from .._message import Message
-from ..llm._gateway import Gateway
-from ..llm._tape import CallLog, CallRecord
-from ..money._account import AccountShare
-from ..store._executions import InFlight
-from ..store._store import RunStore
+from ..llm import CallLog, CallRecord, Gateway
+from ..money import AccountShare
+from ..store import InFlight, RunStore
 from ._account import NatsAccount
 from ._claims import CAP_FIX, COORDINATOR, Claim, RunBoard, ScenarioPlan, announce
 from ._intake import EffectsIntake

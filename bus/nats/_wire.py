@@ -33,10 +33,8 @@ import msgspec
 
 from .._message import Message
 from .._protocol import Completion, LLMRequest
-from ..llm._recording import ToolRecord
-from ..llm._replay import request_key
-from ..llm._tape import CallRecord
-from ..money._ledger import LedgerLine
+from ..llm import CallRecord, ToolRecord, request_key
+from ..money import LedgerLine
 from ._link import Link
 from ._subjects import fx_subject, fx_subjects
 

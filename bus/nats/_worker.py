@@ -44,12 +44,8 @@ from loguru import logger
 from .._errors import ConfigError
 from .._member import Member
 from .._protocol import Provider
-from ..llm._gateway import Gateway
-from ..llm._opened import opened
-from ..llm._tools import ToolSource
-from ..money._account import AccountShare
-from ..money._budget import Budget
-from ..money._prices import PriceBook
+from ..llm import Gateway, ToolSource, opened
+from ..money import AccountShare, Budget, PriceBook
 from ._account import NatsAccount
 from ._claims import (
     CAP_FIX,

@@ -7,3 +7,11 @@ from ._export import export_trace as export_trace
 from ._export import wanted as wanted
 from ._spans import Span as Span
 from ._spans import run_trace as run_trace
+
+__all__ = [
+    "Span",
+    "check_available",
+    "export_trace",
+    "run_trace",
+    "wanted",
+]

@@ -28,9 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from .._events import read_events
-from .._jsonl import read_jsonl
-from .._layout import COSTS, EVENTS
 from .._summary import read_summary
+from .._util import COSTS, EVENTS, read_jsonl
 
 TOOL_PROVIDER = "tool"  # the ledger's provider of a paid tool call (Gateway.paid_tool)
 TOOL_ERROR = "tool_error"  # error.type of a tool call whose result is an error

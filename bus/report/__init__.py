@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .._lazy import lazy_exports
+from .._util import lazy_exports
 
 if TYPE_CHECKING:
     from ._build import REPORT_FILE as REPORT_FILE

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from .._summary import RunSummary
-from ..money._costs import cost_report
+from ..money import cost_report
 from ._artifacts import highlight_css, render_artifacts
 from ._data import Posted, RunData, ToolMark, read_run
 from ._flow import call_pages, flow_pages, max_concurrency

@@ -14,11 +14,10 @@ from typing import Any
 
 from .. import _events as ev
 from .._errors import ConfigError
-from .._layout import EVENTS
 from .._message import Message
 from .._summary import RunSummary, read_summary
-from ..money._costs import load_ledger
-from ..money._ledger import LedgerLine
+from .._util import EVENTS
+from ..money import LedgerLine, load_ledger
 
 UNDELIVERED = "(undelivered)"
 TOOL_PROVIDER = "tool"  # the ledger's provider of a paid tool call (Gateway.paid_tool)

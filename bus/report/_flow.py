@@ -28,7 +28,7 @@ from typing import Any, get_args
 
 import altair as alt
 
-from ..money._ledger import Outcome
+from ..money import Outcome
 from ._data import UNDELIVERED, Call, Posted, RunData, ToolMark
 from ._vega import lane_axis, named, pages, to_svg
 

@@ -14,8 +14,8 @@ from typing import Any
 from urllib.parse import quote
 
 from .._summary import RunSummary
-from ..money._format import money
-from ..money._format import share as percent
+from ..money import money
+from ..money import share as percent
 from ._data import RunData
 
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import altair as alt
 
-from ..money._format import money, share
+from ..money import money, share
 from ._data import Call
 from ._vega import named, to_svg
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import altair as alt
 
-from ..money._format import money
+from ..money import money
 from ._build import _document
 from ._header import machine_mark
 from ._vega import named, to_svg

@@ -9,7 +9,7 @@ from __future__ import annotations
 from decimal import Decimal
 from html import escape
 
-from ..money._format import money
+from ..money import money
 from ._data import TOOL_PROVIDER, RunData
 
 

@@ -18,3 +18,17 @@ from ._types import SANDBOX_DIR as SANDBOX_DIR
 from ._types import BackendName as BackendName
 from ._types import SandboxLimits as SandboxLimits
 from ._types import SandboxResult as SandboxResult
+
+__all__ = [
+    "BACKENDS",
+    "SANDBOX_DIR",
+    "UNISOLATED_WARNING",
+    "BackendName",
+    "SandboxLimits",
+    "SandboxResult",
+    "SandboxSettings",
+    "check_backend",
+    "run_sandboxed",
+    "sweep_stale",
+    "using",
+]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .._lazy import lazy_exports
+from .._util import lazy_exports
 
 if TYPE_CHECKING:
     from ._errors import explain_syntax_error as explain_syntax_error
@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from ._load import scenario_with_overrides as scenario_with_overrides
     from ._names import ROLE_NAME_FIX as ROLE_NAME_FIX
     from ._names import role_name_problem as role_name_problem
+    from ._price import price_spec as price_spec
     from ._providers import DEFAULT_PROVIDER as DEFAULT_PROVIDER
     from ._providers import ProviderFactory as ProviderFactory
     from ._providers import ProviderSpec as ProviderSpec
@@ -38,6 +39,11 @@ if TYPE_CHECKING:
     from ._providers import provider_problem as provider_problem
     from ._providers import register_provider as register_provider
     from ._providers import simulated as simulated
+    from ._tools import DEFAULT_MAX_RESULT_CHARS as DEFAULT_MAX_RESULT_CHARS
+    from ._tools import DEFAULT_MAX_TOOL_STEPS as DEFAULT_MAX_TOOL_STEPS
+    from ._tools import TOOL_CHOICES as TOOL_CHOICES
+    from ._tools import McpServer as McpServer
+    from ._tools import ToolChoice as ToolChoice
     from ._types import ActionSpec as ActionSpec
     from ._types import InjectSpec as InjectSpec
     from ._types import LLMConfig as LLMConfig
@@ -48,6 +54,7 @@ if TYPE_CHECKING:
     from ._types import Scenario as Scenario
     from ._types import ScenarioDoc as ScenarioDoc
     from ._types import ScenarioInfo as ScenarioInfo
+    from ._types import SweepSpec as SweepSpec
     from ._typespec import TYPE_SPECS as TYPE_SPECS
     from ._typespec import TypeSpecError as TypeSpecError
     from ._typespec import parse_type_spec as parse_type_spec
@@ -88,9 +95,16 @@ _WHERE: dict[str, str] = {
     "Scenario": "._types",
     "ScenarioDoc": "._types",
     "ScenarioInfo": "._types",
+    "SweepSpec": "._types",
     "TYPE_SPECS": "._typespec",
     "TypeSpecError": "._typespec",
     "parse_type_spec": "._typespec",
+    "price_spec": "._price",
+    "DEFAULT_MAX_RESULT_CHARS": "._tools",
+    "DEFAULT_MAX_TOOL_STEPS": "._tools",
+    "TOOL_CHOICES": "._tools",
+    "McpServer": "._tools",
+    "ToolChoice": "._tools",
 }
 
 __getattr__, __dir__, __all__ = lazy_exports(globals(), _WHERE)

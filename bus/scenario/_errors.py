@@ -18,7 +18,7 @@ from typing import Any, Literal, Union
 
 import msgspec
 
-from .._suggest import did_you_mean
+from .._util import did_you_mean
 
 PathToken = str | int
 

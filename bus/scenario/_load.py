@@ -26,7 +26,7 @@ from typing import Any
 import msgspec
 
 from .._errors import ConfigError
-from .._userfiles import nesting_depth, not_regular, read_user_text
+from .._util import nesting_depth, not_regular, read_user_text
 from ._errors import PathToken, explain_syntax_error, explain_validation_error, format_path
 from ._extra import scenario_extra_problems
 from ._names import ROLE_NAME_FIX, role_name_problem

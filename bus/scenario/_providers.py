@@ -62,7 +62,7 @@ class ProviderSpec(NamedTuple):
 
     def endpoint(self, scenario: Scenario, environ: Mapping[str, str]) -> str | None:
         """The URL it calls, credentials blanked (prices only need the host), or ``None``."""
-        from .._redact import redact_url
+        from .._util import redact_url
 
         if not self.base_url:
             return None
@@ -73,7 +73,7 @@ class ProviderSpec(NamedTuple):
         """The base URL to call. A run keeps its URL with the credentials blanked
         (``http://***@host/v1``), so a resumed, replayed or forked run takes the whole URL
         from :attr:`base_url_env` when that is the same URL with credentials."""
-        from .._redact import MASK, redact_url
+        from .._util import MASK, redact_url
 
         url, from_env = scenario.llm.base_url, self._env_url(environ)
         if url is None or MASK not in url:
@@ -160,7 +160,7 @@ def provider_problem(name: str) -> tuple[str, str] | None:
     ``None``: a registered name, or a well-formed ``module:Class`` (resolved when the run's
     provider is built, beside the scenario file)."""
     # Imported here: the command line checks --provider with this, and must start fast.
-    from .._suggest import did_you_mean
+    from .._util import did_you_mean
 
     if name in _BUILTIN or name in _REGISTERED:
         return None

@@ -20,7 +20,7 @@ import re
 from typing import Any
 
 from .._errors import SopbusError
-from .._suggest import did_you_mean
+from .._util import did_you_mean
 
 TYPE_SPECS = "str, int, float, bool, list[T], dict[str, T], optional[T] or T | None"
 

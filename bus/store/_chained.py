@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from .._chain import ChainReport
-from .._layout import EVENTS, SUMMARY
+from .._util import EVENTS, SUMMARY
 from ._crosscheck import Logs, Record, Report
 
 RESUMED = "resumed"

@@ -34,8 +34,8 @@ from typing import Any
 import msgspec
 
 from .._chain import unseal
-from .._layout import CALLS, COSTS, EVENTS, SUMMARY
-from ..llm._gateway import TOOL_PROVIDER
+from .._util import CALLS, COSTS, EVENTS, SUMMARY
+from ..llm import TOOL_PROVIDER
 
 Report = Callable[[str], None]
 Record = tuple[int, dict[str, Any]]

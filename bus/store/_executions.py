@@ -18,11 +18,9 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any, Literal
 
-from .._jsonl import read_jsonl
-from .._layout import EVENTS
-from ..llm._recording import ToolRecord
-from ..llm._tape import RELEASED, RESERVED, CallRecord
-from ..money._ledger import LedgerLine
+from .._util import EVENTS, read_jsonl
+from ..llm import RELEASED, RESERVED, CallRecord, ToolRecord
+from ..money import LedgerLine
 from ._crosscheck import event_logs
 
 Rotation = Literal["rotate", "finish", "reuse"]

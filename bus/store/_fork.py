@@ -28,12 +28,9 @@ import msgspec
 
 from .._errors import ConfigError
 from .._events import Note
-from .._jsonl import read_jsonl
-from .._layout import CALLS
-from .._suggest import closest
-from ..llm._tape import EVERY_ROUND, Tape, read_recording
-from ..scenario._load import check_scenario, scenario_to_builtins
-from ..scenario._types import Scenario, ScenarioDoc
+from .._util import CALLS, closest, read_jsonl
+from ..llm import EVERY_ROUND, Tape, read_recording
+from ..scenario import Scenario, ScenarioDoc, check_scenario, scenario_to_builtins
 from ._resume import Continuation, ledger_of, scenario_of
 from ._store import EVENTS, new_run_id
 

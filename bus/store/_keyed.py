@@ -23,7 +23,7 @@ from typing import Any
 import msgspec
 
 from .._errors import ConfigError
-from .._layout import ARTIFACTS, CALLS, COSTS, SCENARIO, SUMMARY
+from .._util import ARTIFACTS, CALLS, COSTS, SCENARIO, SUMMARY
 from ._crosscheck import event_logs
 
 KEYED_SEAL = "keyed_seal.json"

@@ -52,17 +52,12 @@ import msgspec
 from .._chain import open_tail
 from .._errors import ConfigError
 from .._events import Note
-from .._faults import reached
-from .._jsonl import JsonlWriter, read_jsonl
-from .._layout import CALLS, COSTS, EVENTS, SCENARIO, SUMMARY
 from .._protocol import Completion, LLMRequest, ProviderBase
 from .._summary import read_summary
-from ..llm._gateway import Gateway
-from ..llm._recording import CallRecord, ToolRecord
-from ..llm._tape import Tape, TapeGateway, read_recording
-from ..money._ledger import LedgerLine
-from ..scenario._load import load_scenario, scenario_with_overrides
-from ..scenario._types import Scenario
+from .._util import CALLS, COSTS, EVENTS, SCENARIO, SUMMARY, JsonlWriter, reached, read_jsonl
+from ..llm import CallRecord, Gateway, Tape, TapeGateway, ToolRecord, read_recording
+from ..money import LedgerLine
+from ..scenario import Scenario, load_scenario, scenario_with_overrides
 from ._chained import rotated_name
 from ._executions import Executions, InFlight, Rotation, next_execution
 from ._store import RunStore, drop_torn_tail, is_locked

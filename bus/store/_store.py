@@ -38,7 +38,6 @@ from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from .._dirlock import try_lock
 from .._errors import ConfigError, ModelOutputError
 from .._events import (
     ArtifactWritten,
@@ -49,10 +48,18 @@ from .._events import (
     RoundEnded,
     RoundStarted,
 )
-from .._jsonl import JsonlWriter
-from .._layout import ARTIFACTS, CALLS, COSTS, EVENTS, SCENARIO, SUMMARY
-from .._redact import Redactor
 from .._summary import RunSummary, encode_summary
+from .._util import (
+    ARTIFACTS,
+    CALLS,
+    COSTS,
+    EVENTS,
+    SCENARIO,
+    SUMMARY,
+    JsonlWriter,
+    Redactor,
+    try_lock,
+)
 
 _WAITING = (MessagePublished, MessageUndelivered)  # records that wait for the end of their publish
 _BATCH = 1024  # at most this many records wait: a bound on memory and on the length of a seal
@@ -131,7 +138,7 @@ class RunStore:
 
     def hide(self, secrets: tuple[str, ...]) -> None:
         """Blanks each of ``secrets`` (credentials from the base URL, the API key), in
-        every form a server may echo it in (:class:`~sopbus.bus._redact.Redactor`), as
+        every form a server may echo it in (:class:`~sopbus.bus._util._redact.Redactor`), as
         ``***`` in everything written from now on: events, ledger, answers, artifacts,
         summary, scenario."""
         self.redactor = Redactor(secrets)
@@ -199,7 +206,7 @@ class RunStore:
         self._calls.write(record)
 
     def write_artifact(self, relpath: str, data: str | bytes, *, role: str, round: int) -> Path:
-        path = self.artifacts_dir / _safe_relpath(relpath)
+        path = self.artifacts_dir / safe_relpath(relpath)
         path.parent.mkdir(parents=True, exist_ok=True)
         raw = self.redactor.data(data.encode() if isinstance(data, str) else data)
         tmp = path.with_name(path.name + ".tmp")
@@ -275,7 +282,7 @@ def drop_torn_tail(path: Path) -> int:
         os.close(fd)
 
 
-def _safe_relpath(relpath: str) -> PurePosixPath:
+def safe_relpath(relpath: str) -> PurePosixPath:
     """A path inside ``artifacts/``; a model that names ``../x`` or ``/etc/x`` is refused."""
     path = PurePosixPath(relpath.replace("\\", "/"))
     if not relpath or path.is_absolute() or ".." in path.parts:

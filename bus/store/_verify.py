@@ -38,8 +38,7 @@ import msgspec
 
 from .._chain import ChainReport, split_line, unseal, verify_file
 from .._errors import SopbusError
-from .._jsonl import JsonlWriter
-from .._layout import ARTIFACTS, CALLS, COSTS, EVENTS, RECEIPTS, SUMMARY
+from .._util import ARTIFACTS, CALLS, COSTS, EVENTS, RECEIPTS, SUMMARY, JsonlWriter
 from ._chained import check_executions
 from ._crosscheck import Logs, check_ledger, check_summary, event_logs
 

@@ -21,6 +21,7 @@ from ._docs import TaskList as TaskList
 from ._docs import WriteDesign as WriteDesign
 from ._docs import WritePRD as WritePRD
 from ._docs import WriteTasks as WriteTasks
+from ._qa import TEST_REPORT as TEST_REPORT
 from ._qa import BugReport as BugReport
 from ._qa import DebugError as DebugError
 from ._qa import PytestFile as PytestFile
@@ -39,3 +40,46 @@ from ._util import safe_path as safe_path
 from ._util import tail as tail
 from ._util import task_prompt as task_prompt
 from ._util import unique_paths as unique_paths
+
+__all__ = [
+    "BUG_REPORT",
+    "PRD",
+    "PYTEST",
+    "PYTEST_ENV",
+    "TEST_REPORT",
+    "WORKSPACE",
+    "Architect",
+    "BugReport",
+    "CodeFile",
+    "CodeReview",
+    "CodeSummary",
+    "DebugError",
+    "DocumentAction",
+    "Engineer",
+    "FileLogic",
+    "FileSummary",
+    "ProductManager",
+    "ProjectManager",
+    "PytestFile",
+    "PytestRun",
+    "QaEngineer",
+    "Requirement",
+    "RunCode",
+    "SummarizeCode",
+    "SystemDesign",
+    "TaskList",
+    "WriteCode",
+    "WriteCodeReview",
+    "WriteDesign",
+    "WritePRD",
+    "WriteTasks",
+    "WriteTest",
+    "concurrently",
+    "is_test",
+    "listing",
+    "render_test_report",
+    "safe_path",
+    "tail",
+    "task_prompt",
+    "unique_paths",
+]

@@ -10,9 +10,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from sopbus.bus._lazy import lazy_exports
+from sopbus.bus import lazy_exports
 
 if TYPE_CHECKING:
+    from ._bus import WAIT_S as WAIT_S
+    from ._bus import BusOptions as BusOptions
+    from ._bus import probe as probe
     from ._environ import run_environ as run_environ
     from ._execute import Outcome as Outcome
     from ._execute import Preflight as Preflight
@@ -21,6 +24,19 @@ if TYPE_CHECKING:
     from ._execute import scenario_as_run as scenario_as_run
     from ._logs import configure_logging as configure_logging
     from ._logs import quiet_for_the_api as quiet_for_the_api
+    from ._provider import checked_prices as checked_prices
+    from ._provider import endpoint as endpoint
+    from ._provider import make_provider as make_provider
+    from ._provider import provider_spec as provider_spec
+    from ._provider import run_secrets as run_secrets
+    from ._provider import with_people as with_people
+    from ._provider import with_whole_url as with_whole_url
+    from ._recheck import Recheck as Recheck
+    from ._recheck import recheck_messages as recheck_messages
+    from ._tools import check_named as check_named
+    from ._tools import check_servers as check_servers
+    from ._tools import in_workspace as in_workspace
+    from ._tools import opened_tools as opened_tools
 
 _WHERE: dict[str, str] = {
     "run_environ": "._environ",
@@ -31,6 +47,22 @@ _WHERE: dict[str, str] = {
     "scenario_as_run": "._execute",
     "configure_logging": "._logs",
     "quiet_for_the_api": "._logs",
+    "WAIT_S": "._bus",
+    "BusOptions": "._bus",
+    "probe": "._bus",
+    "endpoint": "._provider",
+    "checked_prices": "._provider",
+    "make_provider": "._provider",
+    "run_secrets": "._provider",
+    "with_people": "._provider",
+    "with_whole_url": "._provider",
+    "provider_spec": "._provider",
+    "check_servers": "._tools",
+    "check_named": "._tools",
+    "in_workspace": "._tools",
+    "opened_tools": "._tools",
+    "Recheck": "._recheck",
+    "recheck_messages": "._recheck",
 }
 
 __getattr__, __dir__, __all__ = lazy_exports(globals(), _WHERE)

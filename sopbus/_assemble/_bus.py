@@ -15,18 +15,15 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from sopbus.bus._errors import ConfigError
+from sopbus.bus import ConfigError
 
 if TYPE_CHECKING:
-    from sopbus.bus._member import Member
-    from sopbus.bus.llm._gateway import Gateway
-    from sopbus.bus.llm._tape import CallLog
-    from sopbus.bus.money._account import AccountShare
-    from sopbus.bus.nats._remote import Coordinator
-    from sopbus.bus.scenario._types import Scenario
-    from sopbus.bus.store._executions import InFlight
-    from sopbus.bus.store._resume import Continuation
-    from sopbus.bus.store._store import RunStore
+    from sopbus.bus import Member
+    from sopbus.bus.llm import CallLog, Gateway
+    from sopbus.bus.money import AccountShare
+    from sopbus.bus.nats import Coordinator
+    from sopbus.bus.scenario import Scenario
+    from sopbus.bus.store import Continuation, InFlight, RunStore
 
 WAIT_S = 10.0
 
@@ -72,7 +69,7 @@ class Remote:
             return roles
         self.coordinator.books_into(gateway, journal)
         if self.continuation is not None and self.continuation.resume:
-            from sopbus.bus.llm._tape import read_calls
+            from sopbus.bus.llm import read_calls
 
             self.adopted = await self.coordinator.adopt(
                 read_calls(self.continuation.run_dir), self.continuation.lost
@@ -94,7 +91,7 @@ async def coordinated(
     if bus is None:
         yield Remote()
         return
-    from sopbus.bus.nats._remote import coordinating, plan_of
+    from sopbus.bus.nats import coordinating, plan_of
 
     files = [*scenario.fixture_paths(), *filter(None, [scenario.cassette_path()])]
     plan = plan_of(as_run, files, scenario.run.seed, origin=str(scenario.path))

@@ -16,7 +16,7 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from sopbus.bus._errors import ConfigError
+from sopbus.bus import ConfigError
 
 DOTENV = ".env"
 

@@ -28,24 +28,26 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import msgspec
 from loguru import logger
 
-from sopbus.bus import _events as ev
-from sopbus.bus._environment import Environment
-from sopbus.bus._errors import ToolServerError
-from sopbus.bus._faults import reached
-from sopbus.bus._layout import SANDBOX_SCRATCH, SUMMARY
-from sopbus.bus._protocol import Provider
-from sopbus.bus._redact import redact_url
-from sopbus.bus._run import Runner
-from sopbus.bus._summary import RunSummary, decode_summary
-from sopbus.bus.llm._gateway import Gateway
-from sopbus.bus.money._budget import Budget
-from sopbus.bus.money._prices import PriceBook
+from sopbus.bus import (
+    SANDBOX_SCRATCH,
+    SUMMARY,
+    Environment,
+    Provider,
+    RunEnded,
+    Runner,
+    RunStarted,
+    RunSummary,
+    ToolServerError,
+    decode_summary,
+    reached,
+    redact_url,
+)
+from sopbus.bus.llm import Gateway
+from sopbus.bus.money import Budget, PriceBook
 from sopbus.bus.sandbox import SandboxSettings, check_backend, sweep_stale
 from sopbus.bus.sandbox import using as sandbox_using
-from sopbus.bus.scenario._load import scenario_to_builtins
-from sopbus.bus.scenario._types import Scenario
-from sopbus.bus.store._keyed import seal_key, write_keyed_seal
-from sopbus.bus.store._store import RunStore
+from sopbus.bus.scenario import Scenario, scenario_to_builtins
+from sopbus.bus.store import RunStore, seal_key, write_keyed_seal
 
 from ._logs import FILE_FORMAT, RedactedFile, redacting_stderr
 from ._progress import Progress
@@ -61,8 +63,8 @@ from ._provider import (
 )
 
 if TYPE_CHECKING:
-    from sopbus.bus.money._account import AccountShare
-    from sopbus.bus.store._resume import Continuation
+    from sopbus.bus.money import AccountShare
+    from sopbus.bus.store import Continuation
 
     from ._bus import BusOptions
 
@@ -117,7 +119,7 @@ def _provider(
     """The run's provider, with the people of its roles in front (``None`` from the
     preflight: not live, every answer comes from the recording)."""
     if checked.provider is None:
-        from sopbus.bus.store._resume import Unplugged
+        from sopbus.bus.store import Unplugged
 
         return Unplugged()
     return with_people(
@@ -176,7 +178,7 @@ def preflight(scenario: Scenario, environ: Mapping[str, str], *, live: bool = Tr
     the team (names in ``watch``, ``actions`` and ``send_to``), a price for every model it
     can call, the sandbox backend, the provider's settings (fixture files, a cassette, an
     API key). ``sopbus validate`` calls this too, so a file it passes is one ``run`` starts."""
-    from sopbus.bus.llm._fixtures import idea_warnings
+    from sopbus.bus.llm import idea_warnings
     from sopbus.sops import build_team
 
     from ._tools import check_launch, check_named
@@ -237,7 +239,7 @@ class _Run:
         scenario, store = self.scenario, self.store
         as_run = scenario_as_run(scenario)
         store.log(
-            ev.RunStarted(
+            RunStarted(
                 run_id=store.run_id,
                 scenario=scenario.name,
                 mode=scenario.run.mode,
@@ -262,7 +264,7 @@ class _Run:
         self, scenario: Scenario, live: Provider, remote: Any, sources: Any, progress: bool
     ) -> RunSummary:
         """The gateway, the tools and the environment of the run, then the run loop."""
-        from sopbus.bus.llm._tape import CallLog
+        from sopbus.bus.llm import CallLog
 
         store, continuation = self.store, self.continuation
         journal = CallLog(store, first_call=continuation.first_call if continuation else 0)
@@ -296,7 +298,7 @@ class _Run:
 
     def _toolbox(self, sources: Any, gateway: Gateway) -> Any:
         """The run's tools, answered from the recording where the continuation has them."""
-        from sopbus.bus.llm._toolbox import ToolBox
+        from sopbus.bus.llm import ToolBox
 
         from ._tools import named_tools
 
@@ -348,7 +350,7 @@ def _servers_failed(
     """The end of a run whose tool servers did not start: said in the log and the summary
     (failed, end reason ``error``), everything written before kept."""
     logger.error("{}", error)
-    store.log(ev.RunEnded(round=0, reason="error", detail=str(error), error=str(error)))
+    store.log(RunEnded(round=0, reason="error", detail=str(error), error=str(error)))
     fields = _summary_fields(scenario, store)
     summary = RunSummary(
         run_id=store.run_id,

@@ -21,8 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from sopbus.bus.llm import Person
-from sopbus.bus.llm._live import LiveText
+from sopbus.bus.llm import LiveText, Person
 from sopbus.bus.money import money
 
 if TYPE_CHECKING:

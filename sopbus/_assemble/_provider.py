@@ -16,10 +16,17 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-from sopbus.bus import ConfigError, PriceBook, Provider, Scenario
-from sopbus.bus._redact import MASK, Redactor, redact_url, url_secrets
-from sopbus.bus.llm import PromptCounter
-from sopbus.bus.llm._opened import opened
+from sopbus.bus import (
+    MASK,
+    ConfigError,
+    PriceBook,
+    Provider,
+    Redactor,
+    Scenario,
+    redact_url,
+    url_secrets,
+)
+from sopbus.bus.llm import PromptCounter, opened
 from sopbus.bus.scenario import ProviderSpec, every_provider, is_reference, provider_for
 
 
@@ -50,7 +57,7 @@ def with_people(
     humans = [role.name for role in roles if getattr(role, "human", False)]
     if not humans:
         return provider
-    from sopbus.bus.llm._human import HumanProvider, HumanRouter, answers_for
+    from sopbus.bus.llm import HumanProvider, HumanRouter, answers_for
 
     answers = answers_for(
         human_input, interactive=sys.stdin.isatty(), humans=humans, required=required
@@ -96,7 +103,7 @@ async def opened_for_run(
     """The provider, opened for the run (and wrapped in a recorder with ``--record``, which
     writes through the run's ``redactor`` as the run's own files do)."""
     if record is not None:
-        from sopbus.bus.llm._replay import RecordingProvider
+        from sopbus.bus.llm import RecordingProvider
 
         provider = RecordingProvider(provider, record, scrub=redactor.data if redactor else None)
     async with opened(provider) as live:
@@ -107,7 +114,7 @@ def run_secrets(scenario: Scenario, environ: Mapping[str, str]) -> tuple[str, ..
     """What a run must never write: the credentials in its base URL (the scenario's and each
     provider's variable, such as ``OPENAI_BASE_URL``: a run whose kept URL is blanked calls
     the one from the environment) and every provider's secrets, such as ``OPENAI_API_KEY``
-    (see :mod:`sopbus.bus._redact`). Every provider's, not only the run's: a resumed run
+    (see :mod:`sopbus.bus._util._redact`). Every provider's, not only the run's: a resumed run
     may be switched to another."""
     specs = {spec.name: spec for spec in (*every_provider(), provider_spec(scenario))}
     variables = [spec.base_url_env for spec in specs.values() if spec.base_url_env]

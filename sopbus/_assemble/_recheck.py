@@ -22,12 +22,18 @@ import msgspec
 import trio
 from loguru import logger
 
-from sopbus.bus import RunSummary, logical_view, read_events, read_summary
-from sopbus.bus._errors import SopbusError
-from sopbus.bus._events import MESSAGE_KINDS
-from sopbus.bus._layout import EVENTS, SUMMARY
-from sopbus.bus._summary import decode_summary
-from sopbus.bus.store._fork import plan_replay
+from sopbus.bus import (
+    EVENTS,
+    MESSAGE_KINDS,
+    SUMMARY,
+    RunSummary,
+    SopbusError,
+    decode_summary,
+    logical_view,
+    read_events,
+    read_summary,
+)
+from sopbus.bus.store import plan_replay
 
 
 @dataclass

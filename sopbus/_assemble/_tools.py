@@ -16,12 +16,10 @@ from typing import Any
 
 import msgspec
 
-from sopbus.bus import ConfigError
-from sopbus.bus._protocol import ToolSpec
-from sopbus.bus.llm._toolbox import resolve
-from sopbus.bus.llm._tools import SOURCE_PYTHON, ToolSource
-from sopbus.bus.scenario._types import Scenario
-from sopbus.roles._tools import PythonTools
+from sopbus.bus import ConfigError, ToolSpec
+from sopbus.bus.llm import SOURCE_PYTHON, ToolSource, resolve
+from sopbus.bus.scenario import Scenario
+from sopbus.roles import PythonTools
 
 
 def named_tools(team: Any) -> list[tuple[str, tuple[str, ...]]]:
@@ -103,7 +101,7 @@ async def opened_tools(
     if not live or not scenario.mcp or not needs_servers(scenario, team):
         yield [py]
         return
-    from sopbus.bus.llm._mcp import open_mcp_servers
+    from sopbus.bus.llm import open_mcp_servers
 
     async with open_mcp_servers(scenario.mcp, cwd=scenario.base_dir) as servers:
         sources: list[ToolSource] = [py, *servers]
@@ -116,8 +114,8 @@ def check_launch(scenario: Scenario, team: Any, environ: Mapping[str, str]) -> N
     can be had (:func:`~sopbus.bus.llm._mcp_launch.launch`), else a
     :class:`~sopbus.bus.ToolServerSetupError` naming the file and the server. Called before
     the run directory is made; a replay starts no server, and checks none."""
-    from sopbus.bus._errors import ToolServerSetupError
-    from sopbus.bus.llm._mcp_launch import launch
+    from sopbus.bus import ToolServerSetupError
+    from sopbus.bus.llm import launch
 
     if not scenario.mcp or not needs_servers(scenario, team):
         return

@@ -2,3 +2,7 @@
 them as the scenario file with the same content (``Team.to_toml()`` writes that file)."""
 
 from ._team import Team as Team
+
+__all__ = [
+    "Team",
+]

@@ -16,7 +16,7 @@ import sys
 from collections.abc import Sequence
 from types import ModuleType
 
-from sopbus.bus._errors import ConfigError
+from sopbus.bus import ConfigError
 
 from ._exit import ExitCode
 from ._flags import Flag, add
@@ -91,7 +91,7 @@ class _Parser(argparse.ArgumentParser):
         if choices is None or value in choices or not isinstance(value, str):
             super()._check_value(action, value)
             return
-        from sopbus.bus._suggest import did_you_mean
+        from sopbus.bus import did_you_mean
 
         listed = ", ".join(map(repr, choices))
         raise argparse.ArgumentError(
@@ -113,7 +113,7 @@ class _Command(_Parser):
     ) -> tuple[argparse.Namespace, list[str]]:
         parsed, extras = super().parse_known_args(args, namespace)
         if extras:
-            from sopbus.bus._suggest import closest
+            from sopbus.bus import closest
 
             options = [o for a in self._actions for o in a.option_strings]
             near = {
@@ -155,7 +155,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``sopbus`` with ``argv`` (default: the process's arguments) and return the exit
     code (see :class:`~sopbus.cli.ExitCode`)."""
-    from sopbus.bus._faults import arm
+    from sopbus.bus import arm
 
     arm(os.environ)  # crash tests' kill points; a no-op without SOPBUS_KILL_AT
     parser = build_parser()

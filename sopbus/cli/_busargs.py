@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import argparse
 
-from sopbus._assemble._bus import WAIT_S, BusOptions
-from sopbus.bus._errors import ConfigError
+from sopbus._assemble import WAIT_S, BusOptions
+from sopbus.bus import ConfigError
 
 
 def bus_options(args: argparse.Namespace) -> BusOptions | None:
@@ -21,7 +21,7 @@ def bus_options(args: argparse.Namespace) -> BusOptions | None:
     )
     import trio
 
-    from sopbus._assemble._bus import probe
+    from sopbus._assemble import probe
 
     trio.run(probe, url)
     return BusOptions(url=url, wait_s=float(getattr(args, "wait_workers", WAIT_S)), remote=remote)

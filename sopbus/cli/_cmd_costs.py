@@ -88,8 +88,7 @@ def report_for(run_dir: Path, lines: list[LedgerLine]) -> dict[str, Any]:
     ledger's, else the one the run started with), with what the summary says of the run:
     ``simulated``, ``status`` and ``end_reason`` (``None`` while it has no summary) and the
     ``stopped`` sentence."""
-    from sopbus.bus import cost_report
-    from sopbus.bus._summary import read_summary
+    from sopbus.bus import cost_report, read_summary
 
     summary = read_summary(run_dir)
     report = cost_report(

@@ -40,7 +40,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from sopbus.bus.store._fork import plan_fork
+    from sopbus.bus.store import plan_fork
 
     scenario, continuation = plan_fork(
         resolve_run(args.run, args.runs_dir),

@@ -47,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from sopbus.bus import ConfigError
-    from sopbus.bus.scenario._price import price_spec
+    from sopbus.bus.scenario import price_spec
 
     from ._runref import check_runs_dir
 

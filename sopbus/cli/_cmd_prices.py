@@ -73,8 +73,8 @@ def _book(args: argparse.Namespace) -> PriceBook:
     overrides: dict[str, Any] = {}
     endpoint = args.base_url
     if args.scenario is not None:
-        from sopbus._assemble._environ import run_environ
-        from sopbus._assemble._provider import endpoint as run_endpoint
+        from sopbus._assemble import endpoint as run_endpoint
+        from sopbus._assemble import run_environ
         from sopbus._examples import scenario_path
         from sopbus.bus import load_scenario
 
@@ -130,8 +130,7 @@ def describe(quote: Quote, columns: int) -> list[str]:
 
 
 def _source(quote: Quote) -> str:
-    from sopbus.bus.money._library import version
-    from sopbus.bus.money._prices import PACKAGED
+    from sopbus.bus.money import PACKAGED, version
 
     if quote.source == "command-line":
         return "the command line: --price (it comes first, over the scenario's [prices])"
@@ -147,7 +146,7 @@ def _source(quote: Quote) -> str:
 def _with_version(quote: Quote) -> dict[str, Any]:
     import msgspec
 
-    from sopbus.bus.money._library import version
+    from sopbus.bus.money import version
 
     record: dict[str, Any] = msgspec.to_builtins(quote)
     if quote.source == "genai-prices":
@@ -156,8 +155,7 @@ def _with_version(quote: Quote) -> dict[str, Any]:
 
 
 def _print_list(quotes: list[Quote]) -> None:
-    from sopbus.bus.money import usd
-    from sopbus.bus.money._library import known_names, version
+    from sopbus.bus.money import known_names, usd, version
 
     width = max([len("model"), *(len(q.model) for q in quotes)])
     print(f"{'model'.ljust(width)}  {'input':>10}{'output':>10}{'cached':>10}  source")

@@ -25,7 +25,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from sopbus.bus.store._fork import plan_replay
+    from sopbus.bus.store import plan_replay
 
     scenario, continuation = plan_replay(resolve_run(args.run, args.runs_dir), into=args.into)
     from ._running import run_command

@@ -41,7 +41,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     import sys
 
-    from sopbus.bus.store._resume import finished, plan_resume
+    from sopbus.bus.store import finished, plan_resume
 
     run_dir = resolve_run(args.run, args.runs_dir)
     done = None if args.force else finished(run_dir, max_rounds=args.max_rounds)

@@ -212,7 +212,7 @@ def _span(rounds: list[int]) -> str:
 
 
 def _rounds_run(run_dir: Path) -> int | None:
-    from sopbus.bus._summary import read_summary
+    from sopbus.bus import read_summary
 
     summary = read_summary(run_dir)
     return summary.rounds if summary is not None else None
@@ -317,7 +317,7 @@ def _print_full(entries: list[dict[str, Any]], run_dir: Path, total: int) -> Non
 
 
 def _ending(run_dir: Path) -> str:
-    from sopbus.bus._summary import read_summary
+    from sopbus.bus import read_summary
 
     summary = read_summary(run_dir)
     if summary is None:

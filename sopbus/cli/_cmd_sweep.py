@@ -38,7 +38,7 @@ from ._flags import (
 )
 
 if TYPE_CHECKING:
-    from sopbus.sweep._record import SweepDir, SweepRecord
+    from sopbus.sweep import SweepDir, SweepRecord
 
 NAME = "sweep"
 HELP = "run a scenario's variants x seeds, --jobs at a time, under one budget"
@@ -99,8 +99,7 @@ def run(args: argparse.Namespace) -> int:
 def _resumed(args: argparse.Namespace) -> tuple[SweepDir, SweepRecord]:
     """``--resume ID``: the sweep as it was planned; only --jobs and --budget may change."""
     from sopbus.bus import ConfigError
-    from sopbus.sweep._record import resolve_sweep
-    from sopbus.sweep._start import resumed_sweep
+    from sopbus.sweep import resolve_sweep, resumed_sweep
 
     planned = (
         ("SCENARIO", args.scenario),
@@ -122,7 +121,7 @@ def _resumed(args: argparse.Namespace) -> tuple[SweepDir, SweepRecord]:
 
 def _planned(args: argparse.Namespace) -> tuple[SweepDir, SweepRecord]:
     from sopbus._examples import scenario_path
-    from sopbus.sweep._start import SweepArgs, new_sweep
+    from sopbus.sweep import SweepArgs, new_sweep
 
     return new_sweep(
         SweepArgs(
@@ -147,10 +146,10 @@ def _say(line: str) -> None:
 def _execute(sdir: SweepDir, record: SweepRecord, lease_s: float) -> int:
     import trio
 
-    from sopbus._assemble._logs import configure_logging
+    from sopbus._assemble import configure_logging
     from sopbus.bus import ConfigError
     from sopbus.bus.money import money
-    from sopbus.sweep._exec import drive
+    from sopbus.sweep import drive
 
     configure_logging(quiet=True)
     todo = sum(e.state in ("pending", "interrupted") for e in record.runs)
@@ -163,7 +162,7 @@ def _execute(sdir: SweepDir, record: SweepRecord, lease_s: float) -> int:
     try:
         if record.bus is not None:
             from sopbus.bus.nats import NatsUnavailable
-            from sopbus.sweep._dispatch import drive_on_bus
+            from sopbus.sweep import drive_on_bus
 
             try:
                 trio.run(drive_on_bus, sdir, record, _say, record.bus, lease_s)
@@ -187,7 +186,7 @@ def _interrupted(exc: BaseException) -> bool:
 def _stopped(sdir: SweepDir, record: SweepRecord) -> int:
     from pathlib import Path
 
-    from sopbus.sweep._record import ended_as
+    from sopbus.sweep import ended_as
 
     for entry in record.runs:
         if entry.state == "running" and not ended_as(entry, Path(record.runs_dir) / entry.run_id):
@@ -209,11 +208,9 @@ def _stopped(sdir: SweepDir, record: SweepRecord) -> int:
 
 
 def _finished(sdir: SweepDir, record: SweepRecord) -> int:
-    from sopbus.bus.money import money
-    from sopbus.bus.money._file_account import FileAccount
+    from sopbus.bus.money import FileAccount, money
     from sopbus.cli._runref import console
-    from sopbus.sweep._seeds import seeds_note
-    from sopbus.sweep._stats import variant_rows
+    from sopbus.sweep import seeds_note, variant_rows
 
     from ._cmd_sweep_show import print_variants
     from ._fit import hanging

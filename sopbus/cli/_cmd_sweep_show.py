@@ -16,7 +16,7 @@ from ._flags import CSV, JSON, REPORT, SWEEPS_DIR, Flag, add
 if TYPE_CHECKING:
     from decimal import Decimal
 
-    from sopbus.sweep._record import SweepRecord
+    from sopbus.sweep import SweepRecord
 
 NAME = "sweep-show"
 HELP = "compare a sweep's variants: pass rate, spend, tokens, time, rounds, end reasons"
@@ -38,9 +38,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     import sys
 
-    from sopbus.bus._jsonl import encode_json
-    from sopbus.sweep._record import resolve_sweep
-    from sopbus.sweep._stats import rows_csv, variant_rows
+    from sopbus.bus import encode_json
+    from sopbus.sweep import resolve_sweep, rows_csv, variant_rows
 
     from ._runref import console
 
@@ -62,11 +61,11 @@ def run(args: argparse.Namespace) -> int:
     elif args.csv:
         sys.stdout.write(rows_csv(rows))
     elif args.report:
-        from sopbus.sweep._page import write_sweep_page
+        from sopbus.sweep import write_sweep_page
 
         print(write_sweep_page(sdir, record, rows))
     else:
-        from sopbus.bus.money._file_account import FileAccount
+        from sopbus.bus.money import FileAccount
 
         spent = FileAccount(sdir.account_path).read().spent if sdir.account_path.is_file() else None
         print_variants(console(), record, rows, spent)

@@ -21,7 +21,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from sopbus.sweep._record import sweep_dirs
+    from sopbus.sweep import sweep_dirs
 
     from ._fit import print_listing
 
@@ -35,7 +35,7 @@ def run(args: argparse.Namespace) -> int:
 
 def sweep_row(sdir: Any) -> dict[str, Any]:
     """One sweep as ``sweeps`` lists it; money as decimal strings."""
-    from sopbus.bus.money._file_account import FileAccount
+    from sopbus.bus.money import FileAccount
 
     record = sdir.read()
     spent = FileAccount(sdir.account_path).read().spent if sdir.account_path.is_file() else 0

@@ -109,8 +109,7 @@ def check_team(scenario: Scenario, report: Report) -> Team:
     provider's settings: :func:`sopbus._assemble._execute.preflight`; the tools the actions
     name, starting the MCP servers they need; a mistake raises ConfigError),
     adds the watch graph to ``report`` and its warnings before the file's own."""
-    from sopbus._assemble._environ import run_environ
-    from sopbus._assemble._execute import preflight
+    from sopbus._assemble import preflight, run_environ
     from sopbus.sops import team_warnings
 
     from ._graph import graph_text
@@ -120,7 +119,7 @@ def check_team(scenario: Scenario, report: Report) -> Team:
     if scenario.mcp:
         import trio
 
-        from sopbus._assemble._tools import check_servers
+        from sopbus._assemble import check_servers
 
         # The tools of an MCP server are known only once it runs: started, checked, stopped.
         trio.run(check_servers, scenario, team)
@@ -132,7 +131,7 @@ def check_team(scenario: Scenario, report: Report) -> Team:
 def answer_bounds(team: Team) -> list[tuple[str, str]]:
     """Each role's actions with the ``max_tokens`` their calls ask for, as the layers resolve
     it (the action's default, ``[llm].max_tokens``, the action's and the role's ``llm``)."""
-    from sopbus.bus._protocol import DEFAULT_MAX_TOKENS
+    from sopbus.bus import DEFAULT_MAX_TOKENS
     from sopbus.roles import Role
 
     roles = [r for r in team.roles if isinstance(r, Role) and r.actions]

@@ -23,8 +23,8 @@ from ._flags import RUN_FLAGS, Flag, add
 from ._runref import resolve_run
 
 if TYPE_CHECKING:
-    from sopbus._assemble._recheck import Recheck
-    from sopbus.bus.store._verify import RunVerdict
+    from sopbus._assemble import Recheck
+    from sopbus.bus.store import RunVerdict
 
 NAME = "verify"
 HELP = "check that a run's event logs, cost ledger, answers, summary, artifacts and receipts are intact"
@@ -50,8 +50,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from sopbus._assemble import run_environ
-    from sopbus.bus.store._keyed import check_keyed_seal, read_key_file, seal_key
-    from sopbus.bus.store._verify import verify_run
+    from sopbus.bus.store import check_keyed_seal, read_key_file, seal_key, verify_run
 
     run_dir = resolve_run(args.run, args.runs_dir)
     key = (
@@ -67,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
             f"{run_dir}: --no-replay: the messages are not checked against the answers"
         )
     elif verdict.intact:  # a broken record needs no replay to say so
-        from sopbus._assemble._recheck import recheck_messages
+        from sopbus._assemble import recheck_messages
 
         replayed = recheck_messages(run_dir)
         verdict.problems += replayed.problems

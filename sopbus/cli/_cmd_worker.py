@@ -28,8 +28,7 @@ from ._args import path_arg
 from ._flags import BUS, JOBS, LEASE, RUNS_DIR, Flag, add
 
 if TYPE_CHECKING:
-    from sopbus.bus.nats._claims import ScenarioPlan
-    from sopbus.bus.nats._worker import WorkerTeam
+    from sopbus.bus.nats import ScenarioPlan, WorkerTeam
 
 NAME = "worker"
 HELP = "host roles of runs (sopbus run --bus URL) and take sweep runs (sopbus sweep --bus URL) over NATS"
@@ -68,10 +67,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     import trio
 
-    from sopbus._assemble._bus import probe
-    from sopbus._assemble._logs import configure_logging
+    from sopbus._assemble import configure_logging, probe
     from sopbus.bus import ConfigError
-    from sopbus.bus.nats._worker import WorkerOptions
+    from sopbus.bus.nats import WorkerOptions
 
     configure_logging(quiet=False)
     trio.run(probe, args.bus)  # an unreachable server: exit 2 with what to do
@@ -96,9 +94,8 @@ async def _serve(url: str, run_id: str | None, options: object, jobs: int, runs_
 
     import trio
 
-    from sopbus.bus.nats import open_link
-    from sopbus.bus.nats._worker import WorkerOptions, serve
-    from sopbus.sweep._queue import serve_queue
+    from sopbus.bus.nats import WorkerOptions, open_link, serve
+    from sopbus.sweep import serve_queue
 
     assert isinstance(options, WorkerOptions)
     # SIGTERM ends the worker as Ctrl-C does: its claims are released on the way out.
@@ -125,17 +122,19 @@ async def _serve(url: str, run_id: str | None, options: object, jobs: int, runs_
 def build_team(plan: ScenarioPlan, workdir: Path) -> WorkerTeam:
     """The run's team, provider and prices, built from its plan as the coordinator built
     them: the files the scenario names are written under ``workdir`` and named there."""
-    from sopbus._assemble._environ import run_environ
-    from sopbus._assemble._provider import (
+    from sopbus._assemble import (
+        check_named,
         checked_prices,
+        in_workspace,
         make_provider,
+        opened_tools,
+        run_environ,
         run_secrets,
         with_people,
         with_whole_url,
     )
-    from sopbus._assemble._tools import check_named, in_workspace, opened_tools
     from sopbus.bus import load_scenario
-    from sopbus.bus.nats._worker import WorkerTeam
+    from sopbus.bus.nats import WorkerTeam
 
     text = plan.text
     files = workdir / "files"

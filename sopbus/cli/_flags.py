@@ -17,7 +17,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from sopbus._assemble._bus import WAIT_S
+from sopbus._assemble import WAIT_S
 
 from ._args import path_arg, positive_int, provider_arg, seconds, usd
 from ._runref import DEFAULT_RUNS_DIR, LAST

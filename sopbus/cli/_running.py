@@ -13,8 +13,8 @@ from ._exit import ExitCode
 
 if TYPE_CHECKING:
     from sopbus.bus import RunSummary
-    from sopbus.bus.scenario._types import Scenario
-    from sopbus.bus.store._resume import Continuation
+    from sopbus.bus.scenario import Scenario
+    from sopbus.bus.store import Continuation
 
 
 EXIT = {
@@ -41,7 +41,7 @@ def run_command(
     environ = run_environ()  # keys and endpoints: the environment over ./.env
     key_file = getattr(args, "seal_key_file", None)
     if key_file is not None:
-        from sopbus.bus.store._keyed import SEAL_KEY_ENV, read_key_file
+        from sopbus.bus.store import SEAL_KEY_ENV, read_key_file
 
         environ[SEAL_KEY_ENV] = read_key_file(key_file, "--seal-key-file").decode()
     configure_logging(quiet, verbose=bool(getattr(args, "verbose", False)))

@@ -15,8 +15,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from sopbus.bus._errors import ConfigError
-from sopbus.bus._layout import EVENTS
+from sopbus.bus import EVENTS, ConfigError
 
 DEFAULT_RUNS_DIR = "runs"
 
@@ -109,7 +108,7 @@ def first_event(run_dir: Path) -> dict[str, Any] | None:
 def started_at(run_dir: Path) -> float:
     """When the run started (Unix time): from its summary, else its first event, else the
     directory's modification time."""
-    from sopbus.bus._summary import read_summary
+    from sopbus.bus import read_summary
 
     summary = read_summary(run_dir)
     if summary is not None and summary.started_at:

@@ -8,8 +8,7 @@ from pathlib import Path
 
 import msgspec
 
-from sopbus.bus import RunSummary, Verdict, read_summary
-from sopbus.bus._layout import EVENTS
+from sopbus.bus import EVENTS, RunSummary, Verdict, read_summary
 
 from ._runref import first_event, started_at
 
@@ -67,7 +66,7 @@ def _from_summary(summary: RunSummary) -> RunRow:
 def _from_logs(run_dir: Path) -> RunRow:
     """What a killed run's logs say: its scenario and budget from the first event, its
     spend and calls from the ledger, its last round from the event log."""
-    from sopbus.bus.money._costs import load_ledger
+    from sopbus.bus.money import load_ledger
 
     first = first_event(run_dir) or {}
     ledger = load_ledger(run_dir)

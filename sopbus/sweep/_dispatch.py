@@ -32,20 +32,21 @@ from pathlib import Path
 import msgspec
 import trio
 
-from sopbus.bus._summary import encode_summary
-from sopbus.bus.money._account import AccountState
-from sopbus.bus.nats import open_link
-from sopbus.bus.nats._account import NatsAccount
-from sopbus.bus.nats._link import Link, Received
-from sopbus.bus.nats._sweep import (
+from sopbus.bus import encode_summary
+from sopbus.bus.money import AccountState
+from sopbus.bus.nats import (
     MAX_DELIVER,
     SWEEP,
+    Link,
+    NatsAccount,
     Puller,
+    Received,
     SweepNotice,
     delete_bucket,
     delete_queue,
     exhausted_job,
     exhausted_subject,
+    open_link,
     open_sweep,
     submit,
     withdraw_notice,
@@ -236,7 +237,7 @@ async def _release_lapsed(account: NatsAccount, lease_s: float) -> None:
 def _copy_account(sdir: SweepDir, state: AccountState) -> None:
     """The NatsAccount's final state into ``budget.json`` (created with the cap by
     :func:`~sopbus.sweep._start.new_sweep`), per run."""
-    from sopbus.bus.money._file_account import FileAccount
+    from sopbus.bus.money import FileAccount
 
     book = FileAccount(sdir.account_path)
     for holder, spent in state.by_holder.items():

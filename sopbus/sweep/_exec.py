@@ -29,8 +29,7 @@ import msgspec
 import trio
 
 from sopbus.bus import SopbusError
-from sopbus.bus.money import money
-from sopbus.bus.money._file_account import FileAccount
+from sopbus.bus.money import FileAccount, money
 
 from ._job import Job, JobResult, run_job_guarded
 from ._record import RunEntry, SweepDir, SweepRecord

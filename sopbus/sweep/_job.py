@@ -25,12 +25,9 @@ from pathlib import Path
 
 import msgspec
 
-from sopbus.bus._errors import ConfigError
-from sopbus.bus._layout import SCENARIO
-from sopbus.bus.money._account import AccountShare, SharedAccount
-from sopbus.bus.money._file_account import FileAccount
-from sopbus.bus.scenario._load import load_scenario, scenario_with_overrides
-from sopbus.bus.scenario._types import Scenario
+from sopbus.bus import SCENARIO, ConfigError
+from sopbus.bus.money import AccountShare, FileAccount, SharedAccount
+from sopbus.bus.scenario import Scenario, load_scenario, scenario_with_overrides
 
 from ._record import RunState
 
@@ -77,9 +74,7 @@ async def run_job(job: Job, account: SharedAccount | None = None) -> JobResult:
 
 
 async def _run_job(job: Job, account: SharedAccount) -> JobResult:
-    from sopbus._assemble._environ import run_environ
-    from sopbus._assemble._execute import execute
-    from sopbus._assemble._provider import with_whole_url
+    from sopbus._assemble import execute, run_environ, with_whole_url
 
     pool = AccountShare(account, job.run_id)
     run_dir = Path(job.runs_dir) / job.run_id
@@ -88,7 +83,7 @@ async def _run_job(job: Job, account: SharedAccount) -> JobResult:
             run_environ()
         )  # the sweep's working directory (a worker's too): its .env
         if job.resume and (run_dir / SCENARIO).is_file():
-            from sopbus.bus.store._resume import plan_resume
+            from sopbus.bus.store import plan_resume
 
             scenario, continuation = plan_resume(run_dir)
             carried = sum((line.cost_usd for line in continuation.carried), Decimal(0))
@@ -123,8 +118,7 @@ async def job_account(job: Job) -> AsyncIterator[SharedAccount]:
     if job.bus is None:
         yield FileAccount(Path(job.account), fix=job.fix)
         return
-    from sopbus.bus.nats import open_link
-    from sopbus.bus.nats._account import NatsAccount
+    from sopbus.bus.nats import NatsAccount, open_link
 
     async with open_link(job.bus, name=f"sopbus run {job.run_id}") as link:
         account = NatsAccount(link, job.account, fix=job.fix)

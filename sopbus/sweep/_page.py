@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from sopbus.bus._summary import read_summary
+from sopbus.bus import read_summary
 from sopbus.bus.report import REPORT_FILE, build_sweep_report, write_report
 
 from ._record import SweepDir, SweepRecord

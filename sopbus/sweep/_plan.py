@@ -20,9 +20,9 @@ from typing import Any
 
 import msgspec
 
-from sopbus.bus._errors import ConfigError
-from sopbus.bus.scenario._types import Scenario
-from sopbus.bus.store._fork import with_settings
+from sopbus.bus import ConfigError
+from sopbus.bus.scenario import Scenario
+from sopbus.bus.store import with_settings
 
 _RANGE = re.compile(r"\s*(-?\d+)\s*(?:\.\.\s*(-?\d+)\s*)?")
 

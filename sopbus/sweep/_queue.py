@@ -45,10 +45,8 @@ import msgspec
 import trio
 from loguru import logger
 
-from sopbus.bus._summary import read_summary
-from sopbus.bus.nats._account import NatsAccount
-from sopbus.bus.nats._link import Link
-from sopbus.bus.nats._sweep import WORKERS, Puller, SweepNotice, Taken, notices, report
+from sopbus.bus import read_summary
+from sopbus.bus.nats import WORKERS, Link, NatsAccount, Puller, SweepNotice, Taken, notices, report
 
 from ._exec import WorkerDied, WorkerPool
 from ._job import Job, JobResult, run_job_guarded
@@ -269,8 +267,8 @@ class _Server:
         return path
 
     def _ended(self, run_dir: Path, result: JobResult) -> RunEvent:
-        from sopbus.bus._jsonl import read_jsonl
-        from sopbus.bus.money._ledger import LedgerLine
+        from sopbus.bus import read_jsonl
+        from sopbus.bus.money import LedgerLine
 
         costs = run_dir / "costs.jsonl"
         ledger = (

@@ -24,10 +24,7 @@ from typing import Literal
 
 import msgspec
 
-from sopbus.bus._dirlock import try_lock
-from sopbus.bus._errors import ConfigError
-from sopbus.bus._jsonl import encode_json
-from sopbus.bus._summary import RunSummary, read_summary
+from sopbus.bus import ConfigError, RunSummary, encode_json, read_summary, try_lock
 
 from ._plan import Variant
 

@@ -19,16 +19,11 @@ from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
 
-from sopbus._assemble._environ import run_environ
-from sopbus._assemble._execute import scenario_as_run
-from sopbus._assemble._provider import checked_prices, endpoint, provider_spec
-from sopbus.bus._errors import ConfigError
-from sopbus.bus.money import money
-from sopbus.bus.money._file_account import FileAccount
-from sopbus.bus.scenario._load import load_scenario, scenario_with_overrides
-from sopbus.bus.scenario._types import Scenario, SweepSpec
-from sopbus.bus.store._resume import ledger_of
-from sopbus.bus.store._store import is_locked, new_run_id
+from sopbus._assemble import checked_prices, endpoint, provider_spec, run_environ, scenario_as_run
+from sopbus.bus import ConfigError
+from sopbus.bus.money import FileAccount, money
+from sopbus.bus.scenario import Scenario, SweepSpec, load_scenario, scenario_with_overrides
+from sopbus.bus.store import is_locked, ledger_of, new_run_id
 
 from ._plan import Variant, seeds_from, sweep_budget, variant_scenario, variants_from
 from ._record import RunEntry, SweepDir, SweepRecord, ended_as

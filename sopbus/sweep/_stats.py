@@ -17,7 +17,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from sopbus.bus._summary import RunSummary, read_summary
+from sopbus.bus import RunSummary, read_summary
 
 from ._record import SweepRecord
 

@@ -15,7 +15,7 @@ from typing import Literal
 
 import msgspec
 
-from sopbus.bus._summary import RunSummary
+from sopbus.bus import RunSummary
 
 from ._job import JobResult
 

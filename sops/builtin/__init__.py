@@ -9,3 +9,5 @@ checked by tests) reads those two. The modules import the SOP framework, never e
 """
 
 __all__: list[str] = []
+
+__all__ = []

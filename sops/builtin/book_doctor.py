@@ -25,14 +25,15 @@ from typing import Annotated, Any, NamedTuple
 import msgspec
 
 from sopbus.bus import ConfigError, RunRecord, Verdict
-from sopbus.roles.book._data import BookData, load_book
-from sopbus.roles.book._doctor import (
+from sopbus.roles.book import (
     CHAR_RANGE,
     STEP_RANGE,
     TOOL_RANGE,
+    BookData,
     BookDoctor,
     DoctorBounds,
     ProposePlan,
+    load_book,
 )
 
 from .. import _sop

@@ -45,10 +45,17 @@ from typing import Annotated
 import msgspec
 
 from sopbus.bus import ConfigError, Message, RunRecord, Verdict, read_user_toml
-from sopbus.roles.book._board import Board, BoardView, write_message
-from sopbus.roles.book._notes import load_notes, load_policies
-from sopbus.roles.book._render import BoardKeeper
-from sopbus.roles.book._workers import WORKERS, WriterSettings, word_count
+from sopbus.roles.book import (
+    WORKERS,
+    Board,
+    BoardKeeper,
+    BoardView,
+    WriterSettings,
+    load_notes,
+    load_policies,
+    word_count,
+    write_message,
+)
 
 from .. import _sop
 from .._sop import SopContext, Team

@@ -31,7 +31,7 @@ from collections.abc import Sequence
 import msgspec
 
 from sopbus.bus import ConfigError, Message
-from sopbus.roles.chat._camel import (
+from sopbus.roles.chat import (
     INSTRUCT,
     SOLVE,
     TASK_DONE,

@@ -25,7 +25,7 @@ from pathlib import Path, PurePosixPath
 import msgspec
 
 from sopbus.bus import ConfigError, Message, RunRecord, SandboxLimits, Verdict
-from sopbus.roles.chat._code_run import RUN, Coder, Executor, RunScript, WriteScript
+from sopbus.roles.chat import RUN, Coder, Executor, RunScript, WriteScript
 
 from .. import _sop
 from .._sop import SopContext, Team

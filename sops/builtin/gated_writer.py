@@ -26,9 +26,7 @@ from collections.abc import Callable, Sequence
 import msgspec
 
 from sopbus.bus import ConfigError, Message, RunRecord, StopCondition, Verdict
-from sopbus.roles.gated._detect import GateOptions
-from sopbus.roles.gated._store import load_outline, load_store
-from sopbus.roles.gated._writer import (
+from sopbus.roles.gated import (
     CHECK,
     DELIVER,
     OUTLINE,
@@ -38,8 +36,11 @@ from sopbus.roles.gated._writer import (
     EvidencePlanner,
     GateChapter,
     GatedSettings,
+    GateOptions,
     PlanEvidence,
     WriteChapter,
+    load_outline,
+    load_store,
 )
 
 from .. import _sop

@@ -41,7 +41,7 @@ import msgspec
 
 from sopbus.bus import ConfigError, RunRecord, Verdict
 from sopbus.bus.scenario import ROLE_NAME_FIX, role_name_problem
-from sopbus.roles.chat._group_chat import (
+from sopbus.roles.chat import (
     ROUND_ROBIN,
     SPEAK,
     ChatManager,

@@ -25,9 +25,14 @@ from typing import Annotated
 import msgspec
 
 from sopbus.bus import RunRecord, Verdict
-from sopbus.roles.company._code import Engineer
-from sopbus.roles.company._docs import Architect, ProductManager, ProjectManager
-from sopbus.roles.company._qa import TEST_REPORT, QaEngineer
+from sopbus.roles.company import (
+    TEST_REPORT,
+    Architect,
+    Engineer,
+    ProductManager,
+    ProjectManager,
+    QaEngineer,
+)
 
 from .. import _sop
 from .._sop import SopContext, Team

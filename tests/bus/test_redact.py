@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from sopbus.bus._redact import redact_text, redact_url, url_secrets
+from sopbus.bus._util._redact import redact_text, redact_url, url_secrets
 from support.cli import sopbus as cli
 from support.openai_server import Answer, Fail, OpenAIServer
 
@@ -123,7 +123,7 @@ def test_the_redactor_blanks_every_form_of_a_secret_and_keeps_json_valid() -> No
     import base64
     import json
 
-    from sopbus.bus._redact import Redactor
+    from sopbus.bus._util._redact import Redactor
 
     pair = 'bob:p"w?>~'  # a quote: escaped inside a JSON string
     redactor = Redactor((*url_secrets("http://bob:p%22w%3F%3E~@h/v1"), API_KEY))

@@ -262,7 +262,7 @@ def test_answers_on_the_stream_when_the_coordinator_died_are_taken_in_and_replay
     reads the engineer's first WriteCode answer from the stream: reserved in its log, not yet
     in its ledger or calls.jsonl. The resume takes that answer in from the stream instead of
     counting the call lost, so the run's recording is whole and `sopbus replay` runs it."""
-    from sopbus.bus._faults import VARIABLE
+    from sopbus.bus._util._faults import VARIABLE
     from support.cli import start
     from support.nats_server import server_env
 

@@ -9,7 +9,7 @@ import json
 import signal
 from pathlib import Path
 
-from sopbus.bus._faults import VARIABLE
+from sopbus.bus._util._faults import VARIABLE
 from support.cli import sopbus
 from support.teams import pipeline
 

@@ -19,7 +19,7 @@ import trio
 
 from sopbus._assemble import execute
 from sopbus.bus import LedgerLine, load_scenario, read_jsonl
-from sopbus.bus._faults import VARIABLE
+from sopbus.bus._util._faults import VARIABLE
 from sopbus.cli._cmd_diff import messages
 from support.cli import sopbus
 from support.openai_server import Answer, OpenAIServer

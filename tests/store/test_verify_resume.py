@@ -25,7 +25,7 @@ import trio
 
 from sopbus._assemble import execute
 from sopbus.bus import load_scenario, read_jsonl
-from sopbus.bus._jsonl import JsonlWriter
+from sopbus.bus._util._jsonl import JsonlWriter
 from sopbus.bus.store._fork import plan_replay
 from sopbus.bus.store._resume import plan_resume
 from sopbus.bus.store._verify import verify_run

@@ -11,7 +11,7 @@ from typing import Any
 
 from sopbus.bus import read_jsonl
 from sopbus.bus._chain import parse_seal
-from sopbus.bus._jsonl import JsonlWriter
+from sopbus.bus._util._jsonl import JsonlWriter
 
 Records = list[dict[str, Any]]
 

@@ -12,7 +12,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from ._errors import ConfigError
+from .._errors import ConfigError
 
 
 def read_user_bytes(path: Path, what: str) -> bytes:

@@ -19,7 +19,7 @@ from typing import Any, TypeVar, overload
 
 import msgspec
 
-from ._chain import GENESIS, line_hash, open_tail, records_of, seal_batch
+from .._chain import GENESIS, line_hash, open_tail, records_of, seal_batch
 
 T = TypeVar("T")
 
