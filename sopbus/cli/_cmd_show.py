@@ -32,7 +32,9 @@ NAME = "show"
 HELP = "the message timeline of a run: round, from, to, cause_by, first line of content"
 
 UNDELIVERED = "undelivered"
-_COLUMNS = ("round", "id", "from", "to", "cause_by")  # then "content"
+# How much of a message's first line and of a tool call's arguments the tables show.
+_CONTENT = 90
+_ARGUMENTS = 40
 
 
 FULL = Flag("--full", action="store_true", help="print every message whole")
@@ -118,40 +120,36 @@ def tool_calls(
 def _print_tools(calls: list[dict[str, Any]]) -> None:
     if not calls:
         return
-    from rich.table import Table
     from rich.text import Text
 
-    table = Table()
-    for column in ("round", "role", "action", "tool", "arguments", "result", "cost"):
-        table.add_column(column, overflow="ellipsis", no_wrap=column == "arguments", max_width=40)
-    for c in calls:
-        result = (
-            f"error: {first_line(c['error'])}" if c.get("error") else f"{c['result_chars']} chars"
-        )
-        if c.get("cut"):
-            result += " (cut)"
-        cost = (
-            "replayed"
-            if c.get("replayed")
-            else (f"${c['cost_usd']}" if c.get("cost_usd") else "free")
-        )
-        table.add_row(
-            str(c["round"]),
-            *map(
-                Text,
-                (
-                    c["role"],
-                    c["action"],
-                    f"{c['server']}.{c['tool']}",
-                    c["arguments"],
-                    result,
-                    cost,
-                ),
-            ),
-        )
+    from ._fit import Field, print_boxed
+
+    fields = [
+        Field("round", [str(c["round"]) for c in calls]),
+        Field("role", [c["role"] for c in calls]),
+        Field("action", [c["action"] for c in calls]),
+        Field("tool", [f"{c['server']}.{c['tool']}" for c in calls]),
+        Field("arguments", [cut(c["arguments"], _ARGUMENTS) for c in calls], wraps=True),
+        Field("result", [_tool_result(c) for c in calls], wraps=True),
+        Field("cost", [_tool_cost(c) for c in calls]),
+    ]
     out = console()
     out.print(Text(f"tool calls ({len(calls)})"))
-    out.print(table)
+    print_boxed(out, fields, key=3)
+
+
+def _tool_result(call: dict[str, Any]) -> str:
+    if call.get("error"):
+        result = f"error: {cut(first_line(call['error']), _ARGUMENTS)}"
+    else:
+        result = f"{call['result_chars']} chars"
+    return result + " (cut)" if call.get("cut") else result
+
+
+def _tool_cost(call: dict[str, Any]) -> str:
+    if call.get("replayed"):
+        return "replayed"
+    return f"${call['cost_usd']}" if call.get("cost_usd") else "free"
 
 
 def selected(
@@ -250,48 +248,33 @@ def first_line(text: str) -> str:
 
 
 def _print_table(entries: list[dict[str, Any]], run_dir: Path) -> None:
-    from rich.table import Table
     from rich.text import Text
+
+    from ._fit import Field, print_boxed
 
     # The title and the ending are lines of their own: as a table's title and caption they
     # would wrap at the table's width, however narrow.
-    table = Table()
-    rows = [
-        [
-            str(e["round"]),
-            e["id"],
-            e["from"],
-            UNDELIVERED if e["undelivered"] is not None else ", ".join(e["to"]),
-            e["cause_by"],
-            first_line(e["content"]),
-        ]
-        for e in entries
-    ]
-    # One line per message: the content is cut to what the other columns leave (rich would
-    # otherwise squeeze every column alike on a narrow terminal and drop the short ones).
     out = console()
-    widths = [
-        min(max([len(c), *(len(row[i]) for row in rows)]), 24) for i, c in enumerate(_COLUMNS)
+    to = [UNDELIVERED if e["undelivered"] is not None else ", ".join(e["to"]) for e in entries]
+    # Ids and names are whole at every width: the recipients and the content wrap at their
+    # spaces, or each message is stacked under its id when even that does not fit.
+    fields = [
+        Field("round", [str(e["round"]) for e in entries], right=True),
+        Field("id", [e["id"] for e in entries]),
+        Field("from", [e["from"] for e in entries]),
+        Field("to", to, wraps=True),
+        Field("cause_by", [e["cause_by"] for e in entries]),
+        Field("content", [cut(first_line(e["content"]), _CONTENT) for e in entries], wraps=True),
     ]
-    for column, width in zip(_COLUMNS, widths, strict=True):
-        table.add_column(
-            column,
-            justify="right" if column == "round" else "left",
-            width=width,
-            overflow="ellipsis",
-        )
-    table.add_column(
-        "content",
-        no_wrap=True,
-        overflow="ellipsis",
-        max_width=max(12, min(90, out.width - sum(widths) - 3 * len(widths) - 4)),
-    )
-    for row in rows:
-        style = "yellow" if row[3] == UNDELIVERED else ""
-        table.add_row(*row[:3], Text(row[3], style=style), *map(Text, row[4:]))
     out.print(Text(f"messages of run {run_dir.name}"))
-    out.print(table)
+    print_boxed(out, fields, {UNDELIVERED: "yellow"}, key=1)
     out.print(Text(_ending(run_dir)))
+
+
+def cut(text: str, limit: int) -> str:
+    """``text``, or its first ``limit`` characters and an ellipsis: the same at any width,
+    so a narrow terminal wraps what a wide one shows rather than showing less."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _print_full(entries: list[dict[str, Any]], run_dir: Path, total: int) -> None:
@@ -305,13 +288,15 @@ def _print_full(entries: list[dict[str, Any]], run_dir: Path, total: int) -> Non
     out.print(Text(f"messages of run {run_dir.name} ({shown})", style="bold"))
     for e in entries:
         to = UNDELIVERED if e["undelivered"] is not None else ", ".join(e["to"])
-        out.print(
-            Rule(
-                Text(f"round {e['round']} | {e['id']} | {e['from']} -> {to} | {e['cause_by']}"),
-                align="left",
-            )
-        )
-        out.print(Text(e["content"].rstrip("\n") or "(no content)"), soft_wrap=True)
+        head = f"round {e['round']} | {e['id']} | {e['from']} -> {to} | {e['cause_by']}"
+        if len(head) + 6 <= out.width:  # the rule's ends and the spaces around its title
+            out.print(Rule(Text(head), align="left"))
+        else:  # a title the rule would cut: the rule, then the title wrapped under it
+            out.print(Rule())
+            out.print(Text(head))
+        # Wrapped at the terminal's width (a word wider than it is folded), not left to
+        # run past the edge: the content is shown whole either way.
+        out.print(Text(e["content"].rstrip("\n") or "(no content)"), overflow="fold")
         out.print()
     out.print(Text(_ending(run_dir)))
 

@@ -1,12 +1,12 @@
 """Tables that fit the terminal without cutting what tells their rows apart.
 
 A table is a list of :class:`Field` (a column: header, one cell per row). Cells are never
-cut. When the essential fields fit side by side, one line per row: they are shown, and the
-others join, in their order, while there is room. When they do not, each row is stacked:
-its key fields on a line of their own, then ``header value`` pairs, flowing onto as many
-lines as the essential ones need (a pair is never split; the optional ones join while they
-fit on the last line). ``sopbus runs`` showed the way; ``sweeps``, ``sweep-show`` and
-``roles`` print through here too.
+cut, and no field is left out: what a wide terminal shows, a narrow one shows too. When
+every field fits side by side, one line per row. When not, each row is stacked: its key
+fields on a line of their own, then ``header value`` pairs flowing onto as many lines as
+they need (a pair is never split), the essential ones first. ``sopbus runs`` showed the
+way; ``sweeps``, ``sweep-show`` and ``roles`` print through here too; :func:`print_boxed`
+keeps rich's bordered table (``show``) to the same promise.
 
 :func:`hanging` is the same promise for plain text: a labelled line wrapped at the
 terminal's width, its continuation lines indented under the text, names never split.
@@ -34,13 +34,14 @@ def print_listing(
 
 
 class Field(NamedTuple):
-    """A column: its header, its cells (one per row, plain text), whether it is always
-    shown, and whether it is right-aligned (numbers, money)."""
+    """A column: its header, its cells (one per row, plain text), whether it comes first
+    when a row is stacked, and whether it is right-aligned (numbers, money)."""
 
     header: str
     cells: list[str]
     essential: bool = True
     right: bool = False
+    wraps: bool = False  # a boxed table may wrap its cells at their spaces
 
 
 def print_fitted(
@@ -51,75 +52,105 @@ def print_fitted(
     from rich.cells import cell_len
 
     widths = [max(cell_len(f.header), *map(cell_len, f.cells), 0) for f in fields]
-    essential = [w for w, f in zip(widths, fields, strict=True) if f.essential]
-    # Two spaces between columns; one when that is what lets the essential ones fit.
-    gap = next((g for g in (2, 1) if sum(essential) + g * (len(essential) - 1) <= out.width), 0)
+    # Two spaces between columns; one when that is what lets them all fit.
+    gap = next((g for g in (2, 1) if sum(widths) + g * (len(widths) - 1) <= out.width), 0)
     if gap:
-        _print_columns(out, fields, widths, gap, styles or {})
+        _print_columns(out, fields, gap, styles or {})
     else:
         _print_stacked(out, fields, key, styles or {})
 
 
-def _print_columns(
-    out: Any, fields: Sequence[Field], widths: list[int], gap: int, styles: Mapping[str, str]
+def print_boxed(
+    out: Any, fields: Sequence[Field], styles: Mapping[str, str] | None = None, key: int = 0
 ) -> None:
-    """One line per row: the essential columns, then the others while they fit."""
+    """Print ``fields`` on ``out`` as a rich table with borders, every cell whole: on one
+    line each when they fit, else with the fields that wrap (``wraps``) wrapped at their
+    spaces, never inside a word. When even that does not fit, each row is stacked as
+    :func:`print_fitted` stacks it, under its field number ``key``."""
+    from rich.cells import cell_len
+
+    room = out.width - 3 * len(fields) - 1  # a border and a space each side of each cell
+    natural = [max(cell_len(f.header), *map(cell_len, f.cells), 0) for f in fields]
+    least = [_longest_word(f) if f.wraps else w for f, w in zip(fields, natural, strict=True)]
+    if sum(least) > room:
+        order = [fields[key], *(f for n, f in enumerate(fields) if n != key)]
+        _print_stacked(out, order, 1, styles or {})
+        return
+    widths = list(least)
+    for n in range(len(fields)):  # what is left goes to the wrapping ones, in order
+        widths[n] += min(natural[n] - least[n], room - sum(widths))
+    _print_box(out, fields, widths, styles or {})
+
+
+def _longest_word(field: Field) -> int:
+    from rich.cells import cell_len
+
+    return max(
+        (cell_len(w) for text in (field.header, *field.cells) for w in text.split()), default=0
+    )
+
+
+def _print_box(
+    out: Any, fields: Sequence[Field], widths: list[int], styles: Mapping[str, str]
+) -> None:
     from rich.table import Table
     from rich.text import Text
 
-    # The essential columns are counted first, wherever they stand; the others then take
-    # what is left, in their order.
-    used = sum(w + gap for w, f in zip(widths, fields, strict=True) if f.essential) - gap
-    joining: set[int] = set()
-    for n, (field, width) in enumerate(zip(fields, widths, strict=True)):
-        if not field.essential and used + gap + width <= out.width:
-            joining.add(n)
-            used += gap + width
-    chosen = [f for n, f in enumerate(fields) if f.essential or n in joining]
+    table = Table()
+    for field, width in zip(fields, widths, strict=True):
+        table.add_column(
+            field.header,
+            justify="right" if field.right else "left",
+            width=width,
+            no_wrap=not field.wraps,
+            overflow="fold",  # never reached: the widths hold every word whole
+        )
+    for i in range(len(fields[0].cells) if fields else 0):
+        table.add_row(*(Text(f.cells[i], style=styles.get(f.cells[i], "")) for f in fields))
+    out.print(table)
+
+
+def _print_columns(out: Any, fields: Sequence[Field], gap: int, styles: Mapping[str, str]) -> None:
+    """One line per row, every field a column."""
+    from rich.table import Table
+    from rich.text import Text
+
     table = Table(
         box=None, pad_edge=False, header_style="bold", padding=(0, gap // 2, 0, gap - gap // 2)
     )
-    for field in chosen:
+    for field in fields:
         table.add_column(field.header, no_wrap=True, justify="right" if field.right else "left")
     for i in range(len(fields[0].cells) if fields else 0):
-        table.add_row(*(Text(f.cells[i], style=styles.get(f.cells[i], "")) for f in chosen))
+        table.add_row(*(Text(f.cells[i], style=styles.get(f.cells[i], "")) for f in fields))
     out.print(table)
 
 
 def _print_stacked(out: Any, fields: Sequence[Field], key: int, styles: Mapping[str, str]) -> None:
     """Each row: its key fields on one line (an id longer than the terminal passes its edge
-    whole), then its other fields as ``header value`` pairs flowing under it. An optional
-    field joins only if it fits on the last line of every row, so that rows read alike."""
+    whole), then its other fields as ``header value`` pairs flowing under it, the
+    essential ones first."""
     from rich.text import Text
 
-    rows = range(len(fields[0].cells) if fields else 0)
-    shown = [f for f in fields[key:] if f.essential]
-    for field in fields[key:]:
-        if not field.essential:
-            trial = [f for f in fields[key:] if f in shown or f is field]
-            if all(_flow(trial, i, out.width, styles, field) is not None for i in rows):
-                shown.append(field)
-    shown.sort(key=list(fields).index)
-    for i in rows:
+    rest = sorted(fields[key:], key=lambda f: not f.essential)  # stable: in order otherwise
+    # The key fields' headers once, above the rows: the head lines carry no labels.
+    out.print(
+        Text(
+            _wrapped("  ".join(f.header for f in fields[:key]), out.width, "", "    "), style="bold"
+        )
+    )
+    for i in range(len(fields[0].cells) if fields else 0):
         first = fields[0].cells[i]
         keys = "  ".join(cell for f in fields[:key] if (cell := f.cells[i]))
         head = Text(_wrapped(keys, out.width, "", "    "))
         head.stylize("bold", 0, len(first))
         out.print(head, overflow="ignore", crop=False)
-        for line in _flow(shown, i, out.width, styles) or ():
+        for line in _flow(rest, i, out.width, styles):
             out.print(line, overflow="ignore", crop=False)
 
 
-def _flow(
-    fields: Sequence[Field],
-    i: int,
-    width: int,
-    styles: Mapping[str, str],
-    joining: Field | None = None,
-) -> list[Any] | None:
+def _flow(fields: Sequence[Field], i: int, width: int, styles: Mapping[str, str]) -> list[Any]:
     """Row ``i``'s ``header value`` pairs, indented two spaces, as lines of ``width``; a
-    pair too long for a line of its own wraps at its spaces, indented further. ``None``
-    if the field ``joining`` would need a line of its own."""
+    pair too long for a line of its own wraps at its spaces, indented further."""
     from rich.text import Text
 
     lines = [Text("  ")]
@@ -127,14 +158,10 @@ def _flow(
         pair = Text(f"{field.header} ")
         pair.append(field.cells[i], style=styles.get(field.cells[i], ""))
         if len(lines[-1]) > 2 and len(lines[-1]) + 2 + len(pair) > width:
-            if field is joining:
-                return None
             lines.append(Text("  "))
         if len(lines[-1]) > 2:
             lines[-1].append("  ")
         if 2 + len(pair) > width:
-            if field is joining:
-                return None
             lines[-1] = Text(_wrapped(pair.plain, width, "  ", "    "))
             lines.append(Text("  "))
             continue
@@ -145,7 +172,7 @@ def _flow(
 def _wrapped(text: str, width: int, first: str, later: str) -> str:
     import textwrap
 
-    return textwrap.fill(
+    lines = textwrap.wrap(
         text,
         width=width,
         initial_indent=first,
@@ -153,6 +180,25 @@ def _wrapped(text: str, width: int, first: str, later: str) -> str:
         break_long_words=False,
         break_on_hyphens=False,
     )
+    for n, line in enumerate(lines):
+        cut = _slash_before(line, width, later if n else first)
+        if len(line) > width and cut:
+            # A path longer than a line: broken after a slash, and the rest flows on.
+            rest = " ".join([line[cut:], *(more.strip() for more in lines[n + 1 :])])
+            return "\n".join([*lines[:n], line[:cut], _wrapped(rest, width, later, later)])
+    return "\n".join(lines)
+
+
+def _slash_before(line: str, width: int, indent: str) -> int:
+    """Where ``line`` may break after a ``/`` within ``width`` (past its indent and a
+    character of text), or 0."""
+    return line.rfind("/", len(indent) + 1, width) + 1
+
+
+def wrapped(text: str, width: int, later: str = "    ") -> str:
+    """``text`` wrapped at ``width``, its later lines indented by ``later``; names are never
+    split, and a path longer than the line breaks after one of its ``/``."""
+    return "\n".join(_wrapped(line, width, "", later) or line for line in text.split("\n"))
 
 
 def hanging(label: str, text: str, width: int) -> str:
