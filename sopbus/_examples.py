@@ -31,6 +31,7 @@ class Example:
     name: str
     path: Path
     description: str
+    needs: str = ""  # what to install beyond sopbus to run it (its tool servers' extra)
 
 
 def shipped_dir() -> Path:
@@ -43,11 +44,48 @@ def examples() -> list[Example]:
     found = []
     for path in sorted(shipped_dir().glob(f"*{SUFFIX}")):
         try:
-            info = tomllib.loads(path.read_text(encoding="utf-8")).get("scenario", {})
+            doc = tomllib.loads(path.read_text(encoding="utf-8"))
         except (OSError, tomllib.TOMLDecodeError):
-            info = {}
-        found.append(Example(path.stem, path, str(info.get("description", ""))))
+            doc = {}
+        info = doc.get("scenario", {})
+        found.append(Example(path.stem, path, str(info.get("description", "")), _needs(doc)))
     return found
+
+
+def _needs(doc: dict[str, Any]) -> str:
+    """``pip install 'sopbus[EXTRA]'`` for a scenario whose tool servers (``[mcp.NAME]``
+    commands) an extra of sopbus installs, read from the installed distribution's metadata
+    so it names the extra that holds them; ``sopbus[mcp]`` and the command otherwise."""
+    commands = [
+        str(server.get("command", ""))
+        for server in (doc.get("mcp") or {}).values()
+        if isinstance(server, dict)
+    ]
+    if not commands:
+        return ""
+    extras = _extras()
+    needed = []
+    for command in commands:
+        extra = next((e for e, names in extras.items() if command in names), None)
+        needed.append(f"sopbus[{extra}]" if extra else f"sopbus[mcp] and {command}")
+    return "pip install " + " ".join(f"'{n}'" for n in dict.fromkeys(needed))
+
+
+def _extras() -> dict[str, set[str]]:
+    """Each extra of the installed sopbus (but ``test``) and the distributions it names."""
+    import re
+    from importlib.metadata import PackageNotFoundError, requires
+
+    try:
+        lines = requires("sopbus") or []
+    except PackageNotFoundError:  # a checkout run without an install
+        return {}
+    extras: dict[str, set[str]] = {}
+    for line in lines:
+        found = re.match(r"\s*([\w.-]+).*;\s*extra\s*==\s*\"([\w-]+)\"", line)
+        if found and found[2] != "test":
+            extras.setdefault(found[2], set()).add(found[1])
+    return extras
 
 
 def scenario_path(ref: str | os.PathLike[str]) -> Path:
