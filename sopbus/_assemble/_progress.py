@@ -31,6 +31,22 @@ _POLL_S = 0.1
 _WORKING_WIDTH = 100  # characters of "role: action, ..." shown under the bar
 
 
+def _say(line: str) -> None:
+    """Prints a progress line wrapped at ``COLUMNS`` (a terminal's width; 200 in a log or a
+    pipe without it, as the tables), its later lines indented, names never split."""
+    import os
+    import textwrap
+
+    try:
+        width = int(os.environ.get("COLUMNS", ""))
+    except ValueError:
+        width = 200
+    wrapped = textwrap.wrap(
+        line, width, subsequent_indent="    ", break_long_words=False, break_on_hyphens=False
+    )
+    print("\n".join(wrapped), flush=True)
+
+
 class Progress:
     """``async with Progress(env, gateway, scenario, run_dir, runner): ...`` around a run;
     ``runner`` (optional) says who is at work (:meth:`sopbus.bus.Runner.at_work`)."""
@@ -49,7 +65,7 @@ class Progress:
         self.live = LiveText()  # streamed text of the calls in flight (shown on a terminal)
 
     async def __aenter__(self) -> Progress:
-        print(f"sopbus: running {self._name} -> {self._run_dir}", flush=True)
+        _say(f"sopbus: running {self._name} -> {self._run_dir}")
         self._nursery_cm = trio.open_nursery()
         nursery = await self._nursery_cm.__aenter__()
         nursery.start_soon(self._live if self._tty else self._lines)
@@ -62,9 +78,8 @@ class Progress:
         handled = bool(await self._nursery_cm.__aexit__(kind, exc, tb))
         if not self._tty:
             rnd, published, spent, cap = self._state()
-            print(
-                f"ended in round {rnd} | messages {published} | spent {money(spent)} of {money(cap)}",
-                flush=True,
+            _say(
+                f"ended in round {rnd} | messages {published} | spent {money(spent)} of {money(cap)}"
             )
         return handled
 
@@ -102,15 +117,14 @@ class Progress:
                 if rnd != last:
                     last = rnd
                     working = self.working()
-                    print(
+                    _say(
                         f"round {rnd}/{self._max_rounds} | messages {published} | "
                         f"spent {money(spent)} of {money(cap)}"
-                        + (f" | working: {working}" if working else ""),
-                        flush=True,
+                        + (f" | working: {working}" if working else "")
                     )
                 waiting = self._waiting()
                 if waiting and waiting != last_wait:
-                    print(waiting, flush=True)
+                    _say(waiting)
                 last_wait = waiting
                 await trio.sleep(_POLL_S)
 

@@ -132,13 +132,40 @@ class _Command(_Parser):
         return parsed, extras
 
 
+class _Help(argparse.HelpFormatter):
+    """argparse's help, wrapped without breaking a word at its hyphen: at 80 columns
+    ``comma-separated`` or ``--max-rounds`` would otherwise split across two lines."""
+
+    def _split_lines(self, text: str, width: int) -> list[str]:
+        import textwrap
+
+        text = " ".join(text.split())
+        return textwrap.wrap(text, width, break_on_hyphens=False, break_long_words=False)
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        import textwrap
+
+        return textwrap.fill(
+            " ".join(text.split()),
+            width,
+            initial_indent=indent,
+            subsequent_indent=indent,
+            break_on_hyphens=False,
+            break_long_words=False,
+        )
+
+
+class _RawDescription(argparse.RawDescriptionHelpFormatter, _Help):
+    """The top level's help: its epilog (the exit codes) as written, the rest as :class:`_Help`."""
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``sopbus`` parser, one subcommand per command module. Each subcommand's
     namespace carries its ``run`` function as ``args.handler``."""
     parser = _Parser(
         prog=PROG,
         epilog=_EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=_RawDescription,
         description="Run teams of LLM agents that work by a standard operating procedure.",
     )
     add(parser, Flag("--version", action=_Version, help="print the version of sopbus and exit"))
@@ -146,7 +173,9 @@ def build_parser() -> argparse.ArgumentParser:
         dest="command", metavar="COMMAND", required=True, parser_class=_Command
     )
     for module in command_modules():
-        sub = commands.add_parser(module.NAME, help=module.HELP, description=module.HELP)
+        sub = commands.add_parser(
+            module.NAME, help=module.HELP, description=module.HELP, formatter_class=_Help
+        )
         module.configure(sub)
         sub.set_defaults(handler=module.run)
     return parser

@@ -36,7 +36,10 @@ def run(args: argparse.Namespace) -> int:
     if difference is None:
         print(f"same {len(a)} messages")
         return 0
-    print(f"{first.name} and {second.name} differ: {difference}")
+    from ._fit import wrapped
+    from ._runref import console
+
+    print(wrapped(f"{first.name} and {second.name} differ: {difference}", console().width))
     return ExitCode.DIFFERENT
 
 

@@ -47,5 +47,9 @@ def send(run_dir: object, endpoint: str | None) -> int:
     except RuntimeError as exc:
         print(f"sopbus: warning: trace not exported: {exc}", file=sys.stderr)
         return 1
-    print(f"trace of {root.attributes['sopbus.run_id']}: {sent} spans sent to {where}")
+    from ._fit import wrapped
+    from ._runref import console
+
+    run_id = root.attributes["sopbus.run_id"]
+    print(wrapped(f"trace of {run_id}: {sent} spans sent to {where}", console().width))
     return 0

@@ -37,9 +37,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from sopbus._examples import write_team
 
+    from ._fit import hanging
+    from ._runref import console
+
     written = write_team(args.directory, args.source)
+    width = console().width  # a deep folder's paths break after a slash, never cut
     for path in written:
-        print(f"wrote {path}")
+        print(hanging("wrote ", str(path), width))
     scenario = written[0]
-    print(f"\nnext: sopbus validate {scenario}\n      sopbus run {scenario}")
+    print(f"\n{hanging('next: ', f'sopbus validate {scenario}', width)}")
+    print(hanging("      ", f"sopbus run {scenario}", width))
     return 0

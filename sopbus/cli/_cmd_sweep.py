@@ -140,7 +140,11 @@ def _planned(args: argparse.Namespace) -> tuple[SweepDir, SweepRecord]:
 
 
 def _say(line: str) -> None:
-    print(line, file=sys.stderr, flush=True)
+    from ._fit import wrapped
+    from ._runref import console
+
+    # Wrapped at the terminal's width, its later lines indented: a run's id stays whole.
+    print(wrapped(line, console().width), file=sys.stderr, flush=True)
 
 
 def _execute(sdir: SweepDir, record: SweepRecord, lease_s: float) -> int:
@@ -233,9 +237,9 @@ def _finished(sdir: SweepDir, record: SweepRecord) -> int:
             )
         )
     for entry in crashed:
-        print(f"run {entry.run_id} could not be executed: {entry.error}")
+        print(hanging("", f"run {entry.run_id} could not be executed: {entry.error}", out.width))
     note = seeds_note(record)
     if note:
         print(note)
-    print(f"sweep directory: {sdir.path}")
+    print(hanging("sweep directory: ", str(sdir.path), out.width))
     return 1 if crashed else 3 if skipped else 0

@@ -90,13 +90,13 @@ def run(args: argparse.Namespace) -> int:
         for warning in report.warnings:
             print(f"warning: {warning}", file=sys.stderr)
         return 0
-    from ._fit import hanging
+    from ._fit import hanging, wrapped
     from ._runref import console
 
     # Each line wrapped at the terminal's width under its label: an idea or a warning can
     # run to 300 characters, and a role's name or an action's never breaks.
     width = console().width
-    print(f"{args.scenario}: ok")
+    print(wrapped(f"{args.scenario}: ok", width))
     for label, text in [*report.lines, *report.graph]:
         print(hanging(label, text, width))
     for warning in report.warnings:

@@ -76,7 +76,11 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _print(verdict: RunVerdict, run_dir: Path, replayed: Recheck | None) -> None:
-    print(f"{run_dir}:")
+    from ._fit import hanging, wrapped
+    from ._runref import console
+
+    width = console().width  # each line wrapped under its label, a hash or a path whole
+    print(wrapped(f"{run_dir}:", width))
     for report in verdict.files:
         state = (
             "intact"
@@ -87,15 +91,18 @@ def _print(verdict: RunVerdict, run_dir: Path, replayed: Recheck | None) -> None
         )
         torn = " (last line torn)" if report.torn else ""
         print(
-            f"  {report.path.relative_to(run_dir)}: {report.lines} lines, {state}{torn}, "
-            f"head {report.head.decode()}"
+            hanging(
+                f"  {report.path.relative_to(run_dir)}: ",
+                f"{report.lines} lines, {state}{torn}, head {report.head.decode()}",
+                width,
+            )
         )
     if verdict.receipts:
-        print(f"  receipts: {verdict.receipts}")
+        print(hanging("  receipts: ", str(verdict.receipts), width))
     if replayed is not None and replayed.messages:
         print(f"  messages: {replayed.messages}, checked against a replay of the answers")
     for note in verdict.notes:
-        print(f"note: {note}")
+        print(hanging("note: ", note, width))
     for problem in verdict.problems:
-        print(f"error: {problem}")
+        print(hanging("error: ", problem, width))
     print("intact" if verdict.intact else "NOT intact")
