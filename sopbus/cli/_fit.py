@@ -132,12 +132,6 @@ def _print_stacked(out: Any, fields: Sequence[Field], key: int, styles: Mapping[
     from rich.text import Text
 
     rest = sorted(fields[key:], key=lambda f: not f.essential)  # stable: in order otherwise
-    # The key fields' headers once, above the rows: the head lines carry no labels.
-    out.print(
-        Text(
-            _wrapped("  ".join(f.header for f in fields[:key]), out.width, "", "    "), style="bold"
-        )
-    )
     for i in range(len(fields[0].cells) if fields else 0):
         first = fields[0].cells[i]
         keys = "  ".join(cell for f in fields[:key] if (cell := f.cells[i]))

@@ -28,6 +28,7 @@ class Example(TypedDict):
     name: str
     description: str
     path: str
+    needs: str  # what to install to run it ("pip install 'sopbus[tools]'"), or ""
 
 
 class Examples(TypedDict):
@@ -91,7 +92,8 @@ def list_examples() -> Examples:
 
     return {
         "examples": [
-            {"name": e.name, "description": e.description, "path": str(e.path)} for e in examples()
+            {"name": e.name, "description": e.description, "path": str(e.path), "needs": e.needs}
+            for e in examples()
         ]
     }
 
