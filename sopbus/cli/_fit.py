@@ -163,9 +163,15 @@ def _flow(fields: Sequence[Field], i: int, width: int, styles: Mapping[str, str]
     return [line for line in lines if len(line) > 2]
 
 
+_KEEP = "\x00"  # stands for a space inside a `command` while a text is wrapped
+
+
 def _wrapped(text: str, width: int, first: str, later: str) -> str:
+    import re
     import textwrap
 
+    # A command in backquotes is one piece: a reader copies it whole from one line.
+    text = re.sub(r"`[^`]*`", lambda m: m[0].replace(" ", _KEEP), text)
     lines = textwrap.wrap(
         text,
         width=width,
@@ -179,8 +185,9 @@ def _wrapped(text: str, width: int, first: str, later: str) -> str:
         if len(line) > width and cut:
             # A path longer than a line: broken after a slash, and the rest flows on.
             rest = " ".join([line[cut:], *(more.strip() for more in lines[n + 1 :])])
-            return "\n".join([*lines[:n], line[:cut], _wrapped(rest, width, later, later)])
-    return "\n".join(lines)
+            lines = [*lines[:n], line[:cut], _wrapped(rest, width, later, later)]
+            break
+    return "\n".join(lines).replace(_KEEP, " ")
 
 
 def _slash_before(line: str, width: int, indent: str) -> int:
