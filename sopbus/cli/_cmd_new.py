@@ -11,6 +11,7 @@ replaces a file.
 from __future__ import annotations
 
 import argparse
+import shlex
 
 from ._args import path_arg
 from ._flags import Flag, add
@@ -40,6 +41,7 @@ def run(args: argparse.Namespace) -> int:
     written = write_team(args.directory, args.source)
     for path in written:
         print(f"wrote {path}")
-    scenario = written[0]
+    # Quoted as a shell reads it: the hint is meant to be pasted, and "my team/" has a space.
+    scenario = shlex.quote(str(written[0]))
     print(f"\nnext: sopbus validate {scenario}\n      sopbus run {scenario}")
     return 0

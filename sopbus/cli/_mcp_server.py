@@ -88,7 +88,11 @@ DESCRIPTIONS = {
 
 def build(settings: ServerSettings) -> MCPServer:
     """The server with its six tools, each described for a model to use without docs."""
-    server = MCPServer("sopbus", instructions=INSTRUCTIONS, log_level="WARNING")
+    from ._version import installed
+
+    # A client shows serverInfo.version (and may log it with a bug report); '' says nothing.
+    version = installed() or "0+unknown"
+    server = MCPServer("sopbus", instructions=INSTRUCTIONS, version=version, log_level="WARNING")
     words = {"model": _model_words(settings), "max_budget": settings.max_budget}
     for tool in (list_examples, *_scenario_tools(settings), *_run_readers(settings)):
         server.add_tool(

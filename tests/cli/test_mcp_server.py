@@ -18,7 +18,7 @@ import pytest
 import trio
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
-from mcp.types import CallToolResult
+from mcp.types import CallToolResult, InitializeResult
 
 from support.cli import ARGV, sopbus
 from support.paths import DATA, SCENARIOS
@@ -31,6 +31,8 @@ TOOLS |= {"run_messages"}
 
 class Server:
     """A connected session with ``sopbus mcp``, and what it wrote to stderr."""
+
+    info: InitializeResult  # what the server said of itself when the session began
 
     def __init__(self, session: ClientSession, stderr: Path, stray: list[object]):
         self.session, self.stderr, self.stray = session, stderr, stray
@@ -76,8 +78,9 @@ async def served(cwd: Path, *flags: str) -> AsyncIterator[Server]:
             stdio_client(params, errlog=errlog) as (read, write),
             ClientSession(read, write, message_handler=on_message) as session,
         ):
-            await session.initialize()
-            yield Server(session, stderr, stray)
+            server = Server(session, stderr, stray)
+            server.info = await session.initialize()
+            yield server
 
 
 async def test_the_tools_are_listed_with_schemas_a_model_can_use(tmp_path: Path) -> None:
@@ -104,6 +107,14 @@ async def test_the_tools_are_listed_with_schemas_a_model_can_use(tmp_path: Path)
     shipped = json.loads(sopbus("examples", "--json").stdout)
     assert examples["examples"] == shipped
     assert {"flower_shop", "software_company"} <= {e["name"] for e in examples["examples"]}
+
+
+async def test_the_server_says_its_name_and_the_installed_version(tmp_path: Path) -> None:
+    from importlib.metadata import version
+
+    async with served(tmp_path) as server:
+        info = server.info.server_info
+    assert (info.name, info.version) == ("sopbus", version("sopbus"))
 
 
 async def test_validate_gives_errors_and_warnings_as_data(tmp_path: Path) -> None:
