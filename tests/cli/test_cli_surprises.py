@@ -6,6 +6,7 @@ that is not there. Every command is a subprocess (``python -m sopbus``)."""
 
 from __future__ import annotations
 
+import json
 import shlex
 from pathlib import Path
 
@@ -26,3 +27,60 @@ def test_the_hint_of_new_pastes_into_a_shell_when_the_folder_has_a_space(tmp_pat
     assert (tmp_path / scenario).is_file() and " " in scenario
     checked = sopbus(*shlex.split(hints[0]), cwd=tmp_path)
     assert checked.returncode == 0, checked.stderr
+
+
+# -- fork --set: what a fork cannot apply is refused -------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def flower_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A finished run of the shipped flower_shop (nobody in it watches UserEdit)."""
+    cwd = tmp_path_factory.mktemp("flowers")
+    done = sopbus("run", "flower_shop", "--quiet", cwd=cwd)
+    assert done.returncode == 0, done.stderr
+    (run,) = (cwd / "runs").iterdir()
+    return run
+
+
+@pytest.mark.parametrize(
+    ("setting", "named"),
+    [
+        ("inject=Use SQLite", "would reach no role of this team"),
+        ('inject={ content = "x", send_to = ["Nobody"] }', "which is no role of the team"),
+        ('inject={ content = "x", cause_by = "WriteCode" }', "would reach no role"),
+        ("run.runs_dir=elsewhere", "a fork cannot apply run.runs_dir"),
+        ("sweep.seeds=3", "a fork cannot apply sweep.seeds"),
+        ("scenario.idea=a bakery", "a fork cannot apply scenario.idea"),
+    ],
+)
+def test_a_fork_setting_that_cannot_apply_is_refused_naming_what_can(
+    flower_run: Path, tmp_path: Path, setting: str, named: str
+) -> None:
+    into = tmp_path / "forks"
+    done = sopbus(
+        "fork", flower_run, "--at-round", "1", "--set", setting, "--into", into, cwd=tmp_path
+    )
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert not into.exists()  # no fork was started
+    assert f"--set {setting!r}" in done.stderr and named in done.stderr
+    # What can apply is named: the roles to address, or the keys a fork applies.
+    if setting.startswith("inject"):
+        assert "OrderDesk, StockKeeper, CustomerService" in done.stderr
+        if "reach no role" in named:
+            assert "UserRequirement" in done.stderr  # an action a role watches
+    else:
+        assert "a fork applies llm.*" in done.stderr and "run.max_rounds" in done.stderr
+
+
+def test_an_injection_a_role_receives_is_delivered_in_the_fork(
+    flower_run: Path, tmp_path: Path
+) -> None:
+    into = tmp_path / "forks"
+    inject = 'inject={ content = "Use SQLite", send_to = ["StockKeeper"] }'
+    done = sopbus("fork", flower_run, "--at-round", "1", "--set", inject, "--into", into, "--quiet")
+    assert done.returncode == 0, done.stderr
+    (fork,) = into.iterdir()
+    events = [json.loads(line) for line in (fork / "events.jsonl").read_text().splitlines()]
+    sent = [e for e in events if e.get("message", {}).get("content") == "Use SQLite"]
+    assert [e["kind"] for e in sent] == ["message_published"]
+    assert sent[0]["message"]["round"] == 2
