@@ -51,13 +51,19 @@ def examples() -> list[Example]:
 
 
 def scenario_path(ref: str | os.PathLike[str]) -> Path:
-    """The scenario file ``ref`` names: a path when one is there, else the shipped scenario
+    """The scenario file ``ref`` names: a path when one is there (``flower_shop`` also finds
+    ``./flower_shop.toml``: a file in the working directory wins), else the shipped scenario
     of that name (``software_company`` or ``software_company.toml``). A name that is neither
     is a :class:`~sopbus.bus.ConfigError` with the close names."""
     path = Path(ref)
     if path.exists() or not _is_name(str(ref)):
         return path
     name = path.name.removesuffix(SUFFIX)
+    here = Path(f"{name}{SUFFIX}")
+    return here if here.is_file() else _shipped(name, str(ref))
+
+
+def _shipped(name: str, ref: str) -> Path:
     shipped = shipped_dir() / f"{name}{SUFFIX}"
     if shipped.is_file():
         return shipped
@@ -121,7 +127,8 @@ def _from_template(directory: Path) -> dict[Path, str | Path]:
 
 
 def _from_example(directory: Path, name: str) -> dict[Path, str | Path]:
-    scenario = scenario_path(name)
+    # Only a shipped one: a file of that name in the working directory is not a --from.
+    scenario = _shipped(name.removesuffix(SUFFIX), name) if _is_name(name) else Path(name)
     if scenario.parent != shipped_dir():
         raise ConfigError(
             f"--from {name}: not a shipped scenario; the shipped ones are "

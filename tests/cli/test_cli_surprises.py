@@ -84,3 +84,28 @@ def test_an_injection_a_role_receives_is_delivered_in_the_fork(
     sent = [e for e in events if e.get("message", {}).get("content") == "Use SQLite"]
     assert [e["kind"] for e in sent] == ["message_published"]
     assert sent[0]["message"]["round"] == 2
+
+
+# -- a file in the working directory wins over a shipped scenario of that name ----------------
+
+
+def test_a_scenario_file_in_the_working_directory_wins_over_the_shipped_one(
+    tmp_path: Path,
+) -> None:
+    copied = sopbus("new", ".", "--from", "flower_shop", cwd=tmp_path)
+    assert copied.returncode == 0, copied.stderr
+    mine = tmp_path / "flower_shop.toml"
+    text = mine.read_text()
+    assert 'name = "flower-shop"' in text
+    mine.write_text(text.replace('name = "flower-shop"', 'name = "my-flowers"', 1))
+
+    done = sopbus("run", "flower_shop", "--quiet", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    (run,) = (tmp_path / "runs").iterdir()
+    assert "my-flowers" in run.name
+    summary = json.loads((run / "summary.json").read_text())
+    assert Path(summary["scenario_path"]).resolve() == mine.resolve()
+    # `--from` still copies the shipped one, whatever the working directory holds.
+    again = sopbus("new", "copy", "--from", "flower_shop", cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
+    assert 'name = "flower-shop"' in (tmp_path / "copy" / "flower_shop.toml").read_text()
