@@ -56,7 +56,7 @@ def test_a_refused_first_call_is_shown_with_why_the_run_stopped(tmp_path: Path) 
     table = ok("costs", "last", cwd=tmp_path)
     fits(table)
     assert row(table, "Writer")[1:] == ["0", "0", "0", "0.00", "1 refused"]
-    assert "total $0.00 of $0.00001 (0% of the cap), 0 calls (1 refused)" in table
+    assert "total $0.00 of $0.00001 (0% of the cap), 0 calls, 1 refused (not sent)" in table
     worst = money(Decimal(refused["reserved_usd"]))
     assert worst == "$0.000179"
     said = " ".join(table.split())  # the reason line may wrap at 80 columns

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from support.cli import sopbus
+from support.paths import DATA
 
 pytestmark = pytest.mark.slow  # every test here starts sopbus as a subprocess
 
@@ -109,3 +110,19 @@ def test_a_scenario_file_in_the_working_directory_wins_over_the_shipped_one(
     again = sopbus("new", "copy", "--from", "flower_shop", cwd=tmp_path)
     assert again.returncode == 0, again.stderr
     assert 'name = "flower-shop"' in (tmp_path / "copy" / "flower_shop.toml").read_text()
+
+
+# -- costs after a resume: the counts add up --------------------------------------------------
+
+
+def test_costs_after_a_resume_counts_calls_and_refusals_so_they_add_up(tmp_path: Path) -> None:
+    pair = DATA / "scenarios" / "review_pair.toml"
+    stopped = sopbus("run", pair, "--runs-dir", "runs", "--budget", "0.0001", cwd=tmp_path)
+    assert stopped.returncode == 3, stopped.stderr
+    resumed = sopbus("resume", "last", "--budget", "1", cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.stderr
+    report = json.loads(sopbus("costs", "last", "--json", cwd=tmp_path).stdout)
+    assert report["outcomes"] == {"ok": 2, "refused": 1} and report["calls"] == 2
+    table = sopbus("costs", "last", cwd=tmp_path, columns=200).stdout
+    (total,) = [line for line in table.splitlines() if line.startswith("total ")]
+    assert total.endswith(", 2 calls (2 ok), 1 refused (not sent)"), total
