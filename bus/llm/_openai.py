@@ -429,4 +429,5 @@ OPENAI = register_provider(
     base_url_env="OPENAI_BASE_URL",
     default_base_url=DEFAULT_BASE_URL,
     secret_env=("OPENAI_API_KEY",),
+    key_env="OPENAI_API_KEY",
 )

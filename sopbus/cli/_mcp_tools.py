@@ -114,7 +114,7 @@ def validate(ref: str, settings: ServerSettings) -> Validation:
         "scenario": str(path),
         "valid": True,
         "errors": [],
-        "warnings": report.warnings,
+        "warnings": [*report.warnings, *report.notes],
         "declares": _labelled(report.lines),
         "watch_graph": _labelled(report.graph),
     }

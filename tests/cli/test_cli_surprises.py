@@ -126,3 +126,33 @@ def test_costs_after_a_resume_counts_calls_and_refusals_so_they_add_up(tmp_path:
     table = sopbus("costs", "last", cwd=tmp_path, columns=200).stdout
     (total,) = [line for line in table.splitlines() if line.startswith("total ")]
     assert total.endswith(", 2 calls (2 ok), 1 refused (not sent)"), total
+
+
+# -- validate without an API key --------------------------------------------------------------
+
+
+def test_validate_passes_without_an_api_key_and_notes_that_the_run_needs_one(
+    tmp_path: Path,
+) -> None:
+    scenario = tmp_path / "pair.toml"
+    pair = (DATA / "scenarios" / "review_pair.toml").read_text()
+    scenario.write_text(pair.replace('provider = "sim"', 'provider = "openai"'))
+    keyless = {"OPENAI_API_KEY": None}
+    checked = sopbus("validate", scenario, env=keyless, cwd=tmp_path, columns=200)
+    assert checked.returncode == 0, checked.stderr
+    assert checked.stdout.startswith(f"{scenario}: ok")
+    (note,) = [line for line in checked.stdout.splitlines() if line.startswith("note: ")]
+    assert "`sopbus run` needs an API key for provider 'openai': set OPENAI_API_KEY" in note
+    # The other checks of the file still run: a model with no price is still refused.
+    unpriced = tmp_path / "unpriced.toml"
+    unpriced.write_text(scenario.read_text().replace('"gpt-4o-mini"', '"house-model-7"'))
+    wrong = sopbus("validate", unpriced, env=keyless, cwd=tmp_path)
+    assert wrong.returncode == 2 and "no price for model 'house-model-7'" in wrong.stderr
+    # The run does need the key: refused before anything is written.
+    ran = sopbus("run", scenario, "--runs-dir", "runs", env=keyless, cwd=tmp_path)
+    assert ran.returncode == 2 and "needs an API key: set OPENAI_API_KEY" in ran.stderr
+    assert not (tmp_path / "runs").exists()
+    # With the key (from ./.env, as run reads it) there is no note.
+    (tmp_path / ".env").write_text("OPENAI_API_KEY=local\n")
+    keyed = sopbus("validate", scenario, env=keyless, cwd=tmp_path)
+    assert keyed.returncode == 0 and "note:" not in keyed.stdout
