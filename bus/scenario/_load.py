@@ -33,6 +33,7 @@ from ._names import ROLE_NAME_FIX, role_name_problem
 from ._paths import inside, outside_problem
 from ._price import price_spec
 from ._providers import is_reference, listed_providers, provider_for, provider_problem
+from ._sections import schema_errors
 from ._types import (
     MAX_ROUNDS,
     ActionSpec,
@@ -80,9 +81,7 @@ def scenario_from_tables(
     try:
         doc = msgspec.convert(tables, type=ScenarioDoc)
     except msgspec.ValidationError as error:
-        raise ConfigError(
-            f"{shown}: {explain_validation_error(error, tables, ScenarioDoc)}"
-        ) from None
+        raise ConfigError(_every_error(shown, dict(tables), error)) from None
     fields = {f: getattr(doc, f) for f in doc.__struct_fields__}
     scenario = Scenario(**fields, path=path, base_dir=path.parent, classes=dict(classes or {}))
     check_scenario(scenario, shown)
@@ -109,7 +108,7 @@ def _decode(text: str, shown: str) -> ScenarioDoc:
         return msgspec.toml.decode(text, type=ScenarioDoc)
     except msgspec.ValidationError as error:
         raw = msgspec.toml.decode(text)  # parsed fine a moment ago: only the types were wrong
-        raise ConfigError(f"{shown}: {explain_validation_error(error, raw, ScenarioDoc)}") from None
+        raise ConfigError(_every_error(shown, raw, error)) from None
     except msgspec.DecodeError as error:
         raise ConfigError(f"{shown}: {explain_syntax_error(error, text)}") from None
     except RecursionError:
@@ -119,6 +118,12 @@ def _decode(text: str, shown: str) -> ScenarioDoc:
             f"TOML parser can follow; a scenario needs a few levels at most: "
             f"flatten it"
         ) from None
+
+
+def _every_error(shown: str, raw: dict[str, Any], error: msgspec.ValidationError) -> str:
+    """Every section's schema error, one line each, as :func:`check_scenario` lists
+    problems: fixing the first mistake of a file should not be the way to find the next."""
+    return "\n".join(f"{shown}: {problem}" for problem in schema_errors(raw, error))
 
 
 def check_scenario(scenario: Scenario, shown: str | None = None) -> None:

@@ -156,3 +156,65 @@ def test_validate_passes_without_an_api_key_and_notes_that_the_run_needs_one(
     (tmp_path / ".env").write_text("OPENAI_API_KEY=local\n")
     keyed = sopbus("validate", scenario, env=keyless, cwd=tmp_path)
     assert keyed.returncode == 0 and "note:" not in keyed.stdout
+
+
+# -- validate: every schema error at once, the closest few names -------------------------------
+
+SCHEMA_MISTAKES = """\
+[scenario]
+name = "mistakes"
+idea = 3
+
+[run]
+max_rounds = "ten"
+
+[[roles]]
+name = "Ann"
+watch = "UserRequirement"
+
+[[roles]]
+name = "Ben"
+
+[[roles]]
+name = "Cy"
+react_mode = "whenever"
+
+[actions.Draft]
+instruction = 5
+"""
+
+
+def test_validate_reports_every_schema_error_of_a_file_at_its_place(tmp_path: Path) -> None:
+    scenario = tmp_path / "mistakes.toml"
+    scenario.write_text(SCHEMA_MISTAKES)
+    done = sopbus("validate", scenario, cwd=tmp_path)
+    assert done.returncode == 2 and done.stdout == ""
+    lines = done.stderr.removeprefix("sopbus: error: ").splitlines()
+    assert [line.rsplit(" - at ", 1)[1].split("`")[1] for line in lines] == [
+        "$.scenario.idea",
+        "$.run.max_rounds",
+        "$.roles[0].watch",
+        "$.roles[2].react_mode",
+        "$.actions.Draft.instruction",
+    ]
+    assert all(line.startswith(f"{scenario}: ") for line in lines)
+    assert 'invalid value "whenever"' in lines[3] and "`react`" in lines[3]
+    # `run` refuses the file with the same errors.
+    ran = sopbus("run", scenario, "--runs-dir", "runs", cwd=tmp_path)
+    assert ran.returncode == 2 and ran.stderr == done.stderr
+
+
+def test_an_unknown_name_is_shown_with_the_closest_few_not_a_page_of_others(
+    tmp_path: Path,
+) -> None:
+    scenario = tmp_path / "typo.toml"
+    scenario.write_text(
+        '[scenario]\nname = "typo"\nidea = "y"\n\n[[roles]]\nname = "Archi"\n'
+        'watch = ["WritePDR"]\nactions = ["WriteDesign"]\n'
+    )
+    done = sopbus("validate", scenario, cwd=tmp_path)
+    assert done.returncode == 2
+    assert "unknown action 'WritePDR' at $.roles[0].watch[0] (did you mean 'WritePRD'" in (
+        done.stderr
+    )
+    assert "Board." not in done.stderr and "`sopbus roles` lists" in done.stderr
