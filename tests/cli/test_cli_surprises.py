@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import shlex
+import socket
 from pathlib import Path
 
 import pytest
@@ -218,3 +219,49 @@ def test_an_unknown_name_is_shown_with_the_closest_few_not_a_page_of_others(
         done.stderr
     )
     assert "Board." not in done.stderr and "`sopbus roles` lists" in done.stderr
+
+
+# -- when the server is not there ---------------------------------------------------------------
+
+
+def _closed_port() -> int:
+    """A port on 127.0.0.1 that nothing listens on (bound, then let go)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def test_a_base_url_where_nothing_listens_fails_at_once_with_the_fix(tmp_path: Path) -> None:
+    url = f"http://127.0.0.1:{_closed_port()}/v1"
+    flags = ("--provider", "openai", "--model", "smollm2", "--price", "0,0")
+    done = sopbus(
+        "run",
+        "flower_shop",
+        *flags,
+        "--base-url",
+        url,
+        "--runs-dir",
+        "runs",
+        cwd=tmp_path,
+        env={"OPENAI_API_KEY": "local"},
+        timeout=60,
+    )
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert not (tmp_path / "runs").exists()  # a run that never started leaves nothing
+    said = done.stderr
+    port = url.split(":")[2].split("/")[0]
+    assert f"nothing answers at the model server {url}" in said
+    assert f"tried a TCP connect to 127.0.0.1:{port}" in said and "refused" in said.lower()
+    assert "--base-url URL" in said and "OPENAI_BASE_URL" in said and "local-models" in said
+    assert "Traceback" not in said and done.stdout == ""
+
+
+def test_export_otel_says_at_once_that_no_collector_listens(tmp_path: Path) -> None:
+    ran = sopbus("run", "flower_shop", "--quiet", "--runs-dir", "runs", cwd=tmp_path)
+    assert ran.returncode == 0, ran.stderr
+    endpoint = f"http://127.0.0.1:{_closed_port()}"
+    # The exporter alone retried for over a minute; the timeout makes that a failure here.
+    done = sopbus("export-otel", "last", "--endpoint", endpoint, cwd=tmp_path, timeout=30)
+    assert done.returncode == 1
+    assert f"nothing listens at the OTLP endpoint {endpoint}/v1/traces" in done.stderr
+    assert "--endpoint URL" in done.stderr and "OTEL_EXPORTER_OTLP_ENDPOINT" in done.stderr
