@@ -15,12 +15,19 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from sopbus.bus import EVENTS, SCENARIO, ConfigError
 
-if TYPE_CHECKING:
-    from ._mcp_tools import ServerSettings
+
+class ServerSettings(Protocol):
+    """What of the server's settings (``_mcp_tools.ServerSettings``) the roots come from."""
+
+    @property
+    def runs_dir(self) -> Path: ...
+    @property
+    def scenario_dirs(self) -> tuple[Path, ...]: ...
+
 
 MAX_REF_CHARS = 4096
 """The longest scenario or run reference taken: Linux's PATH_MAX. A longer string is no

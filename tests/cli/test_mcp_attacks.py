@@ -11,6 +11,7 @@ import json
 import subprocess
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -178,7 +179,7 @@ def test_malformed_json_rpc_gets_a_json_rpc_error(tmp_path: Path) -> None:
     assert answers[-1]["id"] == 99 and answers[-1]["result"]["tools"]  # still serving
 
 
-def _exchange(cwd: Path, lines: list[str], last_id: int) -> list[dict[str, object]]:
+def _exchange(cwd: Path, lines: list[str], last_id: int) -> list[dict[str, Any]]:
     """Writes ``lines`` to ``sopbus mcp``'s stdin; its answers up to the one of ``last_id``
     (the server is killed after 120 s, so a server that never answers fails the test)."""
     with subprocess.Popen(
@@ -191,7 +192,7 @@ def _exchange(cwd: Path, lines: list[str], last_id: int) -> list[dict[str, objec
             assert proc.stdin is not None and proc.stdout is not None
             proc.stdin.write("".join(f"{line}\n" for line in lines))
             proc.stdin.flush()
-            answers: list[dict[str, object]] = []
+            answers: list[dict[str, Any]] = []
             for line in proc.stdout:
                 answers.append(json.loads(line))
                 if answers[-1].get("id") == last_id:
