@@ -55,9 +55,15 @@ def scenario_path(ref: str | os.PathLike[str]) -> Path:
     of that name (``software_company`` or ``software_company.toml``). A name that is neither
     is a :class:`~sopbus.bus.ConfigError` with the close names."""
     path = Path(ref)
-    if path.exists() or not _is_name(str(ref)):
+    if path.exists() or not is_name(str(ref)):
         return path
-    name = path.name.removesuffix(SUFFIX)
+    return shipped_scenario(str(ref))
+
+
+def shipped_scenario(ref: str) -> Path:
+    """The shipped scenario ``ref`` names (``flower_shop`` or ``flower_shop.toml``), or a
+    :class:`~sopbus.bus.ConfigError` with the close names."""
+    name = Path(ref).name.removesuffix(SUFFIX)
     shipped = shipped_dir() / f"{name}{SUFFIX}"
     if shipped.is_file():
         return shipped
@@ -69,7 +75,8 @@ def scenario_path(ref: str | os.PathLike[str]) -> Path:
     )
 
 
-def _is_name(ref: str) -> bool:
+def is_name(ref: str) -> bool:
+    """Whether ``ref`` can name a shipped scenario: no folder in it."""
     return "/" not in ref and os.sep not in ref and bool(ref.removesuffix(SUFFIX))
 
 
