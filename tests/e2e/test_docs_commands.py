@@ -1,0 +1,91 @@
+"""The docs pages' commands run, and print what the pages show.
+
+Every ``console`` block of every page under docs/ is a checked session: its ``$ sopbus``
+lines run in an empty folder per page, on the simulator, and their output is compared with
+the page's, word by word, with placeholders for run ids, times and elided lines
+(tests/support/doc_sessions.py has the convention). So a page cannot drift from the code:
+a changed table, a new count or a renamed field fails here, naming the page and the line.
+The pages run a few at a time (each page's commands in order), so the whole check takes
+about as long as its slowest page.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from support import doc_sessions
+from support.doc_sessions import Command, File, matches, normalized
+from support.paths import ROOT
+
+DOCS = ROOT / "docs"
+CHECKED = sorted(
+    page
+    for page in DOCS.rglob("*.md")
+    if any(isinstance(step, Command) for step in doc_sessions.steps(page))
+)
+# Pages that must keep checked commands: the ones a new user reads first.
+MUST_BE_CHECKED = ("getting-started", "runs", "money", "sweeps", "scenarios")
+
+
+@pytest.fixture(scope="module")
+def differences(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> dict[Path, list[str]]:
+    """Every selected page run once, three at a time: what differed, by page."""
+    pages = sorted(
+        {
+            item.callspec.params["page"]
+            for item in request.session.items
+            if isinstance(item, pytest.Function)
+            and hasattr(item, "callspec")
+            and "page" in item.callspec.params
+        }
+    )
+
+    def check(page: Path) -> list[str]:
+        return doc_sessions.check_page(page, tmp_path_factory.mktemp(page.stem))
+
+    # Threads are enough: each page waits on its subprocesses, one at a time.
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        return dict(zip(pages, pool.map(check, pages), strict=True))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("page", CHECKED, ids=lambda p: str(p.relative_to(DOCS)))
+def test_the_page_prints_what_it_shows(page: Path, differences: dict[Path, list[str]]) -> None:
+    found = differences[page]
+    assert not found, f"docs/{page.relative_to(DOCS)}:\n" + "\n\n".join(found)
+
+
+def test_the_pages_a_new_user_reads_first_are_checked() -> None:
+    assert {p.stem for p in CHECKED} >= set(MUST_BE_CHECKED)
+
+
+def test_a_page_that_drifted_is_found(tmp_path: Path) -> None:
+    page = tmp_path / "page.md"
+    page.write_text(
+        '```toml title="t.toml"\n[scenario]\nname = "t"\n```\n\n'
+        "```console\n$ sopbus validate t.toml\nt.toml: ok, but not what it prints\n```\n\n"
+        "```console\n$ sopbus validate missing.toml   # exits 2\n...\n```\n",
+        encoding="utf-8",
+    )
+    steps = doc_sessions.steps(page)
+    assert [type(s) for s in steps] == [File, Command, Command]
+    assert steps[2].exit_code == 2 and steps[2].text == "sopbus validate missing.toml"
+    found = doc_sessions.check_page(page, tmp_path)
+    assert len(found) == 1 and "line 7: $ sopbus validate t.toml" in found[0]
+
+
+def test_placeholders_and_elisions_match_only_what_they_stand_for() -> None:
+    shown = normalized("run <run id>\n...\nduration <time>\nspend $0.00431 of $2.00")
+    printed = normalized(
+        "run 20261203-133714-software-company-4e77\nround 1/20\nround 5/20\n"
+        "duration 0.68 s\nspend $0.00431   of $2.00"
+    )
+    assert matches(shown, printed)
+    assert not matches(shown, normalized("run x\nduration 0.68 s\nspend $0.00431 of $2.00"))
+    assert not matches(shown, [*printed[:-1], "$3.00"])  # the money is compared
+    assert not matches(normalized("a b"), normalized("a b c"))  # nothing left over
