@@ -11,9 +11,13 @@ about as long as its slowest page.
 
 from __future__ import annotations
 
+import itertools
+import re
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from support import doc_sessions
@@ -89,3 +93,52 @@ def test_placeholders_and_elisions_match_only_what_they_stand_for() -> None:
     assert not matches(shown, normalized("run x\nduration 0.68 s\nspend $0.00431 of $2.00"))
     assert not matches(shown, [*printed[:-1], "$3.00"])  # the money is compared
     assert not matches(normalized("a b"), normalized("a b c"))  # nothing left over
+
+
+def _file_keys(info: object, path: str) -> Iterator[tuple[str, str]]:
+    """Every key a scenario file may hold: (the table's path, the key)."""
+    if isinstance(info, msgspec.inspect.StructType):
+        for spec in info.fields:
+            yield path, spec.encode_name
+            yield from _file_keys(spec.type, f"{path}.{spec.encode_name}")
+    elif isinstance(info, msgspec.inspect.DictType):
+        yield from _file_keys(info.value_type, f"{path}.NAME")
+    elif isinstance(info, (msgspec.inspect.ListType, msgspec.inspect.VarTupleType)):
+        yield from _file_keys(info.item_type, f"{path}[]")
+    elif isinstance(info, msgspec.inspect.UnionType):
+        for member in info.types:
+            yield from _file_keys(member, path)
+
+
+def test_every_key_of_a_scenario_file_is_on_the_scenarios_page() -> None:
+    from sopbus.bus import ScenarioDoc
+
+    page = (DOCS / "scenarios.md").read_text(encoding="utf-8")
+    missing = [
+        f"{path}.{key}"
+        for path, key in _file_keys(msgspec.inspect.type_info(ScenarioDoc), "$")
+        if f"`{key}`" not in page and not (path == "$" and re.search(rf"`\[+{key}\b", page))
+    ]
+    assert not missing, f"docs/scenarios.md's 'Every key' lacks {', '.join(missing)}"
+
+
+def test_the_ledger_fields_are_listed_in_the_order_the_ledger_writes_them() -> None:
+    from sopbus.bus.money import LedgerLine
+
+    page = (DOCS / "money.md").read_text(encoding="utf-8")
+    section = page.split("## The ledger", 1)[1].splitlines()
+    start = next(i for i, line in enumerate(section) if line.startswith("|"))
+    rows = itertools.takewhile(lambda line: line.startswith("|"), section[start + 2 :])
+    listed = [name for row in rows for name in re.findall(r"`(\w+)`", row.split("|")[1])]
+    written = [name for name in LedgerLine.__struct_fields__ if not name.startswith("_")]
+    assert listed == written
+
+
+def test_the_python_api_page_names_every_override() -> None:
+    import sopbus
+
+    page = (DOCS / "python-api.md").read_text(encoding="utf-8")
+    sentence = page.split("The overrides are `sopbus run`'s flags:", 1)[1].split(
+        "(`sopbus.OVERRIDES`)"
+    )[0]
+    assert re.findall(r"`(\w+)`", sentence) == list(sopbus.OVERRIDES)
