@@ -39,15 +39,13 @@ def differences(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> dict[Path, list[str]]:
     """Every selected page run once, three at a time: what differed, by page."""
-    pages = sorted(
-        {
-            item.callspec.params["page"]
-            for item in request.session.items
-            if isinstance(item, pytest.Function)
-            and hasattr(item, "callspec")
-            and "page" in item.callspec.params
-        }
-    )
+    selected: set[Path] = set()
+    for item in request.session.items:
+        callspec = getattr(item, "callspec", None)  # only parametrized items have one
+        page = callspec.params.get("page") if callspec is not None else None
+        if isinstance(page, Path):
+            selected.add(page)
+    pages = sorted(selected)
 
     def check(page: Path) -> list[str]:
         return doc_sessions.check_page(page, tmp_path_factory.mktemp(page.stem))
@@ -78,7 +76,9 @@ def test_a_page_that_drifted_is_found(tmp_path: Path) -> None:
     )
     steps = doc_sessions.steps(page)
     assert [type(s) for s in steps] == [File, Command, Command]
-    assert steps[2].exit_code == 2 and steps[2].text == "sopbus validate missing.toml"
+    last = steps[2]
+    assert isinstance(last, Command)
+    assert last.exit_code == 2 and last.text == "sopbus validate missing.toml"
     found = doc_sessions.check_page(page, tmp_path)
     assert len(found) == 1 and "line 7: $ sopbus validate t.toml" in found[0]
 
