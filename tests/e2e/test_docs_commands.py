@@ -5,8 +5,8 @@ lines run in an empty folder per page, on the simulator, and their output is com
 the page's, word by word, with placeholders for run ids, times and elided lines
 (tests/support/doc_sessions.py has the convention). So a page cannot drift from the code:
 a changed table, a new count or a renamed field fails here, naming the page and the line.
-The pages run a few at a time (each page's commands in order), so the whole check takes
-about as long as its slowest page.
+The pages run three at a time, each page's commands in order: about 30 s of CPU in all
+(the longest page, runs.md, about 10 s), so under half a minute on 2 idle cores.
 """
 
 from __future__ import annotations
@@ -142,3 +142,17 @@ def test_the_python_api_page_names_every_override() -> None:
         "(`sopbus.OVERRIDES`)"
     )[0]
     assert re.findall(r"`(\w+)`", sentence) == list(sopbus.OVERRIDES)
+
+
+def test_a_page_cannot_run_other_commands_nor_write_outside_its_folder(tmp_path: Path) -> None:
+    folder = tmp_path / "page"
+    folder.mkdir()
+    page = tmp_path / "page.md"
+    page.write_text("```console\n$ rm -rf ~\n```\n", encoding="utf-8")
+    assert doc_sessions.check_page(page, folder) == [
+        "line 2: only `sopbus` commands are run: rm -rf ~"
+    ]
+    page.write_text('```toml title="../escaped.toml"\nx = 1\n```\n', encoding="utf-8")
+    (found,) = doc_sessions.check_page(page, folder)
+    assert "outside the page's folder" in found
+    assert not (tmp_path / "escaped.toml").exists()

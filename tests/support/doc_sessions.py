@@ -180,15 +180,24 @@ def run(command: Command, folder: Path) -> str | None:
     )
 
 
+def _write(file: File, folder: Path) -> None:
+    target = (folder / file.name).resolve()
+    if not target.is_relative_to(folder.resolve()):  # a page writes into its folder only
+        raise ValueError(f"line {file.line}: title={file.name!r} is outside the page's folder")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(file.text, encoding="utf-8")
+
+
 def check_page(page: Path, folder: Path) -> list[str]:
-    """Runs a page's steps in order in ``folder``; what differed, one entry per command."""
+    """Runs a page's steps in order in ``folder``; what differed, one entry per command (a
+    page that breaks the convention is one entry, and its later steps do not run)."""
     differences: list[str] = []
-    for step in steps(page):
-        if isinstance(step, File):
-            (folder / step.name).parent.mkdir(parents=True, exist_ok=True)
-            (folder / step.name).write_text(step.text, encoding="utf-8")
-        else:
-            difference = run(step, folder)
-            if difference is not None:
+    try:
+        for step in steps(page):
+            if isinstance(step, File):
+                _write(step, folder)
+            elif (difference := run(step, folder)) is not None:
                 differences.append(difference)
+    except ValueError as mistake:
+        differences.append(str(mistake))
     return differences
