@@ -22,6 +22,10 @@ from .bus import ConfigError, did_you_mean
 
 SUFFIX = ".toml"
 TEMPLATE = "_templates/team"  # the starting team of `sopbus new`, beside this module
+# The variables sopbus reads, written beside every new team as a starting `.env`. Kept
+# without its dot in the package: package data globs skip dotfiles.
+ENV_TEMPLATE = "_templates/env.example"
+ENV_EXAMPLE = ".env.example"
 
 
 @dataclass(frozen=True)
@@ -95,6 +99,7 @@ def write_team(directory: Path, source: str | None = None) -> list[Path]:
     files): the template, or a copy of the shipped scenario ``source`` with the files it
     names. Returns the files written, the scenario first."""
     plan = _from_template(directory) if source is None else _from_example(directory, source)
+    plan[directory / ENV_EXAMPLE] = Path(str(resources.files("sopbus"))) / ENV_TEMPLATE
     clashes = [str(dest) for dest in plan if dest.exists()]
     if clashes:
         raise ConfigError(
