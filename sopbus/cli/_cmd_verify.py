@@ -65,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
         verdict.notes.append(
             f"{run_dir}: --no-replay: the messages are not checked against the answers"
         )
-    elif verdict.intact:  # a broken record needs no replay to say so
+    elif verdict.replayable:  # a broken chain or scenario leaves nothing to replay
         from sopbus._assemble import recheck_messages
 
         replayed = recheck_messages(run_dir)
