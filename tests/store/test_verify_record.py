@@ -261,3 +261,51 @@ def test_a_line_after_run_ended_is_reported(plain: Path, tmp_path: Path) -> None
 
     reseal(run_dir / "events.jsonl", appended)
     assert "and nothing is logged after that" in not_intact(run_dir, "--no-replay")
+
+
+# -- genuine runs keep verifying ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("resume_keyed", [True, False], ids=["resumed-keyed", "resumed-plain"])
+def test_a_keyed_run_stopped_by_its_budget_and_resumed_verifies(
+    resume_keyed: bool, key_file: Path, tmp_path: Path
+) -> None:
+    runs = tmp_path / "runs"
+    flags = ("--seal-key-file", key_file)
+    done = sopbus("run", SCENARIO, "--runs-dir", runs, "--quiet", "--budget", "0.001", *flags)
+    assert done.returncode == 3, done.stdout + done.stderr
+    [run_dir] = list(runs.iterdir())
+    assert verify(run_dir, "--key-file", key_file).returncode == 0
+    again = sopbus(
+        "resume", run_dir, "--budget", "2", "--quiet", *(flags if resume_keyed else ()), env=NO_KEY
+    )
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert (run_dir / "events.1.jsonl").is_file()
+    done = verify(run_dir)
+    assert done.returncode == 0 and done.stdout.strip().endswith("intact"), done.stdout
+    if resume_keyed:
+        done = verify(run_dir, "--key-file", key_file)
+        assert done.returncode == 0 and done.stdout.strip().endswith("intact"), done.stdout
+
+
+def test_a_keyed_run_whose_resume_was_killed_verifies_and_keeps_its_sealed_log(
+    key_file: Path, tmp_path: Path
+) -> None:
+    runs = tmp_path / "runs"
+    flags = ("--seal-key-file", key_file)
+    done = sopbus("run", SCENARIO, "--runs-dir", runs, "--quiet", "--budget", "0.001", *flags)
+    assert done.returncode == 3, done.stdout + done.stderr
+    [run_dir] = list(runs.iterdir())
+    killed = sopbus(
+        "resume", run_dir, "--budget", "2", "--quiet", *flags,
+        env={**NO_KEY, "SOPBUS_KILL_AT": "llm:journaled"},
+    )  # fmt: skip
+    assert killed.returncode == -9, killed.stdout + killed.stderr
+    assert not (run_dir / "summary.json").exists()
+    done = verify(run_dir, "--key-file", key_file)
+    assert done.returncode == 0, done.stdout
+    assert "resumed after the keyed seal" in done.stdout
+    # The log the seal covers, now under its rotated name, edited and sealed again:
+    reseal(run_dir / "events.1.jsonl", forge_prd)
+    out = not_intact(run_dir, "--key-file", key_file)
+    assert f"{run_dir / 'events.1.jsonl'} (the sealed events.jsonl): changed since" in out
