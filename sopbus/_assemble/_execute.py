@@ -255,6 +255,8 @@ class _Run:
                     "budget_usd": str(scenario.run.budget_usd),
                     "sop": scenario.sop,
                     "scenario_path": str(scenario.path),
+                    # The file written next, so that verify finds it edited or replaced.
+                    "scenario_sha256": store.scenario_digest(as_run),
                 },
             )
         )
