@@ -126,17 +126,27 @@ def _origin(cls: type) -> str:
     return f"the declaration at {declared}" if declared else f"{cls.__module__}.{cls.__qualname__}"
 
 
+_LISTED = 10  # a registry this small is listed whole when no name is close
+
+
 def unknown_name(kind: str, name: object, known: Iterable[str], where: str | None) -> str:
     """The message for a name that is not registered: where, the closest names, the fix."""
     known = sorted(known)
     at = f" at {where}" if where else ""
     close = closest(str(name), known, cutoff=0.7)
     hint = f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else ""
-    listing = ", ".join(known[:20]) + (", ..." if len(known) > 20 else "")
-    return (
-        f"unknown {kind} {name!r}{at}{hint}. Known {kind}s: {listing or '(none)'}. "
-        f"Fix the spelling, or declare the {kind} before naming it."
-    )
+    # The closest few say more than a page of names: a listing of 20 cut alphabetically
+    # showed whichever family sorts first (Board.*), not what the user meant.
+    if close:
+        listing = "`sopbus roles` lists the built-in roles and their actions"
+    elif len(known) <= _LISTED:
+        listing = f"Known {kind}s: {', '.join(known) or '(none)'}"
+    else:
+        listing = (
+            f"None of the {len(known)} known {kind}s is close; `sopbus roles` lists the "
+            f"built-in roles and their actions"
+        )
+    return f"unknown {kind} {name!r}{at}{hint}. {listing}. Fix the spelling, or declare the {kind} before naming it."
 
 
 registry = Registry()

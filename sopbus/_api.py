@@ -40,7 +40,7 @@ OVERRIDES: tuple[str, ...] = tuple(
 )
 """The keyword overrides the run functions take, as ``sopbus run``'s flags name them:
 ``idea``, ``provider``, ``model``, ``base_url``, ``budget_usd``, ``max_rounds``, ``seed``,
-``mode`` and ``runs_dir``."""
+``mode``, ``runs_dir``, ``sandbox`` and ``price`` (``(INPUT, OUTPUT)``, USD per 1M tokens)."""
 
 
 def run_scenario(

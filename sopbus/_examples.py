@@ -22,6 +22,10 @@ from .bus import ConfigError, did_you_mean
 
 SUFFIX = ".toml"
 TEMPLATE = "_templates/team"  # the starting team of `sopbus new`, beside this module
+# The variables sopbus reads, written beside every new team as a starting `.env`. Kept
+# without its dot in the package: package data globs skip dotfiles.
+ENV_TEMPLATE = "_templates/env.example"
+ENV_EXAMPLE = ".env.example"
 
 
 @dataclass(frozen=True)
@@ -89,13 +93,21 @@ def _extras() -> dict[str, set[str]]:
 
 
 def scenario_path(ref: str | os.PathLike[str]) -> Path:
-    """The scenario file ``ref`` names: a path when one is there, else the shipped scenario
+    """The scenario file ``ref`` names: a path when one is there (``flower_shop`` also finds
+    ``./flower_shop.toml``: a file in the working directory wins), else the shipped scenario
     of that name (``software_company`` or ``software_company.toml``). A name that is neither
     is a :class:`~sopbus.bus.ConfigError` with the close names."""
     path = Path(ref)
-    if path.exists() or not _is_name(str(ref)):
+    if path.exists() or not is_name(str(ref)):
         return path
-    name = path.name.removesuffix(SUFFIX)
+    here = Path(f"{path.name.removesuffix(SUFFIX)}{SUFFIX}")
+    return here if here.is_file() else shipped_scenario(str(ref))
+
+
+def shipped_scenario(ref: str) -> Path:
+    """The shipped scenario ``ref`` names (``flower_shop`` or ``flower_shop.toml``), or a
+    :class:`~sopbus.bus.ConfigError` with the close names."""
+    name = Path(ref).name.removesuffix(SUFFIX)
     shipped = shipped_dir() / f"{name}{SUFFIX}"
     if shipped.is_file():
         return shipped
@@ -107,7 +119,8 @@ def scenario_path(ref: str | os.PathLike[str]) -> Path:
     )
 
 
-def _is_name(ref: str) -> bool:
+def is_name(ref: str) -> bool:
+    """Whether ``ref`` can name a shipped scenario: no folder in it."""
     return "/" not in ref and os.sep not in ref and bool(ref.removesuffix(SUFFIX))
 
 
@@ -126,6 +139,7 @@ def write_team(directory: Path, source: str | None = None) -> list[Path]:
     files): the template, or a copy of the shipped scenario ``source`` with the files it
     names. Returns the files written, the scenario first."""
     plan = _from_template(directory) if source is None else _from_example(directory, source)
+    plan[directory / ENV_EXAMPLE] = Path(str(resources.files("sopbus"))) / ENV_TEMPLATE
     clashes = [str(dest) for dest in plan if dest.exists()]
     if clashes:
         raise ConfigError(
@@ -159,7 +173,8 @@ def _from_template(directory: Path) -> dict[Path, str | Path]:
 
 
 def _from_example(directory: Path, name: str) -> dict[Path, str | Path]:
-    scenario = scenario_path(name)
+    # Only a shipped one: a file of that name in the working directory is not a --from.
+    scenario = shipped_scenario(name) if is_name(name) else Path(name)
     if scenario.parent != shipped_dir():
         raise ConfigError(
             f"--from {name}: not a shipped scenario; the shipped ones are "

@@ -38,8 +38,10 @@ if TYPE_CHECKING:
     from ._redact import url_secrets as url_secrets
     from ._suggest import closest as closest
     from ._suggest import did_you_mean as did_you_mean
+    from ._userfiles import decode_user_text as decode_user_text
     from ._userfiles import nesting_depth as nesting_depth
     from ._userfiles import not_regular as not_regular
+    from ._userfiles import read_user_bytes as read_user_bytes
     from ._userfiles import read_user_text as read_user_text
     from ._userfiles import read_user_toml as read_user_toml
 
@@ -67,6 +69,8 @@ _WHERE: dict[str, str] = {
     "read_user_text": "._userfiles",
     "read_user_toml": "._userfiles",
     "nesting_depth": "._userfiles",
+    "decode_user_text": "._userfiles",
+    "read_user_bytes": "._userfiles",
     "not_regular": "._userfiles",
     "try_lock": "._dirlock",
 }

@@ -26,10 +26,13 @@ def read_user_bytes(path: Path, what: str) -> bytes:
         raise ConfigError(f"{path}: no such {what}") from None
     except OSError as error:
         raise ConfigError(f"{path}: cannot read the {what} ({error.strerror})") from None
+    # Checked on the descriptor before it becomes a file object: os.fdopen refuses a
+    # directory with IsADirectoryError, a traceback instead of the user's mistake.
+    kind = _kind(os.fstat(fd).st_mode)
+    if kind is not None:
+        os.close(fd)
+        raise ConfigError(f"{path}: the {what} {not_regular_problem(kind)}")
     with os.fdopen(fd, "rb") as file:
-        kind = _kind(os.fstat(fd).st_mode)
-        if kind is not None:
-            raise ConfigError(f"{path}: the {what} {not_regular_problem(kind)}")
         try:
             return file.read()
         except OSError as error:
@@ -66,7 +69,12 @@ def _kind(mode: int) -> str | None:
 
 def read_user_text(path: Path, what: str) -> str:
     """The UTF-8 text of ``path``; ``what`` names the file for people ("fixture file")."""
-    data = read_user_bytes(path, what)
+    return decode_user_text(read_user_bytes(path, what), path, what)
+
+
+def decode_user_text(data: bytes, path: Path, what: str) -> str:
+    """``data`` (the bytes of ``path``) as UTF-8 text, or a :class:`ConfigError` naming the
+    first byte that is not, where it is, and the fix."""
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as error:

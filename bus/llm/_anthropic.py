@@ -627,4 +627,5 @@ ANTHROPIC = register_provider(
     base_url_env="ANTHROPIC_BASE_URL",
     default_base_url=DEFAULT_BASE_URL,
     secret_env=("ANTHROPIC_API_KEY",),
+    key_env="ANTHROPIC_API_KEY",
 )

@@ -42,9 +42,7 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from functools import partial
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
-import httpx2
 import msgspec
-import openai
 import trio
 from loguru import logger
 
@@ -70,7 +68,13 @@ from ._wire import (
 )
 
 if TYPE_CHECKING:
+    import httpx2
+    import openai
+
     from ..scenario import Scenario
+
+# The SDK (openai, and httpx2 under it) is imported where it is used, not here: the registry
+# imports this module for the provider's capabilities in every run, the simulator's too.
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 DEFAULT_TIMEOUT_S = 600.0  # as [llm].timeout_s (bus.scenario), which the CLI passes
@@ -141,6 +145,8 @@ class OpenAIProvider(ProviderBase):
         return f"OpenAIProvider(base_url={self.base_url!r}, stream={self.stream})"
 
     async def __aenter__(self) -> OpenAIProvider:
+        import openai
+
         if not self._api_key:
             raise ConfigError(
                 f"no API key for the openai provider at {self.base_url}; set "
@@ -220,6 +226,9 @@ class OpenAIProvider(ProviderBase):
     async def _post_root(self, path: str, body: dict[str, Any]) -> Reply:
         """``body`` posted to ``path`` on the server's root (the base URL without ``/v1``),
         with the key; any failure is a reply with its status (0: no answer)."""
+        import httpx2
+        import openai
+
         assert self._client is not None
         base = httpx2.URL(self._url)
         url = base.copy_with(path=re.sub(r"/v1/?$", "", base.path.rstrip("/")) + path)
@@ -270,6 +279,9 @@ class OpenAIProvider(ProviderBase):
         on_text: Callable[[str], None] | None,
         stream: bool,
     ) -> Answer:
+        import httpx2
+        import openai
+
         assert self._client is not None
         limit = body_limit(call.request.max_tokens)
         try:
@@ -359,6 +371,8 @@ def _json_or_none(response: httpx2.Response) -> Any:
 
 
 def _provider_error(error: openai.APIError, base_url: str) -> ProviderError:
+    import openai
+
     if isinstance(error, openai.APITimeoutError):
         # The request may have reached the server, which may be generating for it.
         return ProviderError(f"{base_url} timed out", retryable=True, maybe_billed=True)
@@ -429,4 +443,5 @@ OPENAI = register_provider(
     base_url_env="OPENAI_BASE_URL",
     default_base_url=DEFAULT_BASE_URL,
     secret_env=("OPENAI_API_KEY",),
+    key_env="OPENAI_API_KEY",
 )

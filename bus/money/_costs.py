@@ -148,13 +148,8 @@ def render_table(report: dict[str, Any]) -> RenderableType:
         tables.append(table)
     total, budget = report["total_usd"], report["budget_usd"]
     of_cap = f" ({share(total, budget)} of the cap)" if budget > 0 else ""
-    outcomes = outcome_text(report["outcomes"])
     tables.append(
-        Text(
-            f"total {money(total)} of {money(budget)}{of_cap}, {report['calls']} "
-            f"call{'' if report['calls'] == 1 else 's'}" + (f" ({outcomes})" if outcomes else ""),
-            style="bold",
-        )
+        Text(f"total {money(total)} of {money(budget)}{of_cap}, {_counts(report)}", style="bold")
     )
     if report.get("cache"):
         cache = report["cache"]
@@ -177,6 +172,17 @@ def render_table(report: dict[str, Any]) -> RenderableType:
             )
         )
     return Group(*tables)
+
+
+def _counts(report: dict[str, Any]) -> str:
+    """``14 calls (14 ok), 1 refused (not sent)``: the outcomes in brackets add up to the
+    calls, since a refused call was never sent and is not one."""
+    sent = {name: n for name, n in report["outcomes"].items() if name != "refused"}
+    refused = report["outcomes"].get("refused", 0)
+    calls = report["calls"]
+    text = f"{calls} call{'' if calls == 1 else 's'}"
+    text += f" ({outcome_text(sent)})" if sent else ""
+    return text + (f", {refused} refused (not sent)" if refused else "")
 
 
 def outcome_text(outcomes: dict[str, int]) -> str:

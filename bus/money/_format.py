@@ -9,7 +9,7 @@ decimals.
 
 from __future__ import annotations
 
-from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
+from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation, localcontext
 
 _DIGITS = 3
 
@@ -51,6 +51,14 @@ def _value(amount: Decimal | float | int | str) -> Decimal:
 def _digits(amount: Decimal) -> str:
     if amount == 0 or not amount.is_finite():
         return "0.00" if amount == 0 else str(amount)
+    with localcontext() as context:
+        # Cents of a large amount need more digits than the default 28 (1e26 raised
+        # InvalidOperation here, in the message that was to refuse it).
+        context.prec = max(context.prec, amount.adjusted() + 4)
+        return _rounded(amount)
+
+
+def _rounded(amount: Decimal) -> str:
     if amount >= 1:
         return f"{amount.quantize(Decimal('0.01'), rounding=ROUND_HALF_EVEN):,.2f}"
     rounded = _significant(amount, _DIGITS)

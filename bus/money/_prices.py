@@ -24,7 +24,11 @@ from .._errors import ConfigError
 from .._util import closest
 from ._quote import Price, PriceSource, Quote
 
-PACKAGED = "bus/money/prices.toml"
+# How user-facing text names the shipped price list: by the command that shows it and the
+# docs page that explains it, not by a path inside the package (a user cannot open that).
+PACKAGED = "sopbus's price list"
+# The file itself, for an error in it (a defect of the package, reported to its developers).
+_PACKAGED_FILE = "sopbus/bus/money/prices.toml"
 _KEYS = ("input", "output", "cached_input", "cache_write")
 
 
@@ -78,7 +82,9 @@ class PriceBook:
             resources.files("sopbus.bus.money").joinpath("prices.toml").read_text(encoding="utf-8")
         )
         table = tomllib.loads(text, parse_float=Decimal)["prices"]
-        prices = {model: _parse_price(model, entry, PACKAGED) for model, entry in table.items()}
+        prices = {
+            model: _parse_price(model, entry, _PACKAGED_FILE) for model, entry in table.items()
+        }
         sources: dict[str, PriceSource] = dict.fromkeys(prices, "sopbus")
         for model, entry in (overrides or {}).items():
             prices[model] = _parse_price(model, entry, "the scenario")

@@ -11,10 +11,13 @@ from __future__ import annotations
 
 import hashlib
 import random
+import socket
 from collections.abc import Mapping, Sequence
 from typing import Any, cast
+from urllib.parse import urlsplit
 
 from .._errors import ConfigError
+from .._util import redact_url
 from ._spans import Span
 
 EXTRA_HINT = "install the OpenTelemetry extra: pip install 'sopbus[otel]'"
@@ -31,6 +34,15 @@ def export_trace(root: Span, *, run_id: str, endpoint: str | None = None) -> tup
     extra is missing and ``RuntimeError`` when the collector did not take the spans."""
     sdk = _sdk()
     exporter = _Recording(sdk.otlp(endpoint=_traces_url(endpoint)) if endpoint else sdk.otlp())
+    # The exporter retries a refused connection with backoff for over a minute, per span;
+    # one connect first says in seconds that no collector is there.
+    why = nothing_listens(exporter.where)
+    if why is not None:
+        raise RuntimeError(
+            f"nothing listens at the OTLP endpoint {redact_url(exporter.where)}: {why}; start "
+            f"the collector, or name it with --endpoint URL (or "
+            f"OTEL_EXPORTER_OTLP_ENDPOINT), such as http://127.0.0.1:4318"
+        )
     provider = sdk.TracerProvider(
         resource=sdk.Resource.create({"service.name": "sopbus", "sopbus.run_id": run_id}),
         id_generator=_run_ids(run_id, sdk.IdGenerator),
@@ -46,6 +58,26 @@ def export_trace(root: Span, *, run_id: str, endpoint: str | None = None) -> tup
             f"{exporter.failed} of {exporter.sent + exporter.failed} spans"
         )
     return exporter.sent, exporter.where
+
+
+CONNECT_WAIT_S = 3.0
+"""How long the connect to a collector may take: one on this machine or the next answers
+in milliseconds, and ``export-otel`` must say within 5 s that none is there."""
+
+
+def nothing_listens(url: str) -> str | None:
+    """``None`` when a TCP connection to ``url``'s host and port opens (within
+    :data:`CONNECT_WAIT_S`), else what was tried and what happened."""
+    parts = urlsplit(url)
+    if not parts.hostname:
+        return None  # not a URL a connect can test; the exporter's own error says more
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    try:
+        with socket.create_connection((parts.hostname, port), timeout=CONNECT_WAIT_S):
+            return None
+    except OSError as exc:
+        said = exc.strerror or str(exc) or type(exc).__name__
+        return f"a TCP connect to {parts.hostname}:{port} failed ({said})"
 
 
 def _emit(tracer: Any, trace: Any, span: Span, parent: Any) -> None:

@@ -1,20 +1,24 @@
-"""The ``local`` backend: no namespaces, the fallback where bubblewrap is missing.
+"""The ``local`` backend: no namespaces but pid and network, the fallback where bubblewrap
+is missing.
 
 What it does: the code runs in a scratch directory with an environment built from nothing
 (secret-named variables refused), under rlimits (memory, CPU, file size, processes), in its
-own session, cut from the network where ``unshare --net`` works. sopbus marks itself
-non-dumpable, so its ``/proc/<pid>/environ`` (which holds API keys) is readable only with
-CAP_SYS_PTRACE; when sopbus runs as root the child drops every capability (empty bounding
-set, ``no_new_privs``) before the code starts, so it lacks CAP_SYS_PTRACE too. The child dies
-with sopbus (``PR_SET_PDEATHSIG``), and at the end, on a timeout or on cancellation, its whole
-process group is killed.
+own session, in a new pid namespace and cut from the network where ``unshare`` permits it
+(as root; else in a user namespace of sopbus's own uid). sopbus marks itself non-dumpable,
+so its ``/proc/<pid>/environ`` (which holds API keys) is readable only with CAP_SYS_PTRACE;
+when sopbus runs as root the child drops every capability (empty bounding set,
+``no_new_privs``) before the code starts, so it lacks CAP_SYS_PTRACE too. The run dies with
+sopbus (``PR_SET_PDEATHSIG``), and at the end, on a timeout or on cancellation, the pid
+namespace's first process is killed, and the kernel kills every process in it, ``setsid``
+or not.
 
 What it does NOT stop: the code runs as sopbus's own user (root stays uid 0, without
 capabilities), so it can read and write every file that user can (``/etc/shadow`` for root,
-``~/.ssh``), signal sopbus, and see every process; a process that calls ``setsid`` leaves the
-group and outlives the run, and grandchildren outlive a killed sopbus; without
-``unshare --net`` the network is open; ``RLIMIT_NPROC`` does not bind root. It contains honest
-mistakes and keeps API keys out; it is not a security boundary. Use ``bwrap``.
+``~/.ssh``), signal sopbus, and see every process. What it cannot bound, it says once per
+run (:func:`unenforced`): ``processes`` under root (``RLIMIT_NPROC`` does not bind uid 0),
+and, without a pid namespace, ``timeout_s`` for a process that left the session with
+``setsid``; without ``unshare --net`` the network is open. It contains honest mistakes and
+keeps API keys out; it is not a security boundary. Use ``bwrap``.
 """
 
 from __future__ import annotations
@@ -22,13 +26,11 @@ from __future__ import annotations
 import ctypes
 import functools
 import os
-import shutil
-import subprocess
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import NamedTuple
 
 import trio
 
+from . import _unshare
 from ._env import environment
 from ._launcher import launcher, own_processes
 from ._process import Capture, Child, run_child, sweep_group
@@ -36,39 +38,34 @@ from ._scratch import Scratch
 from ._types import SandboxLimits
 
 _PR_SET_DUMPABLE = 4
+UNENFORCED = "sandbox: the local backend does not enforce"
 
 
-class _Isolation(NamedTuple):
-    prefix: tuple[str, ...]  # prepended to the command; empty when the network stays on
-    reason: str  # how isolation works, or why it does not
-
-
-@functools.cache
-def _detect_network_isolation() -> _Isolation:
-    """Try ``unshare --net`` (root), then ``unshare -rn`` (unprivileged user namespace)."""
-    unshare = shutil.which("unshare")
-    if unshare is None:
-        return _Isolation((), "util-linux `unshare` is not on PATH")
-    true = shutil.which("true") or "/bin/true"
-    failures = []
-    for flags in (("--net",), ("-rn",)):
-        prefix = (unshare, *flags)
-        try:
-            done = subprocess.run([*prefix, true], capture_output=True, timeout=10)
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            failures.append(f"`unshare {flags[0]}`: {exc}")
-            continue
-        if done.returncode == 0:
-            return _Isolation(prefix, f"`unshare {flags[0]}` works")
-        failures.append(
-            f"`unshare {flags[0]}` exit {done.returncode}: "
-            f"{done.stderr.decode(errors='replace').strip()}"
-        )
-    return _Isolation((), "; ".join(failures))
+def _detect_network_isolation() -> _unshare.Isolation:
+    return _unshare.detect()
 
 
 def network_isolated() -> bool:
-    return bool(_detect_network_isolation().prefix)
+    return _unshare.detect().network
+
+
+def unenforced(limits: SandboxLimits) -> list[str]:
+    """What this backend cannot enforce here, one note per limit, naming it and why."""
+    notes = []
+    if os.geteuid() == 0:
+        notes.append(
+            f"{UNENFORCED} SandboxLimits.processes "
+            f"({limits.processes}) under root: the kernel does not count root's processes "
+            f"(RLIMIT_NPROC); use the bwrap backend, or run sopbus as another user"
+        )
+    found = _unshare.detect()
+    if not found.pid:
+        notes.append(
+            f"{UNENFORCED} SandboxLimits.timeout_s ({limits.timeout_s:g} s) on a process "
+            f"that left the run's session with setsid: no pid namespace here "
+            f"({found.reason}); use the bwrap backend"
+        )
+    return notes
 
 
 @functools.cache
@@ -97,20 +94,66 @@ async def run(
 ) -> tuple[int | None, Capture, Capture, bool]:
     """Run ``argv`` in ``scratch.work``; (status, stdout, stderr, timed out). ``watch``
     ends the run when it returns (its ``/tmp`` and home are in ``scratch``: it watches them)."""
-    isolation = await trio.to_thread.run_sync(_detect_network_isolation)
+    found = await trio.to_thread.run_sync(_unshare.detect)
     make_undumpable()
     now = await trio.to_thread.run_sync(own_processes)
-    inner = launcher(limits, parent_pid=os.getpid(), drop_caps=os.geteuid() == 0, processes_now=now)
     env = environment(home=str(scratch.home), tmp=str(scratch.tmp), extra=extra_env)
-    child = Child([*isolation.prefix, *inner, *argv], cwd=scratch.work, env=env)
+    status_r, status_w = os.pipe() if found.pid else (-1, -1)
+    try:
+        child = Child(
+            _command(found, argv, limits, now, status_w),
+            cwd=scratch.work,
+            env=env,
+            pass_fds=(status_w,) if found.pid else (),
+        )
+    except BaseException:
+        if found.pid:
+            os.close(status_r)
+        raise
+    finally:
+        if found.pid:
+            os.close(status_w)
     out, err = Capture(limits.max_output_bytes), Capture(limits.max_output_bytes)
 
     async def end_all() -> None:
+        # The group holds unshare and the namespace's init: killing them ends the namespace.
         child.kill_group()
         await child.wait()
         await sweep_group(child.pid)
 
-    status, timed_out = await run_child(
-        child, timeout_s=limits.timeout_s, out=out, err=err, end_all=end_all, watch=watch
-    )
+    try:
+        status, timed_out = await run_child(
+            child, timeout_s=limits.timeout_s, out=out, err=err, end_all=end_all, watch=watch
+        )
+        if found.pid and status is not None:
+            reported = _unshare.read_status(status_r)
+            status = status if reported is None else reported
+    finally:
+        if found.pid:
+            os.close(status_r)
     return status, out, err, timed_out
+
+
+def _command(
+    found: _unshare.Isolation,
+    argv: Sequence[str],
+    limits: SandboxLimits,
+    processes_now: int,
+    status_fd: int,
+) -> list[str]:
+    """With a pid namespace: sopbus's death kills ``unshare``, whose death kills the init,
+    whose death ends the namespace; the code needs no parent-death signal of its own."""
+    root = os.geteuid() == 0
+    if not found.pid:
+        inner = launcher(
+            limits, parent_pid=os.getpid(), drop_caps=root, processes_now=processes_now
+        )
+        return [*found.prefix, *inner, *argv]
+    inner = launcher(limits, drop_caps=root, processes_now=processes_now)
+    return [
+        *_unshare.pdeath(os.getpid()),
+        *found.prefix,
+        *_unshare.init(status_fd),
+        *inner,
+        *argv,
+    ]

@@ -17,7 +17,7 @@ from ._files import copy_tree, relative_path, write_files
 from ._process import Capture
 from ._quota import Quota, Watch, mb
 from ._scratch import Scratch, sweep_stale
-from ._settings import SandboxSettings, current, resolve
+from ._settings import SandboxSettings, current, resolve, say_once
 from ._types import SANDBOX_DIR, SANDBOX_HOME, SANDBOX_TMP, SandboxLimits, SandboxResult
 
 
@@ -50,6 +50,7 @@ async def run_sandboxed(
     limits = msgspec.structs.replace(limits, file_size_mb=min(limits.file_size_mb, biggest))
     notes: list[str] = []
     try:
+        notes += await trio.to_thread.run_sync(_unbound, backend, limits)
         started = time.perf_counter()
         if backend == "bwrap":
             ran = await _bwrap.run(scratch, command, limits, extra_env, watch, settings.tmp_mb)
@@ -64,8 +65,7 @@ async def run_sandboxed(
     finally:
         with trio.CancelScope(shield=True):
             await trio.to_thread.run_sync(scratch.remove)
-    for note in notes:
-        logger.warning(note)
+    _warn(notes)
     isolated = backend == "bwrap" or _local.network_isolated()
     stderr = _fixed_paths(err, scratch) + (f"\n[{stopped}]\n" if stopped else "")
     return SandboxResult(
@@ -80,6 +80,18 @@ async def run_sandboxed(
         backend=backend,
         notes=tuple(notes),
     )
+
+
+def _unbound(backend: str, limits: SandboxLimits) -> list[str]:
+    """What the backend cannot bound here: said, not listed as applied (once per run)."""
+    return [] if backend == "bwrap" else _local.unenforced(limits)
+
+
+def _warn(notes: list[str]) -> None:
+    for note in notes:
+        # A limit not enforced is the same sentence on every run of a scenario: said once.
+        if not note.startswith(_local.UNENFORCED) or say_once(note):
+            logger.warning(note)
 
 
 def _checked_call(

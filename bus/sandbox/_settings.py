@@ -54,7 +54,11 @@ class _Scope:
     def __init__(self, settings: SandboxSettings):
         self.settings = settings
         self.warned = False
+        self.said: set[str] = set()
 
+
+# What was said outside any run: a library caller's loop of runs hears a limit once too.
+_SAID_OUTSIDE: set[str] = set()
 
 _current: contextvars.ContextVar[_Scope | None] = contextvars.ContextVar(
     "sopbus_sandbox", default=None
@@ -74,6 +78,16 @@ def using(settings: SandboxSettings) -> Iterator[SandboxSettings]:
 def current() -> SandboxSettings:
     scope = _current.get()
     return scope.settings if scope is not None else SandboxSettings()
+
+
+def say_once(note: str) -> bool:
+    """Whether ``note`` is new in this run (then it is remembered); outside a run, in this
+    process."""
+    scope = _current.get()
+    said = scope.said if scope is not None else _SAID_OUTSIDE
+    new = note not in said
+    said.add(note)
+    return new
 
 
 def check_backend(backend: BackendName, *, where: str = "[sandbox].backend") -> str:

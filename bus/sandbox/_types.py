@@ -30,7 +30,7 @@ class SandboxLimits(msgspec.Struct, frozen=True):
     address space of each process; ``max_output_bytes`` applies to stdout and stderr
     separately; ``file_size_mb`` caps each file written; ``processes`` is how many more
     processes the run may start (the kernel does not count them for a process running as
-    root, so the ``local`` backend cannot enforce it when sopbus runs as root).
+    root, so the ``local`` backend cannot enforce it when sopbus runs as root, and says so).
     """
 
     timeout_s: float = 60

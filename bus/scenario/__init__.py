@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     from ._tools import TOOL_CHOICES as TOOL_CHOICES
     from ._tools import McpServer as McpServer
     from ._tools import ToolChoice as ToolChoice
+    from ._types import MAX_BUDGET_USD as MAX_BUDGET_USD
     from ._types import ActionSpec as ActionSpec
     from ._types import InjectSpec as InjectSpec
     from ._types import LLMConfig as LLMConfig
@@ -85,6 +86,7 @@ _WHERE: dict[str, str] = {
     "register_provider": "._providers",
     "simulated": "._providers",
     "role_name_problem": "._names",
+    "MAX_BUDGET_USD": "._types",
     "ActionSpec": "._types",
     "InjectSpec": "._types",
     "LLMConfig": "._types",

@@ -71,6 +71,13 @@ def explain_validation_error(error: msgspec.ValidationError, raw: Any, root: typ
     return f"{text[0].lower()}{text[1:]}{got} - at `{format_path(tokens)}`"
 
 
+def syntax_error_place(error: Exception) -> str:
+    """Where a TOML syntax error is, ``line 3, column 5``, without the parser's words (which
+    may quote a key or a character of the file) or the line itself."""
+    match = _LINE_COL.search(str(error))
+    return f"line {match[1]}, column {match[2]}" if match else "somewhere in the file"
+
+
 def explain_syntax_error(error: msgspec.DecodeError, text: str) -> str:
     """``TOML syntax error at line 3, column 5: <what>`` and the line itself."""
     message = str(error)

@@ -26,14 +26,22 @@ from typing import Any
 import msgspec
 
 from .._errors import ConfigError
-from .._util import nesting_depth, not_regular, read_user_text
-from ._errors import PathToken, explain_syntax_error, explain_validation_error, format_path
+from .._util import decode_user_text, nesting_depth, not_regular, read_user_bytes
+from ._errors import (
+    PathToken,
+    explain_syntax_error,
+    explain_validation_error,
+    format_path,
+    syntax_error_place,
+)
 from ._extra import scenario_extra_problems
 from ._names import ROLE_NAME_FIX, role_name_problem
 from ._paths import inside, outside_problem
 from ._price import price_spec
 from ._providers import is_reference, listed_providers, provider_for, provider_problem
+from ._sections import schema_errors
 from ._types import (
+    MAX_BUDGET_USD,
     MAX_ROUNDS,
     ActionSpec,
     RoleSpec,
@@ -44,12 +52,17 @@ from ._types import (
 )
 from ._typespec import TYPE_SPECS, TypeSpecError, parse_type_spec
 
+BUDGET_ABOVE_MAX = f"expected at most ${MAX_BUDGET_USD:,}, the largest budget sopbus accepts"
+# TOML allows no control character but tab and line breaks, anywhere: one is binary data.
+_CONTROL_BYTE = re.compile(rb"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 _SOP_REF = re.compile(r"[A-Za-z_][\w-]*|[A-Za-z_][\w.]*:[A-Za-z_][\w.]*")
 _FIELD_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
 _CLASS_REF = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*")
 
 
-def load_scenario(path: Path | str, *, base_dir: Path | None = None) -> Scenario:
+def load_scenario(
+    path: Path | str, *, base_dir: Path | None = None, quote: bool = True
+) -> Scenario:
     """Decode and check the scenario file at ``path``.
 
     Relative files it names (``llm.fixtures``, ``llm.cassette``) are resolved against its
@@ -57,10 +70,16 @@ def load_scenario(path: Path | str, *, base_dir: Path | None = None) -> Scenario
     exist, inside that directory unless the file says ``allow_outside = true``. Raises
     :class:`ConfigError` naming the file, the place (``$.roles[0].watch[1]``), what was
     expected and the closest valid names.
+
+    A syntax error quotes the line only when ``quote`` and the file is named ``.toml``;
+    ``quote=False`` (for a caller who is not the file's owner, such as an MCP client)
+    also keeps the bytes of a file that is not UTF-8 out of the message, and calls a TOML
+    document without a ``[scenario]`` table no scenario instead of describing its keys.
     """
     path = Path(path)
     shown = str(path)
-    doc = _decode(read_user_text(path, "scenario file"), shown)
+    named_toml = path.suffix.lower() == ".toml"
+    doc = _decode(_scenario_text(path, named_toml and quote), shown, quote=named_toml and quote)
     absolute = path.resolve()
     fields = {f: getattr(doc, f) for f in doc.__struct_fields__}
     base = absolute.parent if base_dir is None else base_dir.resolve()
@@ -80,9 +99,7 @@ def scenario_from_tables(
     try:
         doc = msgspec.convert(tables, type=ScenarioDoc)
     except msgspec.ValidationError as error:
-        raise ConfigError(
-            f"{shown}: {explain_validation_error(error, tables, ScenarioDoc)}"
-        ) from None
+        raise ConfigError(_every_error(shown, dict(tables), error)) from None
     fields = {f: getattr(doc, f) for f in doc.__struct_fields__}
     scenario = Scenario(**fields, path=path, base_dir=path.parent, classes=dict(classes or {}))
     check_scenario(scenario, shown)
@@ -104,13 +121,43 @@ def action_spec(name: str, table: Mapping[str, Any], shown: str) -> ActionSpec:
     return spec
 
 
-def _decode(text: str, shown: str) -> ScenarioDoc:
+def _scenario_text(path: Path, named_toml: bool) -> str:
+    """The scenario file's text. A file that is binary, or not UTF-8 and not named ``.toml``,
+    is not a TOML file, and is said to be one without a byte of it: ``sopbus validate
+    /etc/shadow`` must not print what it read."""
+    data = read_user_bytes(path, "scenario file")
+    if _CONTROL_BYTE.search(data):
+        raise ConfigError(_not_toml(path, "it holds binary data, control bytes TOML forbids"))
+    if named_toml:
+        return decode_user_text(data, path, "scenario file")  # names the byte, to fix it
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ConfigError(_not_toml(path, "it is not UTF-8 text")) from None
+
+
+def _not_toml(path: Path, why: str, kind: str = "TOML") -> str:
+    return (
+        f"{path}: not a {kind} file ({why}); a scenario is a UTF-8 TOML file such as "
+        f"team.toml with a [scenario] table: check the path (the file's content is not shown)"
+    )
+
+
+def _decode(text: str, shown: str, *, quote: bool = True) -> ScenarioDoc:
+    """``text`` decoded; a syntax error quotes the line only when ``quote`` (the file is
+    named ``.toml``: a TOML file with a typo, not some other file given by mistake)."""
     try:
         return msgspec.toml.decode(text, type=ScenarioDoc)
     except msgspec.ValidationError as error:
         raw = msgspec.toml.decode(text)  # parsed fine a moment ago: only the types were wrong
-        raise ConfigError(f"{shown}: {explain_validation_error(error, raw, ScenarioDoc)}") from None
+        if not quote and not isinstance(raw.get("scenario"), dict):
+            raise ConfigError(_not_toml(Path(shown), "no [scenario] table", "scenario")) from None
+        raise ConfigError(_every_error(shown, raw, error)) from None
     except msgspec.DecodeError as error:
+        if not quote:
+            raise ConfigError(
+                _not_toml(Path(shown), f"a TOML syntax error at {syntax_error_place(error)}")
+            ) from None
         raise ConfigError(f"{shown}: {explain_syntax_error(error, text)}") from None
     except RecursionError:
         depth = nesting_depth(text)
@@ -119,6 +166,12 @@ def _decode(text: str, shown: str) -> ScenarioDoc:
             f"TOML parser can follow; a scenario needs a few levels at most: "
             f"flatten it"
         ) from None
+
+
+def _every_error(shown: str, raw: dict[str, Any], error: msgspec.ValidationError) -> str:
+    """Every section's schema error, one line each, as :func:`check_scenario` lists
+    problems: fixing the first mistake of a file should not be the way to find the next."""
+    return "\n".join(f"{shown}: {problem}" for problem in schema_errors(raw, error))
 
 
 def check_scenario(scenario: Scenario, shown: str | None = None) -> None:
@@ -214,6 +267,8 @@ def _money_problems(s: Scenario) -> list[str]:
                 "expected an amount of USD greater than 0, such as 3.0",
             )
         )
+    elif budget > MAX_BUDGET_USD:
+        out.append(_at(["run", "budget_usd"], f"budget {budget}", BUDGET_ABOVE_MAX))
     for model, price in s.prices.items():
         for key, value in (
             ("input", price.input),
@@ -435,6 +490,10 @@ def scenario_with_overrides(
     entry would, over the file's entry for that model, so a local model needs no edited
     copy of the scenario."""
     _check_flags(provider=provider, mode=mode, max_rounds=max_rounds, idea=idea)
+    cap = None if budget_usd is None else _decimal(budget_usd)
+    if cap is not None and cap.is_finite() and cap > MAX_BUDGET_USD:
+        # Said before any run directory exists: 1e26 once failed only when it was printed.
+        raise ConfigError(f"--budget {budget_usd}: {BUDGET_ABOVE_MAX}")
     info = _replace(scenario.info, idea=idea)
     llm = _replace(scenario.llm, provider=provider, model=model, base_url=base_url)
     run = _replace(
@@ -442,7 +501,7 @@ def scenario_with_overrides(
         max_rounds=max_rounds,
         seed=seed,
         mode=mode,
-        budget_usd=None if budget_usd is None else _decimal(budget_usd),
+        budget_usd=cap,
         runs_dir=None if runs_dir is None else str(runs_dir),
     )
     if sandbox is not None and sandbox not in typing.get_args(SandboxBackend):

@@ -55,6 +55,7 @@ class ProviderSpec(NamedTuple):
     base_url_env: str | None = None
     default_base_url: str | None = None
     secret_env: tuple[str, ...] = ()
+    key_env: str | None = None
 
     def make(self, scenario: Scenario, environ: Mapping[str, str]) -> Provider:
         """The run's provider, built by the factory."""
@@ -84,6 +85,10 @@ class ProviderSpec(NamedTuple):
             f"{scenario.path}: the base URL {url} had credentials, which a run does "
             f"not keep; set {self.base_url_env or 'the base URL'} to the whole URL to run it again"
         )
+
+    def missing_key(self, environ: Mapping[str, str]) -> str | None:
+        """:attr:`key_env` when ``environ`` has no value for it, else ``None``."""
+        return self.key_env if self.key_env and not environ.get(self.key_env) else None
 
     def secrets(self, environ: Mapping[str, str]) -> tuple[str, ...]:
         """The values of its :attr:`secret_env` in ``environ`` (8 characters or more: a
@@ -115,6 +120,9 @@ def register_provider(name: str, factory: ProviderFactory, **capabilities: Any) 
     * ``default_base_url`` (str): where it calls when neither gives one.
     * ``secret_env`` (tuple of str): environment variables holding its secrets (API keys),
       never written to a run's files.
+    * ``key_env`` (str): the variable its factory requires an API key in. ``sopbus
+      validate`` checks a file without it (a file is valid whoever holds the key) and
+      notes that the run needs it; ``sopbus run`` refuses to start without it.
     """
     if not _NAME.fullmatch(name):
         raise ValueError(

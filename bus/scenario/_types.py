@@ -49,6 +49,10 @@ MAX_ROUNDS = 100_000
 """The largest round limit: each round is at least one turn of a role, so a run that needs
 more is a loop, and a 23-digit limit (accepted once) is no limit at all."""
 RoundLimit = Annotated[int, msgspec.Meta(ge=1, le=MAX_ROUNDS)]
+MAX_BUDGET_USD = Decimal(1_000_000)
+"""The largest budget cap of a run (or a sweep): a million dollars is no limit any LLM run
+meets, and it keeps every sum of the ledger exact in ``Decimal``'s 28 digits; ``1e26``
+(accepted once) could not even be printed to the cent."""
 MAX_TIMEOUT_S = 86_400.0
 """The longest timeout of one LLM call, a day: above any CPU generation; ``inf`` (accepted
 once) let a stuck server hold a run forever."""

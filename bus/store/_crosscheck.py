@@ -14,7 +14,9 @@ that records the same calls:
   same ledger line and the usage the ledger charged;
 - the ledger itself: ``seq`` counts lines from 1, and ``total_usd`` never falls nor is less
   than the sum of ``cost_usd`` so far;
-- ``summary.json``: its totals are the ledger's, its end is the log's ``run_ended``.
+- ``summary.json``: its totals are the ledger's, its end, message counts and verdict the
+  log's ``run_ended`` and message events, its run, scenario, seed, provider and model the
+  log's ``run_started``, its ``overrun`` the ledger's ``overrun`` line.
 
 The one gap a killed run may honestly leave: the writes of one call go journal
 (``calls.jsonl``), ledger, event log, each flushed, so an execution killed between two of
@@ -34,6 +36,7 @@ from typing import Any
 import msgspec
 
 from .._chain import unseal
+from .._events import MESSAGE_KINDS
 from .._util import CALLS, COSTS, EVENTS, SUMMARY
 from ..llm import TOOL_PROVIDER
 
@@ -108,6 +111,13 @@ class Logs:
         """The event log of the run's ``resume``-th execution (0: the first)."""
         rotated = self.run_dir / f"events.{resume + 1}.jsonl"
         return rotated if rotated in self.logs else self.run_dir / EVENTS
+
+    @property
+    def finished(self) -> bool:
+        """Whether the latest log holds ``run_ended``: the run finished, whatever files are
+        missing now (a resume starts a new log, so an earlier execution's end does not count)."""
+        events = self.logs.get(self.run_dir / EVENTS, [])
+        return any(e.get("kind") == "run_ended" for _, e in events)
 
     def ended(self, log: Path) -> bool:
         events = self.logs.get(log, [])
@@ -286,6 +296,7 @@ def check_summary(logs: Logs, report: Report, note: Report | None = None) -> Non
         have = summary.get(key)
         if not _same(have, want):
             report(f"{path}: {key} is {_show(have)} but {_source(key)} says {_show(want)}")
+    _check_overrun(logs, path, summary.get("overrun"), report)
     events = logs.logs.get(logs.run_dir / EVENTS, [])
     ended = events[-1][1] if events and events[-1][1].get("kind") == "run_ended" else None
     if ended is not None and "verdict" not in ended and note is not None:
@@ -313,10 +324,7 @@ def _expected(logs: Logs) -> dict[str, Any]:
     events = logs.logs.get(logs.run_dir / EVENTS, [])
     started = next((e for _, e in events if e.get("kind") == "run_started"), None)
     if started is not None:
-        want["run_id"] = started.get("run_id")
-        budget = (started.get("settings") or {}).get("budget_usd")
-        if budget is not None:
-            want["budget_usd"] = Decimal(budget)
+        want.update(_started_fields(started))
     ended = events[-1][1] if events and events[-1][1].get("kind") == "run_ended" else None
     if ended is not None:
         want.update(
@@ -327,7 +335,69 @@ def _expected(logs: Logs) -> dict[str, Any]:
         )
         if "verdict" in ended:
             want["verdict"] = ended["verdict"]
+        kinds = [e.get("kind") for _, e in events]
+        want["messages"] = sum(k in MESSAGE_KINDS for k in kinds)
+        want["undelivered"] = kinds.count("message_undelivered")
     return want
+
+
+_SETTINGS = ("provider", "model", "sop", "scenario_path")
+
+
+def _started_fields(started: dict[str, Any]) -> dict[str, Any]:
+    """What ``summary.json`` restates of the run's ``run_started`` (settings a log from an
+    older version lacks are not compared)."""
+    settings = started.get("settings") or {}
+    want: dict[str, Any] = {"run_id": started.get("run_id")}
+    for key in ("scenario", "seed"):
+        if key in started:
+            want[key] = started[key]
+    for key in _SETTINGS:
+        if key in settings:
+            want[key] = settings[key]
+    if settings.get("budget_usd") is not None:
+        want["budget_usd"] = Decimal(settings["budget_usd"])
+    return want
+
+
+# What summary.json's overrun restates of the ledger line of the call that overran.
+_OVERRUN_KEYS = ("provider", "round", "role", "action", "model")
+
+
+def _check_overrun(logs: Logs, path: Path, have: Any, report: Report) -> None:
+    """``summary.json``'s ``overrun`` is the first ``overrun`` line the latest execution
+    ledgered (an earlier execution's overrun ended that execution, not this one), or null."""
+    execution = _execution(logs)
+    line = next(
+        (
+            (n, line)
+            for n, line in logs.ledger
+            if line.get("outcome") == "overrun" and line.get("resume", 0) == execution
+        ),
+        None,
+    )
+    if line is None:
+        if have is not None:
+            report(
+                f"{path}: overrun is {_show(have)} but no call of the run's last execution "
+                f"is ledgered overrun in {COSTS}"
+            )
+        return
+    number, want = line
+    if not isinstance(have, dict) or any(have.get(k) != want.get(k) for k in _OVERRUN_KEYS):
+        report(
+            f"{path}: overrun is {_show(have)} but {logs.where(COSTS, number)} ledgers "
+            f"the overrun of {want.get('role')}'s {want.get('action')} call "
+            f"(round {want.get('round')})"
+        )
+
+
+def _execution(logs: Logs) -> int:
+    """How many executions came before the latest (its ``resumed`` event says; 0 if none)."""
+    for _, event in logs.logs.get(logs.run_dir / EVENTS, []):
+        if event.get("kind") == "resumed":
+            return int((event.get("data") or {}).get("resume", 0))
+    return 0
 
 
 def _same(have: Any, want: Any) -> bool:
@@ -352,8 +422,10 @@ def _show(value: Any) -> str:
 
 
 def _source(key: str) -> str:
-    if key in ("total_usd", "llm_calls", "prompt_tokens", "completion_tokens"):
+    if key in _TOTALS:
         return f"the ledger ({COSTS})"
-    if key in ("run_id", "budget_usd"):
+    if key in ("messages", "undelivered"):
+        return f"the message events of {EVENTS}"
+    if key in ("run_id", "budget_usd", "scenario", "seed", *_SETTINGS):
         return f"run_started in {EVENTS}"
     return f"run_ended in {EVENTS}"

@@ -124,6 +124,7 @@ def with_settings(scenario: Scenario, settings: tuple[str, ...], *, at_round: in
         if not sep or not key.strip():
             raise ConfigError(f"--set {setting!r}: expected key=value, such as llm.model=gpt-4o")
         value = _toml_value(raw)
+        _refuse_what_a_fork_cannot_apply(key.strip(), setting, at_round)
         if key.strip() == "inject":
             doc["inject"] = [*doc.get("inject", ()), _injection(value, at_round, setting)]
         else:
@@ -136,6 +137,40 @@ def with_settings(scenario: Scenario, settings: tuple[str, ...], *, at_round: in
     result = Scenario(**fields, path=scenario.path, base_dir=scenario.base_dir)
     check_scenario(result, "--set")
     return result
+
+
+# Keys a fork would take and then never use: refused, so a "what if" is not silently the old
+# run again. (Everything else applies from round N+1 on, as _FORK_APPLIES says.)
+_NEVER_IN_A_FORK = {
+    "run.runs_dir": "a fork's run directory goes beside RUN's, or into the folder --into DIR",
+    "sweep": "a fork is one run; `sopbus sweep` runs the variants of a [sweep] table",
+}
+# Keys that shape rounds 1..N, which a fork after round N takes from RUN's recording.
+_BEFORE_THE_FORK = {
+    "scenario.idea": "the idea is the first message, and the rounds up to {n} answered it",
+    "scenario.sop": "the SOP built the team whose rounds up to {n} are taken from the recording",
+}
+_FORK_APPLIES = (
+    "llm.*, roles.N.*, actions.NAME.*, run.budget_usd, run.max_rounds, run.seed, prices.*, "
+    "sop.*, sandbox.*, mcp.*, inject=TEXT (and, with --at-round 0, scenario.idea and "
+    "scenario.sop)"
+)
+
+
+def _refuse_what_a_fork_cannot_apply(key: str, setting: str, at_round: int) -> None:
+    def hit(table: dict[str, str]) -> str | None:
+        found = [why for k, why in table.items() if key == k or key.startswith(k + ".")]
+        return found[0] if found else None
+
+    why = hit(_NEVER_IN_A_FORK)
+    if why is None and at_round > 0:
+        why = hit(_BEFORE_THE_FORK)
+        if why is not None:
+            why = why.format(n=at_round) + "; fork with --at-round 0, or run the scenario anew"
+    if why is not None:
+        raise ConfigError(
+            f"--set {setting!r}: a fork cannot apply {key} ({why}); a fork applies {_FORK_APPLIES}"
+        )
 
 
 def _toml_value(raw: str) -> Any:

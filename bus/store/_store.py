@@ -226,10 +226,15 @@ class RunStore:
     def emit(self, kind: str, data: Mapping[str, Any], *, role: str, round: int) -> None:
         self.log(Note(kind=kind, round=round, role=role, data=dict(data)))
 
+    def scenario_digest(self, text: str) -> str:
+        """The SHA-256 of ``scenario.toml`` as :meth:`write_scenario` writes ``text``:
+        ``run_started`` records it, so ``sopbus verify`` finds the file edited or replaced."""
+        return hashlib.sha256(self.redact(text).encode()).hexdigest()
+
     def write_scenario(self, text: str) -> None:
         path = self.run_dir / SCENARIO
         tmp = path.with_suffix(".tmp")
-        tmp.write_text(self.redact(text))
+        tmp.write_bytes(self.redact(text).encode())  # the bytes scenario_digest hashed
         os.replace(tmp, path)  # a resume killed here keeps the copy it resumed from
 
     def write_summary(self, summary: RunSummary) -> None:

@@ -12,7 +12,12 @@
 - the executions of a resumed run: each earlier log is there, whole, under its own name
   (:mod:`sopbus.bus.store._chained`), and ``summary.json``'s verdict is the one
   ``run_ended`` seals;
-- a finished run (one with ``summary.json``) must end with its ``run_ended`` event;
+- the record is this directory's and whole (:mod:`sopbus.bus.store._asrun`): each event
+  log's ``run_started`` names this run, ``scenario.toml`` is the one the run wrote, and a
+  finished run (its log holds ``run_ended``) still has its ``summary.json`` and
+  ``scenario.toml``;
+- a finished run (one with ``summary.json``, or whose log holds ``run_ended``) must end
+  with its ``run_ended`` event;
 - every artifact must still have the SHA-256 its last ``artifact_written`` event recorded,
   be a file (not a symbolic link), and ``artifacts/`` must hold nothing the run did not
   record writing;
@@ -39,6 +44,7 @@ import msgspec
 from .._chain import ChainReport, split_line, unseal, verify_file
 from .._errors import SopbusError
 from .._util import ARTIFACTS, CALLS, COSTS, EVENTS, RECEIPTS, SUMMARY, JsonlWriter
+from ._asrun import check_record
 from ._chained import check_executions
 from ._crosscheck import Logs, check_ledger, check_summary, event_logs
 
@@ -155,6 +161,10 @@ class RunVerdict:
     problems: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     receipts: int = 0
+    replayable: bool = True
+    """Whether the messages can be checked against a replay of the answers: every chain
+    holds and ``scenario.toml`` is the one the run wrote (a replay of an edited scenario
+    would check nothing, and would run what the editor wrote)."""
 
     @property
     def intact(self) -> bool:
@@ -174,6 +184,7 @@ def verify_run(run_dir: Path) -> RunVerdict:
         if path.is_file():
             _check_chain(verdict, verify_file(path))
     if not verdict.intact:
+        verdict.replayable = False
         return verdict  # the cross-checks would only repeat the break in other words
     logs = Logs.read(run_dir)
     events = logs.logs.get(run_dir / EVENTS, [])
@@ -186,6 +197,7 @@ def verify_run(run_dir: Path) -> RunVerdict:
         verdict.problems.append,
         verdict.notes.append,
     )
+    verdict.replayable = check_record(logs, verdict.problems.append, verdict.notes.append)
     _check_ending(verdict, run_dir, events)
     _check_artifacts(verdict, run_dir, events)
     _check_unrecorded(verdict, run_dir, events)
@@ -216,7 +228,13 @@ def _check_ending(
     if last == "run_ended":
         return
     where = f"{run_dir / EVENTS}:{len(events) + 1}"
-    if (run_dir / SUMMARY).is_file():
+    ended = next((n for n, e in events if e.get("kind") == "run_ended"), None)
+    if ended is not None:
+        verdict.problems.append(
+            f"{run_dir / EVENTS}:{ended + 1}: added: the run ended at line {ended} "
+            f"(run_ended), and nothing is logged after that"
+        )
+    elif (run_dir / SUMMARY).is_file():
         verdict.problems.append(
             f"{where}: missing: the run finished (summary.json) but its log "
             f"does not end with run_ended: lines were cut from the end"

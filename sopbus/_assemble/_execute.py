@@ -61,6 +61,7 @@ from ._provider import (
     run_secrets,
     with_people,
 )
+from ._reach import check_endpoint
 
 if TYPE_CHECKING:
     from sopbus.bus.money import AccountShare
@@ -98,7 +99,10 @@ async def execute(
     account, drawn on by every call besides the run's own budget. ``bus`` runs the team
     over NATS, with roles on workers (:mod:`sopbus._assemble._bus`)."""
     env = os.environ if environ is None else environ
-    checked = preflight(scenario, env, live=continuation is None or continuation.live)
+    live = continuation is None or continuation.live
+    checked = preflight(scenario, env, live=live)
+    if live:  # a replay calls no server; every other run needs one that is there
+        await check_endpoint(scenario, provider_spec(scenario), env)
     provider = _provider(checked, human_input, continuation)
     for warning in checked.warnings:
         logger.warning(warning)
@@ -251,6 +255,8 @@ class _Run:
                     "budget_usd": str(scenario.run.budget_usd),
                     "sop": scenario.sop,
                     "scenario_path": str(scenario.path),
+                    # The file written next, so that verify finds it edited or replaced.
+                    "scenario_sha256": store.scenario_digest(as_run),
                 },
             )
         )

@@ -51,8 +51,8 @@ def recheck_messages(run_dir: Path) -> Recheck:
     found = Recheck()
     if not (run_dir / SUMMARY).is_file():
         found.notes.append(
-            f"{run_dir / EVENTS}: the run has not finished, so its messages are not "
-            f"checked against a replay of its answers"
+            f"{run_dir / EVENTS}: no {SUMMARY} (the run has not finished, or its summary "
+            f"was removed), so its messages are not checked against a replay of its answers"
         )
         return found
     ran = read_summary(run_dir)

@@ -53,8 +53,7 @@ def command_modules() -> list[ModuleType]:
 
 
 class _Version(argparse.Action):
-    """``--version``: the installed distribution's version, looked up only when asked
-    (``importlib.metadata`` is not free, and ``--help`` must not pay for it)."""
+    """``--version``: the installed distribution's version, looked up only when asked."""
 
     def __init__(
         self,
@@ -72,13 +71,9 @@ class _Version(argparse.Action):
         values: object,
         option_string: str | None = None,
     ) -> None:
-        from importlib.metadata import PackageNotFoundError, version
+        from ._version import installed
 
-        try:
-            found = version("sopbus")
-        except PackageNotFoundError:  # run from a checkout that was never installed
-            found = "(not installed: pip install -e .)"
-        print(f"{PROG} {found}")
+        print(f"{PROG} {installed() or '(not installed: pip install -e .)'}")
         parser.exit()
 
 

@@ -44,6 +44,12 @@ def usd(text: str) -> Decimal:
         ) from None
     if not amount.is_finite() or amount <= 0:
         raise argparse.ArgumentTypeError(f"expected an amount of USD greater than 0, got {text!r}")
+    from sopbus.bus.scenario import MAX_BUDGET_USD
+
+    if amount > MAX_BUDGET_USD:
+        raise argparse.ArgumentTypeError(
+            f"expected at most ${MAX_BUDGET_USD:,}, the largest budget sopbus accepts, got {text!r}"
+        )
     return amount
 
 

@@ -17,7 +17,8 @@ from ._flags import INTO, PROGRESS_FLAGS, RUN_FLAGS, SETTINGS, Flag, add
 from ._runref import resolve_run
 
 if TYPE_CHECKING:
-    from sopbus.bus import Scenario
+    from sopbus.bus import Message, Scenario
+    from sopbus.sops import Team
 
 NAME = "fork"
 HELP = "start a new run from the state after round N of RUN, with changed settings"
@@ -62,11 +63,46 @@ def blame_settings(scenario: Scenario, settings: tuple[str, ...]) -> None:
     from sopbus.sops import build_team
 
     try:
-        build_team(scenario)
+        team = build_team(scenario)
     except ConfigError as exc:
         text = str(exc).removeprefix(f"{scenario.path}: ")
         for setting in settings:
             key = setting.partition("=")[0].strip()
-            if f"$.{key}`" in text or f"$.{key} " in text or text.endswith(f"$.{key}"):
+            # RUN's own file ran, so a bad injection is the flag's (its entry has an index).
+            blamed = f"$.{key}`" in text or f"$.{key} " in text or text.endswith(f"$.{key}")
+            if blamed or (key == "inject" and "$.inject[" in text):
                 raise ConfigError(f"--set {setting!r}: {text}") from None
         raise
+    _refuse_undeliverable(team, [s for s in settings if s.partition("=")[0].strip() == "inject"])
+
+
+def _refuse_undeliverable(team: Team, injected: list[str]) -> None:
+    """An injected message that no role would receive is refused: it would be recorded as
+    undelivered and the fork would be RUN again, not the "what if" asked for."""
+    from sopbus.bus import ConfigError
+
+    # with_settings appends the --set injections after the file's own, in the flags' order.
+    messages = [i.message for i in team.injections[len(team.injections) - len(injected) :]]
+    for setting, message in zip(injected, messages, strict=True):
+        if _receivers(team, message):
+            continue
+        names = ", ".join(r.name for r in team.roles)
+        watched = ", ".join(dict.fromkeys(a for r in team.roles for a in r.watch))
+        to = f"to {', '.join(message.send_to)}" if message.send_to else "to the watchers of"
+        raise ConfigError(
+            f"--set {setting!r}: the injected message ({to} {message.cause_by}) would reach no "
+            f'role of this team; name its receivers, such as inject=\'{{ content = "...", '
+            f'send_to = ["{team.roles[0].name}"] }}\' (roles: {names}), or give a cause_by a '
+            f"role watches ({watched})"
+        )
+
+
+def _receivers(team: Team, message: Message) -> list[str]:
+    """The roles ``message`` reaches, by the routing contract (docs/design/routing.md)."""
+    named = set(message.send_to)
+    return [
+        r.name
+        for r in team.roles
+        if r.name != message.sent_from
+        and (named & {r.name, *r.aliases} if named else message.cause_by in r.watch)
+    ]

@@ -1,11 +1,14 @@
 """``sopbus mcp [--max-budget USD] [--provider P] [--model M] [--base-url URL]
-[--price IN,OUT] [--runs-dir DIR]``: sopbus as an MCP server over stdio.
+[--price IN,OUT] [--runs-dir DIR] [--scenario-dir DIR]...``: sopbus as an MCP server over
+stdio.
 
 An IDE agent (or any MCP client) starts it as a subprocess and gets six tools: list the
 shipped examples, validate a scenario, run one under a budget cap, and read a run's
 summary, costs and messages (``docs/sopbus-mcp.md``). Every run is on the model the server
 was started with (default: the embedded simulator) and asks for its own budget, at most
-``--max-budget``. The tools are in :mod:`._mcp_tools`, the SDK in :mod:`._mcp_server`.
+``--max-budget``. The tools read scenarios only under the server's roots and runs only in
+``--runs-dir`` (:mod:`._mcp_paths`). The tools are in :mod:`._mcp_tools`, the SDK in
+:mod:`._mcp_server`.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from __future__ import annotations
 import argparse
 
 from ._args import usd
-from ._flags import MODEL_FLAGS, PROVIDER, RUNS_DIR, Flag, add
+from ._flags import MODEL_FLAGS, PROVIDER, RUNS_DIR, SCENARIO_DIR, Flag, add
 
 NAME = "mcp"
 HELP = (
@@ -40,7 +43,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="where the server's runs go and are read from (default: runs, in the server's "
         "working directory)"
     )
-    add(parser, MAX_BUDGET, provider, *MODEL_FLAGS[1:], runs_dir)
+    add(parser, MAX_BUDGET, provider, *MODEL_FLAGS[1:], runs_dir, SCENARIO_DIR)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -55,6 +58,12 @@ def run(args: argparse.Namespace) -> int:
         price_spec(args.price)  # a wrong --price is exit 2 now, not an error at every run
     runs_dir = Path(args.runs_dir).absolute()
     check_runs_dir(runs_dir)
+    scenario_dirs = tuple(Path(d).absolute() for d in args.scenario_dirs)
+    for folder in scenario_dirs:
+        if not folder.is_dir():
+            raise ConfigError(
+                f"--scenario-dir {folder}: not a folder; give the folder your scenario files are in"
+            )
     try:
         from ._mcp_server import serve
     except ModuleNotFoundError as missing:
@@ -78,6 +87,7 @@ def run(args: argparse.Namespace) -> int:
             max_budget=args.max_budget,
             runs_dir=runs_dir,
             model={k: v for k, v in model.items() if v is not None},
+            scenario_dirs=scenario_dirs,
         )
     )
     return 0

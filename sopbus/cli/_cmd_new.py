@@ -11,6 +11,7 @@ replaces a file.
 from __future__ import annotations
 
 import argparse
+import shlex
 
 from ._args import path_arg
 from ._flags import Flag, add
@@ -44,7 +45,8 @@ def run(args: argparse.Namespace) -> int:
     width = console().width  # a deep folder's paths break after a slash, never cut
     for path in written:
         print(hanging("wrote ", str(path), width))
-    scenario = written[0]
+    # Quoted as a shell reads it: the hint is meant to be pasted, and "my team/" has a space.
+    scenario = shlex.quote(str(written[0]))
     print(f"\n{hanging('next: ', f'sopbus validate {scenario}', width)}")
     print(hanging("      ", f"sopbus run {scenario}", width))
     return 0

@@ -137,7 +137,7 @@ def _source(quote: Quote) -> str:
     if quote.source == "scenario":
         return f'scenario: its [prices."{quote.model}"] table (it comes first)'
     if quote.source == "sopbus":
-        return f"sopbus: {PACKAGED} (no [prices] entry in the scenario)"
+        return f"sopbus: {PACKAGED}, shipped with the package (no [prices] entry in the scenario)"
     return (
         f"genai-prices {version()} (offline data; not in the scenario's [prices] nor in {PACKAGED})"
     )

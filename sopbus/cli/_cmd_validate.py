@@ -56,6 +56,7 @@ class Report:
         self.lines = lines
         self.warnings = warnings
         self.graph = graph or []
+        self.notes: list[str] = []  # what the run will need that a valid file need not hold
 
 
 def run(args: argparse.Namespace) -> int:
@@ -89,6 +90,8 @@ def run(args: argparse.Namespace) -> int:
         print(mermaid(team))
         for warning in report.warnings:
             print(f"warning: {warning}", file=sys.stderr)
+        for note in report.notes:
+            print(f"note: {note}", file=sys.stderr)
         return 0
     from ._fit import hanging, wrapped
     from ._runref import console
@@ -101,6 +104,8 @@ def run(args: argparse.Namespace) -> int:
         print(hanging(label, text, width))
     for warning in report.warnings:
         print(hanging("warning: ", warning, width))
+    for note in report.notes:
+        print(hanging("note: ", note, width))
     return 0
 
 
@@ -114,7 +119,8 @@ def check_team(scenario: Scenario, report: Report) -> Team:
 
     from ._graph import graph_text
 
-    checked = preflight(scenario, run_environ())  # the keys run would see: env over ./.env
+    environ = _without_needing_a_key(scenario, run_environ(), report)
+    checked = preflight(scenario, environ)  # the keys run would see: env over ./.env
     team: Team = checked.team
     if scenario.mcp:
         import trio
@@ -126,6 +132,25 @@ def check_team(scenario: Scenario, report: Report) -> Team:
     report.graph = [*graph_text(team), *answer_bounds(team)]
     report.warnings[:0] = [*team_warnings(team), *checked.warnings]
     return team
+
+
+def _without_needing_a_key(
+    scenario: Scenario, environ: dict[str, str], report: Report
+) -> dict[str, str]:
+    """``environ`` with a stand-in for the provider's API key when it has none, and a note
+    saying the run needs one: a file is valid whoever holds the key (and no call is made
+    here), so the other checks of the provider's settings still run."""
+    from sopbus._assemble import provider_spec
+
+    missing = provider_spec(scenario).missing_key(environ)
+    if missing is None:
+        return environ
+    report.notes.append(
+        f"`sopbus run` needs an API key for provider {scenario.llm.provider!r}: set {missing} "
+        f"in the environment or in a .env file in the working directory (any value for a "
+        f"local server); validate checked the file without one"
+    )
+    return {**environ, missing: "sopbus-validate-has-no-key"}
 
 
 def answer_bounds(team: Team) -> list[tuple[str, str]]:

@@ -2,13 +2,15 @@
 
 Checks the hash chains of ``events.jsonl`` (and a resumed run's earlier event logs, each
 chained to the one before), ``costs.jsonl``, ``calls.jsonl`` and (for a gated run) the
-receipts; the ledger against the event logs, the answers and ``summary.json`` (its totals
-and its verdict), call by call; the artifacts against their recorded writes, and each
-receipt against the files it vouches for (see :mod:`sopbus.bus.store._verify`). Then, for a
-finished run, it replays the recorded answers and compares the messages
-(:mod:`sopbus._assemble._recheck`), and with a key it checks the keyed seal
-(:mod:`sopbus.bus.store._keyed`). Prints one line per file and, for each problem, the file
-and line number where it is. Exit 0 when intact (a torn last line of a killed run is
+receipts; the ledger against the event logs, the answers and ``summary.json`` (its totals,
+its verdict and what it restates of the log), call by call; that the record is this
+directory's and whole (a finished run keeps its summary and scenario); the artifacts
+against their recorded writes, and each receipt against the files it vouches for (see
+:mod:`sopbus.bus.store._verify`). With a key it checks the keyed seal
+(:mod:`sopbus.bus.store._keyed`). Then, for a finished run whose chains hold and whose
+scenario is the one it ran, it replays the recorded answers and compares the messages
+(:mod:`sopbus._assemble._recheck`). Prints one line per file and, for each problem, the
+file and line number where it is. Exit 0 when intact (a torn last line of a killed run is
 reported, but is not tampering), 1 when not, 2 for a key file that cannot be used.
 """
 
@@ -65,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
         verdict.notes.append(
             f"{run_dir}: --no-replay: the messages are not checked against the answers"
         )
-    elif verdict.intact:  # a broken record needs no replay to say so
+    elif verdict.replayable:  # a broken chain or scenario leaves nothing to replay
         from sopbus._assemble import recheck_messages
 
         replayed = recheck_messages(run_dir)

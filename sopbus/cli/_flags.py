@@ -108,6 +108,17 @@ SWEEPS_DIR = Flag(
     help="where sweep directories are (default: sweeps)",
 )
 RUN_FLAGS = (RUN, RUNS_DIR)  # the commands that read one run
+SCENARIO_DIR = Flag(
+    "--scenario-dir",
+    dest="scenario_dirs",
+    metavar="DIR",
+    type=path_arg,
+    action="append",
+    default=[],
+    help="a folder whose scenario files (.toml, in it or below) the server's tools may "
+    "validate and run (repeatable); without one, only the shipped scenarios and the runs' "
+    "own scenario.toml",
+)
 
 # -- the model ---------------------------------------------------------------------------
 

@@ -38,7 +38,8 @@ Scenario = Annotated[
     str,
     Field(
         description="A shipped scenario's name (from list_examples, e.g. 'flower_shop') or "
-        "the path of a scenario TOML file, relative to the server's working directory"
+        "the path of a scenario TOML file, relative to the server's working directory, in "
+        "a folder the server was started with (--scenario-dir)"
     ),
 ]
 RunRef = Annotated[
@@ -88,7 +89,11 @@ DESCRIPTIONS = {
 
 def build(settings: ServerSettings) -> MCPServer:
     """The server with its six tools, each described for a model to use without docs."""
-    server = MCPServer("sopbus", instructions=INSTRUCTIONS, log_level="WARNING")
+    from ._version import installed
+
+    # A client shows serverInfo.version (and may log it with a bug report); '' says nothing.
+    version = installed() or "0+unknown"
+    server = MCPServer("sopbus", instructions=INSTRUCTIONS, version=version, log_level="WARNING")
     words = {"model": _model_words(settings), "max_budget": settings.max_budget}
     for tool in (list_examples, *_scenario_tools(settings), *_run_readers(settings)):
         server.add_tool(
@@ -116,21 +121,24 @@ def _scenario_tools(settings: ServerSettings) -> tuple[Callable[..., Awaitable[A
         budget: Annotated[
             float,
             Field(
+                strict=True,  # a JSON number: `true` is no budget (lax pydantic made it $1)
                 description=f"The run's budget cap in USD, e.g. 0.05; greater than 0 and at "
                 f"most {settings.max_budget} (this server's --max-budget). The run stops "
-                f"before any LLM call that could pass it."
+                f"before any LLM call that could pass it.",
             ),
         ],
         max_rounds: Annotated[
             int | None,
-            Field(description="Round limit (default: the scenario's [run].max_rounds)"),
+            Field(
+                strict=True, description="Round limit (default: the scenario's [run].max_rounds)"
+            ),
         ] = None,
         idea: Annotated[
             str | None,
             Field(description="The first message, the task (default: the scenario's idea)"),
         ] = None,
         seed: Annotated[
-            int | None, Field(description="Seed (default: the scenario's [run].seed)")
+            int | None, Field(strict=True, description="Seed (default: the scenario's [run].seed)")
         ] = None,
     ) -> tools.RunResult:
         return await _awaited(
@@ -154,7 +162,8 @@ def _run_readers(settings: ServerSettings) -> tuple[Callable[..., Awaitable[Any]
     async def run_messages(
         run: RunRef,
         round: Annotated[
-            int | None, Field(description="Only the messages published in this round")
+            int | None,
+            Field(strict=True, description="Only the messages published in this round"),
         ] = None,
         role: Annotated[
             str | None, Field(description="Only the messages sent by this role")
@@ -169,7 +178,9 @@ def serve(settings: ServerSettings) -> None:
     """Serves ``settings``'s tools over stdin and stdout until the client closes them."""
     import anyio
 
-    anyio.run(build(settings).run_stdio_async, backend="trio")
+    from ._mcp_wire import serve_stdio
+
+    anyio.run(serve_stdio, build(settings), backend="trio")
 
 
 async def _answer(call: Callable[[], T]) -> T:

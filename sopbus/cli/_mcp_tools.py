@@ -84,6 +84,9 @@ class ServerSettings:
     """Where runs go and are read from (``--runs-dir``, made absolute at start)."""
     model: dict[str, Any] = field(default_factory=dict)
     """``provider``, ``model``, ``base_url`` and ``price`` as ``sopbus run``'s flags give them."""
+    scenario_dirs: tuple[Path, ...] = ()
+    """Folders whose scenario files the tools may read and run (``--scenario-dir``, made
+    absolute at start), besides the shipped ones (see :mod:`._mcp_paths`)."""
 
 
 def list_examples() -> Examples:
@@ -105,9 +108,10 @@ def validate(ref: str, settings: ServerSettings) -> Validation:
 
     from ._cmd_validate import Report, check_team, describe
 
-    path = scenario_file(ref)
+    path = scenario_file(ref, settings)
     try:
-        scenario = scenario_with_overrides(load_scenario(path), **settings.model)
+        # quote=False: the caller is not the file's owner; no line of it goes back.
+        scenario = scenario_with_overrides(load_scenario(path, quote=False), **settings.model)
         report = Report(lines=describe(scenario), warnings=scenario_warnings(scenario))
         check_team(scenario, report)
     except ConfigError as error:
@@ -116,24 +120,18 @@ def validate(ref: str, settings: ServerSettings) -> Validation:
         "scenario": str(path),
         "valid": True,
         "errors": [],
-        "warnings": report.warnings,
+        "warnings": [*report.warnings, *report.notes],
         "declares": _labelled(report.lines),
         "watch_graph": _labelled(report.graph),
     }
 
 
-def scenario_file(ref: str) -> Path:
-    """The scenario file ``ref`` names (a shipped name or a path, relative to the server's
-    working directory); a ConfigError naming what was looked for when there is none."""
-    from sopbus._examples import scenario_path
+def scenario_file(ref: str, settings: ServerSettings) -> Path:
+    """The scenario file ``ref`` names, under the server's roots (:mod:`._mcp_paths`); a
+    ConfigError naming what was looked for, or why it is refused."""
+    from ._mcp_paths import scenario_file as found
 
-    path = scenario_path(ref)  # an unknown name: the CLI's error, with the close names
-    if not path.is_file():
-        raise ConfigError(
-            f"{ref}: no such scenario file ({path.absolute()} is not a file); give the "
-            f"name of a shipped scenario (list_examples) or the path of a scenario file"
-        )
-    return path
+    return found(ref, settings)
 
 
 def checked_budget(budget: Any, settings: ServerSettings) -> Decimal:
@@ -148,9 +146,12 @@ def checked_budget(budget: Any, settings: ServerSettings) -> Decimal:
         )
     if amount > settings.max_budget:
         from sopbus.bus.money import money
+        from sopbus.bus.scenario import MAX_BUDGET_USD
 
+        # 1e308 printed to the cent is 300 digits: said as the caller wrote it.
+        asked = money(amount) if amount <= MAX_BUDGET_USD else f"{budget!r}"
         raise ConfigError(
-            f"budget {money(amount)} is above this server's cap of "
+            f"budget {asked} is above this server's cap of "
             f"{money(settings.max_budget)} per run: ask for at most "
             f"{money(settings.max_budget)}, or restart `sopbus mcp` with a larger "
             f"--max-budget; nothing was run"
@@ -170,11 +171,14 @@ async def run(
     """Runs the scenario under ``budget`` (checked first: a refused ask runs nothing) with
     the server's model; the run's result, or :class:`RunFailed`."""
     from sopbus._api import run_scenario_async
+    from sopbus.bus import load_scenario
 
     cap = checked_budget(budget, settings)
+    path = scenario_file(ref, settings)
+    load_scenario(path, quote=False)  # a broken file said without its lines, before a run
     given: dict[str, Any] = {"max_rounds": max_rounds, "idea": idea, "seed": seed}
     outcome = await run_scenario_async(
-        scenario_file(ref),
+        path,
         **settings.model,
         **{name: value for name, value in given.items() if value is not None},
         budget_usd=cap,
@@ -254,9 +258,9 @@ def messages(
 
 
 def _run_dir(ref: str, settings: ServerSettings) -> Path:
-    from ._runref import resolve_run
+    from ._mcp_paths import run_dir
 
-    return resolve_run(ref, settings.runs_dir)
+    return run_dir(ref, settings)
 
 
 def _labelled(lines: list[tuple[str, str]]) -> list[Line]:

@@ -21,7 +21,7 @@ from typing import Any
 import msgspec
 
 from sopbus.bus import ConfigError
-from sopbus.bus.scenario import Scenario
+from sopbus.bus.scenario import MAX_BUDGET_USD, Scenario
 from sopbus.bus.store import with_settings
 
 _RANGE = re.compile(r"\s*(-?\d+)\s*(?:\.\.\s*(-?\d+)\s*)?")
@@ -164,5 +164,10 @@ def sweep_budget(given: Decimal | None, file: Decimal | None, caps: Sequence[Dec
     if not budget.is_finite() or budget <= 0:
         raise ConfigError(
             f"[sweep].budget_usd = {budget}: expected an amount of USD greater than 0"
+        )
+    if budget > MAX_BUDGET_USD:
+        raise ConfigError(
+            f"[sweep].budget_usd = {budget}: expected at most ${MAX_BUDGET_USD:,}, the "
+            f"largest budget sopbus accepts"
         )
     return budget

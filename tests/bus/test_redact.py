@@ -83,6 +83,11 @@ def test_no_secret_of_the_base_url_is_written(
     scenario = team_file(*PAIR, file="pair.toml", llm=LLM)
     runs = tmp_path / "runs"
     done = sopbus("run", scenario, "--base-url", url, "--runs-dir", runs)
+    if case == "unreachable":  # refused before it starts (issue 41): nothing is written
+        assert done.returncode == 2, done.stderr
+        assert not runs.exists() and leaks(done, runs) == []
+        assert "nothing answers at the model server http://***@127.0.0.1:9/v1" in done.stderr
+        return
     assert done.returncode == (0 if case == "answered" else 1), done.stderr
     [run_dir] = list(runs.iterdir())
     assert {"scenario.toml", "events.jsonl", "costs.jsonl", "summary.json", "run.log"} <= {

@@ -8,6 +8,11 @@ from __future__ import annotations
 import csv
 import io
 import json
+import socket
+import subprocess
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -56,7 +61,7 @@ def test_a_refused_first_call_is_shown_with_why_the_run_stopped(tmp_path: Path) 
     table = ok("costs", "last", cwd=tmp_path)
     fits(table)
     assert row(table, "Writer")[1:] == ["0", "0", "0", "0.00", "1 refused"]
-    assert "total $0.00 of $0.00001 (0% of the cap), 0 calls (1 refused)" in table
+    assert "total $0.00 of $0.00001 (0% of the cap), 0 calls, 1 refused (not sent)" in table
     worst = money(Decimal(refused["reserved_usd"]))
     assert worst == "$0.000179"
     said = " ".join(table.split())  # the reason line may wrap at 80 columns
@@ -77,23 +82,38 @@ def test_a_refused_first_call_is_shown_with_why_the_run_stopped(tmp_path: Path) 
     assert worst in report["stopped"]
 
 
+@contextmanager
+def dropping_server() -> Iterator[str]:
+    """The base URL of a server that takes each connection and closes it unanswered: the
+    run's check that something listens passes, and every call fails to reach it. (Where
+    nothing listens at all, the run is refused before it starts: test_cli_surprises.)"""
+    listener = socket.create_server(("127.0.0.1", 0))
+    stop = threading.Event()
+
+    def serve() -> None:
+        while not stop.is_set():
+            try:
+                connection, _ = listener.accept()
+            except OSError:  # the listener was closed: the test is over
+                return
+            connection.close()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}"
+    finally:
+        stop.set()
+        listener.close()
+        thread.join(timeout=10)
+
+
 def test_an_unreachable_endpoint_shows_three_errors_and_no_simulated_mark(
     tmp_path: Path,
 ) -> None:
     env: dict[str, str | None] = {"OPENAI_API_KEY": "not-needed"}
-    done = sopbus(
-        "run",
-        PAIR,
-        "--runs-dir",
-        "runs",
-        "--provider",
-        "openai",
-        "--base-url",
-        "http://127.0.0.1:9",
-        "--quiet",
-        cwd=tmp_path,
-        env=env,
-    )
+    with dropping_server() as url:
+        done = _run_against(url, tmp_path, env)
     assert done.returncode == 1, done.stderr
     assert [line["outcome"] for line in ledger(tmp_path / "runs")] == ["error"] * 3
     table = ok("costs", "last", cwd=tmp_path, env=env)
@@ -102,9 +122,27 @@ def test_an_unreachable_endpoint_shows_three_errors_and_no_simulated_mark(
     said = " ".join(table.split())
     assert "3 calls (3 error)" in said
     assert "run ended failed (error): role 'Writer' failed in round 1: ProviderError: " in said
-    assert "cannot reach http://127.0.0.1:9" in said and "SIMULATED" not in said
+    assert f"cannot reach {url}" in said and "SIMULATED" not in said
     report = json.loads(ok("costs", "last", "--json", cwd=tmp_path, env=env))
     assert (report["simulated"], report["outcomes"]) == (False, {"error": 3})
+
+
+def _run_against(
+    url: str, tmp_path: Path, env: dict[str, str | None]
+) -> subprocess.CompletedProcess[str]:
+    return sopbus(
+        "run",
+        PAIR,
+        "--runs-dir",
+        "runs",
+        "--provider",
+        "openai",
+        "--base-url",
+        url,
+        "--quiet",
+        cwd=tmp_path,
+        env=env,
+    )
 
 
 @pytest.fixture(scope="module")

@@ -8,19 +8,16 @@ from __future__ import annotations
 
 import json
 import shutil
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
 
 import pytest
 import trio
-from mcp.client.session import ClientSession
-from mcp.client.stdio import StdioServerParameters, stdio_client
-from mcp.types import CallToolResult
 
-from support.cli import ARGV, sopbus
+from support.cli import sopbus
+from support.mcp_session import Server
+from support.mcp_session import served as served_in
 from support.paths import DATA, SCENARIOS
 
 pytestmark = pytest.mark.slow
@@ -29,55 +26,9 @@ TOOLS = {"list_examples", "validate_scenario", "run_scenario", "run_summary", "r
 TOOLS |= {"run_messages"}
 
 
-class Server:
-    """A connected session with ``sopbus mcp``, and what it wrote to stderr."""
-
-    def __init__(self, session: ClientSession, stderr: Path, stray: list[object]):
-        self.session, self.stderr, self.stray = session, stderr, stray
-
-    async def call(self, tool: str, **arguments: Any) -> CallToolResult:
-        result = await self.session.call_tool(tool, arguments)
-        assert isinstance(result, CallToolResult)
-        return result
-
-    async def data(self, tool: str, **arguments: Any) -> dict[str, Any]:
-        """The tool's structured result; the test fails on a tool error."""
-        result = await self.call(tool, **arguments)
-        assert not result.is_error, _text(result)
-        assert result.structured_content is not None
-        return result.structured_content
-
-    async def error(self, tool: str, **arguments: Any) -> str:
-        """The text of the tool error the call must come back with."""
-        result = await self.call(tool, **arguments)
-        assert result.is_error, result.structured_content
-        return _text(result)
-
-
-def _text(result: CallToolResult) -> str:
-    return " ".join(getattr(block, "text", "") for block in result.content)
-
-
-@asynccontextmanager
-async def served(cwd: Path, *flags: str) -> AsyncIterator[Server]:
-    """``sopbus mcp FLAGS`` started in ``cwd`` (runs under ``cwd/runs``), initialized."""
-    stderr = cwd / "server-stderr.txt"
-    stray: list[object] = []  # whatever came on stdout that was not a protocol message
-
-    async def on_message(message: object) -> None:
-        if isinstance(message, Exception):
-            stray.append(message)
-
-    params = StdioServerParameters(
-        command=ARGV[0], args=[*ARGV[1:], "mcp", "--runs-dir", "runs", *flags], cwd=cwd
-    )
-    with trio.fail_after(60), open(stderr, "w", encoding="utf-8") as errlog:
-        async with (
-            stdio_client(params, errlog=errlog) as (read, write),
-            ClientSession(read, write, message_handler=on_message) as session,
-        ):
-            await session.initialize()
-            yield Server(session, stderr, stray)
+def served(cwd: Path, *flags: str) -> AbstractAsyncContextManager[Server]:
+    """The server of these tests: their scenarios are files in its working directory."""
+    return served_in(cwd, "--scenario-dir", ".", *flags)
 
 
 async def test_the_tools_are_listed_with_schemas_a_model_can_use(tmp_path: Path) -> None:
@@ -104,6 +55,14 @@ async def test_the_tools_are_listed_with_schemas_a_model_can_use(tmp_path: Path)
     shipped = json.loads(sopbus("examples", "--json").stdout)
     assert examples["examples"] == shipped
     assert {"flower_shop", "software_company"} <= {e["name"] for e in examples["examples"]}
+
+
+async def test_the_server_says_its_name_and_the_installed_version(tmp_path: Path) -> None:
+    from importlib.metadata import version
+
+    async with served(tmp_path) as server:
+        info = server.info.server_info
+    assert (info.name, info.version) == ("sopbus", version("sopbus"))
 
 
 async def test_validate_gives_errors_and_warnings_as_data(tmp_path: Path) -> None:

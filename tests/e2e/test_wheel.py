@@ -212,6 +212,7 @@ def test_a_new_team_validates_and_runs_with_a_verdict(installed: Installed) -> N
     assert made.returncode == 0, made.stderr
     team = installed.user / "my-team"
     assert sorted(p.name for p in team.iterdir()) == [
+        ".env.example",
         "fixtures.toml",
         "my_team_team.py",
         "scenario.toml",

@@ -141,9 +141,7 @@ def test_a_model_no_source_knows_is_a_config_error_with_close_names_and_the_fix(
     assert "no price for model 'claude-sonet-4-5'" in message
     assert "genai-prices " + genai_prices.__version__ in message and "claude-sonnet-4-5" in message
     assert '[prices."claude-sonet-4-5"] input = ..., output = ...' in message
-    with pytest.raises(
-        ConfigError, match=r"in the scenario's \[prices\] and bus/money/prices.toml;"
-    ):
+    with pytest.raises(ConfigError, match=r"in the scenario's \[prices\] and sopbus's price list;"):
         PriceBook.load(library=False).price("claude-sonnet-4-5")
 
 
@@ -234,3 +232,23 @@ def test_sopbus_prices_json_list_and_unknown_model(tmp_path: Path) -> None:
     assert (
         "no price for model 'house-model-7'" in unknown.stderr and "Traceback" not in unknown.stderr
     )
+
+
+def test_sopbus_prices_names_commands_and_pages_never_a_path_inside_the_package() -> None:
+    # A user cannot open bus/money/prices.toml (it is inside the installed package); what
+    # they can use is a command (`sopbus prices`) and the docs.
+    shipped = sopbus("prices", "gpt-4o-mini")
+    library = sopbus("prices", "claude-sonnet-4-5")
+    listed = sopbus("prices")
+    unknown = sopbus("prices", "house-model-7")
+    assert [shipped.returncode, library.returncode, listed.returncode, unknown.returncode] == [
+        0,
+        0,
+        0,
+        2,
+    ]
+    assert "source:  sopbus: sopbus's price list, shipped with the package" in shipped.stdout
+    assert "`sopbus prices MODEL` shows what a model costs" in unknown.stderr
+    for done in (shipped, library, listed, unknown):
+        text = done.stdout + done.stderr
+        assert "bus/money" not in text and "prices.toml" not in text, text

@@ -14,6 +14,7 @@ import random
 import subprocess
 import sys
 import textwrap
+import time
 from decimal import Decimal
 from pathlib import Path
 
@@ -37,7 +38,7 @@ from support.accounts import PRICES, Answering, Hanging, request
 from support.paths import ROOT
 
 RESERVER = textwrap.dedent("""
-    import json, random, sys
+    import json, os, random, sys, time
     from decimal import Decimal
     import trio
     from sopbus.bus import BudgetExhausted
@@ -47,6 +48,16 @@ RESERVER = textwrap.dedent("""
     account = FileAccount(__import__("pathlib").Path(path))
     settled = []
     refusals = 0
+
+    # Each process books once, says so, and waits for all the others to have booked too:
+    # the race starts together. Without this a process starved while it starts (its
+    # imports take seconds on a loaded machine) met a full account and booked nothing.
+    first = Decimal(random.Random(seed).randint(1, 400)) / 10000
+    account.settle_now(account.reserve_now(f"p{seed}", first), first)
+    settled.append(first)
+    open(f"{path}.ready.{seed}", "w").close()
+    while not os.path.exists(f"{path}.go"):
+        time.sleep(0.01)
 
     async def reserver(rng):
         global refusals
@@ -91,6 +102,13 @@ def test_reservers_in_several_processes_never_pass_the_cap(seed: int, tmp_path: 
         )
         for p in range(4)
     ]
+    ready = [tmp_path / f"budget.json.ready.{seed * 10 + p}" for p in range(4)]
+    deadline = time.monotonic() + 300  # a bound on a starved start, not a speed test
+    while not all(r.exists() for r in ready) and time.monotonic() < deadline:
+        assert not any(p.poll() for p in procs), "a reserver died before the start line"
+        time.sleep(0.01)
+    (tmp_path / "budget.json.go").touch()
+    assert all(r.exists() for r in ready), "a reserver did not book its first reservation"
     reported: list[Decimal] = []
     for proc in procs:
         out, _ = proc.communicate(timeout=300)

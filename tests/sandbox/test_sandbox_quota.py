@@ -5,6 +5,7 @@ and copy-out keeps at most the scratch limit, saying what it dropped (issue 28, 
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import textwrap
@@ -113,3 +114,43 @@ def test_the_limits_are_checked_in_the_scenario(value: str, tmp_path: Path) -> N
     done: subprocess.CompletedProcess[str] = sopbus("validate", path)
     assert done.returncode == 2
     assert "at `$.sandbox.tmp_mb`: expected a number from 1 to 65536" in done.stderr
+
+
+# Writes up to 20 MB into each place a program might keep files besides its working
+# directory, and reports how many MB each took before the kernel refused.
+EVERYWHERE = textwrap.dedent("""\
+    import json, os, sys
+    mark, took = sys.argv[1], {}
+    for where in ["/tmp", "/home/sandbox", "/dev/shm", "/dev", "/", "/var/tmp", "/run"]:
+        took[where] = 0
+        try:
+            with open(os.path.join(where, mark), "wb") as out:
+                for _ in range(20):
+                    out.write(b"x" * (1 << 20))
+                    out.flush()
+                    took[where] += 1
+        except OSError:
+            pass
+    print(json.dumps(took))
+    """)
+
+
+@needs_bwrap
+async def test_bwrap_bounds_every_place_outside_the_working_directory(tmp_path: Path) -> None:
+    # Issue 40 item 6: a sandboxed program kept 2.5 GB in /tmp, which the quota of the
+    # working directory did not cover. The limit is a tmpfs size: the write fails inside.
+    mark = f"flood-{os.getpid()}-{id(tmp_path)}.bin"
+    settings = SandboxSettings(backend="bwrap", scratch_root=tmp_path / "scratch", tmp_mb=5)
+    result = await run_sandboxed(
+        ["python", "everywhere.py", mark],
+        files={"everywhere.py": EVERYWHERE},
+        limits=SandboxLimits(timeout_s=120, file_size_mb=64),
+        sandbox=settings,
+    )
+    assert result.exit_code == 0, result.stderr
+    took = json.loads(result.stdout)
+    assert took["/tmp"] <= 5 and took["/home/sandbox"] <= 5, took  # full at 5 MB, not 20
+    assert all(took[w] == 0 for w in took if w not in ("/tmp", "/home/sandbox")), took
+    # Nothing of it reached the host's own places.
+    for host in ("/tmp", "/dev/shm", "/var/tmp", str(Path.home())):
+        assert not (Path(host) / mark).exists(), host

@@ -256,7 +256,8 @@ def test_fork_with_an_injected_message_and_a_new_budget(tmp_path: Path) -> None:
                 "--at-round",
                 "2",
                 "--set",
-                "inject=Mind the steeping time",
+                # Addressed: an injection no role would receive is refused (issue 41).
+                'inject={ content = "Mind the steeping time", send_to = ["Editor"] }',
                 "--set",
                 "run.budget_usd=0.5",
                 "--set",

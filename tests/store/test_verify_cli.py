@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from support.cli import sopbus
+from support.tamper import cut_last_batch
 
 
 @pytest.fixture(scope="module")
@@ -113,7 +114,11 @@ def test_a_receipted_draft_changed_is_found(run_dir: Path) -> None:
 
 
 def test_a_torn_last_line_is_reported_as_torn(run_dir: Path) -> None:
-    (run_dir / "summary.json").unlink()  # as a run killed mid-line leaves it
+    # As a run killed mid-line leaves it: no summary, and a log cut before its run_ended
+    # (a log that holds run_ended is a finished run, whose summary.json must be there).
+    (run_dir / "summary.json").unlink()
+    cut_last_batch(run_dir / "events.jsonl")
+    assert b'"run_ended"' not in (run_dir / "events.jsonl").read_bytes()
     with open(run_dir / "events.jsonl", "ab") as f:
         f.write(b'{"kind":"round_started","seq":99')
     done = sopbus("verify", run_dir)
