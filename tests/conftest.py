@@ -12,6 +12,7 @@ README's commands, the wheel, the layout, the type checker).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,12 @@ from support.openai_server import OpenAIServer
 from support.otlp_server import Collected, otlp_collector
 from support.paths import ROOT
 from support.teams import Step, pipeline
+
+# pytest-xdist's workers set COLUMNS=80 in their environment; a test's commands would then
+# print as on an 80-column terminal in the workers and as piped output in one process. The
+# suite's commands run as they do for a user without a terminal unless a test says a width
+# (support.cli's ``columns``).
+os.environ.pop("COLUMNS", None)
 
 
 @pytest.fixture(autouse=True)

@@ -37,9 +37,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"same {len(a)} messages")
         return 0
     from ._fit import wrapped
-    from ._runref import console
+    from ._runref import line_width
 
-    print(wrapped(f"{first.name} and {second.name} differ: {difference}", console().width))
+    print(wrapped(f"{first.name} and {second.name} differ: {difference}", line_width()))
     return ExitCode.DIFFERENT
 
 

@@ -48,8 +48,8 @@ def send(run_dir: object, endpoint: str | None) -> int:
         print(f"sopbus: warning: trace not exported: {exc}", file=sys.stderr)
         return 1
     from ._fit import wrapped
-    from ._runref import console
+    from ._runref import line_width
 
     run_id = root.attributes["sopbus.run_id"]
-    print(wrapped(f"trace of {run_id}: {sent} spans sent to {where}", console().width))
+    print(wrapped(f"trace of {run_id}: {sent} spans sent to {where}", line_width()))
     return 0

@@ -141,10 +141,10 @@ def _planned(args: argparse.Namespace) -> tuple[SweepDir, SweepRecord]:
 
 def _say(line: str) -> None:
     from ._fit import wrapped
-    from ._runref import console
+    from ._runref import line_width
 
     # Wrapped at the terminal's width, its later lines indented: a run's id stays whole.
-    print(wrapped(line, console().width), file=sys.stderr, flush=True)
+    print(wrapped(line, line_width()), file=sys.stderr, flush=True)
 
 
 def _execute(sdir: SweepDir, record: SweepRecord, lease_s: float) -> int:

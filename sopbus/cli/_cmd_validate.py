@@ -94,11 +94,11 @@ def run(args: argparse.Namespace) -> int:
             print(f"note: {note}", file=sys.stderr)
         return 0
     from ._fit import hanging, wrapped
-    from ._runref import console
+    from ._runref import line_width
 
     # Each line wrapped at the terminal's width under its label: an idea or a warning can
     # run to 300 characters, and a role's name or an action's never breaks.
-    width = console().width
+    width = line_width()
     print(wrapped(f"{args.scenario}: ok", width))
     for label, text in [*report.lines, *report.graph]:
         print(hanging(label, text, width))

@@ -79,9 +79,9 @@ def run(args: argparse.Namespace) -> int:
 
 def _print(verdict: RunVerdict, run_dir: Path, replayed: Recheck | None) -> None:
     from ._fit import hanging, wrapped
-    from ._runref import console
+    from ._runref import line_width
 
-    width = console().width  # each line wrapped under its label, a hash or a path whole
+    width = line_width()  # each line wrapped under its label, a hash or a path whole
     print(wrapped(f"{run_dir}:", width))
     for report in verdict.files:
         state = (

@@ -130,3 +130,18 @@ def console() -> Any:
 
     wide = not sys.stdout.isatty() and "COLUMNS" not in os.environ
     return Console(width=200) if wide else Console()
+
+
+UNWRAPPED = 100_000
+"""The width of a plain line piped into a file or another program: it is not wrapped."""
+
+
+def line_width() -> int:
+    """The width plain lines (a verdict, a path, a progress line) wrap at: the terminal's
+    (or ``COLUMNS``); piped, none, so a script that greps a line finds it whole."""
+    import os
+    import sys
+
+    if not sys.stdout.isatty() and "COLUMNS" not in os.environ:
+        return UNWRAPPED
+    return int(console().width)
