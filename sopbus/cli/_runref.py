@@ -123,13 +123,17 @@ def console() -> Any:
     """The rich console the commands print their tables to. Piped into a file or another
     program it is wide (rich would assume 80 columns and squeeze run ids into "…");
     on a terminal it is the terminal's width."""
+    from rich.console import Console
+
+    return Console(width=200) if _piped() else Console()
+
+
+def _piped() -> bool:
+    """Output goes to a file or another program and no width was given (``COLUMNS``)."""
     import os
     import sys
 
-    from rich.console import Console
-
-    wide = not sys.stdout.isatty() and "COLUMNS" not in os.environ
-    return Console(width=200) if wide else Console()
+    return not sys.stdout.isatty() and "COLUMNS" not in os.environ
 
 
 UNWRAPPED = 100_000
@@ -139,9 +143,4 @@ UNWRAPPED = 100_000
 def line_width() -> int:
     """The width plain lines (a verdict, a path, a progress line) wrap at: the terminal's
     (or ``COLUMNS``); piped, none, so a script that greps a line finds it whole."""
-    import os
-    import sys
-
-    if not sys.stdout.isatty() and "COLUMNS" not in os.environ:
-        return UNWRAPPED
-    return int(console().width)
+    return UNWRAPPED if _piped() else int(console().width)

@@ -1,7 +1,7 @@
 """``sopbus``'s public surface, pinned (as httpx's ``test_exported_members``).
 
-A user writing a role, an SOP or a script imports from ``sopbus`` alone. Adding a name here
-is a decision; removing one breaks users. Each name is one thing: ``sopbus.Verdict`` is the
+A user writing a role, an SOP or a script imports from ``sopbus`` alone (the names are in
+``support.public_api``). Adding a name there is a decision; removing one breaks users. Each name is one thing: ``sopbus.Verdict`` is the
 verdict the engine computes, not a look-alike, and every error a user can meet derives from
 :class:`sopbus.SopbusError`.
 """
@@ -12,40 +12,7 @@ import subprocess
 import sys
 
 import sopbus
-
-PUBLIC = [
-    "OVERRIDES",
-    "Action",
-    "ActionContext",
-    "ActionResult",
-    "BudgetExhausted",
-    "ConfigError",
-    "LLMSettings",
-    "Message",
-    "ModelOutputError",
-    "NatsUnavailable",
-    "ProviderError",
-    "ProviderOverrun",
-    "Role",
-    "RunOutcome",
-    "RunRecord",
-    "RunSummary",
-    "SOP",
-    "SopContext",
-    "SopbusError",
-    "StopRun",
-    "Team",
-    "Tool",
-    "ToolServerError",
-    "Turn",
-    "Verdict",
-    "WorkerDied",
-    "read_events",
-    "run_scenario",
-    "run_scenario_async",
-    "run_scenario_asyncio",
-    "tool",
-]
+from support.public_api import PUBLIC
 
 
 def test_exported_members() -> None:
