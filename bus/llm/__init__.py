@@ -26,13 +26,13 @@ if TYPE_CHECKING:
     from ..scenario import provider_for as provider_for
     from ..scenario import provider_names as provider_names
     from ..scenario import register_provider as register_provider
+    from ._books import TOOL_PROVIDER as TOOL_PROVIDER
+    from ._books import CallJournal as CallJournal
+    from ._books import round_ms as round_ms
     from ._fixtures import Fixture as Fixture
     from ._fixtures import idea_warnings as idea_warnings
     from ._fixtures import load_fixtures as load_fixtures
-    from ._gateway import TOOL_PROVIDER as TOOL_PROVIDER
-    from ._gateway import CallJournal as CallJournal
     from ._gateway import Gateway as Gateway
-    from ._gateway import round_ms as round_ms
     from ._human import HUMAN_MODEL as HUMAN_MODEL
     from ._human import HumanProvider as HumanProvider
     from ._human import HumanRouter as HumanRouter
@@ -93,14 +93,14 @@ _WHERE: dict[str, str] = {
     "Fixture": "._fixtures",
     "load_fixtures": "._fixtures",
     "idea_warnings": "._fixtures",
-    "CallJournal": "._gateway",
+    "CallJournal": "._books",
     "HUMAN_MODEL": "._human",
     "HumanProvider": "._human",
     "HumanRouter": "._human",
     "answers_for": "._human",
     "Gateway": "._gateway",
-    "round_ms": "._gateway",
-    "TOOL_PROVIDER": "._gateway",
+    "round_ms": "._books",
+    "TOOL_PROVIDER": "._books",
     "DEFAULT_BASE_URL": "._openai",
     "SCHEMA_INSTRUCTION": "._request",
     "OpenAISettings": "._openai",

@@ -26,11 +26,7 @@ from .._errors import ProviderError, ProviderOverrun
 from .._protocol import Completer, Completion, LLMRequest, PromptCounter, Usage, as_provider
 from .._util import reached
 from ..money import AccountShare, Budget, LedgerLine, Outcome, Price, PriceBook, Reservation, money
-from ._books import NO_USAGE, TOOL, Books
-from ._books import TOOL_PROVIDER as TOOL_PROVIDER
-from ._books import CallJournal as CallJournal
-from ._books import LedgerSink as LedgerSink
-from ._books import round_ms as round_ms
+from ._books import NO_USAGE, TOOL, TOOL_PROVIDER, Books, CallJournal, LedgerSink, round_ms
 from ._overrun import impossible_usage, overrun_cost, overrun_record
 from ._paid import ToolCall, paid_tool
 from ._plausible import plausible_usage

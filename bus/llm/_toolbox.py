@@ -22,7 +22,8 @@ from .._errors import ConfigError
 from .._events import Note
 from .._protocol import ToolCall, ToolSpec
 from .._util import closest, reached
-from ._gateway import Gateway, round_ms
+from ._books import round_ms
+from ._gateway import Gateway
 from ._tape import EVERY_ROUND, RunLog, Tape, ToolList, ToolRecord
 from ._tools import ToolOutput, ToolSource
 
