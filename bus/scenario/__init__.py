@@ -27,7 +27,6 @@ if TYPE_CHECKING:
     from ._names import ROLE_NAME_FIX as ROLE_NAME_FIX
     from ._names import role_name_problem as role_name_problem
     from ._price import price_spec as price_spec
-    from ._providers import DEFAULT_PROVIDER as DEFAULT_PROVIDER
     from ._providers import ProviderFactory as ProviderFactory
     from ._providers import ProviderSpec as ProviderSpec
     from ._providers import every_provider as every_provider
@@ -44,6 +43,7 @@ if TYPE_CHECKING:
     from ._tools import TOOL_CHOICES as TOOL_CHOICES
     from ._tools import McpServer as McpServer
     from ._tools import ToolChoice as ToolChoice
+    from ._types import DEFAULT_PROVIDER as DEFAULT_PROVIDER
     from ._types import MAX_BUDGET_USD as MAX_BUDGET_USD
     from ._types import ActionSpec as ActionSpec
     from ._types import InjectSpec as InjectSpec
@@ -73,7 +73,7 @@ _WHERE: dict[str, str] = {
     "scenario_warnings": "._load",
     "scenario_with_overrides": "._load",
     "ROLE_NAME_FIX": "._names",
-    "DEFAULT_PROVIDER": "._providers",
+    "DEFAULT_PROVIDER": "._types",
     "ProviderFactory": "._providers",
     "ProviderSpec": "._providers",
     "every_provider": "._providers",

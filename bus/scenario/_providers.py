@@ -16,7 +16,6 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .._errors import ConfigError
-from ._types import DEFAULT_PROVIDER as DEFAULT_PROVIDER
 from ._types import Scenario
 
 if TYPE_CHECKING:
