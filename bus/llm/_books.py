@@ -12,14 +12,12 @@ import msgspec
 
 from .._protocol import Completion, LLMRequest, Usage
 from .._util import reached
-from ..money import Budget, LedgerLine, Outcome, PriceBook, PriceSource
+from ..money import TOOL_PROVIDER, Budget, LedgerLine, Outcome, PriceBook, PriceSource
 from ._said import log_line
 from ._stats import GatewayStats
 
 LedgerSink = Callable[[LedgerLine], None]
 NO_USAGE = Usage(prompt_tokens=0, completion_tokens=0)
-TOOL_PROVIDER = "tool"
-"""The ``provider`` of a paid tool call's ledger line."""
 # A tool is priced by its [mcp.NAME] price_per_call: the scenario.
 TOOL: dict[str, Any] = {"provider": TOOL_PROVIDER, "source": "scenario", "counted": False}
 

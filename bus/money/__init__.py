@@ -24,6 +24,7 @@ from ._file_account import FileAccount as FileAccount
 from ._format import money as money
 from ._format import share as share
 from ._format import usd as usd
+from ._ledger import TOOL_PROVIDER as TOOL_PROVIDER
 from ._ledger import WALL_CLOCK_FIELDS as WALL_CLOCK_FIELDS
 from ._ledger import LedgerLine as LedgerLine
 from ._ledger import Outcome as Outcome
@@ -39,6 +40,7 @@ from ._quote import Tier as Tier
 
 __all__ = [
     "PACKAGED",
+    "TOOL_PROVIDER",
     "WALL_CLOCK_FIELDS",
     "AccountShare",
     "AccountState",

@@ -19,6 +19,10 @@ Outcome = Literal["ok", "error", "refused", "replayed", "lost", "overrun"]
 
 WALL_CLOCK_FIELDS: tuple[str, ...] = ("latency_ms", "t")
 
+TOOL_PROVIDER = "tool"
+"""The ``provider`` of a paid tool call's ledger line (a tool priced by its scenario), which
+counts in the spend but is not a model call."""
+
 
 class LedgerLine(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     """One call attempt as the ledger keeps it.

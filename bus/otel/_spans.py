@@ -30,8 +30,8 @@ from typing import Any
 from .._events import read_events
 from .._summary import read_summary
 from .._util import COSTS, EVENTS, read_jsonl
+from ..money import TOOL_PROVIDER
 
-TOOL_PROVIDER = "tool"  # the ledger's provider of a paid tool call (Gateway.paid_tool)
 TOOL_ERROR = "tool_error"  # error.type of a tool call whose result is an error
 
 

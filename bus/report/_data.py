@@ -17,10 +17,9 @@ from .._errors import ConfigError
 from .._message import Message
 from .._summary import RunSummary, read_summary
 from .._util import EVENTS
-from ..money import LedgerLine, load_ledger
+from ..money import TOOL_PROVIDER, LedgerLine, load_ledger
 
 UNDELIVERED = "(undelivered)"
-TOOL_PROVIDER = "tool"  # the ledger's provider of a paid tool call (Gateway.paid_tool)
 
 
 @dataclass(frozen=True)

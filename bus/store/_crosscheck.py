@@ -38,7 +38,7 @@ import msgspec
 from .._chain import unseal
 from .._events import MESSAGE_KINDS
 from .._util import CALLS, COSTS, EVENTS, SUMMARY
-from ..llm import TOOL_PROVIDER
+from ..money import TOOL_PROVIDER
 
 Report = Callable[[str], None]
 Record = tuple[int, dict[str, Any]]

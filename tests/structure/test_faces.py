@@ -310,6 +310,7 @@ PINNED: dict[str, list[str]] = {
         "Quote",
         "Reservation",
         "SharedAccount",
+        "TOOL_PROVIDER",
         "Tier",
         "WALL_CLOCK_FIELDS",
         "checked_cap",
