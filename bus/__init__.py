@@ -77,6 +77,7 @@ if TYPE_CHECKING:
     from ._util import redact_url as redact_url
     from ._util import try_lock as try_lock
     from ._util import url_secrets as url_secrets
+    from ._util import wrap_text as wrap_text
     from ._verdict import Judge as Judge
     from ._verdict import RunRecord as RunRecord
     from ._verdict import Verdict as Verdict
@@ -226,6 +227,7 @@ _WHERE: dict[str, str] = {
     "MASK": "._util",
     "Redactor": "._util",
     "url_secrets": "._util",
+    "wrap_text": "._util",
     "EVENTS": "._util",
     "lazy_exports": "._util",
     "arm": "._util",

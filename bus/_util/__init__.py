@@ -2,7 +2,7 @@
 append-only JSON-lines files (``_jsonl``), the names of a run directory's files
 (``_layout``), directory locks (``_dirlock``), credentials out of what a run writes
 (``_redact``), "did you mean" hints (``_suggest``), reading a user's files (``_userfiles``),
-lazy package faces (``_lazy``) and the crash tests' fault points (``_faults``).
+lazy package faces (``_lazy``), text wrapped for a reader (``_wrap``) and the crash tests' fault points (``_faults``).
 
 Modules of ``sopbus.bus`` import them from here; everything else finds the few it needs on
 ``sopbus.bus``'s own face.
@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     from ._userfiles import read_user_bytes as read_user_bytes
     from ._userfiles import read_user_text as read_user_text
     from ._userfiles import read_user_toml as read_user_toml
+    from ._wrap import wrap_text as wrap_text
 
 _WHERE: dict[str, str] = {
     "lazy_exports": "._lazy",
@@ -73,6 +74,7 @@ _WHERE: dict[str, str] = {
     "read_user_bytes": "._userfiles",
     "not_regular": "._userfiles",
     "try_lock": "._dirlock",
+    "wrap_text": "._wrap",
 }
 
 __getattr__, __dir__, __all__ = lazy_exports(globals(), _WHERE)

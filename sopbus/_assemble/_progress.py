@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
+from sopbus.bus import wrap_text
 from sopbus.bus.llm import LiveText, Person
 from sopbus.bus.money import money
 
@@ -32,19 +33,17 @@ _WORKING_WIDTH = 100  # characters of "role: action, ..." shown under the bar
 
 
 def _say(line: str) -> None:
-    """Prints a progress line wrapped at ``COLUMNS`` (a terminal's width; 200 in a log or a
-    pipe without it, as the tables), its later lines indented, names never split."""
+    """Prints a progress line as the CLI prints its plain lines (``sopbus.cli``'s
+    ``line_width``): wrapped at the terminal's width (or ``COLUMNS``), later lines indented,
+    names never split; piped into a file or a program without ``COLUMNS``, whole, so a
+    script that greps a line finds it."""
     import os
-    import textwrap
+    import shutil
 
-    try:
-        width = int(os.environ.get("COLUMNS", ""))
-    except ValueError:
-        width = 200
-    wrapped = textwrap.wrap(
-        line, width, subsequent_indent="    ", break_long_words=False, break_on_hyphens=False
-    )
-    print("\n".join(wrapped), flush=True)
+    if not sys.stdout.isatty() and "COLUMNS" not in os.environ:
+        print(line, flush=True)
+        return
+    print(wrap_text(line, shutil.get_terminal_size().columns), flush=True)
 
 
 class Progress:

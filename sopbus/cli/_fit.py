@@ -17,6 +17,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
+from sopbus.bus import wrap_text as _wrapped
+
 
 def print_listing(
     rows: Sequence[Mapping[str, Any]], *, as_json: bool, empty: str, table: Callable[[], None]
@@ -161,39 +163,6 @@ def _flow(fields: Sequence[Field], i: int, width: int, styles: Mapping[str, str]
             continue
         lines[-1].append_text(pair)
     return [line for line in lines if len(line) > 2]
-
-
-_KEEP = "\x00"  # stands for a space inside a `command` while a text is wrapped
-
-
-def _wrapped(text: str, width: int, first: str, later: str) -> str:
-    import re
-    import textwrap
-
-    # A command in backquotes is one piece: a reader copies it whole from one line.
-    text = re.sub(r"`[^`]*`", lambda m: m[0].replace(" ", _KEEP), text)
-    lines = textwrap.wrap(
-        text,
-        width=width,
-        initial_indent=first,
-        subsequent_indent=later,
-        break_long_words=False,
-        break_on_hyphens=False,
-    )
-    for n, line in enumerate(lines):
-        cut = _slash_before(line, width, later if n else first)
-        if len(line) > width and cut:
-            # A path longer than a line: broken after a slash, and the rest flows on.
-            rest = " ".join([line[cut:], *(more.strip() for more in lines[n + 1 :])])
-            lines = [*lines[:n], line[:cut], _wrapped(rest, width, later, later)]
-            break
-    return "\n".join(lines).replace(_KEEP, " ")
-
-
-def _slash_before(line: str, width: int, indent: str) -> int:
-    """Where ``line`` may break after a ``/`` within ``width`` (past its indent and a
-    character of text), or 0."""
-    return line.rfind("/", len(indent) + 1, width) + 1
 
 
 def wrapped(text: str, width: int, later: str = "    ") -> str:

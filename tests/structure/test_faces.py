@@ -165,6 +165,7 @@ PINNED: dict[str, list[str]] = {
         "url_secrets",
         "verify_run",
         "without_wall_clock",
+        "wrap_text",
     ],
     "sopbus.bus._chain": [
         "CHAIN_FIELDS",
@@ -219,6 +220,7 @@ PINNED: dict[str, list[str]] = {
         "redact_url",
         "try_lock",
         "url_secrets",
+        "wrap_text",
     ],
     "sopbus.bus.llm": [
         "BOUND_TOKENS_PER_MESSAGE",
