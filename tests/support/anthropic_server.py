@@ -27,11 +27,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
+
+from .scripted_http import Received as Received
+from .scripted_http import ScriptedServer, received
 
 
 @dataclass(frozen=True)
@@ -88,13 +90,6 @@ _ERROR_TYPES = {
 }
 
 
-@dataclass(frozen=True)
-class Received:
-    path: str
-    headers: dict[str, str]
-    body: dict[str, Any]
-
-
 def tokens(value: Any) -> int:
     """The server's token count of a block: a quarter of its JSON's bytes, at least 1 (never
     more than the bytes, as a byte-level tokenizer never makes more tokens than bytes)."""
@@ -144,62 +139,25 @@ class PromptCache:
         return hashlib.sha256(json.dumps(plain, sort_keys=True).encode()).hexdigest()
 
 
-class AnthropicServer:
+class AnthropicServer(ScriptedServer[Scripted]):
     """See the module docstring."""
 
     def __init__(self, min_cache_tokens: int = 0) -> None:
-        self.requests: list[Received] = []
+        super().__init__(Reply(), _handler_for)
         self.usages: list[dict[str, int]] = []  # the usage of each answer, as sent
-        self.elsewhere: list[Received] = []
         self.cache = PromptCache(min_cache_tokens)
-        self._script: list[Scripted] = [Reply()]
-        self._next = 0
-        self._lock = threading.Lock()
-        self._stopping = threading.Event()
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
-        self._httpd.daemon_threads = True
-        self._httpd.block_on_close = False
-        self._thread = threading.Thread(target=self._httpd.serve_forever, args=(0.05,), daemon=True)
-
-    @property
-    def base_url(self) -> str:
-        host, port = self._httpd.server_address[:2]
-        return f"http://{host!s}:{port}"
-
-    def script(self, *replies: Scripted) -> None:
-        """The replies to the next requests, in order; the last one repeats."""
-        with self._lock:
-            self._script, self._next = list(replies), 0
-
-    def _take(self, received: Received) -> Scripted:
-        with self._lock:
-            self.requests.append(received)
-            reply = self._script[min(self._next, len(self._script) - 1)]
-            self._next += 1
-            return reply
-
-    def __enter__(self) -> AnthropicServer:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stopping.set()
-        self._httpd.shutdown()
-        self._httpd.server_close()
-        self._thread.join()
 
 
 def _handler_for(server: AnthropicServer) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self) -> None:
-            length = int(self.headers.get("content-length", 0))
-            body = json.loads(self.rfile.read(length) or b"{}")
-            received = Received(self.path, {k.lower(): v for k, v in self.headers.items()}, body)
+            request = received(self)
+            body = request.body
             if self.path.split("?")[0] != "/v1/messages":
-                server.elsewhere.append(received)
+                server.elsewhere.append(request)
                 self._send(404, _error_body(404, f"no route {self.path}"))
                 return
-            scripted = server._take(received)
+            scripted = server.take(request)
             reply = scripted(body) if callable(scripted) else scripted
             try:
                 self._reply(reply, body)
@@ -208,7 +166,7 @@ def _handler_for(server: AnthropicServer) -> type[BaseHTTPRequestHandler]:
 
         def _reply(self, reply: Static, body: dict[str, Any]) -> None:
             if isinstance(reply, Slow):
-                if server._stopping.wait(reply.seconds):
+                if server.pause(reply.seconds):
                     return
                 reply = reply.then
             if isinstance(reply, Fail):
@@ -230,7 +188,7 @@ def _handler_for(server: AnthropicServer) -> type[BaseHTTPRequestHandler]:
             for i, (name, data) in enumerate(events):
                 if isinstance(reply, Drip) and i:
                     pause = reply.stall_s if i == reply.stall_after else reply.every_s
-                    if server._stopping.wait(pause):
+                    if server.pause(pause):
                         return
                 self.wfile.write(f"event: {name}\ndata: {json.dumps(data)}\n\n".encode())
                 self.wfile.flush()

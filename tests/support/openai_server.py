@@ -52,12 +52,14 @@ Used as ``with OpenAIServer() as server: ...``; ``server.base_url`` ends in ``/v
 from __future__ import annotations
 
 import json
-import threading
 import urllib.parse
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
+
+from .scripted_http import Received as Received
+from .scripted_http import ScriptedServer, received
 
 
 @dataclass(frozen=True)
@@ -161,77 +163,33 @@ Reply = Static | Callable[[dict[str, Any]], Static]
 that fits the request's ``response_format`` schema)."""
 
 
-@dataclass(frozen=True)
-class Received:
-    path: str
-    headers: dict[str, str]
-    body: dict[str, Any]
-
-
-class OpenAIServer:
+class OpenAIServer(ScriptedServer[Reply]):
     """See the module docstring."""
 
     def __init__(self) -> None:
-        self.requests: list[Received] = []
-        self.elsewhere: list[Received] = []  # requests to paths other than chat completions
+        super().__init__(Answer("hello"), _handler_for, root="/v1")
         self.routes: dict[str, Callable[[dict[str, Any]], tuple[int, Any]]] = {}
-        self._script: list[Reply] = [Answer("hello")]
-        self._next = 0
-        self._lock = threading.Lock()
-        self._stopping = threading.Event()
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
-        self._httpd.daemon_threads = True
-        self._httpd.block_on_close = False  # a Slow reply must not hold up shutdown
-        self._thread = threading.Thread(target=self._httpd.serve_forever, args=(0.05,), daemon=True)
-
-    @property
-    def base_url(self) -> str:
-        host, port = self._httpd.server_address[:2]
-        return f"http://{host!s}:{port}/v1"
-
-    def script(self, *replies: Reply) -> None:
-        """The replies to the next requests, in order; the last one repeats."""
-        with self._lock:
-            self._script, self._next = list(replies), 0
-
-    def _take(self, received: Received) -> Reply:
-        with self._lock:
-            self.requests.append(received)
-            reply = self._script[min(self._next, len(self._script) - 1)]
-            self._next += 1
-            return reply
-
-    def __enter__(self) -> OpenAIServer:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stopping.set()
-        self._httpd.shutdown()
-        self._httpd.server_close()
-        self._thread.join()
 
 
 def _handler_for(server: OpenAIServer) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self) -> None:
-            length = int(self.headers.get("content-length", 0))
-            body = json.loads(self.rfile.read(length) or b"{}")
-            received = Received(self.path, {k.lower(): v for k, v in self.headers.items()}, body)
+            request = received(self)
+            body = request.body
             path = urllib.parse.urlsplit(self.path).path
             # In the path or, behind a base URL with a query, after it (the SDK appends it).
             if "chat/completions" not in self.path:
-                server.elsewhere.append(received)
+                server.elsewhere.append(request)
                 error = {"error": {"message": f"no route {self.path}", "type": "not_found"}}
                 route = server.routes.get(path)
                 status, said = route(body) if route else (404, error)
                 self._send(status, "application/json", json.dumps(said).encode())
                 return
-            scripted = server._take(received)
+            scripted = server.take(request)
             reply = scripted(body) if callable(scripted) else scripted
             if isinstance(reply, Echo):
-                said = " ".join(f"{k}: {v}" for k, v in received.headers.items())
-                reply = Answer(f"{reply.text} {received.path} {said}")
+                said = " ".join(f"{k}: {v}" for k, v in request.headers.items())
+                reply = Answer(f"{reply.text} {request.path} {said}")
             try:
                 self._reply(reply, body)
             except (BrokenPipeError, ConnectionResetError):
@@ -241,7 +199,7 @@ def _handler_for(server: OpenAIServer) -> type[BaseHTTPRequestHandler]:
             self, reply: Answer | Fail | Slow | Hostile | Other, body: dict[str, Any]
         ) -> None:
             if isinstance(reply, Slow):
-                if server._stopping.wait(reply.seconds):
+                if server.pause(reply.seconds):
                     return
                 reply = reply.then
             streamed = bool(body.get("stream"))
@@ -267,7 +225,7 @@ def _handler_for(server: OpenAIServer) -> type[BaseHTTPRequestHandler]:
             self._head(200, "text/event-stream", None)  # the end is the connection's close
             for i, event in enumerate(_events(reply.then, body)):
                 pause = reply.stall_s if i and i == reply.stall_after else reply.every_s
-                if i and server._stopping.wait(pause):
+                if i and server.pause(pause):
                     return
                 self.wfile.write(event.encode())
                 self.wfile.flush()
@@ -283,7 +241,7 @@ def _handler_for(server: OpenAIServer) -> type[BaseHTTPRequestHandler]:
                 kind, data = _answer(reply.then, body)
                 self._head(200, kind, len(data))
                 for i in range(len(data)):
-                    if server._stopping.wait(reply.every_s if i else 0):
+                    if server.pause(reply.every_s if i else 0):
                         return
                     self.wfile.write(data[i : i + 1])
                     self.wfile.flush()
