@@ -111,7 +111,8 @@ class RunExecutor(AgentExecutor):
         assert run.ended is not None
         while not run.ended.done():
             next_update = asyncio.ensure_future(run.updates.get())
-            await asyncio.wait({next_update, run.ended}, return_when=asyncio.FIRST_COMPLETED)
+            waited: set[asyncio.Future[Any]] = {next_update, run.ended}
+            await asyncio.wait(waited, return_when=asyncio.FIRST_COMPLETED)
             if not next_update.done():
                 next_update.cancel()
                 break
@@ -266,7 +267,8 @@ class Guard:
 
 async def _body(receive: Receive) -> bytes | None:
     """The request's whole body, or ``None`` once it passes the limit (read no further)."""
-    chunks, size = [], 0
+    chunks: list[bytes] = []
+    size = 0
     while True:
         message = await receive()
         if message["type"] == "http.disconnect":

@@ -46,7 +46,9 @@ class Served:
 
 
 @contextmanager
-def serving(scenario: Path | str, runs_dir: Path, *flags: str, cwd: Path) -> Iterator[Served]:
+def serving(
+    scenario: Path | str, runs_dir: Path, *flags: str | Path, cwd: Path
+) -> Iterator[Served]:
     """``sopbus a2a serve SCENARIO --port P --runs-dir RUNS_DIR FLAGS``, ready; stopped after."""
     port = free_port()
     proc = start(
