@@ -151,7 +151,9 @@ class RunExecutor(AgentExecutor):
         """Sends each file of the run's ``artifacts/``; the names of those too big to."""
         root = run.run_dir / "artifacts"
         skipped: list[str] = []
-        files = sorted(p for p in root.rglob("*") if p.is_file()) if root.is_dir() else []
+        # Links are not followed: a file the run could point at (/etc/passwd) never leaves.
+        found = root.rglob("*") if root.is_dir() else ()
+        files = sorted(p for p in found if p.is_file() and not _linked(p, root))
         for path in files:
             name = path.relative_to(root).as_posix()
             if path.stat().st_size > MAX_ARTIFACT_BYTES:
@@ -168,6 +170,11 @@ class RunExecutor(AgentExecutor):
     @staticmethod
     def _said(updater: TaskUpdater, text: str) -> Any:
         return new_text_message(text, context_id=updater.context_id, task_id=updater.task_id)
+
+
+def _linked(path: Path, root: Path) -> bool:
+    """Whether ``path`` or a folder between it and ``root`` is a symbolic link."""
+    return any(p.is_symlink() for p in (path, *path.parents) if p != root and root in p.parents)
 
 
 async def _wait_out(run: TaskRun) -> None:

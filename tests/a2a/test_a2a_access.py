@@ -102,6 +102,8 @@ def test_the_token_is_required_and_the_right_one_works(tmp_path: Path) -> None:
                 return [as_dict(e) async for e in made.send_message(request("a poem"))][-1]
 
         accepted = run(send(TOKEN))
+        _, err = served.stop()
+    assert TOKEN not in err  # the server's log never shows it
     assert "bearer" in card["securitySchemes"]
     assert none.status_code == 401 and none.json()["error"]["code"] == -32001
     assert wrong.status_code == 401

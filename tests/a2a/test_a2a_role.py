@@ -99,3 +99,27 @@ def test_an_agent_role_naming_no_table_is_a_config_error(tmp_path: Path) -> None
     done = sopbus("validate", scenario, cwd=tmp_path)
     assert done.returncode == 2
     assert "a2a.editor" in done.stderr and "a2a.editors" in done.stderr and ".agent" in done.stderr
+
+
+def test_resume_after_a_kill_does_not_call_the_agent_twice(tmp_path: Path) -> None:
+    remote_runs, local_runs = tmp_path / "remote", tmp_path / "local"
+    with serving(DATA / "draft_team.toml", remote_runs, cwd=tmp_path) as served:
+        scenario = _scenario(tmp_path, served.url)
+        # Killed (SIGKILL) right after the remote answer is in calls.jsonl, before the
+        # run logged it or published it.
+        killed = sopbus(
+            "run", scenario, "--quiet", "--runs-dir", local_runs,
+            cwd=tmp_path, env={"SOPBUS_KILL_AT": "tool:recorded"},
+        )  # fmt: skip
+        assert killed.returncode == -9, killed.stderr
+        (run_dir,) = _runs(local_runs)
+        assert len(_runs(remote_runs)) == 1
+        resumed = sopbus("resume", run_dir, "--quiet", cwd=tmp_path)
+        assert resumed.returncode == 0, resumed.stderr
+        assert len(_runs(remote_runs)) == 1  # the recorded answer was used, not a new call
+    answer = next(m for m in _messages(run_dir) if m["cause_by"] == "EditRemotely")
+    (remote_run,) = _runs(remote_runs)
+    final = (remote_run / "artifacts" / "final" / "2_Editor.md").read_text()
+    assert final in answer["content"]
+    ledger = [json.loads(x) for x in (run_dir / "costs.jsonl").read_text().splitlines()]
+    assert [line["cost_usd"] for line in ledger if line["model"] == "editors.send"] == ["0.01"]
