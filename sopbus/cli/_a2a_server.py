@@ -79,6 +79,8 @@ class RunExecutor(AgentExecutor):
         try:
             run = self.desk.accept(context.get_user_input(), context.metadata)
         except Refused as refusal:
+            # The SDK logs the error this becomes as "Execution failed"; this line says why.
+            print(f"sopbus a2a: refused a task: {refusal}", file=sys.stderr, flush=True)
             raise InvalidParamsError(message=str(refusal)) from None
         updater = TaskUpdater(event_queue, task_id, context_id)
         self._by_task[task_id] = (run, updater)
@@ -262,7 +264,7 @@ class Guard:
                 send, 413, -32600, f"request too large: the limit is {MAX_REQUEST_BYTES} bytes"
             )
             return
-        await self.app(scope, _replay(body), send)
+        await self.app(scope, _replay(body, receive), send)
 
     def _authorized(self, headers: dict[str, str]) -> bool:
         scheme, _, given = headers.get("authorization", "").partition(" ")
@@ -289,18 +291,19 @@ async def _body(receive: Receive) -> bytes | None:
             return b"".join(chunks)
 
 
-def _replay(body: bytes) -> Receive:
+def _replay(body: bytes, receive: Receive) -> Receive:
+    """The body read already, then the connection's own messages (its disconnect, which
+    ends an event stream whose caller went away)."""
     sent = False
 
-    async def receive() -> MutableMapping[str, Any]:
+    async def replayed() -> MutableMapping[str, Any]:
         nonlocal sent
         if not sent:
             sent = True
             return {"type": "http.request", "body": body, "more_body": False}
-        await asyncio.Event().wait()  # the body is all there is; wait for the disconnect
-        return {"type": "http.disconnect"}
+        return await receive()
 
-    return receive
+    return replayed
 
 
 async def _error(
