@@ -98,16 +98,21 @@ class A2ASource:
             ) from None
         except _Failed as failed:
             raise ToolServerError(self.name, f"the A2A agent at {self.spec.url} {failed}") from None
-        except Exception as error:  # the SDK's transport errors: the agent is down or broken
-            raise ToolServerError(
-                self.name,
-                f"the A2A agent at {self.spec.url} cannot be reached ({type(error).__name__}: "
-                f"{error}); start it, or fix [a2a.{self.name}].url",
-            ) from None
+        except Exception as error:  # the SDK's errors: the agent is down, or said no
+            raise ToolServerError(self.name, _refused(self.spec.url, self.name, error)) from None
         bound = self.spec.max_result_chars
         cut = len(answer) > bound
         text = answer[:bound] + ("\n[cut: the answer was longer]" if cut else "")
         return ToolOutput(text=text, chars=len(answer), cut=cut)
+
+
+def _refused(url: str, name: str, error: Exception) -> str:
+    import httpx
+
+    said = f"({type(error).__name__}: {error})"
+    if isinstance(error, httpx.TransportError) or isinstance(error.__cause__, httpx.TransportError):
+        return f"the A2A agent at {url} cannot be reached {said}; start it, or fix [a2a.{name}].url"
+    return f"the A2A agent at {url} refused the call {said}"
 
 
 class _Failed(Exception):

@@ -123,3 +123,17 @@ def test_resume_after_a_kill_does_not_call_the_agent_twice(tmp_path: Path) -> No
     assert final in answer["content"]
     ledger = [json.loads(x) for x in (run_dir / "costs.jsonl").read_text().splitlines()]
     assert [line["cost_usd"] for line in ledger if line["model"] == "editors.send"] == ["0.01"]
+
+
+def test_an_agent_whose_task_fails_is_an_error_naming_it(tmp_path: Path) -> None:
+    # The remote team's every run is capped below one call: its task ends failed.
+    tiny = ("--max-budget", "0.0001", "--max-total", "1")
+    with serving(DATA / "draft_team.toml", tmp_path / "remote", *tiny, cwd=tmp_path) as served:
+        scenario = _scenario(tmp_path, served.url)
+        done = sopbus("run", scenario, "--quiet", "--runs-dir", tmp_path / "runs", cwd=tmp_path)
+    assert done.returncode == 1, done.stderr
+    (run_dir,) = _runs(tmp_path / "runs")
+    summary = json.loads((run_dir / "summary.json").read_text())
+    error = summary["error"] or summary["detail"]
+    assert "'editors'" in error and served.url in error, error
+    assert "TASK_STATE_FAILED" in error and "budget_exhausted" in error, error
