@@ -25,6 +25,9 @@ from ._react import PLAN as PLAN
 from ._react import THINK as THINK
 from ._registry import Registry as Registry
 from ._registry import registry as registry
+from ._remote import RemoteAction as RemoteAction
+from ._remote import agent_name as agent_name
+from ._remote import declare_remote_action as declare_remote_action
 from ._role import ActionRef as ActionRef
 from ._role import LLMLike as LLMLike
 from ._role import ReactMode as ReactMode
@@ -47,12 +50,15 @@ __all__ = [
     "PythonTools",
     "ReactMode",
     "Registry",
+    "RemoteAction",
     "Role",
     "Tool",
     "UserRequirement",
     "action_from_spec",
+    "agent_name",
     "ask_model",
     "declare_action",
+    "declare_remote_action",
     "declare_role",
     "output_model",
     "registry",

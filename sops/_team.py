@@ -20,6 +20,8 @@ from sopbus.roles import (
     Registry,
     Role,
     action_from_spec,
+    agent_name,
+    declare_remote_action,
     declare_role,
     registry,
     role_with_overrides,
@@ -188,6 +190,8 @@ def _apply_role(
 ) -> None:
     given = {f: getattr(spec, f) for f in _ROLE_FIELDS if getattr(spec, f) is not None}
     try:
+        if spec.agent is not None:
+            _declare_remote(spec, where, reg, scenario)
         for j, role in enumerate(team.roles):
             if role.name == spec.name and spec.cls is not None:
                 raise ConfigError(
@@ -206,6 +210,23 @@ def _apply_role(
         )
     except ConfigError as exc:
         raise ConfigError(f"{scenario.path}: {exc}") from None
+
+
+def _declare_remote(spec: RoleSpec, where: str, reg: Registry, scenario: Scenario) -> None:
+    """The actions of a role answered by an A2A agent, each one sending to it."""
+    name = agent_name(spec.agent or "", scenario.a2a, where)
+    if name in scenario.mcp:
+        raise ConfigError(
+            f"{where}.agent: [a2a.{name}] and [mcp.{name}] share the name {name!r}, which "
+            f"names their tools; rename one of the tables"
+        )
+    if not spec.actions:
+        raise ConfigError(
+            f"{where}.actions: a role answered by an A2A agent needs an action name, its "
+            f'answers\' cause_by (actions = ["Translate"])'
+        )
+    for k, action in enumerate(spec.actions):
+        declare_remote_action(action, name, registry=reg, where=f"{where}.actions[{k}]")
 
 
 def _of_class(

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from ..scenario import provider_for as provider_for
     from ..scenario import provider_names as provider_names
     from ..scenario import register_provider as register_provider
+    from ._a2a import open_a2a_agents as open_a2a_agents
     from ._books import TOOL_PROVIDER as TOOL_PROVIDER
     from ._books import CallJournal as CallJournal
     from ._books import round_ms as round_ms
@@ -160,6 +161,7 @@ _WHERE: dict[str, str] = {
     "DEFAULT_MAX_RESULT_CHARS": "._tools",
     "ToolOutput": "._tools",
     "ToolSpec": "._tools",
+    "open_a2a_agents": "._a2a",
     "open_mcp_servers": "._mcp",
     "launch": "._mcp_launch",
 }

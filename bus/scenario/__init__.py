@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from ._tools import DEFAULT_MAX_RESULT_CHARS as DEFAULT_MAX_RESULT_CHARS
     from ._tools import DEFAULT_MAX_TOOL_STEPS as DEFAULT_MAX_TOOL_STEPS
     from ._tools import TOOL_CHOICES as TOOL_CHOICES
+    from ._tools import A2AAgent as A2AAgent
     from ._tools import McpServer as McpServer
     from ._tools import ToolChoice as ToolChoice
     from ._types import DEFAULT_PROVIDER as DEFAULT_PROVIDER
@@ -105,6 +106,7 @@ _WHERE: dict[str, str] = {
     "DEFAULT_MAX_RESULT_CHARS": "._tools",
     "DEFAULT_MAX_TOOL_STEPS": "._tools",
     "TOOL_CHOICES": "._tools",
+    "A2AAgent": "._tools",
     "McpServer": "._tools",
     "ToolChoice": "._tools",
 }

@@ -43,3 +43,15 @@ class McpServer(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields
     startup_timeout_s: float = 30.0
     call_timeout_s: float = 60.0
     max_result_chars: int = DEFAULT_MAX_RESULT_CHARS
+
+
+class A2AAgent(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """A scenario's ``[a2a.NAME]`` table: a remote A2A agent a role (``agent = "a2a.NAME"``)
+    sends the messages it watches to. Its Agent Card is read from ``url`` when the run
+    starts; ``price_per_call`` (USD) is reserved under the run's cap before each call;
+    ``timeout_s`` bounds each call (reading the card too)."""
+
+    url: str
+    price_per_call: Decimal | None = None
+    timeout_s: float = 300.0
+    max_result_chars: int = DEFAULT_MAX_RESULT_CHARS

@@ -22,7 +22,7 @@ import msgspec
 from .._errors import ConfigError
 from ._extra import merged_extra
 from ._paths import inside, outside_problem, place_of
-from ._tools import DEFAULT_MAX_TOOL_STEPS, McpServer, ToolChoice
+from ._tools import DEFAULT_MAX_TOOL_STEPS, A2AAgent, McpServer, ToolChoice
 from ._typespec import parse_type_spec
 
 DEFAULT_PROVIDER = "sim"
@@ -226,6 +226,7 @@ class RoleSpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     max_react_steps: PositiveInt | None = None
     llm: LLMOverrides | None = None
     human: bool | None = None  # answered by a person (terminal or --human-input), not a model
+    agent: str | None = None  # "a2a.NAME": answered by the remote A2A agent [a2a.NAME]
 
 
 class ActionSpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -298,6 +299,7 @@ class ScenarioDoc(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
     inject: tuple[InjectSpec, ...] = ()
     sweep: SweepSpec | None = None
     mcp: dict[str, McpServer] = {}
+    a2a: dict[str, A2AAgent] = {}
 
 
 class Scenario(ScenarioDoc, frozen=True, kw_only=True, forbid_unknown_fields=True):

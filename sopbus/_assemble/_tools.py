@@ -95,18 +95,48 @@ def needs_servers(scenario: Scenario, team: Any) -> bool:
 async def opened_tools(
     scenario: Scenario, team: Any, *, live: bool
 ) -> AsyncIterator[list[ToolSource]]:
-    """The run's tool sources for the block: the Python tools, and the scenario's MCP servers
-    when the run is ``live`` (a replay starts none) and an action names one of their tools."""
-    py = python_tools(team)
-    if not live or not scenario.mcp or not needs_servers(scenario, team):
-        yield [py]
-        return
-    from sopbus.bus.llm import open_mcp_servers
+    """The run's tool sources for the block: the Python tools, the scenario's MCP servers
+    when the run is ``live`` (a replay starts none) and an action names one of their tools,
+    and the A2A agents its roles are answered by (a replay reaches none: the recording
+    answers)."""
+    async with _opened_agents(scenario, team, live=live) as agents:
+        py = python_tools(team)
+        if not live or not scenario.mcp or not needs_servers(scenario, team):
+            yield [py, *agents]
+            return
+        from sopbus.bus.llm import open_mcp_servers
 
-    async with open_mcp_servers(scenario.mcp, cwd=scenario.base_dir) as servers:
-        sources: list[ToolSource] = [py, *servers]
-        check_tools(scenario, team, {s.name: list(s.specs()) for s in sources})
-        yield sources
+        async with open_mcp_servers(scenario.mcp, cwd=scenario.base_dir) as servers:
+            sources: list[ToolSource] = [py, *servers]
+            check_tools(scenario, team, {s.name: list(s.specs()) for s in sources})
+            yield [*sources, *agents]
+
+
+def remote_agents(team: Any) -> list[str]:
+    """The ``[a2a.NAME]`` agents that answer roles of the team, each once."""
+    from sopbus.roles import RemoteAction
+
+    found = (
+        a.agent
+        for r in team.roles
+        for a in getattr(r, "actions", ())
+        if isinstance(a, RemoteAction)
+    )
+    return list(dict.fromkeys(found))
+
+
+@asynccontextmanager
+async def _opened_agents(
+    scenario: Scenario, team: Any, *, live: bool
+) -> AsyncIterator[list[ToolSource]]:
+    used = remote_agents(team) if live else []
+    if not used:
+        yield []
+        return
+    from sopbus.bus.llm import open_a2a_agents
+
+    async with open_a2a_agents({name: scenario.a2a[name] for name in used}) as agents:
+        yield list(agents)
 
 
 def check_launch(scenario: Scenario, team: Any, environ: Mapping[str, str]) -> None:

@@ -15,24 +15,12 @@ from __future__ import annotations
 
 import argparse
 
-from ._args import usd
-from ._flags import MODEL_FLAGS, PROVIDER, RUNS_DIR, SCENARIO_DIR, Flag, add
+from ._flags import MAX_BUDGET, MODEL_FLAGS, PROVIDER, RUNS_DIR, SCENARIO_DIR, add
 
 NAME = "mcp"
 HELP = (
     "serve sopbus over stdio as an MCP server: list, validate and run scenarios under a "
     "budget cap, read runs"
-)
-DEFAULT_MAX_BUDGET = "1.00"
-
-
-MAX_BUDGET = Flag(
-    "--max-budget",
-    metavar="USD",
-    type=usd,
-    default=usd(DEFAULT_MAX_BUDGET),
-    help=f"the largest budget one run may ask for (default: {DEFAULT_MAX_BUDGET}); a larger "
-    "ask is refused and nothing runs",
 )
 
 

@@ -235,6 +235,45 @@ REPORT = Flag(
 JSON = Flag("--json", action="store_true", help="print a JSON array instead of a table")
 CSV = Flag("--csv", action="store_true", help="print the rows as CSV")
 
+# -- servers (sopbus mcp, sopbus a2a serve) ------------------------------------------------
+
+DEFAULT_MAX_BUDGET = "1.00"
+MAX_BUDGET = Flag(
+    "--max-budget",
+    metavar="USD",
+    type=usd,
+    default=usd(DEFAULT_MAX_BUDGET),
+    help=f"the largest budget one run may ask for (default: {DEFAULT_MAX_BUDGET}); a larger "
+    "ask is refused and nothing runs",
+)
+DEFAULT_MAX_TOTAL = "10.00"
+MAX_TOTAL = Flag(
+    "--max-total",
+    metavar="USD",
+    type=usd,
+    default=usd(DEFAULT_MAX_TOTAL),
+    help=f"what all the server's tasks together may spend (default: {DEFAULT_MAX_TOTAL}); each "
+    "task's budget is reserved from it when the task is accepted, and a task it cannot cover "
+    "is refused before any call",
+)
+PORT = Flag(
+    "--port", metavar="P", type=positive_int, required=True, help="the TCP port to listen on"
+)
+HOST = Flag(
+    "--host",
+    metavar="H",
+    default="127.0.0.1",
+    help="the address to listen on (default: 127.0.0.1, this machine only); any other needs "
+    "--token-file",
+)
+TOKEN_FILE = Flag(
+    "--token-file",
+    metavar="FILE",
+    type=path_arg,
+    help="a file holding the bearer token every request must send (Authorization: Bearer "
+    "TOKEN); required to listen beyond loopback",
+)
+
 # -- NATS ----------------------------------------------------------------------------------
 
 BUS = Flag(
