@@ -241,9 +241,10 @@ class FunctionEngineer(Role):
 
 
 def _needs_fix(message: Message) -> bool:
-    """A test run that failed, addressed to the engineer by the tester."""
+    """A failed test run the tester wants fixed (not its last: its fix rounds are over)."""
     payload = message.payload
-    return message.cause_by == RunCode.name and isinstance(payload, dict) and not payload["passed"]
+    wanted = isinstance(payload, dict) and bool(payload.get("fix_wanted"))
+    return message.cause_by == RunCode.name and wanted
 
 
 class FunctionReviewer(Role):
@@ -301,6 +302,7 @@ class FunctionTester(Role):
         )
         self.tests = ""
         self.runs: list[PytestRun] = []
+        self.answered = False  # the answer is out: later revisions are not tested
 
     def fields(self) -> dict[str, Any]:
         return {
@@ -315,19 +317,21 @@ class FunctionTester(Role):
         self.memory.extend(fresh)
         revisions = [m for m in fresh if m.cause_by in _CODE]
         spec = _spec(self)
-        if not revisions or spec is None:
+        if not revisions or spec is None or self.answered:
             return ()
         code, to = revisions[-1].content, (revisions[-1].sent_from,)
         out = [] if self.tests else [await self._write_tests(spec, fresh, turn, to)]
         run = await self._run(code, turn)
-        out.append(_message(self, RunCode.name, _run_text(run), fresh, run.model_dump(), to))
-        fixes = len(self.runs) - 1
-        if run.passed or fixes >= self.max_fix_rounds:
-            if not run.passed:
-                turn.emit("test_rounds_exhausted", max_fix_rounds=self.max_fix_rounds)
-            facts = {"tests_passed": run.passed, "test_runs": len(self.runs)}
-            out.append(_answer(self, code, fresh, turn, **facts))
-        return out
+        fix = not run.passed and len(self.runs) - 1 < self.max_fix_rounds
+        payload = {**run.model_dump(), "fix_wanted": fix}
+        out.append(_message(self, RunCode.name, _run_text(run), fresh, payload, to))
+        if fix:
+            return out
+        if not run.passed:
+            turn.emit("test_rounds_exhausted", max_fix_rounds=self.max_fix_rounds)
+        facts = {"tests_passed": run.passed, "test_runs": len(self.runs)}
+        self.answered = True
+        return [*out, _answer(self, code, fresh, turn, **facts)]
 
     async def _write_tests(
         self, spec: Message, news: tuple[Message, ...], turn: Turn, to: tuple[str, ...]
