@@ -20,7 +20,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from sopbus.bus import Message, SandboxLimits, Turn
+from sopbus.bus import Message, ModelOutputError, SandboxLimits, Turn
 
 from .._action import Action, ActionContext
 from .._role import Role
@@ -211,7 +211,9 @@ class FunctionEngineer(Role):
     async def _after_review(
         self, spec: Message, review: Message, news: tuple[Message, ...], turn: Turn
     ) -> Message:
-        if isinstance(review.payload, dict) and review.payload.get("lgtm"):
+        payload = review.payload if isinstance(review.payload, dict) else {}
+        if payload.get("lgtm") or not payload.get("issues"):
+            # Nothing to fix (an LGTM, or a review that could not be read): passed on as it is.
             return self._publish(ReviseFunction.name, spec, self.code, news, turn, "review: lgtm")
         return await self._revise(spec, review, news, turn, "review")
 
@@ -221,7 +223,12 @@ class FunctionEngineer(Role):
         reviser = self.action_named(ReviseFunction.name)
         assert isinstance(reviser, ReviseFunction)
         turn.emit("fixing", reason=reason, report=report.id)
-        code = await reviser.revise(self.context(reviser, news, turn), spec, self.code, report)
+        try:
+            code = await reviser.revise(self.context(reviser, news, turn), spec, self.code, report)
+        except ModelOutputError as exc:
+            # A revision that cannot be read must not lose the code that can: it stays.
+            turn.emit("revision_unreadable", error=str(exc)[:500])
+            code, reason = self.code, f"{reason}; the revision was unreadable, the code kept"
         return self._publish(ReviseFunction.name, spec, code, news, turn, reason)
 
     def _publish(
@@ -266,10 +273,16 @@ class FunctionReviewer(Role):
             return ()
         reviewer = self.action_named(ReviewFunction.name)
         assert isinstance(reviewer, ReviewFunction)
-        verdict = await reviewer.review(
-            self.context(reviewer, fresh, turn), spec, drafts[-1].content
-        )
-        text = "LGTM" if verdict.lgtm else "\n".join(f"- {i}" for i in verdict.issues)
+        try:
+            verdict = await reviewer.review(
+                self.context(reviewer, fresh, turn), spec, drafts[-1].content
+            )
+        except ModelOutputError as exc:
+            # An unreadable review names no problem: the draft goes on to the tests.
+            turn.emit("review_unreadable", error=str(exc)[:500])
+            verdict = CodeReview(lgtm=False, issues=[])
+        issues = "\n".join(f"- {i}" for i in verdict.issues) or "(no usable review)"
+        text = "LGTM" if verdict.lgtm else issues
         payload = verdict.model_dump(mode="json")
         return [_message(self, ReviewFunction.name, text, fresh, payload, (drafts[-1].sent_from,))]
 
@@ -320,7 +333,15 @@ class FunctionTester(Role):
         if not revisions or spec is None or self.answered:
             return ()
         code, to = revisions[-1].content, (revisions[-1].sent_from,)
-        out = [] if self.tests else [await self._write_tests(spec, fresh, turn, to)]
+        out: list[Message] = []
+        if not self.tests:
+            try:
+                out.append(await self._write_tests(spec, fresh, turn, to))
+            except ModelOutputError as exc:
+                # No tests to run: the code is the answer as it stands, untested.
+                turn.emit("tests_unreadable", error=str(exc)[:500])
+                self.answered = True
+                return [_answer(self, code, fresh, turn, tests_passed=False, test_runs=0)]
         run = await self._run(code, turn)
         fix = not run.passed and len(self.runs) - 1 < self.max_fix_rounds
         payload = {**run.model_dump(), "fix_wanted": fix}

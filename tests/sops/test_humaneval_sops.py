@@ -66,7 +66,7 @@ def passes_check(problem: dict[str, str], code: str) -> bool:
     return done.returncode == 0
 
 
-def dispatch(answers: dict[str, list[str]]) -> Callable[[dict[str, Any]], Answer]:
+def dispatch(answers: dict[str, list[str | Answer]]) -> Callable[[dict[str, Any]], Answer]:
     """A model that answers each action's calls (named in the prompt's task line) from its
     own list, in order, the last answer repeating."""
     asked: dict[str, int] = {}
@@ -75,7 +75,8 @@ def dispatch(answers: dict[str, list[str]]) -> Callable[[dict[str, Any]], Answer
         task = body["messages"][-1]["content"]
         action = next(a for a in answers if f"## Your task: {a}\n" in task)
         n = asked[action] = asked.get(action, 0) + 1
-        return Answer(answers[action][min(n, len(answers[action])) - 1])
+        given = answers[action][min(n, len(answers[action])) - 1]
+        return given if isinstance(given, Answer) else Answer(given)
 
     return reply
 
@@ -229,3 +230,49 @@ def test_reviewed_the_fix_rounds_stop_at_two(
     assert len(events(run, "test_rounds_exhausted")) == 1
     summary = json.loads((run / "summary.json").read_text())
     assert "still failed after 3 run(s)" in summary["verdict"]["reason"]
+
+
+CUT = Answer(
+    '{"lgtm": false, "issues": ["the same issue", "the same issue", "the sa', finish_reason="length"
+)
+
+
+def test_reviewed_an_unreadable_review_passes_the_draft_on_to_the_tests(
+    tmp_path: Path, server: OpenAIServer, problem: dict[str, str]
+) -> None:
+    server.script(
+        dispatch(
+            {
+                "WriteFunction": [code(problem["prompt"] + problem["canonical_solution"])],
+                "ReviewFunction": [CUT],
+                "WriteFunctionTests": [code(own_tests(problem))],
+            }
+        )
+    )
+    done = real_run(tmp_path, server, "humaneval_reviewed", problem["prompt"])
+    assert done.returncode == 0, done.stdout + done.stderr
+    run = run_dir(tmp_path / "runs")
+    assert len(events(run, "review_unreadable")) == 1
+    assert [e["data"]["passed"] for e in events(run, "tests_ran")] == [True]
+    assert passes_check(problem, answer(run))
+
+
+def test_reviewed_unreadable_tests_submit_the_code_untested(
+    tmp_path: Path, server: OpenAIServer, problem: dict[str, str]
+) -> None:
+    server.script(
+        dispatch(
+            {
+                "WriteFunction": [code(problem["prompt"] + problem["canonical_solution"])],
+                "ReviewFunction": [json.dumps({"lgtm": True, "issues": []})],
+                "WriteFunctionTests": [Answer('{"code": "def test_', finish_reason="length")],
+            }
+        )
+    )
+    done = real_run(tmp_path, server, "humaneval_reviewed", problem["prompt"])
+    assert done.returncode == 4, done.stdout + done.stderr  # completed; nothing was tested
+    run = run_dir(tmp_path / "runs")
+    assert events(run, "tests_ran") == [] and len(events(run, "tests_unreadable")) == 1
+    last = messages(run)[-1]
+    assert last["cause_by"] == "SubmitFunction" and last["payload"]["test_runs"] == 0
+    assert passes_check(problem, answer(run))
