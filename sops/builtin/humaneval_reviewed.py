@@ -23,7 +23,7 @@ Options (the scenario's ``[sop]`` table)::
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import msgspec
 
@@ -55,7 +55,7 @@ class ReviewedOptions(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_
 
 def build(ctx: SopContext) -> Team:
     o = ctx.options_as(ReviewedOptions)
-    common = {"llm_defaults": ctx.llm_defaults, "registry": ctx.registry}
+    common: dict[str, Any] = {"llm_defaults": ctx.llm_defaults, "registry": ctx.registry}
     # Without a reviewer the tester takes the draft itself.
     code = (ReviseFunction.name,) if o.review else (WriteFunction.name, ReviseFunction.name)
     tester = FunctionTester(
