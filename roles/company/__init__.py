@@ -1,4 +1,5 @@
-"""The software company: product manager, architect, project manager, engineer and QA."""
+"""The software company: product manager, architect, project manager, engineer and QA;
+and the team of one function from its specification (the HumanEval SOPs)."""
 
 from ._code import BUG_REPORT as BUG_REPORT
 from ._code import CodeFile as CodeFile
@@ -21,6 +22,17 @@ from ._docs import TaskList as TaskList
 from ._docs import WriteDesign as WriteDesign
 from ._docs import WritePRD as WritePRD
 from ._docs import WriteTasks as WriteTasks
+from ._function import SOLUTION as SOLUTION
+from ._function import FunctionEngineer as FunctionEngineer
+from ._function import FunctionReviewer as FunctionReviewer
+from ._function import FunctionTester as FunctionTester
+from ._function import ReviewFunction as ReviewFunction
+from ._function import ReviseFunction as ReviseFunction
+from ._function import SubmitFunction as SubmitFunction
+from ._function import WriteFunction as WriteFunction
+from ._function import WriteFunctionTests as WriteFunctionTests
+from ._function import complete as complete
+from ._function import entry_point as entry_point
 from ._qa import TEST_REPORT as TEST_REPORT
 from ._qa import BugReport as BugReport
 from ._qa import DebugError as DebugError
@@ -46,6 +58,7 @@ __all__ = [
     "PRD",
     "PYTEST",
     "PYTEST_ENV",
+    "SOLUTION",
     "TEST_REPORT",
     "WORKSPACE",
     "Architect",
@@ -58,23 +71,33 @@ __all__ = [
     "Engineer",
     "FileLogic",
     "FileSummary",
+    "FunctionEngineer",
+    "FunctionReviewer",
+    "FunctionTester",
     "ProductManager",
     "ProjectManager",
     "PytestFile",
     "PytestRun",
     "QaEngineer",
     "Requirement",
+    "ReviewFunction",
+    "ReviseFunction",
     "RunCode",
+    "SubmitFunction",
     "SummarizeCode",
     "SystemDesign",
     "TaskList",
     "WriteCode",
     "WriteCodeReview",
     "WriteDesign",
+    "WriteFunction",
+    "WriteFunctionTests",
     "WritePRD",
     "WriteTasks",
     "WriteTest",
+    "complete",
     "concurrently",
+    "entry_point",
     "is_test",
     "listing",
     "render_test_report",
