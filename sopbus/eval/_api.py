@@ -1,0 +1,123 @@
+"""``sopbus.evaluate``: an eval from Python, the same as ``sopbus eval`` does it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+from sopbus.bus.money import FileAccount, money
+
+from ._dataset import Dataset, load_dataset
+from ._engine import drive
+from ._outcome import TaskResult
+from ._record import EvalDir, EvalRecord, resolve_eval
+from ._start import EvalArgs, new_eval, resumed_eval
+from ._table import eval_rows
+
+Say = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class EvalOutcome:
+    """A finished (or cap-stopped) eval: its directory, its record with the figures, one
+    row of figures per scenario, and every task's result."""
+
+    eval_dir: Path
+    record: EvalRecord
+    rows: list[dict[str, Any]]
+    results: list[TaskResult]
+
+
+def evaluate(
+    scenarios: Sequence[str | Path] = (),
+    dataset: str = "",
+    *,
+    limit: int | None = None,
+    epochs: int = 1,
+    concurrency: int = 4,
+    budget: Decimal | int | str | None = None,
+    scorer: str | None = None,
+    provider: str | None = None,
+    model: str | None = None,
+    base_url: str | None = None,
+    price: str | None = None,
+    evals_dir: str | Path = "evals",
+    resume: str | None = None,
+    say: Say | None = None,
+) -> EvalOutcome:
+    """Runs ``scenarios`` (files or shipped names) on ``dataset`` (``"humaneval"`` or a
+    JSONL file) and returns the figures; ``resume`` (an eval id or directory) finishes an
+    interrupted eval instead. Mistakes raise :class:`sopbus.ConfigError` before any run."""
+    import trio
+
+    from sopbus._assemble import quiet_for_the_api
+
+    quiet_for_the_api()
+    cap = None if budget is None else Decimal(str(budget))
+    if resume is not None:
+        edir, record, data = reopen(resume, Path(evals_dir), cap)
+    else:
+        from sopbus._examples import scenario_path
+
+        args = EvalArgs(
+            scenarios=tuple(scenario_path(str(s)) for s in scenarios),
+            dataset=dataset, limit=limit, epochs=epochs, concurrency=concurrency,
+            budget=cap, scorer=scorer, provider=provider, model=model, base_url=base_url,
+            price=price, evals_dir=Path(evals_dir),
+        )  # fmt: skip
+        edir, record, data = new_eval(args)
+    try:
+        return trio.run(run_eval, edir, record, data, say or (lambda _line: None))
+    finally:
+        edir.unlock()
+
+
+def reopen(
+    ref: str, evals_dir: Path, budget: Decimal | None
+) -> tuple[EvalDir, EvalRecord, Dataset]:
+    """The interrupted eval ``ref``, ready to go on."""
+    edir = resolve_eval(ref, evals_dir)
+    record = resumed_eval(edir, budget)
+    full = load_dataset(record.dataset)
+    wanted = set(record.task_ids)
+    tasks = tuple(t for t in full.tasks if t.id in wanted)
+    return edir, record, Dataset(name=full.name, tasks=tasks, base=full.base)
+
+
+def worst_case_line(record: EvalRecord) -> str:
+    """The worst case, said before the first call."""
+    runs = len(record.scenarios) * len(record.task_ids) * record.epochs
+    return (
+        f"eval {record.eval_id}: {runs} run(s); worst case {money(record.worst_case_usd)} "
+        f"(every run at its own cap), held to the eval's cap {money(record.budget_usd)}"
+    )
+
+
+async def run_eval(edir: EvalDir, record: EvalRecord, data: Dataset, say: Say) -> EvalOutcome:
+    """Runs what is left of the eval, then writes its figures to ``eval.json``."""
+    say(worst_case_line(record))
+    try:
+        await drive(edir, record, data, say)
+    except BaseException:
+        record.state = "interrupted"
+        edir.write(record)
+        raise
+    return finish(edir, record)
+
+
+def finish(edir: EvalDir, record: EvalRecord) -> EvalOutcome:
+    results = edir.results()
+    rows = eval_rows(record, results)
+    state = FileAccount(edir.account_path).read()
+    record.state = "budget_exhausted" if state.refused else "finished"
+    record.simulated = record.simulated or any(r.simulated for r in results)
+    record.figures = {
+        "simulated": record.simulated,
+        "spent_usd": state.spent,
+        "scenarios": rows,
+    }
+    edir.write(record)
+    return EvalOutcome(eval_dir=edir.path, record=record, rows=rows, results=results)
