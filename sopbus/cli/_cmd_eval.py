@@ -42,6 +42,13 @@ RESUME = Flag(
     help="finish an interrupted eval: tasks with a result are kept, their runs not paid again",
 )
 
+REPLAY = Flag(
+    "--replay",
+    metavar="EVAL",
+    help="run an eval again into a new eval directory, every answer from its runs' "
+    "recordings, at no cost, and score it again",
+)
+
 
 def configure(parser: argparse.ArgumentParser) -> None:
     scenarios = SCENARIO.but(
@@ -55,7 +62,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         SANDBOX,
         EVALS_DIR.but(help="where eval directories go (default: evals)"),
     )
-    add(parser, RESUME)
+    add(parser, RESUME, REPLAY)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -63,6 +70,8 @@ def run(args: argparse.Namespace) -> int:
     from sopbus.eval import check_counts
 
     check_counts(args.limit, args.epochs, args.concurrency)
+    if args.replay is not None:
+        return _replayed(args)
     if args.resume is not None:
         if args.scenario or args.dataset:
             raise ConfigError(
@@ -103,6 +112,17 @@ def _planned(args: argparse.Namespace) -> tuple[EvalDir, EvalRecord, Dataset]:
             sandbox=args.sandbox,
         )
     )
+
+
+def _replayed(args: argparse.Namespace) -> int:
+    from sopbus._assemble import configure_logging
+    from sopbus.eval import replay_eval
+
+    configure_logging(quiet=True)
+    outcome = replay_eval(args.replay, args.evals_dir, say=_say)
+    print_eval(outcome.record, outcome.rows)
+    print(f"eval directory: {outcome.eval_dir}")
+    return 0
 
 
 def _say(line: str) -> None:

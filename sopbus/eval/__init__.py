@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from ._api import EvalOutcome as EvalOutcome
     from ._api import evaluate as evaluate
     from ._api import reopen as reopen
+    from ._api import replay_eval as replay_eval
     from ._api import run_eval as run_eval
     from ._dataset import DATASETS as DATASETS
     from ._dataset import Dataset as Dataset
@@ -47,6 +48,7 @@ _WHERE: dict[str, str] = {
     "EvalOutcome": "._api",
     "evaluate": "._api",
     "reopen": "._api",
+    "replay_eval": "._api",
     "run_eval": "._api",
     "DATASETS": "._dataset",
     "Dataset": "._dataset",

@@ -81,10 +81,59 @@ def reopen(
     """The interrupted eval ``ref``, ready to go on."""
     edir = resolve_eval(ref, evals_dir)
     record = resumed_eval(edir, budget)
+    return edir, record, _tasks_of(record)
+
+
+def _tasks_of(record: EvalRecord) -> Dataset:
+    """The tasks ``record`` planned, from its dataset."""
     full = load_dataset(record.dataset)
     wanted = set(record.task_ids)
     tasks = tuple(t for t in full.tasks if t.id in wanted)
-    return edir, record, Dataset(name=full.name, tasks=tasks, base=full.base)
+    return Dataset(name=full.name, tasks=tasks, base=full.base)
+
+
+def replay_eval(
+    ref: str | Path, evals_dir: str | Path = "evals", say: Say | None = None
+) -> EvalOutcome:
+    """The eval ``ref`` again into a new eval directory beside it, every run replayed
+    from its recording (no provider is called, nothing is spent) and every answer scored
+    again: the same scores, unless a check is not deterministic."""
+    import shutil
+    import time
+
+    import msgspec
+    import trio
+
+    from sopbus._assemble import quiet_for_the_api
+    from sopbus.bus.store import new_run_id
+
+    quiet_for_the_api()
+    source = resolve_eval(str(ref), Path(evals_dir))
+    old = source.read()
+    edir = EvalDir(source.path.parent / new_run_id(f"{old.scenarios[0].label}-eval-replay"))
+    shutil.copytree(source.path / "scenarios", edir.path / "scenarios")
+    edir.lock()
+    record = msgspec.structs.replace(
+        old, eval_id=edir.eval_id, replay_of=old.eval_id, created_at=time.time(),
+        state="running", resumes=0, figures={},
+    )  # fmt: skip
+    FileAccount.create(edir.account_path, old.budget_usd)
+    edir.write(record)
+    data = _tasks_of(record)
+    try:
+        return trio.run(_replay, edir, record, data, source, say or (lambda _line: None))
+    finally:
+        edir.unlock()
+
+
+async def _replay(
+    edir: EvalDir, record: EvalRecord, data: Dataset, source: EvalDir, say: Say
+) -> EvalOutcome:
+    await drive(edir, record, data, say, replaying=source)
+    outcome = finish(edir, record)
+    outcome.record.state = source.read().state  # the cap's story is the original's
+    edir.write(outcome.record)
+    return outcome
 
 
 def worst_case_line(record: EvalRecord) -> str:

@@ -48,10 +48,20 @@ class Cell:
         return f"{eval_id}-{self.label}-{safe}-e{self.epoch}"
 
 
-async def drive(edir: EvalDir, record: EvalRecord, dataset: Dataset, say: Say) -> None:
-    """Runs every cell of ``record`` without a result; appends each to ``results.jsonl``."""
+async def drive(
+    edir: EvalDir,
+    record: EvalRecord,
+    dataset: Dataset,
+    say: Say,
+    *,
+    replaying: EvalDir | None = None,
+) -> None:
+    """Runs every cell of ``record`` without a result; appends each to ``results.jsonl``.
+    ``replaying``: the eval whose runs are replayed (every answer from its recordings, at
+    no cost) instead of run anew."""
     account = FileAccount(edir.account_path, fix=budget_fix(record.eval_id))
-    done = {(r.scenario, r.task_id, r.epoch) for r in edir.results()}
+    # Tasks the cap did not reach (or cut) are tried again: a resume may bring more money.
+    done = {(r.scenario, r.task_id, r.epoch) for r in edir.results() if r.scored}
     cells = [
         Cell(s.label, task, epoch)
         for epoch in range(record.epochs)
@@ -61,6 +71,9 @@ async def drive(edir: EvalDir, record: EvalRecord, dataset: Dataset, say: Say) -
     ]
     bases = {s.label: _base(edir, s.label, s.origin) for s in record.scenarios}
     runner = _Runner(edir, record, dataset, account, bases, say)
+    if replaying is not None:
+        runner.source = {(r.scenario, r.task_id, r.epoch): r for r in replaying.results()}
+        runner.source_runs = replaying.runs_dir
     slots = trio.Semaphore(record.concurrency)
     async with trio.open_nursery() as nursery:
         for cell in cells:
@@ -89,8 +102,10 @@ class _Runner:
     ):
         self.edir, self.record, self.dataset = edir, record, dataset
         self.account, self.bases, self.say = account, bases, say
-        self.ended = len(edir.results())
+        self.ended = sum(r.scored for r in edir.results())
         self.total = len(record.scenarios) * len(record.task_ids) * record.epochs
+        self.source: dict[tuple[str, str, int], TaskResult] | None = None
+        self.source_runs: Path | None = None
 
     async def one(self, cell: Cell, slots: trio.Semaphore) -> None:
         try:
@@ -102,10 +117,12 @@ class _Runner:
         self.say(_progress(self.ended, self.total, result))
 
     async def _result(self, cell: Cell) -> TaskResult:
+        if self.source is not None:
+            return await self._replayed(cell, self.source[(cell.label, cell.task.id, cell.epoch)])
         run_id = cell.run_id(self.record.eval_id)
         run_dir = self.edir.runs_dir / run_id
         summary = read_summary(run_dir)
-        if summary is None or summary.status == "cancelled":
+        if summary is None or summary.status == "cancelled" or _refused(summary):
             if not run_dir.is_dir() and self.account.read().refused:
                 return TaskResult(
                     scenario=cell.label, task_id=cell.task.id, epoch=cell.epoch, kind="not_run",
@@ -114,6 +131,20 @@ class _Runner:
                 )  # fmt: skip
             summary = await self._run(cell, run_id, run_dir)
         return await self._scored(cell, summary, run_dir)
+
+    async def _replayed(self, cell: Cell, source: TaskResult) -> TaskResult:
+        """``source``'s run replayed into this eval and scored again (not run: as it was)."""
+        if source.run_id is None or self.source_runs is None:
+            return msgspec.structs.replace(source)
+        summary = await self._replay(self.source_runs / source.run_id)
+        return await self._scored(cell, summary, Path(summary.run_dir))
+
+    async def _replay(self, run_dir: Path) -> RunSummary:
+        from sopbus._assemble import execute
+        from sopbus.bus.store import plan_replay
+
+        scenario, continuation = plan_replay(run_dir, into=self.edir.runs_dir)
+        return (await execute(scenario, continuation=continuation)).summary
 
     async def _run(self, cell: Cell, run_id: str, run_dir: Path) -> RunSummary:
         from sopbus._assemble import execute
@@ -154,7 +185,7 @@ class _Runner:
             simulated=summary.simulated,
         )
         place = base.eval.answer if base.eval else "last_message"
-        if summary.end_reason == "budget_exhausted" and "the eval's budget" in summary.detail:
+        if _refused(summary):
             result.kind, result.detail = "refused", summary.detail
             return result
         answer = read_answer(run_dir, place)
@@ -189,7 +220,11 @@ class _Runner:
         judge_id = f"{cell.run_id(self.record.eval_id)}-judge"
         judge_dir = self.edir.runs_dir / judge_id
         summary = read_summary(judge_dir)
-        if summary is None:
+        source = self.source and self.source.get((cell.label, cell.task.id, cell.epoch))
+        if source and source.judge_run_id and self.source_runs is not None:
+            summary = await self._replay(self.source_runs / source.judge_run_id)
+            judge_id, judge_dir = summary.run_id, Path(summary.run_dir)
+        elif summary is None:
             scenario = judge_scenario(base, cell.task, answer, rubric, self.edir.runs_dir)
             pool = AccountShare(self.account, judge_id)
             summary = (await execute(scenario, run_id=judge_id, pool=pool)).summary
@@ -230,6 +265,11 @@ def task_idea(scenario: Scenario, task: Task) -> str:
             f"{scenario.path}: [eval].idea names {exc} that task {task.id} does not give; "
             f"its inputs are {', '.join(sorted(inputs))} (write {{{{ and }}}} for braces)"
         ) from None
+
+
+def _refused(summary: RunSummary) -> bool:
+    """The eval's account (not the run's own cap) refused a call of the run."""
+    return summary.end_reason == "budget_exhausted" and "the eval's budget" in summary.detail
 
 
 def _cut_off(summary: RunSummary, run_dir: Path) -> bool:

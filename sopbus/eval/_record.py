@@ -92,8 +92,14 @@ class EvalDir:
         if not path.is_file():
             return []
         lines = path.read_bytes().splitlines()
-        # A line cut by a kill is the task's, not yet finished: it runs again.
-        return [r for line in lines if (r := _result(line)) is not None]
+        # A line cut by a kill is the task's, not yet finished: it runs again. A task the
+        # cap did not reach, then reached by a resume, has a later line: the later wins.
+        latest: dict[tuple[str, str, int], TaskResult] = {}
+        for line in lines:
+            if (r := _result(line)) is not None:
+                latest.pop((r.scenario, r.task_id, r.epoch), None)
+                latest[(r.scenario, r.task_id, r.epoch)] = r
+        return list(latest.values())
 
     def append(self, result: TaskResult) -> None:
         with (self.path / RESULTS).open("ab") as out:

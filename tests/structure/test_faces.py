@@ -772,6 +772,7 @@ PINNED: dict[str, list[str]] = {
         "new_eval",
         "pass_at_k",
         "reopen",
+        "replay_eval",
         "resolve_eval",
         "resumed_eval",
         "run_eval",
