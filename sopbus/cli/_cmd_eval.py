@@ -15,6 +15,7 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from ._cmd_sweep import RESUME as SWEEP_RESUME
 from ._flags import (
     BUDGET,
     CONCURRENCY,
@@ -36,8 +37,10 @@ if TYPE_CHECKING:
 NAME = "eval"
 HELP = "score scenarios on a dataset of tasks: pass@k, cost per solved task, under one cap"
 
+# Not sweep's --resume (an ID of a sweep): an eval's, with the same name on purpose.
 RESUME = Flag(
     "--resume",
+    homonym_of=SWEEP_RESUME,
     metavar="EVAL",
     help="finish an interrupted eval: tasks with a result are kept, their runs not paid again",
 )

@@ -116,16 +116,16 @@ def _task(path: Path, number: int, line: str) -> Task:
         ) from None
     if not isinstance(raw, dict):
         raise ConfigError(f"{where}: expected a JSON object, such as {_EXAMPLE}")
-    missing = [f for f in ("id", "input") if f not in raw]
-    if missing or ("expected" not in raw and "check" not in raw):
-        lacks = ", ".join(f"`{f}`" for f in missing) or "`expected` or `check`"
-        raise ConfigError(f"{where}: the task lacks {lacks}; a task is such as {_EXAMPLE}")
     unknown = sorted(set(raw) - set(Task.__struct_fields__))
     if unknown:
         raise ConfigError(
             f"{where}: unknown field `{unknown[0]}`; a task has id, input, expected, check"
             f"{did_you_mean(unknown[0], Task.__struct_fields__)}"
         )
+    missing = [f for f in ("id", "input") if f not in raw]
+    if missing or ("expected" not in raw and "check" not in raw):
+        lacks = ", ".join(f"`{f}`" for f in missing) or "`expected` or `check`"
+        raise ConfigError(f"{where}: the task lacks {lacks}; a task is such as {_EXAMPLE}")
     try:
         return msgspec.convert({**raw, "id": str(raw["id"])}, type=Task)
     except msgspec.ValidationError as exc:
