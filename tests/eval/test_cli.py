@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -106,3 +107,46 @@ def test_a_cap_that_runs_out_is_exit_3_and_says_what_it_covers(work: Path) -> No
     assert ran.returncode == 3, ran.stderr
     assert "of 8 tasks" in ran.stdout and "covers 8 of 8" not in ran.stdout
     assert "not run" in ran.stdout or "refused" in ran.stdout
+
+
+def test_an_interrupted_eval_resumes_paying_no_finished_task_again(work: Path) -> None:
+    import signal
+
+    from sopbus.bus.store import ledger_of
+    from support.cli import start
+    from support.killed_runs import wait_for
+
+    slow = (
+        (work / "arith.toml")
+        .read_text()
+        .replace("max_tokens = 200", "max_tokens = 200\nlatency_ms = 400")
+    )
+    (work / "arith.toml").write_text(slow)
+    lines = [
+        json.dumps({"id": f"q{i}", "input": "What is 2+2?", "expected": "4"}) for i in range(6)
+    ]
+    (work / "many.jsonl").write_text("\n".join(lines) + "\n")
+    proc = start(
+        "eval", "arith.toml", "--dataset", "many.jsonl", "--concurrency", "1",
+        cwd=work, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+
+    def first_result() -> Path | None:
+        found = list((work / "evals").glob("*/results.jsonl"))
+        return found[0] if found and found[0].read_text().strip() else None
+
+    results = wait_for(first_result, proc)
+    proc.send_signal(signal.SIGINT)
+    assert proc.wait(timeout=120) == 130
+    edir = results.parent
+    assert json.loads((edir / "eval.json").read_text())["state"] == "interrupted"
+    done = [json.loads(x) for x in results.read_text().splitlines()]
+    assert 1 <= len(done) < 6
+    calls = {d["run_id"]: len(ledger_of(edir / "runs" / d["run_id"])) for d in done}
+    resumed = sopbus("eval", "--resume", edir.name, cwd=work)
+    assert resumed.returncode == 0, resumed.stderr
+    assert "covers 6 of 6 tasks" in resumed.stdout
+    for run_id, count in calls.items():
+        assert len(ledger_of(edir / "runs" / run_id)) == count
+    finished = [json.loads(x)["task_id"] for x in results.read_text().splitlines()]
+    assert sorted(finished) == sorted(f"q{i}" for i in range(6))

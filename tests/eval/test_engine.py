@@ -14,7 +14,7 @@ import pytest
 import sopbus
 from sopbus.bus.money import FileAccount
 from sopbus.bus.store import ledger_of
-from sopbus.eval import EvalDir, replay_eval
+from sopbus.eval import EvalDir, EvalOutcome, replay_eval
 from support.humaneval import problems
 
 DATA = Path(__file__).parent / "data"
@@ -27,9 +27,16 @@ def work(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def _evaluate(work: Path, **kw: object) -> sopbus.eval.EvalOutcome:  # type: ignore[name-defined]
+def _evaluate(
+    work: Path, *, budget: str | None = None, concurrency: int = 4, epochs: int = 1
+) -> EvalOutcome:
     return sopbus.evaluate(
-        [work / "arith.toml"], str(work / "arith.jsonl"), evals_dir=work / "evals", **kw
+        [work / "arith.toml"],
+        str(work / "arith.jsonl"),
+        evals_dir=work / "evals",
+        budget=budget,
+        concurrency=concurrency,
+        epochs=epochs,
     )
 
 
