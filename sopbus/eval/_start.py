@@ -62,7 +62,9 @@ def new_eval(args: EvalArgs) -> tuple[EvalDir, EvalRecord, Dataset]:
         if task.check is not None:
             check_scorer(task.check, f"{args.dataset}: task {task.id}: check")
     scenarios = [_checked(_overridden(path, args)) for path in args.scenarios]
-    labels = _labels([s.name for s in scenarios])
+    labels = _labels(
+        [(s.name, path.stem) for s, path in zip(scenarios, args.scenarios, strict=True)]
+    )
     runs = len(dataset.tasks) * args.epochs
     judged = _judged(dataset, args.scorer)
     worst = sum((s.run.budget_usd * runs * (2 if judged else 1) for s in scenarios), Decimal(0))
@@ -125,11 +127,14 @@ def _checked(scenario: Scenario) -> Scenario:
     return scenario
 
 
-def _labels(names: list[str]) -> list[str]:
-    """A label per scenario, safe in a run id and unique (``name-2`` for a second one)."""
+def _labels(names: list[tuple[str, str]]) -> list[str]:
+    """A label per scenario, safe in a run id and unique: its name, or where two share a
+    name its file's stem, or ``name-2`` for a second of the same file."""
     labels: list[str] = []
-    for name in names:
-        base = re.sub(r"[^A-Za-z0-9_.-]+", "-", name).strip("-") or "scenario"
+    counts = [n for n, _ in names]
+    for name, stem in names:
+        shown = stem if counts.count(name) > 1 else name
+        base = re.sub(r"[^A-Za-z0-9_.-]+", "-", shown).strip("-") or "scenario"
         label, n = base, 1
         while label in labels:
             n += 1

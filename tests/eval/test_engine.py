@@ -189,3 +189,24 @@ def test_a_judge_is_a_capped_run_whose_score_and_reasons_are_kept(work: Path) ->
     assert account.by_holder[result.judge_run_id] == judge.total_usd
     assert result.usd == account.spent
     assert result.kind in ("passed", "wrong") and isinstance(result.detail, str)
+
+
+@pytest.mark.parametrize(
+    ("table", "place"),
+    [('output = { answer = "str" }\nartifact = "answer.txt"', "artifact:answer.txt"),
+     ('output = { answer = "str" }', "last_message")],
+)  # fmt: skip
+def test_the_answer_is_read_from_an_artifact_or_the_last_message(
+    work: Path, table: str, place: str
+) -> None:
+    text = (work / "arith.toml").read_text()
+    text = text.replace('output = { answer = "str" }', table)
+    (work / "other.toml").write_text(text.replace("output:Answer.answer", place))
+    outcome = sopbus.evaluate(
+        [work / "arith.toml", work / "other.toml"], str(work / "arith.jsonl"),
+        evals_dir=work / "evals", scorer="contains",
+    )  # fmt: skip
+    assert [r["scenario"] for r in outcome.rows] == ["arith", "other"]
+    kinds = {(r.scenario, r.task_id): r.kind for r in outcome.results}
+    assert kinds[("other", "add")] == "passed" and kinds[("other", "mul")] == "wrong"
+    assert kinds[("other", "capital")] == "passed"
