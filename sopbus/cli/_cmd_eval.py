@@ -37,6 +37,15 @@ if TYPE_CHECKING:
 NAME = "eval"
 HELP = "score scenarios on a dataset of tasks: pass@k, cost per solved task, under one cap"
 
+VARIANT = Flag(
+    "--variant",
+    dest="variants",
+    metavar="KEY=VALUE",
+    action="append",
+    default=[],
+    help="a variant of every scenario with one setting changed (repeatable: each is a "
+    "column of the comparison), such as llm.model=gpt-4o or sop.max_fix_rounds=2",
+)
 # Not sweep's --resume (an ID of a sweep): an eval's, with the same name on purpose.
 RESUME = Flag(
     "--resume",
@@ -57,7 +66,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     scenarios = SCENARIO.but(
         nargs="*", help="scenario files (TOML) or shipped names, compared side by side"
     )
-    add(parser, scenarios, DATASET, LIMIT, EPOCHS, CONCURRENCY, SCORER)
+    add(parser, scenarios, DATASET, LIMIT, EPOCHS, CONCURRENCY, SCORER, VARIANT)
     add(parser, BUDGET.but(help="the whole eval's budget cap (default: every run's cap added up)"))
     add(
         parser,
@@ -113,6 +122,7 @@ def _planned(args: argparse.Namespace) -> tuple[EvalDir, EvalRecord, Dataset]:
             price=args.price,
             evals_dir=args.evals_dir,
             sandbox=args.sandbox,
+            variants=tuple(args.variants),
         )
     )
 

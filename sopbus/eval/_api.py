@@ -45,6 +45,7 @@ def evaluate(
     base_url: str | None = None,
     price: str | None = None,
     evals_dir: str | Path = "evals",
+    variants: Sequence[str] = (),
     resume: str | None = None,
     say: Say | None = None,
 ) -> EvalOutcome:
@@ -66,7 +67,7 @@ def evaluate(
             scenarios=tuple(scenario_path(str(s)) for s in scenarios),
             dataset=dataset, limit=limit, epochs=epochs, concurrency=concurrency,
             budget=cap, scorer=scorer, provider=provider, model=model, base_url=base_url,
-            price=price, evals_dir=Path(evals_dir),
+            price=price, evals_dir=Path(evals_dir), variants=tuple(variants),
         )  # fmt: skip
         edir, record, data = new_eval(args)
     try:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
 
@@ -40,7 +40,9 @@ class EvalArgs:
     price: str | None = None
     evals_dir: Path = Path("evals")
     sandbox: str | None = None
-    extra: dict[str, str] = field(default_factory=dict)
+    #: ``KEY=VALUE`` settings, each a variant of every scenario (as ``sopbus sweep --set``
+    #: makes variants), compared side by side.
+    variants: tuple[str, ...] = ()
 
 
 def check_counts(limit: int | None, epochs: int, concurrency: int) -> None:
@@ -61,10 +63,10 @@ def new_eval(args: EvalArgs) -> tuple[EvalDir, EvalRecord, Dataset]:
     for task in dataset.tasks:
         if task.check is not None:
             check_scorer(task.check, f"{args.dataset}: task {task.id}: check")
-    scenarios = [_checked(_overridden(path, args)) for path in args.scenarios]
-    labels = _labels(
-        [(s.name, path.stem) for s, path in zip(scenarios, args.scenarios, strict=True)]
-    )
+    loaded = [(_overridden(path, args), path.stem) for path in args.scenarios]
+    varied, named = _varied(loaded, args.variants)
+    scenarios = [_checked(s) for s in varied]
+    labels = _labels(named)
     runs = len(dataset.tasks) * args.epochs
     judged = _judged(dataset, args.scorer)
     worst = sum((s.run.budget_usd * runs * (2 if judged else 1) for s in scenarios), Decimal(0))
@@ -125,6 +127,25 @@ def _checked(scenario: Scenario) -> Scenario:
     team = build_team(scenario)
     checked_prices(scenario, team.roles, endpoint=endpoint(scenario, run_environ()))
     return scenario
+
+
+def _varied(
+    loaded: list[tuple[Scenario, str]], variants: tuple[str, ...]
+) -> tuple[list[Scenario], list[tuple[str, str]]]:
+    """Each scenario, or with ``variants`` each scenario once per setting; with the
+    (name, stem) each is labelled by."""
+    if not variants:
+        return [s for s, _ in loaded], [(s.name, stem) for s, stem in loaded]
+    from sopbus.bus.store import with_settings
+
+    out: list[Scenario] = []
+    named: list[tuple[str, str]] = []
+    for scenario, stem in loaded:
+        for setting in variants:
+            out.append(with_settings(scenario, (setting,), at_round=0))
+            key, _, value = setting.partition("=")
+            named.append((f"{scenario.name}[{key.rpartition('.')[2]}={value}]", stem))
+    return out, named
 
 
 def _labels(names: list[tuple[str, str]]) -> list[str]:

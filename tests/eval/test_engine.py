@@ -210,3 +210,15 @@ def test_the_answer_is_read_from_an_artifact_or_the_last_message(
     kinds = {(r.scenario, r.task_id): r.kind for r in outcome.results}
     assert kinds[("other", "add")] == "passed" and kinds[("other", "mul")] == "wrong"
     assert kinds[("other", "capital")] == "passed"
+
+
+def test_variants_of_a_scenario_side_by_side(work: Path) -> None:
+    outcome = sopbus.evaluate(
+        [work / "arith.toml"], str(work / "arith.jsonl"), evals_dir=work / "evals",
+        variants=["llm.model=gpt-4o-mini", "llm.model=gpt-4o"],
+    )  # fmt: skip
+    rows = {r["scenario"]: r for r in outcome.rows}
+    assert set(rows) == {"arith-model-gpt-4o-mini", "arith-model-gpt-4o"}
+    cheap, dear = rows["arith-model-gpt-4o-mini"], rows["arith-model-gpt-4o"]
+    assert cheap["pass_at_1"] == dear["pass_at_1"] and cheap["usd"] < dear["usd"]
+    assert (cheap["front"], dear["front"]) == (True, False)
