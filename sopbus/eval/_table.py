@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 from sopbus.bus.money import money
@@ -68,7 +69,9 @@ def table_lines(record: EvalRecord, rows: Sequence[dict[str, Any]]) -> list[str]
     """The eval as a terminal shows it: a header, each scenario's figures, the notes."""
     lines = [
         f"eval {record.eval_id}",
-        f"  {record.dataset}: {len(record.task_ids)} task(s) x {record.epochs} epoch(s), "
+        # A file's name only: the table reads the same wherever the eval's folder is.
+        f"  {Path(record.dataset).name}: {len(record.task_ids)} task(s) x {record.epochs} "
+        f"epoch(s), "
         f"cap {money(record.budget_usd)}, state {record.state}",
     ]
     for row in rows:
