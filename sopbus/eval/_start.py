@@ -63,6 +63,7 @@ def new_eval(args: EvalArgs) -> tuple[EvalDir, EvalRecord, Dataset]:
     for task in dataset.tasks:
         if task.check is not None:
             check_scorer(task.check, f"{args.dataset}: task {task.id}: check")
+    _check_modules(dataset, args.scorer)
     loaded = [(_overridden(path, args), path.stem) for path in args.scenarios]
     varied, named = _varied(loaded, args.variants)
     scenarios = [_checked(s) for s in varied]
@@ -96,6 +97,18 @@ def new_eval(args: EvalArgs) -> tuple[EvalDir, EvalRecord, Dataset]:
     FileAccount.create(edir.account_path, budget, fix=budget_fix(eval_id))
     edir.write(record)
     return edir, record, dataset
+
+
+def _check_modules(dataset: Dataset, scorer: str | None) -> None:
+    """Each Python check's module is a file beside the dataset (said before any run)."""
+    for task in dataset.tasks:
+        kind, _, arg = (task.check or scorer or "").partition(":")
+        module = Path(dataset.base) / f"{arg.partition(':')[0]}.py"
+        if kind == "python" and not module.is_file():
+            raise ConfigError(
+                f"task {task.id}: check python:{arg} names {module}, which is not there; "
+                f"put the module beside the dataset"
+            )
 
 
 def budget_fix(eval_id: str) -> str:

@@ -150,3 +150,9 @@ def test_an_interrupted_eval_resumes_paying_no_finished_task_again(work: Path) -
         assert len(ledger_of(edir / "runs" / run_id)) == count
     finished = [json.loads(x)["task_id"] for x in results.read_text().splitlines()]
     assert sorted(finished) == sorted(f"q{i}" for i in range(6))
+
+
+def test_a_python_check_whose_module_is_missing_is_exit_2(work: Path) -> None:
+    (work / "py.jsonl").write_text('{"id": "a", "input": "q", "check": "python:nochecks:ok"}\n')
+    ran = sopbus("eval", "arith.toml", "--dataset", "py.jsonl", cwd=work)
+    assert ran.returncode == 2 and "nochecks.py" in ran.stderr
