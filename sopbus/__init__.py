@@ -50,6 +50,7 @@ if TYPE_CHECKING:
     from .bus import Verdict as Verdict
     from .bus import read_events as read_events
     from .bus.nats import NatsUnavailable as NatsUnavailable
+    from .eval import evaluate as evaluate
     from .roles import Action as Action
     from .roles import ActionContext as ActionContext
     from .roles import ActionResult as ActionResult
@@ -92,6 +93,7 @@ _WHERE: dict[str, str] = {
     "tool": ".roles",
     "SOP": ".sops",
     "SopContext": ".sops",
+    "evaluate": ".eval",
     "WorkerDied": ".sweep",
 }
 

@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     from ._types import DEFAULT_PROVIDER as DEFAULT_PROVIDER
     from ._types import MAX_BUDGET_USD as MAX_BUDGET_USD
     from ._types import ActionSpec as ActionSpec
+    from ._types import EvalSpec as EvalSpec
     from ._types import InjectSpec as InjectSpec
     from ._types import LLMConfig as LLMConfig
     from ._types import LLMOverrides as LLMOverrides
@@ -75,6 +76,7 @@ _WHERE: dict[str, str] = {
     "scenario_with_overrides": "._load",
     "ROLE_NAME_FIX": "._names",
     "DEFAULT_PROVIDER": "._types",
+    "EvalSpec": "._types",
     "ProviderFactory": "._providers",
     "ProviderSpec": "._providers",
     "every_provider": "._providers",

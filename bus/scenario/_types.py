@@ -285,6 +285,25 @@ class SweepSpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields
     budget_usd: Decimal | None = None
 
 
+ANSWER_PLACE = r"^(last_message|artifact:\S+|output:[A-Za-z_]\w*\.[A-Za-z_][\w.]*)$"
+"""Where ``sopbus eval`` reads a run's answer: ``last_message`` (the content of the run's
+last message), ``artifact:NAME`` (a file under ``artifacts/``) or ``output:Action.field``
+(a field of the payload of the last message that action produced)."""
+AnswerPlace = Annotated[str, msgspec.Meta(pattern=ANSWER_PLACE)]
+CheckTimeoutS = Annotated[float, msgspec.Meta(gt=0.0, le=3600.0)]
+
+
+class EvalSpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """``[eval]``: how ``sopbus eval`` gives this scenario a task and reads its answer
+    (``sopbus run`` ignores it). ``idea`` is a template of the first message, filled with
+    the task's input (``{input}``) or its named inputs; ``check_timeout_s`` bounds each
+    sandboxed check of an answer."""
+
+    answer: AnswerPlace = "last_message"
+    idea: str | None = None
+    check_timeout_s: CheckTimeoutS = 3.0
+
+
 class ScenarioDoc(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """A scenario file as written: every table, nothing resolved. See :class:`Scenario`."""
 
@@ -300,6 +319,7 @@ class ScenarioDoc(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
     sweep: SweepSpec | None = None
     mcp: dict[str, McpServer] = {}
     a2a: dict[str, A2AAgent] = {}
+    eval: EvalSpec | None = None
 
 
 class Scenario(ScenarioDoc, frozen=True, kw_only=True, forbid_unknown_fields=True):

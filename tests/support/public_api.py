@@ -32,6 +32,7 @@ PUBLIC = [
     "Turn",
     "Verdict",
     "WorkerDied",
+    "evaluate",
     "read_events",
     "run_scenario",
     "run_scenario_async",
