@@ -271,7 +271,7 @@ def commands() -> list[str]:
 
 
 def test_the_tests_here_cover_every_command(base: Path) -> None:
-    # mcp speaks JSON-RPC on stdio and worker waits for NATS: their terminal output is
-    # their help, rendered above for every command.
-    covered = {*reads(base), *writes(base), "export-otel", "mcp", "worker"}
+    # mcp speaks JSON-RPC on stdio, a2a serves HTTP until stopped and worker waits for
+    # NATS: their terminal output is their help, rendered above for every command.
+    covered = {*reads(base), *writes(base), "export-otel", "mcp", "a2a", "worker"}
     assert covered == set(commands())
