@@ -22,6 +22,7 @@ import msgspec
 from .._errors import ConfigError
 from ._extra import merged_extra
 from ._paths import inside, outside_problem, place_of
+from ._population import PopulationSpec
 from ._tools import DEFAULT_MAX_TOOL_STEPS, McpServer, ToolChoice
 from ._typespec import parse_type_spec
 
@@ -298,6 +299,7 @@ class ScenarioDoc(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
     inject: tuple[InjectSpec, ...] = ()
     sweep: SweepSpec | None = None
     mcp: dict[str, McpServer] = {}
+    populations: tuple[PopulationSpec, ...] = ()
 
 
 class Scenario(ScenarioDoc, frozen=True, kw_only=True, forbid_unknown_fields=True):

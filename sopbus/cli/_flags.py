@@ -199,6 +199,15 @@ SETTINGS = Flag(
     default=[],
     help="change a setting of the scenario from round N+1 on (repeatable)",
 )
+RUN_SETTINGS = Flag(
+    "--set",
+    dest="settings",
+    metavar="KEY=VALUE",
+    action="append",
+    default=[],
+    help="change a setting of the scenario file, as fork's --set does "
+    "(populations.Player.count=1000000, llm.model=gpt-4o; repeatable)",
+)
 
 # -- what a running command prints -------------------------------------------------------
 
