@@ -267,6 +267,10 @@ def watch_graph(team: Team) -> WatchGraph:
         g.watches[r.name] = list(r.watch_order)
         g.publishes[r.name] = [a.name for a in r.actions]
         g.addresses[r.name] = [names[a] for a in r.send_to if a in names]
+    for p in team.populations:  # one node for all its agents, as on the bus
+        g.watches[p.name] = sorted(p.watch)
+        g.publishes[p.name] = [p.action.name]
+        g.addresses[p.name] = []
     return g
 
 

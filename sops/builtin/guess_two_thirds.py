@@ -97,12 +97,21 @@ def over(published: Sequence[Message], round: int) -> str | None:
 
 def build(ctx: SopContext) -> Team:
     o = ctx.options_as(GuessOptions)
-    host = Host(name="Host", actions=[AnnounceRound(o.rounds)], llm_defaults=ctx.llm_defaults)
+    for action in (Guess, AnnounceRound):  # the scenario's registry: its population takes Guess
+        if action.name not in ctx.registry.actions:
+            ctx.registry.add_action(action)
+    host = Host(
+        name="Host",
+        actions=[AnnounceRound(o.rounds)],
+        llm_defaults=ctx.llm_defaults,
+        registry=ctx.registry,
+    )
     first = announcement(0, None, o.rounds)
     seed = Message(
         cause_by=ANNOUNCE, sent_from="Host", content=first.content, payload=first.payload
     )
-    return Team(roles=[host], seed=[seed], stop=over, verdict=guessed)
+    bounds = {"Host": f"the game ends after rounds = {o.rounds}"}
+    return Team(roles=[host], seed=[seed], stop=over, verdict=guessed, bounds=bounds)
 
 
 def guessed(record: RunRecord) -> Verdict:
