@@ -29,7 +29,7 @@ def test_set_names_a_population_by_its_name(tmp_path: Path) -> None:
     scenario = load_scenario(small_game(tmp_path))
     changed = with_settings(scenario, ("populations.Player.count=1000000",), at_round=0)
     assert changed.populations[0].count == 1_000_000
-    with pytest.raises(ConfigError, match="no entry named 'Playr'.*did you mean 'Player'"):
+    with pytest.raises(ConfigError, match=r"no entry named 'Playr'.*did you mean 'Player'"):
         with_settings(scenario, ("populations.Playr.count=5",), at_round=0)
 
 
