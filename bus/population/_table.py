@@ -110,9 +110,9 @@ def _drawn(spec: Range | tuple[Any, ...], count: int, rng: random.Random) -> Col
     if spec.kind == "int":
         low, high = int(spec.low), int(spec.high)
         return array("q", rng.choices(range(low, high + 1), k=count))
-    span, low = spec.high - spec.low, spec.low
+    span, start = spec.high - spec.low, spec.low
     rand = rng.random
-    return array("d", [round(low + span * rand(), 2) for _ in range(count)])
+    return array("d", [round(start + span * rand(), 2) for _ in range(count)])
 
 
 def _interned(value: Any) -> Any:
