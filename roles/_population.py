@@ -22,6 +22,7 @@ from pydantic import BaseModel
 
 from sopbus.bus import BudgetExhausted, ChatMessage, LLMRequest, Message, ModelOutputError, Turn
 from sopbus.bus.population import AgentTable, RoundTally, acting, round_half_up
+from sopbus.bus.scenario import fill_profile
 
 from ._action import Action
 from ._llm import LLMSettings, build_request, cut_error, quoted, unfence
@@ -230,7 +231,7 @@ class Population:
     ) -> tuple[ChatMessage, ...]:
         attributes = self.table.attributes(i)
         values = {k: str(v) for k, v in attributes.items()}
-        system = f"You are {attributes['agent']}. " + fill(self.profile, values)
+        system = f"You are {attributes['agent']}. " + fill_profile(self.profile, values)
         last = self.table.last[i]
         memory = "" if math.isnan(last) else f"\n\nYour last {self.field}: {_shown(last)}."
         instruction = fill(self.action.instruction, {**values, "action": self.action.name})

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from ._population import MAX_POPULATION as MAX_POPULATION
     from ._population import PopulationSpec as PopulationSpec
     from ._population import Range as Range
+    from ._population import fill_profile as fill_profile
     from ._population import parse_attribute as parse_attribute
     from ._population import template_fields as template_fields
     from ._price import price_spec as price_spec
@@ -110,6 +111,7 @@ _WHERE: dict[str, str] = {
     "MAX_POPULATION": "._population",
     "PopulationSpec": "._population",
     "Range": "._population",
+    "fill_profile": "._population",
     "parse_attribute": "._population",
     "template_fields": "._population",
     "DEFAULT_MAX_RESULT_CHARS": "._tools",

@@ -85,6 +85,12 @@ def template_fields(template: str) -> list[str]:
     return _FIELD.findall(template)
 
 
+def fill_profile(template: str, values: dict[str, str]) -> str:
+    """``template`` with each ``{field}`` replaced by ``values[field]``; any other brace is
+    kept as written (no attribute or index lookups: a profile is text, not a format call)."""
+    return _FIELD.sub(lambda m: values.get(m.group(1), m.group(0)), template)
+
+
 def population_problems(
     populations: tuple[PopulationSpec, ...],
 ) -> list[tuple[list[Any], str, str]]:

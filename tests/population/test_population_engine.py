@@ -79,3 +79,20 @@ def test_only_agents_with_mail_act_and_only_a_share_with_active(tmp_path: Path) 
     trio.run(pop.step, direct, Turn(run_id="r", round=2, role="Player", gateway=Gateway()))
     assert asked == ["Player-5"]  # one agent has mail: a share of one is that one
     assert pop.table.last[5] == 30.0 and pop.table.turns[5] >= 1
+
+
+def test_each_agent_prompt_carries_its_own_attributes(tmp_path: Path) -> None:
+    team = build_team(load_scenario(small_game(tmp_path)))
+    pop = team.populations[0]
+    for i in (0, 7):
+        system = pop._prompt(i, [], ())[0].content
+        attributes = pop.table.attributes(i)
+        assert system == (
+            f"You are Player-{i}. You are {attributes['persona']}, {attributes['age']} years old."
+        )
+
+
+def test_a_profile_cannot_reach_into_an_attribute(tmp_path: Path) -> None:
+    from sopbus.bus.scenario import fill_profile
+
+    assert fill_profile("{a.__class__} {a} {b}", {"a": "x"}) == "{a.__class__} x {b}"

@@ -440,6 +440,7 @@ PINNED: dict[str, list[str]] = {
         "every_provider",
         "explain_syntax_error",
         "explain_validation_error",
+        "fill_profile",
         "format_path",
         "is_reference",
         "listed_providers",
