@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from ._events import logical_view as logical_view
     from ._events import message_sequence as message_sequence
     from ._events import read_events as read_events
+    from ._member import Crowd as Crowd
     from ._member import Member as Member
     from ._member import Turn as Turn
     from ._message import Message as Message
@@ -150,6 +151,7 @@ _WHERE: dict[str, str] = {
     "DEFAULT_MAX_TOKENS": "._protocol",
     "ToolCall": "._protocol",
     "ToolOutput": "._protocol",
+    "Crowd": "._member",
     "Member": "._member",
     "Turn": "._member",
     "Message": "._message",

@@ -26,7 +26,7 @@ import trio
 
 from ._errors import ConfigError
 from ._events import MessagePublished, MessageUndelivered, RoleJoined, RoleLeft
-from ._member import Member
+from ._member import Crowd, Member
 from ._message import Message
 
 EventSink = Callable[[Any], None]
@@ -82,6 +82,9 @@ class Environment:
         # records as they are, with no copy, since they never change in place.
         self._by_action: dict[str, tuple[str, ...]] = {}
         self._by_address: dict[str, str] = {}
+        # Populations by name: an agent's address (Player-17) is resolved by its crowd,
+        # not kept in _by_address, so a million agents cost no million entries.
+        self._crowds: dict[str, Crowd] = {}
         # Called with each role added from now on; the events-mode run loop sets it so that a
         # role hired mid-run gets its own task.
         self.on_join: Callable[[Member], None] | None = None
@@ -100,6 +103,8 @@ class Environment:
                 f"give each role a unique name and aliases"
             )
         self._members[name] = member
+        if isinstance(member, Crowd):
+            self._crowds[name] = member
         self._inboxes[name] = []
         self._rank[name] = self._joined
         self._joined += 1
@@ -126,6 +131,7 @@ class Environment:
     def remove(self, name: str) -> None:
         """Takes ``name`` out of the address book; its unread messages are recorded."""
         member = self._members.pop(name)
+        self._crowds.pop(name, None)
         inbox = self._inboxes.pop(name)
         del self._rank[name]
         self._ready.pop(name, None)
@@ -153,8 +159,20 @@ class Environment:
         return self._members[name]
 
     def resolve(self, address: str) -> str | None:
-        """The role name behind a name or alias, or ``None``."""
-        return self._by_address.get(address)
+        """The role name behind a name or alias (or the population behind an agent's
+        address, ``Player-17``), or ``None``."""
+        return self._by_address.get(address) or self._crowd_of(address)
+
+    def _crowd_of(self, address: str) -> str | None:
+        if not self._crowds:
+            return None
+        crowd = self._crowds.get(address.rpartition("-")[0])
+        return crowd.name if crowd is not None and crowd.agent_index(address) is not None else None
+
+    @property
+    def crowds(self) -> list[Crowd]:
+        """The populations among the members, in the order they joined."""
+        return list(self._crowds.values())
 
     def watchers(self, action: str) -> list[str]:
         """The roles that watch ``action``, in the order they joined."""
@@ -267,7 +285,7 @@ class Environment:
         sender = message.sent_from
         found: list[str] = []
         for address in message.send_to:
-            name = self._by_address.get(address)
+            name = self._by_address.get(address) or self._crowd_of(address)
             if name is not None and name != sender and name not in found:
                 found.append(name)
         return tuple(found)

@@ -36,6 +36,23 @@ class Member(Protocol):
     async def step(self, news: Sequence[Message], turn: Turn) -> Sequence[Message]: ...
 
 
+@runtime_checkable
+class Crowd(Member, Protocol):
+    """A member that stands for many agents, ``{name}-0`` ... ``{name}-{size-1}``
+    (a population, :class:`sopbus.roles.Population`). The Environment delivers to it once
+    per message, whichever of its agents the message is for (``send_to`` naming
+    ``Player-17`` reaches it without an address-book entry per agent); which agents have
+    mail is the crowd's own business. ``aggregates`` are its per-round sums, kept in the
+    run's summary."""
+
+    @property
+    def size(self) -> int: ...
+
+    def agent_index(self, address: str) -> int | None: ...
+
+    def aggregates(self) -> list[dict[str, Any]]: ...
+
+
 class LLMGateway(Protocol):
     """The run's single door to the models (see :class:`sopbus.bus.Gateway`)."""
 

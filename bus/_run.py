@@ -438,6 +438,7 @@ class Runner:
             started_at=started,
             ended_at=ended,
             duration_s=round(ended - started, 6),
+            populations={c.name: c.aggregates() for c in self.env.crowds} or None,
         )
         return _replace(summary, **self._summary_extra) if self._summary_extra else summary
 

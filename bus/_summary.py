@@ -66,6 +66,9 @@ class RunSummary(msgspec.Struct, kw_only=True):
     replay_of: str | None = None
     forked_from: str | None = None
     fork_round: int | None = None
+    populations: dict[str, list[dict[str, Any]]] | None = None
+    """Per population, its sums per round (``round``, ``woke``, ``acted``, ``failed``,
+    ``mean``, ``min``, ``max``, ``bins``); ``None`` for a run without populations."""
 
     @property
     def simulated(self) -> bool:

@@ -18,7 +18,9 @@ from ._declare import output_model as output_model
 from ._declare import role_with_overrides as role_with_overrides
 from ._llm import LLMSettings as LLMSettings
 from ._llm import ask_model as ask_model
+from ._llm import layered as layered
 from ._memory import Memory as Memory
+from ._population import Population as Population
 from ._prompt import render_output as render_output
 from ._react import DONE as DONE
 from ._react import PLAN as PLAN
@@ -47,6 +49,7 @@ __all__ = [
     "LLMLike",
     "LLMSettings",
     "Memory",
+    "Population",
     "PythonTools",
     "ReactMode",
     "Registry",
@@ -60,6 +63,7 @@ __all__ = [
     "declare_action",
     "declare_remote_action",
     "declare_role",
+    "layered",
     "output_model",
     "registry",
     "render_output",

@@ -4,6 +4,7 @@ value; :func:`registered_sops` is every SOP a scenario can name by a plain word.
 
 from . import _aliases
 from ._import import import_sop_module as import_sop_module
+from ._populations import check_memory as check_memory
 from ._sop import ENTRY_POINT_GROUP as ENTRY_POINT_GROUP
 from ._sop import SOP as SOP
 from ._sop import SopContext as SopContext
@@ -44,6 +45,7 @@ __all__ = [
     "WatchGraph",
     "build_team",
     "builtin_sops",
+    "check_memory",
     "get_sop",
     "import_sop_module",
     "llm_defaults",

@@ -60,6 +60,8 @@ class Team:
     ``bounds`` names the roles that end the cycles through them themselves, each with the
     limit it enforces (``{"Edward": "at most max_test_rounds = 3 bug reports"}``):
     ``validate`` then does not warn that such a cycle is bounded only by the round limit.
+    ``populations`` are the scenario's ``[[populations]]`` (:class:`sopbus.roles.Population`),
+    each one member of the bus for all its agents, joining after the roles.
     """
 
     roles: list[Role]
@@ -71,6 +73,7 @@ class Team:
     bounds: dict[str, str] = field(default_factory=dict)
     tools: dict[str, Any] = field(default_factory=dict)  # Python tools (@sopbus.tool) by name
     workspace: Callable[[Path, bool], Mapping[str, Path]] | None = None
+    populations: list[Any] = field(default_factory=list)  # sopbus.roles.Population, after roles
 
 
 @dataclass(frozen=True)

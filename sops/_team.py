@@ -29,6 +29,7 @@ from sopbus.roles import (
 
 from ._classes import python_class, with_action_classes
 from ._import import raised_at
+from ._populations import build_populations
 from ._sop import SOP, SopContext, Team, get_sop
 
 IDEA_ACTION = "UserRequirement"
@@ -62,7 +63,9 @@ def build_team(scenario: Scenario) -> Team:
         team.verdict = sop.verdict
     for i, spec in enumerate(with_action_classes(scenario, reg)):
         _apply_role(team, spec, f"$.roles[{i}]", reg, defaults, scenario)
-    if not team.roles:
+    taken = {a for r in team.roles for a in (r.name, *r.aliases)}
+    team.populations += build_populations(scenario, reg, defaults, taken)
+    if not team.roles and not team.populations:
         raise ConfigError(
             f"{scenario.path}: the team is empty: name an SOP at $.scenario.sop "
             f"or declare roles in [[roles]]"
@@ -129,6 +132,8 @@ def _check_addresses(team: Team, scenario: Scenario) -> None:
     the team (by name or alias): a typo would otherwise leave every message it addresses
     undelivered, and the run would look idle instead of wrong."""
     known = [a for r in team.roles for a in (r.name, *r.aliases)]
+    known += [p.name for p in team.populations]
+    agents = [p.agent_index for p in team.populations]
     declared = {spec.name: i for i, spec in enumerate(scenario.roles)}
     places = [
         (
@@ -142,7 +147,7 @@ def _check_addresses(team: Team, scenario: Scenario) -> None:
     places += [(f"$.inject[{k}].send_to", item.send_to) for k, item in enumerate(scenario.inject)]
     for where, names in places:
         for j, name in enumerate(names):
-            if name not in known:
+            if name not in known and not any(index(name) is not None for index in agents):
                 at = f"{where}[{j}]" if where.startswith("$") else where
                 raise ConfigError(
                     f"{scenario.path}: send_to names {name!r}, which is no role of "
@@ -283,6 +288,10 @@ def watch_graph(team: Team) -> WatchGraph:
         g.watches[r.name] = list(r.watch_order)
         g.publishes[r.name] = [a.name for a in r.actions]
         g.addresses[r.name] = [names[a] for a in r.send_to if a in names]
+    for p in team.populations:  # one node for all its agents, as on the bus
+        g.watches[p.name] = sorted(p.watch)
+        g.publishes[p.name] = [p.action.name]
+        g.addresses[p.name] = []
     return g
 
 

@@ -38,7 +38,11 @@ def load_ledger(run_dir: str | Path) -> list[LedgerLine]:
 
 
 def cost_report(
-    lines: Sequence[LedgerLine], *, budget: Decimal | None = None, run_id: str = ""
+    lines: Sequence[LedgerLine],
+    *,
+    budget: Decimal | None = None,
+    run_id: str = "",
+    crowds: Sequence[str] = (),
 ) -> dict[str, Any]:
     """Totals of ``lines``: ``run_id``, ``total_usd``, ``budget_usd`` (``budget``, else the
     ledger's), ``calls`` (attempts sent to a provider; refusals are not calls), ``outcomes``
@@ -48,7 +52,9 @@ def cost_report(
     has ``subjects``, the same per subject; ``cache`` (only when a provider reported prompt
     cache use) ``{cached_tokens, cache_write_tokens}``: prompt tokens read from and written
     to the cache, each billed at its own price. Money stays ``Decimal``; :func:`report_json`
-    encodes it as strings."""
+    encodes it as strings. ``crowds`` names the run's populations: the calls of their agents
+    (``Player-17``) are one ``by_role`` entry per population, with ``agents``, the count of
+    its agents that called."""
     if budget is None:
         budget = lines[-1].budget_usd if lines else Decimal(0)
     report: dict[str, Any] = {
@@ -66,6 +72,8 @@ def cost_report(
         report["cache"] = cache
     for key, field in _GROUPS:
         report[key] = _group(lines, field)
+    if crowds:
+        report["by_role"] = _folded(lines, set(crowds))
     for name, entry in report["by_action"].items():
         mine = [line for line in lines if line.action == name and line.subject]
         if mine:
@@ -81,6 +89,22 @@ counted at its reservation)."""
 def _outcomes(lines: Sequence[LedgerLine]) -> dict[str, int]:
     counts = Counter(line.shown_outcome for line in lines)
     return {name: counts[name] for name in OUTCOMES if counts[name]}
+
+
+def _folded(lines: Sequence[LedgerLine], crowds: set[str]) -> dict[str, dict[str, Any]]:
+    """``by_role`` with each population's agents as one entry (``agents``: how many)."""
+    folded: list[LedgerLine] = []
+    agents: dict[str, set[str]] = {}
+    for line in lines:
+        prefix, _, number = line.role.rpartition("-")
+        if prefix in crowds and number.isdigit():
+            agents.setdefault(prefix, set()).add(line.role)
+            line = msgspec.structs.replace(line, role=prefix)
+        folded.append(line)
+    report = _group(folded, "role")
+    for name, seen in agents.items():
+        report[name]["agents"] = len(seen)
+    return report
 
 
 def _group(lines: Sequence[LedgerLine], field: str) -> dict[str, dict[str, Any]]:

@@ -26,6 +26,12 @@ if TYPE_CHECKING:
     from ._load import scenario_with_overrides as scenario_with_overrides
     from ._names import ROLE_NAME_FIX as ROLE_NAME_FIX
     from ._names import role_name_problem as role_name_problem
+    from ._population import MAX_POPULATION as MAX_POPULATION
+    from ._population import PopulationSpec as PopulationSpec
+    from ._population import Range as Range
+    from ._population import fill_profile as fill_profile
+    from ._population import parse_attribute as parse_attribute
+    from ._population import template_fields as template_fields
     from ._price import price_spec as price_spec
     from ._providers import ProviderFactory as ProviderFactory
     from ._providers import ProviderSpec as ProviderSpec
@@ -105,6 +111,12 @@ _WHERE: dict[str, str] = {
     "TypeSpecError": "._typespec",
     "parse_type_spec": "._typespec",
     "price_spec": "._price",
+    "MAX_POPULATION": "._population",
+    "PopulationSpec": "._population",
+    "Range": "._population",
+    "fill_profile": "._population",
+    "parse_attribute": "._population",
+    "template_fields": "._population",
     "DEFAULT_MAX_RESULT_CHARS": "._tools",
     "DEFAULT_MAX_TOOL_STEPS": "._tools",
     "TOOL_CHOICES": "._tools",

@@ -37,6 +37,7 @@ from ._errors import (
 from ._extra import scenario_extra_problems
 from ._names import ROLE_NAME_FIX, role_name_problem
 from ._paths import inside, outside_problem
+from ._population import population_problems
 from ._price import price_spec
 from ._providers import is_reference, listed_providers, provider_for, provider_problem
 from ._sections import schema_errors
@@ -204,6 +205,7 @@ def _problems(s: Scenario) -> list[str]:
         *action_problems(s.actions),
         *_inject_problems(s),
         *_mcp_problems(s),
+        *[_at(tokens, what, fix) for tokens, what, fix in population_problems(s.populations)],
     ]
 
 
@@ -237,7 +239,7 @@ def _info_problems(s: Scenario) -> list[str]:
     out: list[str] = []
     if not s.info.name.strip():
         out.append(_at(["scenario", "name"], "empty name", "give the scenario a name"))
-    if s.info.sop is None and not s.roles:
+    if s.info.sop is None and not s.roles and not s.populations:
         out.append(
             _at(
                 ["scenario", "sop"],

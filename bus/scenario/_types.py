@@ -22,6 +22,7 @@ import msgspec
 from .._errors import ConfigError
 from ._extra import merged_extra
 from ._paths import inside, outside_problem, place_of
+from ._population import PopulationSpec
 from ._tools import DEFAULT_MAX_TOOL_STEPS, A2AAgent, McpServer, ToolChoice
 from ._typespec import parse_type_spec
 
@@ -320,6 +321,7 @@ class ScenarioDoc(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
     mcp: dict[str, McpServer] = {}
     a2a: dict[str, A2AAgent] = {}
     eval: EvalSpec | None = None
+    populations: tuple[PopulationSpec, ...] = ()
 
 
 class Scenario(ScenarioDoc, frozen=True, kw_only=True, forbid_unknown_fields=True):

@@ -14,7 +14,8 @@ or forked in turn.
   but not what the forked run saw up to round N), so the state after round N is the forked
   run's, at no cost and with no provider call. From round N+1 on it runs live with the
   changed settings. ``--set`` takes a dotted key of the scenario file (``llm.model``,
-  ``run.budget_usd``, ``run.max_rounds``, ``sopbus.roles.0.llm.model``...) and a TOML value (a bare
+  ``run.budget_usd``, ``run.max_rounds``, ``roles.0.llm.model``, an entry of a list named by
+its ``name``: ``populations.Player.count``...) and a TOML value (a bare
   word is a string). ``--set inject=TEXT`` (or an inline table such as
   ``{ content = "...", send_to = ["Alex"] }``) publishes a message at round N+1.
 """
@@ -187,6 +188,8 @@ def _assign(doc: dict[str, Any], path: list[str], value: Any, setting: str) -> N
     free = path[0] in ("prices", "sop")  # tables whose keys the user names (models, options)
     for i, part in enumerate(path):
         last = i == len(path) - 1
+        if isinstance(target, list) and not part.isdigit():
+            part = _index_by_name(target, part, path[:i], setting)
         if isinstance(target, list):
             if not part.isdigit() or int(part) >= len(target):
                 raise ConfigError(
@@ -215,6 +218,21 @@ def _assign(doc: dict[str, Any], path: list[str], value: Any, setting: str) -> N
             child = list(child)
         target[part_key] = child
         target = child
+
+
+def _index_by_name(entries: list[Any], name: str, path: list[str], setting: str) -> str:
+    """The index (as text) of the entry named ``name`` in a list of tables (``roles``,
+    ``populations``): ``populations.Player.count`` is ``populations.0.count``."""
+    names = [e.get("name") for e in entries if isinstance(e, dict)]
+    for i, entry in enumerate(entries):
+        if isinstance(entry, dict) and entry.get("name") == name:
+            return str(i)
+    near = closest(name, [str(n) for n in names if n])
+    hint = f"; did you mean {near[0]!r}?" if near else ""
+    raise ConfigError(
+        f"--set {setting!r}: {'.'.join(path)} has no entry named {name!r} "
+        f"(names: {', '.join(str(n) for n in names) or 'none'}){hint}"
+    )
 
 
 def _injection(value: Any, at_round: int, setting: str) -> dict[str, Any]:

@@ -37,6 +37,10 @@ if TYPE_CHECKING:
     from ._tools import check_servers as check_servers
     from ._tools import in_workspace as in_workspace
     from ._tools import opened_tools as opened_tools
+    from ._worst import Worst as Worst
+    from ._worst import refuse_short_cap as refuse_short_cap
+    from ._worst import worst_cases as worst_cases
+    from ._worst import worst_lines as worst_lines
 
 _WHERE: dict[str, str] = {
     "run_environ": "._environ",
@@ -63,6 +67,10 @@ _WHERE: dict[str, str] = {
     "opened_tools": "._tools",
     "Recheck": "._recheck",
     "recheck_messages": "._recheck",
+    "Worst": "._worst",
+    "worst_cases": "._worst",
+    "worst_lines": "._worst",
+    "refuse_short_cap": "._worst",
 }
 
 __getattr__, __dir__, __all__ = lazy_exports(globals(), _WHERE)

@@ -31,6 +31,7 @@ from loguru import logger
 from sopbus.bus import (
     SANDBOX_SCRATCH,
     SUMMARY,
+    ConfigError,
     Environment,
     Provider,
     RunEnded,
@@ -62,6 +63,7 @@ from ._provider import (
     with_people,
 )
 from ._reach import check_endpoint
+from ._worst import Worst, refuse_short_cap, worst_cases, worst_lines
 
 if TYPE_CHECKING:
     from sopbus.bus.money import AccountShare
@@ -103,9 +105,18 @@ async def execute(
     checked = preflight(scenario, env, live=live)
     if live:  # a replay calls no server; every other run needs one that is there
         await check_endpoint(scenario, provider_spec(scenario), env)
+    if continuation is None:  # a resume or a replay goes on within what was spent
+        refuse_short_cap(scenario, checked.worst)
+        if checked.worst and bus is not None and bus.url:
+            raise ConfigError(
+                f"{scenario.path}: $.populations: populations run in one process for now; "
+                f"leave out --bus"
+            )
     provider = _provider(checked, human_input, continuation)
     for warning in checked.warnings:
         logger.warning(warning)
+    for line in worst_lines(checked.worst, scenario.run.budget_usd):
+        logger.info(line)
     store = _open_store(scenario, continuation, run_id)
     key = seal_key(env)
     store.hide((*run_secrets(scenario, env), *([key.decode()] if key else [])))
@@ -175,6 +186,7 @@ class Preflight(NamedTuple):
     prices: PriceBook
     provider: Provider | None
     warnings: list[str]
+    worst: list[Worst] = []  # noqa: RUF012  (a NamedTuple's default, never changed in place)
 
 
 def preflight(scenario: Scenario, environ: Mapping[str, str], *, live: bool = True) -> Preflight:
@@ -191,12 +203,13 @@ def preflight(scenario: Scenario, environ: Mapping[str, str], *, live: bool = Tr
     check_named(scenario, team)
     if live:
         check_launch(scenario, team, os.environ)
-    prices = checked_prices(scenario, team.roles, endpoint=endpoint(scenario, environ))
+    callers = [*team.roles, *team.populations]
+    prices = checked_prices(scenario, callers, endpoint=endpoint(scenario, environ))
     check_backend(scenario.sandbox.backend, where=f"{scenario.path}: [sandbox].backend")
     provider = make_provider(scenario, environ) if live else None
     simulated = provider_spec(scenario).simulated  # fixtures answer the idea's calls
     warnings = idea_warnings(scenario.idea, scenario.fixture_paths()) if simulated else []
-    return Preflight(team, prices, provider, warnings)
+    return Preflight(team, prices, provider, warnings, worst_cases(scenario, team, prices))
 
 
 @dataclass(frozen=True)
@@ -293,6 +306,7 @@ class _Run:
         # The store takes a publish at once (over NATS: and puts its messages on the stream).
         env = Environment(store.run_id, log=remote.log or store)
         env.add_all(await remote.members(self.team.roles, gateway, journal))
+        env.add_all(self.team.populations)  # one member each, after the roles
         if continuation is not None:
             continuation.ledger_lost(gateway, answered=remote.adopted)
         runner = self._runner(scenario, env, asker, self._toolbox(sources, gateway))

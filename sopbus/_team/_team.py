@@ -48,7 +48,8 @@ class Team:
     (``provider``, ``model``, ``base_url``, ``temperature``, ``max_tokens``, ``fixtures``,
     ``latency_ms``; any other key in ``llm={...}``), ``prices`` (``{model: {"input": ...,
     "output": ...}}``), ``sop_options`` (the ``[sop]`` table), ``inject`` (``[[inject]]``
-    tables); ``price=(input, output)`` prices the run's model as ``--price`` does. Left out,
+    tables), ``populations`` (``[[populations]]`` tables, docs/populations.md);
+    ``price=(input, output)`` prices the run's model as ``--price`` does. Left out,
     each is the file's default. Relative files (``fixtures``) are relative to ``base_dir``
     (default: the working directory), where the team's file would be.
 
@@ -78,7 +79,7 @@ class Team:
         self,
         *,
         name: str,
-        roles: Iterable[RoleLike],
+        roles: Iterable[RoleLike] = (),
         description: str | None = None,
         sop: str | None = None,
         idea: str | None = None,
@@ -99,6 +100,7 @@ class Team:
         prices: Mapping[str, Mapping[str, Any]] | None = None,
         sop_options: Mapping[str, Any] | None = None,
         inject: Iterable[Mapping[str, Any]] | None = None,
+        populations: Iterable[Mapping[str, Any]] | None = None,
         base_dir: str | Path | None = None,
     ) -> None:
         if not isinstance(name, str) or not name.strip():
@@ -143,6 +145,7 @@ class Team:
             "roles": self.tables.roles,
             "actions": self.tables.actions_as_tables(),
             "inject": [dict(i) for i in inject or ()],
+            "populations": [dict(p) for p in populations or ()],
         }
         with self._said_as_team():
             scenario = scenario_from_tables(

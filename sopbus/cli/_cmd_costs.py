@@ -95,6 +95,7 @@ def report_for(run_dir: Path, lines: list[LedgerLine]) -> dict[str, Any]:
         lines,
         budget=_budget(run_dir, summary, lines),
         run_id=summary.run_id if summary is not None else run_dir.name,
+        crowds=tuple((summary.populations or {}) if summary is not None else ()),
     )
     report.update(
         simulated=summary.simulated if summary else any(ln.provider == "sim" for ln in lines),

@@ -19,6 +19,7 @@ from ._flags import (
     MODEL_FLAGS,
     PROGRESS_FLAGS,
     REPORT,
+    RUN_SETTINGS,
     RUNS_DIR_OVERRIDE,
     SANDBOX,
     SCENARIO,
@@ -76,7 +77,7 @@ OTEL = Flag(
 
 def configure(parser: argparse.ArgumentParser) -> None:
     add(parser, SCENARIO, IDEA, *MODEL_FLAGS, BUDGET, MAX_ROUNDS, SEED, MODE)
-    add(parser, RUNS_DIR_OVERRIDE, SANDBOX, RECORD, INJECT, HUMAN_INPUT, OTEL, REPORT)
+    add(parser, RUNS_DIR_OVERRIDE, SANDBOX, RECORD, INJECT, HUMAN_INPUT, OTEL, REPORT, RUN_SETTINGS)
     add(parser, *PROGRESS_FLAGS, *BUS_FLAGS)
 
 
@@ -84,15 +85,25 @@ def run(args: argparse.Namespace) -> int:
     from sopbus._examples import scenario_path
     from sopbus.bus import load_scenario, scenario_with_overrides
 
-    scenario = scenario_with_overrides(
-        load_scenario(scenario_path(args.scenario)), **overrides(args)
-    )
+    scenario = with_set(load_scenario(scenario_path(args.scenario)), args)
+    scenario = scenario_with_overrides(scenario, **overrides(args))
     for path in getattr(args, "inject", None) or ():
         scenario = with_injections(scenario, path)
     # Imported after loading, so that a wrong file is reported before anything heavy loads.
     from ._running import run_command
 
     return run_command(scenario, args)
+
+
+def with_set(scenario: Scenario, args: argparse.Namespace) -> Scenario:
+    """``scenario`` with the ``--set KEY=VALUE`` settings laid over it, by the code fork and
+    sweep use (a key of the file, a TOML value)."""
+    settings = tuple(getattr(args, "settings", None) or ())
+    if not settings:
+        return scenario
+    from sopbus.bus.store import with_settings
+
+    return with_settings(scenario, settings, at_round=0)
 
 
 def with_injections(scenario: Scenario, path: Path) -> Scenario:

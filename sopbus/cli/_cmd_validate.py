@@ -19,9 +19,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from ._flags import MODEL_FLAGS, SCENARIO, Flag, add
+from ._flags import MODEL_FLAGS, RUN_SETTINGS, SCENARIO, Flag, add
 
 if TYPE_CHECKING:
     from sopbus.bus import RoleSpec, Scenario
@@ -39,7 +39,7 @@ MERMAID = Flag(
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    add(parser, SCENARIO, MERMAID, *MODEL_FLAGS)
+    add(parser, SCENARIO, MERMAID, *MODEL_FLAGS, RUN_SETTINGS)
 
 
 class Report:
@@ -69,13 +69,12 @@ def run(args: argparse.Namespace) -> int:
         scenario_with_overrides,
     )
 
-    from ._cmd_run import overrides
+    from ._cmd_run import overrides, with_set
     from ._exit import ExitCode
 
     # A ConfigError exits 2 with its message.
-    scenario = scenario_with_overrides(
-        load_scenario(scenario_path(args.scenario)), **overrides(args)
-    )
+    scenario = with_set(load_scenario(scenario_path(args.scenario)), args)
+    scenario = scenario_with_overrides(scenario, **overrides(args))
     report = Report(lines=describe(scenario), warnings=scenario_warnings(scenario))
     try:
         team = check_team(scenario, report)
@@ -129,9 +128,26 @@ def check_team(scenario: Scenario, report: Report) -> Team:
 
         # The tools of an MCP server are known only once it runs: started, checked, stopped.
         trio.run(check_servers, scenario, team)
+    from sopbus._assemble import worst_lines
+
     report.graph = [*graph_text(team), *answer_bounds(team)]
-    report.warnings[:0] = [*team_warnings(team), *checked.warnings]
+    report.lines += [
+        ("  worst     ", line) for line in worst_lines(checked.worst, scenario.run.budget_usd)
+    ]
+    report.warnings[:0] = [*team_warnings(team), *checked.warnings, *short_caps(scenario, checked)]
     return team
+
+
+def short_caps(scenario: Scenario, checked: Any) -> list[str]:
+    """What ``run`` would refuse: a cap below one round of a population's worst case."""
+    from sopbus._assemble import refuse_short_cap
+    from sopbus.bus import ConfigError
+
+    try:
+        refuse_short_cap(scenario, checked.worst)
+    except ConfigError as exc:
+        return [f"`sopbus run` will refuse to start: {exc}"]
+    return []
 
 
 def _without_needing_a_key(
@@ -212,6 +228,7 @@ def describe(scenario: Scenario) -> list[tuple[str, str]]:
         for model, p in scenario.prices.items()
     ]
     rows += [("role", _role(role)) for role in scenario.roles]
+    rows += [("population", _population(p)) for p in scenario.populations]
     rows += [
         ("action", f"{name} -> {_output(spec.output)}") for name, spec in scenario.actions.items()
     ]
@@ -234,6 +251,16 @@ def _role(role: RoleSpec) -> str:
     if role.actions is not None:
         parts.append(f"actions {', '.join(role.actions) or 'none'}")
     return "; ".join(parts)
+
+
+def _population(p: Any) -> str:
+    share = f"{p.active:.0%} of them act per round" if p.active else "all with mail act"
+    source = p.attributes_file or ", ".join(p.attributes) or "no attributes"
+    return (
+        f"{p.name}: {p.count:,} agents ({p.name}-0 ... {p.name}-{p.count - 1}), watches "
+        f"{', '.join(p.watch) or 'nothing'}; takes {', '.join(p.actions)}; {share}; "
+        f"attributes {source}; {p.concurrency} calls at once"
+    )
 
 
 def _output(output: dict[str, str] | None) -> str:

@@ -199,6 +199,10 @@ SETTINGS = Flag(
     default=[],
     help="change a setting of the scenario from round N+1 on (repeatable)",
 )
+RUN_SETTINGS = SETTINGS.but(
+    help="change a setting of the scenario file, as fork's --set does "
+    "(populations.Player.count=1000000, llm.model=gpt-4o; repeatable)"
+)
 
 # -- what a running command prints -------------------------------------------------------
 

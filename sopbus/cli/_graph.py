@@ -58,7 +58,7 @@ def _seed_routes(message: Message, team: Team) -> list[Route]:
         dsts = [r.name for r in team.roles if names & {r.name, *r.aliases}]
         how = "name"
     else:
-        dsts = [r.name for r in team.roles if message.cause_by in r.watch]
+        dsts = [r.name for r in [*team.roles, *team.populations] if message.cause_by in r.watch]
         how = "seed"
     dsts = [d for d in dsts if d != message.sent_from]
     return [Route(message.sent_from, d, message.cause_by, how) for d in dsts] or [
@@ -73,6 +73,7 @@ def graph_text(team: Team) -> list[tuple[str, str]]:
 
     g = watch_graph(team)
     profiles = {r.name: r.profile for r in team.roles}
+    profiles |= {p.name: f"population of {p.size:,}" for p in team.populations}
     labels = {name: name + (f" ({profiles[name]})" if profiles[name] else "") for name in g.watches}
     width = max(map(len, labels.values()), default=0)
     lines = [("", "watch graph (who watches what, who publishes what):")]

@@ -62,6 +62,10 @@ def run_command(
     from ._summary import print_summary
 
     print_summary(outcome.summary, outcome.run_dir)
+    if outcome.summary.populations:
+        from ._cmd_populations import print_populations
+
+        print_populations(outcome.summary.populations)
     _send_trace(args, outcome.run_dir)
     if getattr(args, "report", False):
         from ._cmd_report import write

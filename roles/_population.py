@@ -1,0 +1,281 @@
+"""A population as one member of the bus: many agents, one inbox, columns for their state.
+
+The Environment delivers each message to the population once (:class:`sopbus.bus.Crowd`).
+A message nobody is named in (a watched action) is mail for every agent and is kept once;
+one that names agents (``Player-17``) is mail for those. Each turn the agents with mail, or
+a seeded share of them (``active``), ask the model, at most ``concurrency`` calls in flight,
+each through the run's gateway (reserved first, ledgered). What the round adds up to
+(counts, mean and distribution of one numeric field) is published as one message, so the
+log grows by a round, not by an agent.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import msgspec
+import pydantic
+import trio
+from pydantic import BaseModel
+
+from sopbus.bus import BudgetExhausted, ChatMessage, LLMRequest, Message, ModelOutputError, Turn
+from sopbus.bus.population import AgentTable, RoundTally, acting, round_half_up
+from sopbus.bus.scenario import fill_profile
+
+from ._action import Action
+from ._llm import LLMSettings, build_request, cut_error, quoted, unfence
+from ._prompt import describe_validation_error, fill, repair_text, schema_text, task_text
+
+NEWS_CHARS = 2000
+"""The news one agent's prompt is reckoned to carry in the worst case before a run: a
+host's announcement and a result are a few hundred characters."""
+
+
+class Population:
+    """``table``'s agents, each taking ``action`` when it acts. ``profile`` is the
+    per-agent template (``{persona}``...), ``active`` the share that acts per round
+    (``None``: all with mail), ``field`` the numeric output field summed per round."""
+
+    def __init__(
+        self,
+        table: AgentTable,
+        *,
+        action: Action,
+        watch: Sequence[str],
+        llm: LLMSettings,
+        profile: str = "",
+        active: float | None = None,
+        concurrency: int = 4,
+        seed: int = 0,
+        field: str | None = None,
+    ):
+        self.table, self.action, self.llm = table, action, llm
+        self._watch = frozenset(watch)
+        self.profile, self.active, self.concurrency, self.seed = profile, active, concurrency, seed
+        self.field = field or numeric_field(action.Output)
+        self.bounds = field_bounds(action.Output, self.field)
+        self._rounds: list[dict[str, Any]] = []
+        self._template: LLMRequest | None = None
+
+    # -- the Member and Crowd protocols -------------------------------------------------
+
+    @property
+    def name(self) -> str:
+        return self.table.name
+
+    @property
+    def aliases(self) -> tuple[str, ...]:
+        return ()
+
+    @property
+    def watch(self) -> frozenset[str]:
+        return self._watch
+
+    @property
+    def size(self) -> int:
+        return self.table.count
+
+    @property
+    def actions(self) -> tuple[Action, ...]:
+        return (self.action,)
+
+    def agent_index(self, address: str) -> int | None:
+        return self.table.index_of(address)
+
+    def aggregates(self) -> list[dict[str, Any]]:
+        return list(self._rounds)
+
+    def models(self) -> set[str | None]:
+        return {self.llm.model}
+
+    def woken(self) -> int:
+        """The most agents that act in one round: all, or the ``active`` share."""
+        if self.active is None:
+            return self.size
+        return min(self.size, max(1, round_half_up(self.active * self.size)))
+
+    def sample_request(self, news_chars: int = NEWS_CHARS) -> LLMRequest:
+        """Agent 0's request with ``news_chars`` of news: what the worst case of a call is
+        reckoned from before the run (the news of a real round is not known yet)."""
+        news = Message(cause_by="News", sent_from="Host", content="x" * news_chars)
+        return build_request(
+            self._prompt(0, [news], ()),
+            output=self.action.Output,
+            llm=self.llm,
+            action=self.action.name,
+            role=self.table.agent(0),
+        )
+
+    async def step(self, news: Sequence[Message], turn: Turn) -> Sequence[Message]:
+        shared, direct = self._sorted_mail(news)
+        mailed: Sequence[int] = range(self.size) if shared else sorted(direct)
+        who = acting(mailed, self.active, seed=self.seed, name=self.name, round=turn.round)
+        if not who:
+            return ()
+        tally = RoundTally(len(who), *self.bounds)
+        stopped = await self._act_all(iter(who), shared, direct, turn, tally)
+        result = tally.as_dict(turn.round)
+        result["field"] = self.field
+        self._rounds.append(result)
+        if stopped is not None:
+            raise BudgetExhausted(
+                f"{stopped}; {self.name}: {tally.acted + tally.failed} of {len(who)} agents "
+                f"acted in round {turn.round} before the cap"
+            )
+        return [self._report(result)]
+
+    # -- a round ------------------------------------------------------------------------
+
+    def _sorted_mail(
+        self, news: Sequence[Message]
+    ) -> tuple[list[Message], dict[int, list[Message]]]:
+        """Mail for everyone (kept once), and mail each named agent has."""
+        shared: list[Message] = []
+        direct: dict[int, list[Message]] = {}
+        for message in news:
+            if not message.send_to:
+                shared.append(message)
+                continue
+            for address in message.send_to:
+                i = self.table.index_of(address)
+                if i is not None and address != message.sent_from:
+                    direct.setdefault(i, []).append(message)
+        return shared, direct
+
+    async def _act_all(
+        self,
+        who: Iterator[int],
+        shared: list[Message],
+        direct: dict[int, list[Message]],
+        turn: Turn,
+        tally: RoundTally,
+    ) -> BudgetExhausted | None:
+        """Every agent of ``who`` acts, ``concurrency`` at a time (a worker each: a task per
+        agent would cost memory per agent); the first refusal stops the workers taking new
+        agents, and calls in flight finish. Returns the refusal, if any."""
+        stop: list[BudgetExhausted] = []
+
+        async def worker() -> None:
+            for i in who:  # one iterator shared by the workers: each agent acts once
+                if stop:
+                    return
+                try:
+                    fitted, value = await self._act(i, shared, direct.get(i, ()), turn)
+                except BudgetExhausted as refused:
+                    stop.append(refused)
+                    return
+                tally.add(value, fitted=fitted)
+
+        async with trio.open_nursery() as nursery:
+            for _ in range(self.concurrency):
+                nursery.start_soon(worker)
+        return stop[0] if stop else None
+
+    async def _act(
+        self, i: int, shared: list[Message], mine: Sequence[Message], turn: Turn
+    ) -> tuple[bool, float | None]:
+        """Agent ``i``'s call: whether its answer fitted (after the repairs), and its numeric
+        answer (kept as its memory)."""
+        table = self.table
+        try:
+            output = await self._ask(turn, self._request(i, shared, mine))
+        except ModelOutputError:
+            return False, None
+        value = _number(output, self.field)
+        if value is not None:
+            table.last[i] = value
+        table.turns[i] += 1
+        return True, value
+
+    def _request(self, i: int, shared: list[Message], mine: Sequence[Message]) -> LLMRequest:
+        """Agent ``i``'s request: the population's template (built once: a schema is costly
+        to make) with the agent's prompt and name."""
+        if self._template is None:
+            self._template = self.sample_request(0)
+        messages = self._prompt(i, shared, mine)
+        if self._template.schema is not None and self.llm.output_mode == "prompt":
+            last = messages[-1]
+            text = f"{last.content}\n\n{schema_text(self._template.schema)}"
+            messages = (*messages[:-1], ChatMessage(last.role, text))
+        return _replace(self._template, messages=messages, role=self.table.agent(i))
+
+    async def _ask(self, turn: Turn, request: LLMRequest) -> Any:
+        """One validated answer, each repair its own call (as :func:`sopbus.roles.ask_model`
+        asks, without a tool loop: a population's action names no tools)."""
+        output, action = self.action.Output, self.action.name
+        if output is None:
+            return (await turn.ask(request)).text
+        first, error = request.messages, ""
+        for attempt in range(1, self.action.max_repairs + 2):
+            completion = await turn.ask(request, attempt=attempt)
+            try:
+                return output.model_validate_json(unfence(completion.text))
+            except pydantic.ValidationError as exc:
+                error = describe_validation_error(exc)
+            if completion.finish_reason == "length":
+                raise ModelOutputError(cut_error(request, request.role, action))
+            feedback = (
+                ChatMessage("assistant", quoted(completion.text)),
+                ChatMessage("user", repair_text(error)),
+            )
+            request = _replace(request, messages=first + feedback)
+        raise ModelOutputError(
+            f"action {action!r} of agent {request.role!r}: the answer did not fit the output "
+            f"schema after {self.action.max_repairs + 1} attempts; last error:\n{error}"
+        )
+
+    def _prompt(
+        self, i: int, shared: list[Message], mine: Sequence[Message]
+    ) -> tuple[ChatMessage, ...]:
+        attributes = self.table.attributes(i)
+        values = {k: str(v) for k, v in attributes.items()}
+        system = f"You are {attributes['agent']}. " + fill_profile(self.profile, values)
+        last = self.table.last[i]
+        memory = "" if math.isnan(last) else f"\n\nYour last {self.field}: {_shown(last)}."
+        instruction = fill(self.action.instruction, {**values, "action": self.action.name})
+        task = task_text(action=self.action.name, instruction=instruction, context=(*shared, *mine))
+        return (ChatMessage("system", system.strip()), ChatMessage("user", task + memory))
+
+    def _report(self, result: dict[str, Any]) -> Message:
+        mean = result["mean"]
+        said = f"mean {self.field} {mean}" if mean is not None else f"no {self.field}"
+        return Message(
+            cause_by=self.action.name,
+            sent_from=self.name,
+            content=f"{result['acted']} of {self.size} {self.name} agents answered: {said}",
+            payload=result,
+        )
+
+
+_replace = msgspec.structs.replace
+
+
+def numeric_field(output: type[BaseModel] | None) -> str | None:
+    """The first int or float field of an output model (what a round's sums are of)."""
+    if output is None:
+        return None
+    for name, info in output.model_fields.items():
+        if info.annotation in (int, float):
+            return name
+    return None
+
+
+def field_bounds(output: type[BaseModel] | None, field: str | None) -> tuple[float, float]:
+    """The field's bounds as its schema states them, else 0..100 (the histogram's span)."""
+    if output is None or field is None:
+        return 0.0, 100.0
+    prop = output.model_json_schema().get("properties", {}).get(field, {})
+    return float(prop.get("minimum", 0)), float(prop.get("maximum", 100))
+
+
+def _number(output: Any, field: str | None) -> float | None:
+    if field is None or not isinstance(output, BaseModel):
+        return None
+    value = getattr(output, field, None)
+    return float(value) if isinstance(value, (int, float)) else None
+
+
+def _shown(x: float) -> str:
+    return str(int(x)) if x == int(x) else f"{x:g}"

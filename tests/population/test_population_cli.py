@@ -1,0 +1,121 @@
+"""A population run as a user runs it: ``sopbus run``, ``validate``, ``costs``,
+``populations``, ``replay``, ``verify`` and ``resume``, in subprocesses."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from decimal import Decimal
+from pathlib import Path
+
+from support.cli import sopbus
+from support.killed_runs import ledger
+from support.populations import small_game
+
+
+def _only_run(runs: Path) -> Path:
+    (run_dir,) = [p for p in runs.iterdir() if p.is_dir()]
+    return run_dir
+
+
+def _summary(run_dir: Path) -> dict:
+    return json.loads((run_dir / "summary.json").read_text())
+
+
+def test_a_small_game_runs_and_sums_each_round(tmp_path: Path) -> None:
+    done = sopbus("run", small_game(tmp_path), "--quiet", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    run_dir = _only_run(tmp_path / "runs")
+    rounds = _summary(run_dir)["populations"]["Player"]
+    assert [r["round"] for r in rounds] == [1, 3]
+    assert all(
+        r["acted"] == 20 and r["woke"] == 20 and sum(r["bins"]["counts"]) == 20 for r in rounds
+    )
+    assert all(0 <= r["mean"] <= 100 for r in rounds)
+    assert "populations, round by round" in done.stdout
+    # The log: one message per population round, not one per agent.
+    kinds = [
+        json.loads(line)["kind"] for line in (run_dir / "events.jsonl").read_text().splitlines()
+    ]
+    assert kinds.count("message_published") == 5  # seed, guesses, result, guesses, last result
+    assert len(ledger(run_dir)) == 40 and {ln.role for ln in ledger(run_dir)} == {
+        f"Player-{i}" for i in range(20)
+    }
+    costs = json.loads(sopbus("costs", run_dir, "--json").stdout)
+    assert list(costs["by_role"]) == ["Player"] and costs["by_role"]["Player"]["agents"] == 20
+    table = sopbus("populations", run_dir, "--csv")
+    rows = list(csv.DictReader(io.StringIO(table.stdout)))
+    assert [r["round"] for r in rows] == ["1", "3"] and rows[0]["acted"] == "20"
+
+
+def test_set_changes_the_count_from_the_command_line(tmp_path: Path) -> None:
+    done = sopbus(
+        "run", small_game(tmp_path), "--set", "populations.Player.count=7", "--quiet", cwd=tmp_path
+    )
+    assert done.returncode == 0, done.stderr
+    rounds = _summary(_only_run(tmp_path / "runs"))["populations"]["Player"]
+    assert [r["acted"] for r in rounds] == [7, 7]
+
+
+def test_validate_states_the_worst_case_of_a_round_and_of_the_run(tmp_path: Path) -> None:
+    done = sopbus("validate", small_game(tmp_path), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "population Player: worst case $" in done.stdout and "for the whole run" in done.stdout
+    assert "20 agents x 3 attempts" in done.stdout
+
+
+def test_run_refuses_a_cap_short_of_one_round_before_any_run_directory(tmp_path: Path) -> None:
+    done = sopbus("run", small_game(tmp_path, budget="0.001"), "--quiet", cwd=tmp_path)
+    assert done.returncode == 2
+    assert "cannot cover one round of population Player" in done.stderr and "more" in done.stderr
+    assert "$.run.budget_usd" in done.stderr
+    assert not (tmp_path / "runs").exists()
+    warned = sopbus("validate", small_game(tmp_path, budget="0.001"), cwd=tmp_path)
+    assert "will refuse to start" in warned.stdout
+
+
+def test_the_cap_stops_agents_cleanly_and_says_how_many_acted(tmp_path: Path) -> None:
+    # A cap that covers one round's worst case (about $0.0079 for 20 agents) but not the
+    # rounds a long game spends at the actual price (about $0.00056 a round).
+    path = small_game(tmp_path, rounds=40, budget="0.0085")
+    done = sopbus("run", path, "--quiet", cwd=tmp_path)
+    assert done.returncode == 3, done.stderr
+    run_dir = _only_run(tmp_path / "runs")
+    summary = _summary(run_dir)
+    assert summary["status"] == "budget_exhausted"
+    assert "agents acted in round" in summary["detail"]
+    last = summary["populations"]["Player"][-1]
+    assert (
+        f"{last['acted'] + last['failed']} of 20 agents acted in round {last['round']}"
+        in summary["detail"]
+    )
+    assert sum((ln.cost_usd for ln in ledger(run_dir)), Decimal(0)) <= Decimal("0.0085")
+
+
+def test_replay_verify_and_resume_keep_the_aggregates(tmp_path: Path) -> None:
+    path = small_game(tmp_path, count=12)
+    assert sopbus("run", path, "--quiet", cwd=tmp_path).returncode == 0
+    run_dir = _only_run(tmp_path / "runs")
+    sums = _summary(run_dir)["populations"]
+    assert sopbus("verify", run_dir).returncode == 0
+
+    replayed = sopbus("replay", run_dir, "--quiet", cwd=tmp_path)
+    assert replayed.returncode == 0, replayed.stderr
+    (copy,) = [p for p in (tmp_path / "runs").iterdir() if p != run_dir]
+    assert _summary(copy)["populations"] == sums and Decimal(_summary(copy)["total_usd"]) == 0
+
+    killed_runs = tmp_path / "killed"
+    killed = small_game(tmp_path, count=12, name="killed.toml").read_text()
+    killed_path = tmp_path / "killed.toml"
+    killed_path.write_text(killed.replace(str(tmp_path / "runs"), str(killed_runs)))
+    dead = sopbus("run", killed_path, "--quiet", env={"SOPBUS_KILL_AT": "llm:answered#15"})
+    assert dead.returncode == -9
+    victim = _only_run(killed_runs)
+    assert not (victim / "summary.json").exists()
+    resumed = sopbus("resume", victim, "--quiet", cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.stderr
+    assert _summary(victim)["populations"] == sums
+    paid = [(ln.round, ln.role) for ln in ledger(victim) if ln.outcome == "ok"]
+    assert len(paid) == len(set(paid)) == 24  # every agent's call paid once
+    assert sopbus("verify", victim).returncode == 0
