@@ -83,6 +83,21 @@ def _before_last(runs_dir: Path, ref: str, back: int) -> Path:
     return runs[back]
 
 
+# What a run writes besides its event log: a directory holding one of them and no
+# events.jsonl is a run whose log was removed, which `verify` reports (exit 1), not a
+# directory that is no run at all (exit 2).
+_RUN_FILES = ("summary.json", "scenario.toml", "costs.jsonl", "calls.jsonl", "events.*.jsonl")
+
+
+def remains_of_run(ref: str, runs_dir: Path) -> Path | None:
+    """The directory ``ref`` names (by id under ``runs_dir``, or as a path) when it holds a
+    run's files but no ``events.jsonl``; else None."""
+    for candidate in (runs_dir / ref, Path(ref)):
+        if candidate.is_dir() and any(any(candidate.glob(name)) for name in _RUN_FILES):
+            return candidate
+    return None
+
+
 def _no_runs(runs_dir: Path, wanted: str) -> str:
     state = "is empty" if runs_dir.is_dir() else "does not exist"
     return (

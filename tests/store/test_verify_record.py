@@ -244,13 +244,23 @@ def test_a_run_from_before_the_scenario_hash_verifies_and_its_budget_is_checked(
 def test_a_log_removed_from_a_run_is_reported(plain: Path, tmp_path: Path) -> None:
     run_dir = copy_run(plain, tmp_path)
     (run_dir / "events.jsonl").unlink()
-    done = verify(run_dir)
-    assert done.returncode != 0 and "intact" not in done.stdout  # not a run directory to it
+    # A finding (exit 1), by path and by id, not "no such run" (exit 2).
+    for ref, runs_dir in ((str(run_dir), "runs"), (run_dir.name, str(run_dir.parent))):
+        out = not_intact(Path(ref), "--runs-dir", runs_dir)
+        assert f"error: {run_dir / 'events.jsonl'}: missing, but the run wrote" in out
+        assert "in  records" not in out  # the log it lacks is named
     verdict = verify_run(run_dir)
     assert not verdict.intact
     assert any(
         f"{run_dir / 'events.jsonl'}: missing, but the run wrote" in p for p in verdict.problems
     )
+
+
+def test_a_directory_with_no_run_files_is_no_run_to_verify(tmp_path: Path) -> None:
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "run.log").write_text("not a run\n")
+    done = verify(tmp_path / "notes")
+    assert done.returncode == 2 and "cannot find run" in done.stderr and done.stdout == ""
 
 
 def test_a_line_after_run_ended_is_reported(plain: Path, tmp_path: Path) -> None:
