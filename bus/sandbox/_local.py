@@ -12,11 +12,15 @@ sopbus (``PR_SET_PDEATHSIG``), and at the end, on a timeout or on cancellation, 
 namespace's first process is killed, and the kernel kills every process in it, ``setsid``
 or not.
 
-What it does NOT stop: the code runs as sopbus's own user (root stays uid 0, without
-capabilities), so it can read and write every file that user can (``/etc/shadow`` for root,
-``~/.ssh``), signal sopbus, and see every process. What it cannot bound, it says once per
-run (:func:`unenforced`): ``processes`` under root (``RLIMIT_NPROC`` does not bind uid 0),
-and, without a pid namespace, ``timeout_s`` for a process that left the session with
+Under root the code runs as a fresh unprivileged uid (:mod:`._as_user`), so that
+``RLIMIT_NPROC`` binds it (it does not bind uid 0), when its directories and its program
+are reachable by another uid; else it stays uid 0, without capabilities.
+
+What it does NOT stop: the code runs as sopbus's own user (or, under root, a fresh uid that
+can still read every world-readable file), so it can read and write every file that user
+can (``~/.ssh``), signal sopbus, and see every process. What it cannot bound, it says once
+per run (:func:`unenforced`): ``processes`` under root when the code stays uid 0, and,
+without a pid namespace, ``timeout_s`` for a process that left the session with
 ``setsid``; without ``unshare --net`` the network is open. It contains honest mistakes and
 keeps API keys out; it is not a security boundary. Use ``bwrap``.
 """
@@ -30,7 +34,8 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 
 import trio
 
-from . import _unshare
+from . import _as_user, _unshare
+from ._bwrap import fresh_uid
 from ._env import environment
 from ._launcher import launcher, own_processes
 from ._process import Capture, Child, run_child, sweep_group
@@ -49,14 +54,16 @@ def network_isolated() -> bool:
     return _unshare.detect().network
 
 
-def unenforced(limits: SandboxLimits) -> list[str]:
-    """What this backend cannot enforce here, one note per limit, naming it and why."""
+def unenforced(limits: SandboxLimits, stays_root: str | None = None) -> list[str]:
+    """What this backend cannot enforce here, one note per limit, naming it and why;
+    ``stays_root``: why the code runs as uid 0 under root (:func:`as_user`)."""
     notes = []
-    if os.geteuid() == 0:
+    if os.geteuid() == 0 and stays_root is not None:
         notes.append(
             f"{UNENFORCED} SandboxLimits.processes "
             f"({limits.processes}) under root: the kernel does not count root's processes "
-            f"(RLIMIT_NPROC); use the bwrap backend, or run sopbus as another user"
+            f"(RLIMIT_NPROC), and the code cannot run as another uid here: {stays_root}; "
+            f"use the bwrap backend, or run sopbus as another user"
         )
     found = _unshare.detect()
     if not found.pid:
@@ -66,6 +73,23 @@ def unenforced(limits: SandboxLimits) -> list[str]:
             f"({found.reason}); use the bwrap backend"
         )
     return notes
+
+
+def as_user(
+    scratch: Scratch, argv: Sequence[str], extra_env: Mapping[str, str]
+) -> tuple[int, str | None]:
+    """The uid the code runs as (-1: sopbus's own), and why it stays uid 0 under root (None
+    when it does not). Blocking disk work: call in a thread."""
+    if os.geteuid() != 0:
+        return -1, None
+    _as_user.open_to_others(scratch)
+    env = environment(home=str(scratch.home), tmp=str(scratch.tmp), extra=extra_env)
+    reason = _as_user.blocker(scratch, argv, env)
+    if reason is not None:
+        return -1, reason
+    uid = fresh_uid()
+    scratch.hand_to(uid, uid)
+    return uid, None
 
 
 @functools.cache
@@ -91,17 +115,20 @@ async def run(
     limits: SandboxLimits,
     extra_env: Mapping[str, str],
     watch: Callable[[], Awaitable[None]] | None = None,
+    uid: int = -1,
 ) -> tuple[int | None, Capture, Capture, bool]:
     """Run ``argv`` in ``scratch.work``; (status, stdout, stderr, timed out). ``watch``
-    ends the run when it returns (its ``/tmp`` and home are in ``scratch``: it watches them)."""
+    ends the run when it returns (its ``/tmp`` and home are in ``scratch``: it watches them).
+    ``uid`` >= 0: run the code as that uid (:func:`as_user` handed it the scratch)."""
     found = await trio.to_thread.run_sync(_unshare.detect)
     make_undumpable()
-    now = await trio.to_thread.run_sync(own_processes)
+    # A fresh uid has no process yet; one's own uid counts every process it has.
+    now = 0 if uid >= 0 else await trio.to_thread.run_sync(own_processes)
     env = environment(home=str(scratch.home), tmp=str(scratch.tmp), extra=extra_env)
     status_r, status_w = os.pipe() if found.pid else (-1, -1)
     try:
         child = Child(
-            _command(found, argv, limits, now, status_w),
+            _command(found, argv, limits, now, status_w, uid),
             cwd=scratch.work,
             env=env,
             pass_fds=(status_w,) if found.pid else (),
@@ -140,20 +167,25 @@ def _command(
     limits: SandboxLimits,
     processes_now: int,
     status_fd: int,
+    uid: int = -1,
 ) -> list[str]:
     """With a pid namespace: sopbus's death kills ``unshare``, whose death kills the init,
     whose death ends the namespace; the code needs no parent-death signal of its own."""
-    root = os.geteuid() == 0
+    # Leaving uid 0 drops every capability; staying root, the launcher drops them itself.
+    inner = functools.partial(
+        launcher,
+        limits,
+        uid=uid,
+        gid=uid,
+        drop_caps=os.geteuid() == 0 and uid < 0,
+        processes_now=processes_now,
+    )
     if not found.pid:
-        inner = launcher(
-            limits, parent_pid=os.getpid(), drop_caps=root, processes_now=processes_now
-        )
-        return [*found.prefix, *inner, *argv]
-    inner = launcher(limits, drop_caps=root, processes_now=processes_now)
+        return [*found.prefix, *inner(parent_pid=os.getpid()), *argv]
     return [
         *_unshare.pdeath(os.getpid()),
         *found.prefix,
         *_unshare.init(status_fd),
-        *inner,
+        *inner(),
         *argv,
     ]

@@ -48,14 +48,15 @@ async def run_sandboxed(
     # No single file may pass what the whole directory may hold.
     biggest = max(settings.scratch_mb, settings.tmp_mb)
     limits = msgspec.structs.replace(limits, file_size_mb=min(limits.file_size_mb, biggest))
-    notes: list[str] = []
     try:
-        notes += await trio.to_thread.run_sync(_unbound, backend, limits)
+        uid, notes = await trio.to_thread.run_sync(
+            _unbound, backend, limits, scratch, command, extra_env
+        )
         started = time.perf_counter()
         if backend == "bwrap":
             ran = await _bwrap.run(scratch, command, limits, extra_env, watch, settings.tmp_mb)
         else:
-            ran = await _local.run(scratch, command, limits, extra_env, watch)
+            ran = await _local.run(scratch, command, limits, extra_env, watch, uid)
         exit_code, out, err, timed_out = ran
         duration = time.perf_counter() - started
         if stopped := watch.note():
@@ -82,9 +83,19 @@ async def run_sandboxed(
     )
 
 
-def _unbound(backend: str, limits: SandboxLimits) -> list[str]:
-    """What the backend cannot bound here: said, not listed as applied (once per run)."""
-    return [] if backend == "bwrap" else _local.unenforced(limits)
+def _unbound(
+    backend: str,
+    limits: SandboxLimits,
+    scratch: Scratch,
+    command: Sequence[str],
+    extra_env: Mapping[str, str],
+) -> tuple[int, list[str]]:
+    """The uid local runs the code as (-1: sopbus's own; bwrap picks its own), and what the
+    backend cannot bound here: said, not listed as applied (once per run)."""
+    if backend == "bwrap":
+        return -1, []
+    uid, stays_root = _local.as_user(scratch, command, extra_env)
+    return uid, _local.unenforced(limits, stays_root)
 
 
 def _warn(notes: list[str]) -> None:

@@ -268,7 +268,7 @@ def _unlogged(logs: Logs, number: int, line: dict[str, Any], report: Report, not
         )
     else:
         report(
-            f"{where}: no llm_called event in {', '.join(p.name for p in logs.logs)} "
+            f"{where}: no llm_called event in {', '.join(p.name for p in logs.logs) or EVENTS} "
             f"records this call (seq {line.get('seq')})"
         )
 

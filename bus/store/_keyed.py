@@ -112,6 +112,17 @@ def write_keyed_seal(run_dir: Path, key: bytes) -> None:
     os.replace(tmp, run_dir / KEYED_SEAL)
 
 
+# What an unkeyed record cannot prove, said on each verify of one: anyone who can write the
+# run directory can recompute the chains, and a finished run rewritten as a killed one
+# (run_ended and summary.json dropped) has nothing left that says it had ended.
+_UNKEYED = (
+    "{run_dir}: not sealed with a key, so this checks consistency, not authenticity: a "
+    "rewrite that recomputed every hash goes unseen, such as a run made to look killed "
+    "(its run_ended and summary.json dropped, a message changed); authenticity needs a run "
+    "made with --seal-key-file FILE (or {env}), verified with --key-file FILE"
+)
+
+
 def check_keyed_seal(run_dir: Path, key: bytes | None, report: Report, note: Report) -> None:
     """The run's keyed seal with ``key``; without a key, a note on what cannot be checked
     (without the MAC the seal proves nothing: the rest of verify finds a file removed)."""
@@ -124,6 +135,8 @@ def check_keyed_seal(run_dir: Path, key: bytes | None, report: Report, note: Rep
                 f"without its key (--key-file FILE or {SEAL_KEY_ENV}) verify cannot rule out "
                 f"a rewrite that recomputed every hash, so the keyed seal is not checked"
             )
+        else:
+            note(_UNKEYED.format(run_dir=run_dir, env=SEAL_KEY_ENV))
         return
     if not path.is_file():
         report(

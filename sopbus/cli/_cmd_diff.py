@@ -21,8 +21,14 @@ NAME = "diff"
 HELP = "print the first difference of two runs' message sequences (exit 5 if they differ)"
 
 
-FIRST = Flag("first", metavar="RUN1", help="a run id, a run directory, or 'last'")
-SECOND = Flag("second", metavar="RUN2", help="a run id, a run directory, or 'last'")
+FIRST = Flag(
+    "first", metavar="RUN1", help="a run id, a run directory, 'last' or 'last~N' (N runs before it)"
+)
+SECOND = Flag(
+    "second",
+    metavar="RUN2",
+    help="a run id, a run directory, 'last' or 'last~N' (N runs before it)",
+)
 
 
 def configure(parser: argparse.ArgumentParser) -> None:

@@ -11,7 +11,9 @@ against their recorded writes, and each receipt against the files it vouches for
 scenario is the one it ran, it replays the recorded answers and compares the messages
 (:mod:`sopbus._assemble._recheck`). Prints one line per file and, for each problem, the
 file and line number where it is. Exit 0 when intact (a torn last line of a killed run is
-reported, but is not tampering), 1 when not, 2 for a key file that cannot be used.
+reported, but is not tampering), 1 when not (also for a directory that holds a run's files
+but no ``events.jsonl``: its log was removed), 2 for a key file that cannot be used or a
+directory that holds no run.
 """
 
 from __future__ import annotations
@@ -54,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
     from sopbus._assemble import run_environ
     from sopbus.bus.store import check_keyed_seal, read_key_file, seal_key, verify_run
 
-    run_dir = resolve_run(args.run, args.runs_dir)
+    run_dir = _run_dir(args.run, args.runs_dir)
     key = (
         read_key_file(args.key_file, "--key-file")
         if args.key_file is not None
@@ -75,6 +77,22 @@ def run(args: argparse.Namespace) -> int:
         verdict.notes += replayed.notes
     _print(verdict, run_dir, replayed)
     return 0 if verdict.intact else 1
+
+
+def _run_dir(ref: str, runs_dir: Path) -> Path:
+    """The run to verify; a directory whose event log was removed is one too: verifying
+    it reports the removal (exit 1), where other commands cannot find a run (exit 2)."""
+    from sopbus.bus import ConfigError
+
+    from ._runref import remains_of_run
+
+    try:
+        return resolve_run(ref, runs_dir)
+    except ConfigError:
+        remains = remains_of_run(ref, runs_dir)
+        if remains is None:
+            raise
+        return remains
 
 
 def _print(verdict: RunVerdict, run_dir: Path, replayed: Recheck | None) -> None:

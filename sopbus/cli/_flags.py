@@ -87,7 +87,9 @@ SCENARIO = Flag(
     help="a scenario file (TOML), or the name of a shipped one (sopbus examples)",
 )
 RUN = Flag(
-    "run", metavar="RUN", help=f"a run id, a run directory, or '{LAST}' (the most recent run)"
+    "run",
+    metavar="RUN",
+    help=f"a run id, a run directory, '{LAST}' (the most recent run) or '{LAST}~N' (N runs before it)",
 )
 RUNS_DIR = Flag(
     "--runs-dir",

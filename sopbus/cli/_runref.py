@@ -1,6 +1,7 @@
 """Finding a run from what a user typed for ``RUN``, and reading what it says about itself.
 
-``RUN`` is one of: ``last`` (the run of ``--runs-dir`` started most recently), a run id
+``RUN`` is one of: ``last`` (the run of ``--runs-dir`` started most recently), ``last~N``
+(the N-th run before it: ``sopbus diff last~1 last`` compares the last two), a run id
 under ``--runs-dir`` (or a prefix of exactly one), or the path of a run directory. A run
 directory is one that holds ``events.jsonl``: the run store creates it before anything
 else, so even a run killed in its first round is found.
@@ -47,11 +48,9 @@ def run_dirs(runs_dir: Path) -> list[Path]:
 def resolve_run(ref: str, runs_dir: Path) -> Path:
     """The directory of the run ``ref`` names (see the module docstring)."""
     check_runs_dir(runs_dir)
-    if ref == LAST:
-        runs = run_dirs(runs_dir)
-        if not runs:
-            raise ConfigError(_no_runs(runs_dir, "the last run"))
-        return runs[0]
+    back = _back_from_last(ref)
+    if back is not None:
+        return _before_last(runs_dir, ref, back)
     for candidate in (runs_dir / ref, Path(ref)):
         if is_run_dir(candidate):
             return candidate
@@ -62,6 +61,41 @@ def resolve_run(ref: str, runs_dir: Path) -> Path:
     if not runs:
         raise ConfigError(_no_runs(runs_dir, f"run {ref!r}"))
     raise ConfigError(_no_such_run(ref, runs_dir, runs, prefixed))
+
+
+def _back_from_last(ref: str) -> int | None:
+    """How far ``ref`` counts back from the last run (``last`` 0, ``last~2`` 2), or None."""
+    if ref == LAST:
+        return 0
+    word, tilde, count = ref.partition("~")
+    return int(count) if word == LAST and tilde and count.isdigit() else None
+
+
+def _before_last(runs_dir: Path, ref: str, back: int) -> Path:
+    runs = run_dirs(runs_dir)
+    if not runs:
+        raise ConfigError(_no_runs(runs_dir, "the last run" if back == 0 else f"run {ref!r}"))
+    if back >= len(runs):
+        raise ConfigError(
+            f"no run {ref!r}: {runs_dir}/ holds {len(runs)} run(s), so the oldest is "
+            f"'{LAST}~{len(runs) - 1}' (list them with `sopbus runs --runs-dir {runs_dir}`)"
+        )
+    return runs[back]
+
+
+# What a run writes besides its event log: a directory holding one of them and no
+# events.jsonl is a run whose log was removed, which `verify` reports (exit 1), not a
+# directory that is no run at all (exit 2).
+_RUN_FILES = ("summary.json", "scenario.toml", "costs.jsonl", "calls.jsonl", "events.*.jsonl")
+
+
+def remains_of_run(ref: str, runs_dir: Path) -> Path | None:
+    """The directory ``ref`` names (by id under ``runs_dir``, or as a path) when it holds a
+    run's files but no ``events.jsonl``; else None."""
+    for candidate in (runs_dir / ref, Path(ref)):
+        if candidate.is_dir() and any(any(candidate.glob(name)) for name in _RUN_FILES):
+            return candidate
+    return None
 
 
 def _no_runs(runs_dir: Path, wanted: str) -> str:

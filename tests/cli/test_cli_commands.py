@@ -210,6 +210,20 @@ def test_runs_are_listed_newest_first_and_last_is_the_newest(tmp_path: Path, run
     assert json.loads(ok("costs", "last", "--json", cwd=tmp_path))["run_id"] == "new"
 
 
+def test_last_tilde_n_is_the_nth_run_before_the_last(tmp_path: Path, run_dir: Path) -> None:
+    runs = tmp_path / "runs"
+    for name, started in (("old", 1_000.0), ("middle", 2_000.0), ("new", 3_000.0)):
+        copy_run(run_dir, runs, name, started_at=started)
+    found = {
+        ref: json.loads(ok("costs", ref, "--json", cwd=tmp_path))["run_id"]
+        for ref in ("last~0", "last~1", "last~2")
+    }
+    assert found == {"last~0": "new", "last~1": "middle", "last~2": "old"}
+    done = sopbus("show", "last~3", cwd=tmp_path)
+    assert done.returncode == 2 and "runs/ holds 3 run(s)" in done.stderr
+    assert "'last~2'" in done.stderr and "Traceback" not in done.stderr
+
+
 def test_runs_in_an_empty_or_missing_directory(tmp_path: Path) -> None:
     assert json.loads(ok("runs", "--json", "--runs-dir", "nothing", cwd=tmp_path)) == []
     assert ok("runs", "--runs-dir", "nothing", cwd=tmp_path).strip() == "no runs in nothing/"

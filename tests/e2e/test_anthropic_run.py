@@ -6,7 +6,6 @@ each at theirs), and the cap refuses a call before it is sent."""
 from __future__ import annotations
 
 import json
-import random
 from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
@@ -14,11 +13,10 @@ from typing import Any
 
 import pytest
 
-from sopbus.bus import ChatMessage, LLMRequest, PriceBook, Usage
-from sopbus.bus.llm import count_text
-from sopbus.bus.llm._sim import _generate
-from support.anthropic_server import AnthropicServer, Reply
+from sopbus.bus import PriceBook, Usage
+from support.anthropic_server import AnthropicServer
 from support.cli import sopbus
+from support.fitting_answers import anthropic_answer
 
 pytestmark = pytest.mark.slow
 
@@ -27,30 +25,10 @@ PRICE = PriceBook.load().price(MODEL)
 KEY = "sk-ant-e2e-secret-key-123"
 
 
-def answer(body: dict[str, Any]) -> Reply:
-    """The action's answer through the answer tool, fitting its schema; the cache counts
-    are the server's own (support.anthropic_server.PromptCache)."""
-    (tool,) = [t for t in body.get("tools", []) if t["name"] == "answer"]
-    said = [b["text"] for m in body["messages"] for b in m["content"] if b.get("type") == "text"]
-    request = LLMRequest(
-        messages=(ChatMessage("user", "\n".join(said)),),
-        model=MODEL,
-        schema=tool["input_schema"],
-        max_tokens=body["max_tokens"],
-    )
-    text = _generate(request, random.Random(len(said[-1])))
-    return Reply(
-        "",
-        tool_uses=(("toolu_1", "answer", json.loads(text)),),
-        output_tokens=count_text(text, MODEL),
-        cache=True,
-    )
-
-
 @pytest.fixture
 def server() -> Iterator[AnthropicServer]:
     with AnthropicServer() as running:
-        running.script(answer)
+        running.script(anthropic_answer)
         yield running
 
 

@@ -13,25 +13,55 @@ from __future__ import annotations
 
 import itertools
 import re
+import socket
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
 from pathlib import Path
 
 import msgspec
 import pytest
 
 from support import doc_sessions
-from support.doc_sessions import Command, File, matches, normalized
+from support.anthropic_server import AnthropicServer
+from support.doc_sessions import Command, File, Served, matches, normalized
+from support.fitting_answers import anthropic_answer, openai_answer
+from support.openai_server import OpenAIServer
 from support.paths import ROOT
 
 DOCS = ROOT / "docs"
+README = ROOT / "README.md"
 CHECKED = sorted(
     page
-    for page in DOCS.rglob("*.md")
+    for page in [*DOCS.rglob("*.md"), README]
     if any(isinstance(step, Command) for step in doc_sessions.steps(page))
 )
-# Pages that must keep checked commands: the ones a new user reads first.
-MUST_BE_CHECKED = ("getting-started", "runs", "money", "sweeps", "scenarios")
+# Pages that must keep checked commands: the ones a new user reads first, and those whose
+# commands call a model server (the test's own servers stand in for it).
+MUST_BE_CHECKED = (
+    "getting-started", "runs", "money", "sweeps", "scenarios", "README",
+    "anthropic", "local-models", "your-own-provider",
+)  # fmt: skip
+# The base URLs of docs/local-models.md's recipes, each served by the test's
+# OpenAI-compatible server (support.fitting_answers), as llama.cpp, Ollama, vLLM or LM Studio.
+LOCAL_SERVERS = (
+    "http://127.0.0.1:8080/v1",
+    "http://127.0.0.1:11434/v1",
+    "http://127.0.0.1:8000/v1",
+    "http://127.0.0.1:1234/v1",
+)
+
+
+def _served(stack: ExitStack) -> dict[str, Served]:
+    """The stand-ins for the pages that call a model server, started for the module."""
+    anthropic = stack.enter_context(AnthropicServer())
+    anthropic.script(anthropic_answer)
+    openai = stack.enter_context(OpenAIServer())
+    openai.script(openai_answer)
+    return {
+        "anthropic": Served(env={"ANTHROPIC_BASE_URL": anthropic.base_url}),
+        "local-models": Served(urls=dict.fromkeys(LOCAL_SERVERS, openai.base_url)),
+    }
 
 
 @pytest.fixture(scope="module")
@@ -47,19 +77,23 @@ def differences(
             selected.add(page)
     pages = sorted(selected)
 
-    def check(page: Path) -> list[str]:
-        return doc_sessions.check_page(page, tmp_path_factory.mktemp(page.stem))
+    with ExitStack() as stack:
+        served = _served(stack)
 
-    # Threads are enough: each page waits on its subprocesses, one at a time.
-    with ThreadPoolExecutor(max_workers=3) as pool:
-        return dict(zip(pages, pool.map(check, pages), strict=True))
+        def check(page: Path) -> list[str]:
+            folder = tmp_path_factory.mktemp(page.stem)
+            return doc_sessions.check_page(page, folder, served.get(page.stem, Served()))
+
+        # Threads are enough: each page waits on its subprocesses, one at a time.
+        with ThreadPoolExecutor(max_workers=3) as pool:
+            return dict(zip(pages, pool.map(check, pages), strict=True))
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("page", CHECKED, ids=lambda p: str(p.relative_to(DOCS)))
+@pytest.mark.parametrize("page", CHECKED, ids=lambda p: str(p.relative_to(ROOT)))
 def test_the_page_prints_what_it_shows(page: Path, differences: dict[Path, list[str]]) -> None:
     found = differences[page]
-    assert not found, f"docs/{page.relative_to(DOCS)}:\n" + "\n\n".join(found)
+    assert not found, f"{page.relative_to(ROOT)}:\n" + "\n\n".join(found)
 
 
 def test_the_pages_a_new_user_reads_first_are_checked() -> None:
@@ -81,6 +115,28 @@ def test_a_page_that_drifted_is_found(tmp_path: Path) -> None:
     assert last.exit_code == 2 and last.text == "sopbus validate missing.toml"
     found = doc_sessions.check_page(page, tmp_path)
     assert len(found) == 1 and "line 7: $ sopbus validate t.toml" in found[0]
+
+
+def test_a_command_goes_on_after_a_backslash_and_a_served_url_stands_for_its_server(
+    tmp_path: Path,
+) -> None:
+    page = tmp_path / "page.md"
+    shown = "http://model.example:8080/v1"
+    page.write_text(
+        "```console\n$ OPENAI_API_KEY=x sopbus run flower_shop --provider openai \\\n"
+        f"    --model m --price 0,0 --base-url {shown}   # exits 2\n"
+        f"sopbus: error: ... nothing answers at the model server {shown} ...\n```\n",
+        encoding="utf-8",
+    )
+    (command,) = doc_sessions.steps(page)
+    assert isinstance(command, Command) and command.exit_code == 2
+    assert command.text.endswith(f"--price 0,0 --base-url {shown}") and command.line == 2
+    # A port that is bound and not listening refuses every connection: nothing answers.
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        live = f"http://127.0.0.1:{closed.getsockname()[1]}/v1"
+        # The command ran against `live`, and its output names the page's URL instead.
+        assert doc_sessions.check_page(page, tmp_path, Served(urls={shown: live})) == []
 
 
 def test_placeholders_and_elisions_match_only_what_they_stand_for() -> None:

@@ -6,17 +6,21 @@ file 12 s after the timeout)."""
 
 from __future__ import annotations
 
+import functools
 import os
+import sys
 import textwrap
 import time
 import uuid
 from pathlib import Path
 
 import pytest
+import trio
 from loguru import logger
 
 from sopbus.bus import SandboxLimits, SandboxSettings, run_sandboxed
 from sopbus.bus.sandbox import using
+from sopbus.bus.sandbox._as_user import unreachable
 from sopbus.bus.sandbox._unshare import detect
 from support.sandbox import live_processes_with
 
@@ -104,12 +108,89 @@ async def test_a_fork_bomb_is_bounded_or_the_run_says_the_limit_is_not_enforced(
         assert result.exit_code == 0, result.stderr
         forked = int(result.stdout.split()[1])
         unbound = [n for n in result.notes if "does not enforce SandboxLimits.processes" in n]
-        if os.geteuid() == 0:  # the kernel does not count root's processes
-            assert forked == 60 and len(unbound) == 1, result.notes
-            assert "(20) under root" in unbound[0]
+        if unbound:  # root, and python is where no other uid reaches it: said, not bounded
+            assert os.geteuid() == 0 and forked == 60 and len(unbound) == 1, result.notes
+            assert "(20) under root" in unbound[0] and "is not searchable" in unbound[0]
         else:
-            assert 0 < forked <= limits.processes and unbound == []
+            assert 0 < forked <= limits.processes
     # Said once for the run, not once per sandboxed command.
     warned = [m for m in said if "SandboxLimits.processes" in m]
-    assert len(warned) == (1 if os.geteuid() == 0 else 0), said
+    assert len(warned) == (1 if unbound else 0), said
     assert live_processes_with(marker) == []
+
+
+FLOOD = textwrap.dedent("""\
+    import os, sys
+    hold_r, hold_w = os.pipe()
+    children = []
+    for n in range(400):
+        try:
+            pid = os.fork()
+        except OSError:
+            break
+        if pid == 0:
+            os.close(hold_w)
+            open(f"ran/{os.getpid()}", "w").close()  # this process ran
+            os.read(hold_r, 1)  # alive until every fork was tried
+            os._exit(0)
+        children.append(pid)
+    os.close(hold_w)
+    for pid in children:
+        os.waitpid(pid, 0)
+    print("forked", len(children), flush=True)
+    """)
+
+
+def _reachable_python() -> str | None:
+    """An interpreter another uid can run (sopbus's may sit under a 0700 home)."""
+    for candidate in (sys.executable, "/usr/bin/python3", "/usr/local/bin/python3"):
+        path = Path(candidate)
+        if path.exists() and all(unreachable(p) is None for p in (path, path.resolve())):
+            return candidate
+    return None
+
+
+def _flood(tmp_path: Path, sandbox: SandboxSettings, python: str) -> tuple[int, list[str]]:
+    """400 forks under ``processes = 64``: how many processes ran (each wrote a file), and
+    the run's notes."""
+    kept = tmp_path / "kept"
+    result = trio.run(
+        functools.partial(
+            run_sandboxed,
+            [python, "flood.py"],
+            files={"flood.py": FLOOD, "ran/.keep": ""},
+            limits=SandboxLimits(processes=64, timeout_s=120),
+            keep=kept,
+            sandbox=sandbox,
+        )
+    )
+    assert result.exit_code == 0, result.stderr
+    ran = [p for p in (kept / "ran").iterdir() if p.name != ".keep"]
+    assert int(result.stdout.split()[1]) == len(ran)
+    return len(ran), list(result.notes)
+
+
+def test_400_forks_under_root_stay_within_64_processes(tmp_path: Path) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("the attack is on root, whose processes RLIMIT_NPROC does not count")
+    python = _reachable_python()
+    if python is None:
+        pytest.skip("no python here that an unprivileged uid can run")
+    ran, notes = _flood(tmp_path, LOCAL, python)
+    assert 0 < ran < 64, notes  # the flood's own process is one of the 64
+    assert not [n for n in notes if "SandboxLimits.processes" in n]
+
+
+def test_where_no_other_uid_can_reach_the_scratch_the_run_says_processes_is_not_enforced(
+    tmp_path: Path,
+) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("only root's processes go uncounted")
+    private = tmp_path / "private"
+    private.mkdir(mode=0o700)
+    closed = SandboxSettings(backend="local", scratch_root=private / "s")
+    ran, notes = _flood(tmp_path, closed, "python")
+    (note,) = [n for n in notes if "does not enforce SandboxLimits.processes" in n]
+    assert "(64) under root" in note and "is not searchable by other users" in note
+    assert f"{private}/s/" in note  # the scratch directory no other uid reaches
+    assert ran == 400  # not bounded, and said so

@@ -140,6 +140,25 @@ def test_summary_deleted_and_the_end_cut_is_found_with_the_key(
     assert f"{run_dir / 'events.jsonl'}: changed since the keyed seal" in out
 
 
+def test_an_unkeyed_run_made_to_look_killed_says_authenticity_needs_a_key(
+    plain: Path, keyed: Path, tmp_path: Path
+) -> None:
+    """Without a key nothing says the run had ended: the forgery verifies as an unfinished
+    run, and verify says that only a keyed seal would show it (issue 40: not more)."""
+    run_dir = copy_run(plain, tmp_path)
+    reseal(run_dir / "events.jsonl", lambda rs: forge_prd(rs)[:-1])  # run_ended dropped
+    (run_dir / "summary.json").unlink()
+    done = verify(run_dir)
+    said = " ".join(done.stdout.split())  # the note wraps at the terminal's width
+    assert "not sealed with a key, so this checks consistency, not authenticity" in said
+    assert "such as a run made to look killed" in said and "--seal-key-file FILE" in said
+    # Every unkeyed run says it, untouched too; a keyed one verified without its key says
+    # that it is keyed instead.
+    assert "authenticity needs a run made" in " ".join(verify(plain).stdout.split())
+    without_key = " ".join(verify(keyed).stdout.split())
+    assert "the run is keyed" in without_key and "not sealed with a key" not in without_key
+
+
 def test_a_rewritten_message_is_named_once_the_summary_is_back(plain: Path, tmp_path: Path) -> None:
     run_dir = forged(plain, tmp_path)
     out = not_intact(run_dir)
@@ -244,13 +263,23 @@ def test_a_run_from_before_the_scenario_hash_verifies_and_its_budget_is_checked(
 def test_a_log_removed_from_a_run_is_reported(plain: Path, tmp_path: Path) -> None:
     run_dir = copy_run(plain, tmp_path)
     (run_dir / "events.jsonl").unlink()
-    done = verify(run_dir)
-    assert done.returncode != 0 and "intact" not in done.stdout  # not a run directory to it
+    # A finding (exit 1), by path and by id, not "no such run" (exit 2).
+    for ref, runs_dir in ((str(run_dir), "runs"), (run_dir.name, str(run_dir.parent))):
+        out = not_intact(Path(ref), "--runs-dir", runs_dir)
+        assert f"error: {run_dir / 'events.jsonl'}: missing, but the run wrote" in out
+        assert "in  records" not in out  # the log it lacks is named
     verdict = verify_run(run_dir)
     assert not verdict.intact
     assert any(
         f"{run_dir / 'events.jsonl'}: missing, but the run wrote" in p for p in verdict.problems
     )
+
+
+def test_a_directory_with_no_run_files_is_no_run_to_verify(tmp_path: Path) -> None:
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "run.log").write_text("not a run\n")
+    done = verify(tmp_path / "notes")
+    assert done.returncode == 2 and "cannot find run" in done.stderr and done.stdout == ""
 
 
 def test_a_line_after_run_ended_is_reported(plain: Path, tmp_path: Path) -> None:

@@ -10,6 +10,11 @@ The convention (docs/building-docs.md says it for writers):
   folder before the commands after it run (``shop.toml``, then ``$ sopbus run shop.toml``).
 - All sessions of one page run in order in one empty folder, on the simulator (no key, no
   network), so a page's ``$ sopbus show last`` reads the run its ``$ sopbus run`` made.
+- A command line that ends in `` \\`` goes on on the next line, as in a shell.
+- A page whose commands call a model server is given a stand-in by the test (see
+  :class:`Served`): variables its commands see (``ANTHROPIC_BASE_URL``), and base URLs the
+  page writes (``http://127.0.0.1:8080/v1``) that stand for the test's server, in the
+  commands and in what they print.
 - Output is compared word by word: spacing and line breaks are not (they follow the
   terminal's width, 80 columns here). Run ids, times, hashes and the page's folder compare
   equal to any other of their kind, written as they print or as ``<run id>``, ``<time>``,
@@ -67,6 +72,16 @@ class File:
 Step = Command | File
 
 
+@dataclass(frozen=True)
+class Served:
+    """A page's stand-in for the model server its commands call: ``env`` is laid over each
+    command's environment; each URL of ``urls`` that the page writes is the value's server
+    (the page's URL in a command is replaced by it, and it by the page's URL in the output)."""
+
+    env: dict[str, str] = field(default_factory=dict)
+    urls: dict[str, str] = field(default_factory=dict)
+
+
 def _blocks(text: str) -> Iterator[tuple[int, str, list[str]]]:
     """The fenced blocks of a page: (line of the fence, info string, body lines)."""
     lines = text.splitlines()
@@ -86,23 +101,33 @@ def _blocks(text: str) -> Iterator[tuple[int, str, list[str]]]:
         i = j + 1
 
 
+def _command(line: int, text: str) -> Command:
+    exits = _EXITS.search(text)
+    return Command(
+        line=line,
+        text=text[: exits.start()] if exits else text,
+        exit_code=int(exits["code"]) if exits else 0,
+    )
+
+
 def _session(start: int, body: list[str]) -> Iterator[Command]:
     command: Command | None = None
+    words: list[str] = []  # the command's lines so far, while one ends in ` \`
     for offset, raw in enumerate(body, start=1):
-        if raw.startswith("$ "):
+        if words:
+            words.append(raw.strip())
+        elif raw.startswith("$ "):
             if command is not None:
                 yield command
-            text = raw[2:].strip()
-            exits = _EXITS.search(text)
-            command = Command(
-                line=start + offset,
-                text=text[: exits.start()] if exits else text,
-                exit_code=int(exits["code"]) if exits else 0,
-            )
+            command, words = None, [raw[2:].strip()]
         elif command is not None:
             command.expected.append(raw)
         elif raw.strip():
             raise ValueError(f"line {start + offset}: a console block starts with `$ sopbus`")
+        if words and not words[-1].endswith(" \\"):
+            first = start + offset - len(words) + 1
+            command = _command(first, " ".join(w.removesuffix("\\").strip() for w in words))
+            words = []
     if command is not None:
         yield command
 
@@ -137,15 +162,18 @@ def matches(expected: list[str], actual: list[str]) -> bool:
     return re.match("".join(pieces), "".join(w + " " for w in actual)) is not None
 
 
-def _argv(command: Command) -> tuple[dict[str, str], list[str]]:
-    words = shlex.split(command.text, comments=True)
+def _argv(command: Command, served: Served) -> tuple[dict[str, str], list[str]]:
+    text = command.text
+    for shown, live in served.urls.items():
+        text = text.replace(shown, live)
+    words = shlex.split(text, comments=True)
     env: dict[str, str] = {}
     while words and _ENV_WORD.match(words[0]):
         name, _, value = words.pop(0).partition("=")
         env[name] = value
     if not words or words[0] != "sopbus":
         raise ValueError(f"line {command.line}: only `sopbus` commands are run: {command.text}")
-    return env, words[1:]
+    return {**served.env, **env}, words[1:]
 
 
 def _environment(extra: dict[str, str]) -> dict[str, str]:
@@ -155,9 +183,9 @@ def _environment(extra: dict[str, str]) -> dict[str, str]:
     return environ({**scrubbed, "PYTHONUNBUFFERED": "1", **extra}, columns=80)
 
 
-def run(command: Command, folder: Path) -> str | None:
+def run(command: Command, folder: Path, served: Served = Served()) -> str | None:
     """Runs one command in ``folder``; what differs from the page, or None when nothing."""
-    env, args = _argv(command)
+    env, args = _argv(command, served)
     done = subprocess.run(
         [*ARGV, *args],
         cwd=folder,
@@ -168,15 +196,18 @@ def run(command: Command, folder: Path) -> str | None:
         text=True,
         timeout=120,
     )
+    printed = done.stdout
+    for shown, live in served.urls.items():
+        printed = printed.replace(live, shown)
     wrong_exit = done.returncode != command.exit_code
     expected = normalized("\n".join(command.expected))
-    if not wrong_exit and matches(expected, normalized(done.stdout, folder)):
+    if not wrong_exit and matches(expected, normalized(printed, folder)):
         return None
     said = f"exited {done.returncode}, the page says {command.exit_code}; " if wrong_exit else ""
     return (
         f"line {command.line}: $ {command.text}\n{said}the page shows:\n"
         + "\n".join(command.expected)
-        + f"\nit printed:\n{done.stdout}"
+        + f"\nit printed:\n{printed}"
     )
 
 
@@ -188,7 +219,7 @@ def _write(file: File, folder: Path) -> None:
     target.write_text(file.text, encoding="utf-8")
 
 
-def check_page(page: Path, folder: Path) -> list[str]:
+def check_page(page: Path, folder: Path, served: Served = Served()) -> list[str]:
     """Runs a page's steps in order in ``folder``; what differed, one entry per command (a
     page that breaks the convention is one entry, and its later steps do not run)."""
     differences: list[str] = []
@@ -196,7 +227,7 @@ def check_page(page: Path, folder: Path) -> list[str]:
         for step in steps(page):
             if isinstance(step, File):
                 _write(step, folder)
-            elif (difference := run(step, folder)) is not None:
+            elif (difference := run(step, folder, served)) is not None:
                 differences.append(difference)
     except ValueError as mistake:
         differences.append(str(mistake))
