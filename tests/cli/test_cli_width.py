@@ -34,7 +34,13 @@ _TIMES = re.compile(r"\d\d:\d\d:\d\d|\d+(\.\d+)? ?(ms|s)\b|(?<![$\d.])\d+\.\d\d\
 # A path too long for a line breaks after a slash; the next line goes on with it.
 _BROKEN_PATH = re.compile(r"/\n\s*")
 # The scenarios the runs are made of: short and long role and action names, tool calls.
-SCENARIOS = ("software_company", "software_company_reviewed", "book_writer", "repo_analyst")
+SCENARIOS = (
+    "software_company",
+    "software_company_reviewed",
+    "book_writer",
+    "repo_analyst",
+    "guess_two_thirds",  # a population: one line per population in show and costs
+)
 # A one-role team and three tasks for the eval commands (tests/eval/data).
 EVAL_DATA = Path(__file__).parent.parent / "eval" / "data"
 EVAL_FILES = ("arith.toml", "arith_fixtures.toml", "arith.jsonl")
@@ -137,6 +143,7 @@ def reads(base: Path) -> dict[str, list[list[str]]]:
         "verify": [["verify", sc]],
         "evals": [["evals"]],
         "eval-show": [["eval-show", "last"]],
+        "populations": [["populations", run_id(base, "guess_two_thirds")]],
     }
 
 
