@@ -29,9 +29,11 @@ from ._role import ActionRef as ActionRef
 from ._role import LLMLike as LLMLike
 from ._role import ReactMode as ReactMode
 from ._role import Role as Role
+from ._role import WatchRef as WatchRef
 from ._tools import PythonTools as PythonTools
 from ._tools import Tool as Tool
 from ._tools import tool as tool
+from ._watch import Watch as Watch
 
 __all__ = [
     "DONE",
@@ -50,6 +52,8 @@ __all__ = [
     "Role",
     "Tool",
     "UserRequirement",
+    "Watch",
+    "WatchRef",
     "action_from_spec",
     "ask_model",
     "declare_action",

@@ -31,6 +31,7 @@ PUBLIC = [
     "ToolServerError",
     "Turn",
     "Verdict",
+    "Watch",
     "WorkerDied",
     "read_events",
     "run_scenario",
