@@ -223,6 +223,11 @@ class Role:
             *(layered(self.llm_defaults, a.llm, self._own_llm).model for a in self._actions),
         }
 
+    def watches(self, action: str, sender: str) -> bool:
+        """Whether a broadcast of ``action`` from ``sender`` is for this role (by ``watch``
+        and ``watch_from``; the Environment's index says the same, for all roles at once)."""
+        return action in self.watch and sender in self.watch_from.get(action, (sender,))
+
     def action_named(self, name: str) -> Action:
         for action in self._actions:
             if action.name == name:
