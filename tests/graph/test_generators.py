@@ -4,6 +4,7 @@ reference generators (degree distributions, clustering), at a fraction of the me
 from __future__ import annotations
 
 import statistics
+from typing import Any
 
 import networkx as nx
 import pytest
@@ -41,7 +42,7 @@ def test_every_generator_is_well_formed_and_reproducible(
     n: int, seed: int, kind: str, data: st.DataObject
 ) -> None:
     if kind == "random":
-        params: dict[str, object] = {"degree": data.draw(st.integers(0, n - 1))}
+        params: dict[str, Any] = {"degree": data.draw(st.integers(0, n - 1))}
     elif kind == "small_world":
         params = {"k": 2 * data.draw(st.integers(0, (n - 1) // 2)), "p": data.draw(st.floats(0, 1))}
     else:
@@ -113,7 +114,7 @@ def test_compact_under_ten_bytes_an_edge() -> None:
         ("smallworld", {}, "did you mean `small_world`"),
     ],
 )
-def test_bad_parameters_say_what_is_wrong(kind: str, params: dict[str, object], said: str) -> None:
+def test_bad_parameters_say_what_is_wrong(kind: str, params: dict[str, Any], said: str) -> None:
     with pytest.raises(ConfigError, match=None) as err:
         generate(kind, 5, **params)
     assert said in str(err.value)
