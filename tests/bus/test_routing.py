@@ -148,7 +148,10 @@ def test_a_sender_subscription_takes_that_senders_messages_only() -> None:
         for sender in ("Alice", "Carol", "Eve")
     }
     env.publish(Message(cause_by="Kickoff", sent_from="Boss"))
-    got = {name: [m.id for m in env.take(name) if m.cause_by == "Post"] for name in ("Bob", "Carol", "Dan")}
+    got = {
+        name: [m.id for m in env.take(name) if m.cause_by == "Post"]
+        for name in ("Bob", "Carol", "Dan")
+    }
     assert got == {
         "Bob": [posts["Alice"]],
         "Carol": [posts["Alice"], posts["Eve"]],  # from anyone, but not its own
