@@ -4,7 +4,9 @@ Data flows one way: a role's step returns messages, :meth:`Environment.publish` 
 (id, round) and appends them to the private inbox of every recipient. Routing goes
 through two indexes, so one publish costs O(recipients), never O(roles):
 
-* ``cause_by -> watchers`` (in the order the roles joined), for messages with no ``send_to``;
+* ``cause_by -> watchers`` (in the order the roles joined), for messages with no ``send_to``,
+  beside it ``(cause_by, sender) -> watchers`` for the roles that watch an action from
+  named senders only (sender subscriptions: a follower of Alice watches Alice's posts);
 * ``name or alias -> role name``, for messages that name their recipients.
 
 A delivery into an empty inbox also puts the role on the list of roles with news, so the
@@ -12,13 +14,13 @@ rounds loop finds who has work in O(roles with news), never by looking at every 
 
 The contract (docs/design/routing.md): message ``m`` reaches role ``r`` exactly when ``r`` is
 not ``m.sent_from`` and either ``m.send_to`` names ``r`` (by name or alias), or
-``m.send_to`` is empty and ``r`` watches ``m.cause_by``. A message that reaches nobody is
-recorded as undelivered.
+``m.send_to`` is empty and ``r`` watches ``m.cause_by`` from any sender or from
+``m.sent_from``. A message that reaches nobody is recorded as undelivered.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol
 
 import msgspec
@@ -26,7 +28,7 @@ import trio
 
 from ._errors import ConfigError
 from ._events import MessagePublished, MessageUndelivered, RoleJoined, RoleLeft
-from ._member import Crowd, Member
+from ._member import Crowd, Member, sender_subscriptions
 from ._message import Message
 
 EventSink = Callable[[Any], None]
@@ -85,6 +87,11 @@ class Environment:
         # Populations by name: an agent's address (Player-17) is resolved by its crowd,
         # not kept in _by_address, so a million agents cost no million entries.
         self._crowds: dict[str, Crowd] = {}
+        # Sender subscriptions: (action, sender) -> the roles that watch action from sender
+        # only; a role is never both here and in _by_action for one action, so the two are
+        # disjoint. _both caches their merge, in joining order, for the pairs that have both.
+        self._by_sender: dict[tuple[str, str], tuple[str, ...]] = {}
+        self._both: dict[tuple[str, str], tuple[str, ...]] = {}
         # Called with each role added from now on; the events-mode run loop sets it so that a
         # role hired mid-run gets its own task.
         self.on_join: Callable[[Member], None] | None = None
@@ -110,15 +117,21 @@ class Environment:
         self._joined += 1
         for address in addresses:
             self._by_address[address] = name
+        senders = sender_subscriptions(member)
         for action in member.watch:
-            self._by_action[action] = (*self._by_action.get(action, ()), name)
+            if action not in senders:
+                self._by_action[action] = (*self._by_action.get(action, ()), name)
+        for key in _pairs(senders):
+            self._by_sender[key] = (*self._by_sender.get(key, ()), name)
+        self._both.clear()
         if self._log is not None:
             self._log(
                 RoleJoined(
                     round=self.round,
                     name=name,
                     aliases=tuple(member.aliases),
-                    watch=tuple(sorted(member.watch)),
+                    watch=tuple(sorted({*member.watch, *senders})),
+                    watch_from={a: tuple(sorted(senders[a])) for a in sorted(senders)},
                 )
             )
         if self.on_join is not None:
@@ -137,12 +150,13 @@ class Environment:
         self._ready.pop(name, None)
         for address in (name, *member.aliases):
             del self._by_address[address]
+        senders = sender_subscriptions(member)
         for action in member.watch:
-            watchers = tuple(w for w in self._by_action[action] if w != name)
-            if watchers:
-                self._by_action[action] = watchers
-            else:
-                del self._by_action[action]
+            if action not in senders:
+                _drop(self._by_action, action, name)
+        for key in _pairs(senders):
+            _drop(self._by_sender, key, name)
+        self._both.clear()
         self.consumed += len(inbox)
         waiter = self._waiters.pop(name, None)
         if waiter is not None:
@@ -174,9 +188,12 @@ class Environment:
         """The populations among the members, in the order they joined."""
         return list(self._crowds.values())
 
-    def watchers(self, action: str) -> list[str]:
-        """The roles that watch ``action``, in the order they joined."""
-        return list(self._by_action.get(action, ()))
+    def watchers(self, action: str, sender: str | None = None) -> list[str]:
+        """The roles that watch ``action`` from any sender (and, given ``sender``, those
+        that watch it from ``sender``), in the order they joined."""
+        if sender is None:
+            return list(self._by_action.get(action, ()))
+        return list(self._watching(action, sender))
 
     # -- inboxes ------------------------------------------------------------------------
 
@@ -265,16 +282,37 @@ class Environment:
 
     def recipients(self, message: Message) -> tuple[str, ...]:
         """Who ``message`` goes to, by the contract: every role that ``send_to`` names (by
-        name or alias) or, when it names none, every role that watches ``cause_by``; never
+        name or alias) or, when it names none, every role that watches ``cause_by`` from
+        any sender or from ``sent_from``; never
         its sender. In the order they were named, or joined. O(recipients)."""
         if message.send_to:
             return self._named(message)
-        watchers = self._by_action.get(message.cause_by, ())
         sender = message.sent_from
+        watchers = (
+            self._watching(message.cause_by, sender)
+            if self._by_sender
+            else self._by_action.get(message.cause_by, ())
+        )
         # The membership test first: most senders are roles, few watch their own action.
         if sender in self._members and sender in watchers:
             return tuple([r for r in watchers if r != sender])
         return watchers
+
+    def _watching(self, action: str, sender: str) -> tuple[str, ...]:
+        """Who watches ``action`` from anyone or from ``sender``, in joining order."""
+        anyone = self._by_action.get(action, ())
+        followers = self._by_sender.get((action, sender))
+        if not followers:
+            return anyone
+        if not anyone:
+            return followers
+        key = (action, sender)
+        both = self._both.get(key)
+        if both is None:
+            both = self._both[key] = tuple(
+                sorted((*anyone, *followers), key=self._rank.__getitem__)
+            )
+        return both
 
     def _write(self, records: list[Any]) -> None:
         assert self._log is not None
@@ -289,6 +327,19 @@ class Environment:
             if name is not None and name != sender and name not in found:
                 found.append(name)
         return tuple(found)
+
+
+def _pairs(senders: Mapping[str, frozenset[str]]) -> list[tuple[str, str]]:
+    return [(action, sender) for action in senders for sender in sorted(senders[action])]
+
+
+def _drop(index: dict[Any, tuple[str, ...]], key: Any, name: str) -> None:
+    """``name`` out of ``index[key]``; the key goes when no watcher is left."""
+    watchers = tuple(w for w in index[key] if w != name)
+    if watchers:
+        index[key] = watchers
+    else:
+        del index[key]
 
 
 def _stamped(message: Message, id: str, rnd: int, parents: tuple[str, ...]) -> Message:

@@ -53,11 +53,14 @@ class RunStarted(_Event, tag="run_started"):
     settings: dict[str, Any] = {}
 
 
-class RoleJoined(_Event, tag="role_joined"):
+# omit_defaults: a role with no sender subscriptions writes the line it always wrote.
+class RoleJoined(_Event, tag="role_joined", omit_defaults=True):
     round: int
     name: str
     aliases: tuple[str, ...]
     watch: tuple[str, ...]
+    # action -> the senders it is watched from, for the actions watched from named senders only
+    watch_from: dict[str, tuple[str, ...]] = {}
 
 
 class RoleLeft(_Event, tag="role_left"):

@@ -19,7 +19,12 @@ class Member(Protocol):
     """A participant of the bus.
 
     ``watch`` holds the action names whose messages the member receives when they are not
-    addressed to anyone in particular. ``step`` is handed the messages that arrived since
+    addressed to anyone in particular. A member may also have ``watch_from``, a mapping
+    from action names to the sender names it watches them from (a sender subscription:
+    ``{"Post": frozenset({"Alice"})}`` takes Alice's posts only). An action that is a key
+    of ``watch_from`` is watched from those senders only, whether ``watch`` lists it or
+    not; every other action of ``watch`` from any sender. ``watch_from`` is optional: a
+    member without it watches its actions from anyone (see :func:`sender_subscriptions`). ``step`` is handed the messages that arrived since
     its last turn (in delivery order) and returns the messages it publishes; the
     Environment stamps their ids, run id and round.
     """
@@ -51,6 +56,15 @@ class Crowd(Member, Protocol):
     def agent_index(self, address: str) -> int | None: ...
 
     def aggregates(self) -> list[dict[str, Any]]: ...
+
+
+def sender_subscriptions(member: Member) -> Mapping[str, frozenset[str]]:
+    """``member``'s sender subscriptions (its optional ``watch_from``): action -> senders.
+
+    Optional rather than in the protocol, so that every member written before sender
+    subscriptions existed (anything with ``watch`` and ``step``) still joins a bus."""
+    found: Mapping[str, frozenset[str]] | None = getattr(member, "watch_from", None)
+    return found or {}
 
 
 class LLMGateway(Protocol):

@@ -34,9 +34,11 @@ from ._role import ActionRef as ActionRef
 from ._role import LLMLike as LLMLike
 from ._role import ReactMode as ReactMode
 from ._role import Role as Role
+from ._role import WatchRef as WatchRef
 from ._tools import PythonTools as PythonTools
 from ._tools import Tool as Tool
 from ._tools import tool as tool
+from ._watch import Watch as Watch
 
 __all__ = [
     "DONE",
@@ -57,6 +59,8 @@ __all__ = [
     "Role",
     "Tool",
     "UserRequirement",
+    "Watch",
+    "WatchRef",
     "action_from_spec",
     "agent_name",
     "ask_model",

@@ -23,7 +23,7 @@ from sopbus.bus.scenario import ActionSpec, action_spec
 from ._action import Action, check_artifact, declare_with
 from ._llm import LLMSettings
 from ._registry import Registry
-from ._role import ActionRef, LLMLike, Role, settings
+from ._role import ActionRef, LLMLike, Role, WatchRef, settings
 
 
 def declare_action(
@@ -196,7 +196,7 @@ def declare_role(
     goal: str = "",
     constraints: str = "",
     aliases: Iterable[str] = (),
-    watch: Iterable[ActionRef] = (),
+    watch: Iterable[WatchRef] = (),
     actions: Iterable[ActionRef] = (),
     send_to: Iterable[str] = (),
     react_mode: str = "by_order",
@@ -276,5 +276,5 @@ def _freeze_class_fields(cls: type[Role], role: Role) -> None:
     # as a Python class statement would: what `sopbus roles` lists without an instance.
     cls.aliases = role.aliases
     cls.send_to = role.send_to
-    cls.watch = role.watch_order
+    cls.watch = role.watch_entries
     cls.actions = role.actions

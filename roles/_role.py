@@ -22,6 +22,7 @@ from ._prompt import system_text
 from ._react import DONE, choose_next, make_plan
 from ._registry import Registry
 from ._registry import registry as default_registry
+from ._watch import Watch, merged
 
 # A person's answers: fields, not a model's JSON mode in the prompt (see bus.llm._human).
 _HUMAN = LLMSettings(model=HUMAN_MODEL, output_mode="json_schema")
@@ -29,6 +30,9 @@ _HUMAN = LLMSettings(model=HUMAN_MODEL, output_mode="json_schema")
 ReactMode = Literal["by_order", "react", "plan_and_act"]
 ActionRef = type[Action] | Action | str
 """How a role names an action: the class, an instance (with its own settings), or the name."""
+WatchRef = ActionRef | Watch
+"""What ``watch`` lists: an action (watched from anyone) or a :class:`Watch` (from named
+senders only)."""
 LLMLike = LLMSettings | Mapping[str, Any] | msgspec.Struct | None
 """LLM settings as given: the value, a mapping (``llm = {...}``) or a struct; ``None`` fields
 mean "not given"."""
@@ -47,8 +51,9 @@ class Role:
 
     On the class, ``watch`` and ``actions`` are declarations (Action classes, instances or
     names). On an instance they are resolved: ``watch`` is the frozenset of action names
-    (as :class:`sopbus.bus.Member` requires) and ``actions`` the tuple of Action instances. Names
-    are looked up in ``registry`` (default ``sopbus.roles.registry``); an unknown name is a
+    (as :class:`sopbus.bus.Member` requires) and ``actions`` the tuple of Action instances;
+    ``watch_from`` maps the actions watched from named senders only (``Watch("Post",
+    senders=["Alice"])`` in ``watch``) to those senders. Names are looked up in ``registry`` (default ``sopbus.roles.registry``); an unknown name is a
     :class:`sopbus.bus.ConfigError` with the closest names and the place (``where``) it was written.
 
     Without a subclass, ``Role("OrderDesk", watch=["UserRequirement"], actions=[record])``
@@ -98,7 +103,7 @@ class Role:
         goal: str | None = None,
         constraints: str | None = None,
         aliases: Iterable[str] | None = None,
-        watch: Iterable[ActionRef] | None = None,
+        watch: Iterable[WatchRef] | None = None,
         actions: Iterable[ActionRef] | None = None,
         react_mode: str | None = None,
         max_react_steps: int | None = None,
@@ -129,8 +134,12 @@ class Role:
         # other roles, which no registry knows yet, so the team checks its names.
         checked = registry is not None or cls is not Role
         watched = given(watch, "watch")
-        self.watch_order = self._resolve_watch(watched, f"{at}.watch", checked=checked)
+        self.watch_entries = self._resolve_watch(watched, f"{at}.watch", checked=checked)
+        self.watch_order = tuple(_entry_name(e) for e in self.watch_entries)
         self.watch = frozenset(self.watch_order)
+        self.watch_from = {
+            e.name: frozenset(e.senders) for e in self.watch_entries if isinstance(e, Watch)
+        }
         self.react_mode = _react_mode(given(react_mode, "react_mode"), f"{at}.react_mode")
         self.max_react_steps = _positive(
             given(max_react_steps, "max_react_steps"), f"{at}.max_react_steps"
@@ -214,6 +223,11 @@ class Role:
             *(layered(self.llm_defaults, a.llm, self._own_llm).model for a in self._actions),
         }
 
+    def watches(self, action: str, sender: str) -> bool:
+        """Whether a broadcast of ``action`` from ``sender`` is for this role (by ``watch``
+        and ``watch_from``; the Environment's index says the same, for all roles at once)."""
+        return action in self.watch and sender in self.watch_from.get(action, (sender,))
+
     def action_named(self, name: str) -> Action:
         for action in self._actions:
             if action.name == name:
@@ -228,7 +242,7 @@ class Role:
             "goal": self.goal,
             "constraints": self.constraints,
             "aliases": self.aliases,
-            "watch": self.watch_order,
+            "watch": self.watch_entries,
             "actions": self.actions,
             "react_mode": self.react_mode,
             "max_react_steps": self.max_react_steps,
@@ -297,18 +311,30 @@ class Role:
             resolved.append(action)
         return tuple(resolved)
 
-    def _resolve_watch(self, refs: object, where: str, *, checked: bool) -> tuple[str, ...]:
-        names = [
-            _action_name(ref, self.registry if checked else None, f"{where}[{i}]")
-            for i, ref in enumerate(_sequence(refs, where))
-        ]
-        return tuple(dict.fromkeys(names))
+    def _resolve_watch(self, refs: object, where: str, *, checked: bool) -> tuple[str | Watch, ...]:
+        """The entries of ``watch`` by name, merged per action (see :class:`Watch`)."""
+        reg = self.registry if checked else None
+        entries: list[tuple[str, tuple[str, ...] | None]] = []
+        for i, ref in enumerate(_sequence(refs, where)):
+            if isinstance(ref, Watch):
+                at = f"{where}[{i}]"
+                senders = _names(ref.senders, f"{at}.senders")
+                entries.append((_action_name(ref.action, reg, f"{at}.action"), senders))
+            else:
+                entries.append((_action_name(ref, reg, f"{where}[{i}]"), None))
+        return merged(entries)
 
     def __repr__(self) -> str:
+        following = f" watch_from={ {a: sorted(s) for a, s in self.watch_from.items()} }"
         return (
-            f"<{type(self).__name__} {self.name!r}: watch={sorted(self.watch)} "
+            f"<{type(self).__name__} {self.name!r}: watch={sorted(self.watch)}"
+            f"{following if self.watch_from else ''} "
             f"actions={[a.name for a in self.actions]} react_mode={self.react_mode}>"
         )
+
+
+def _entry_name(entry: str | Watch) -> str:
+    return entry if isinstance(entry, str) else entry.name
 
 
 def _sequence(value: object, where: str) -> tuple[object, ...]:

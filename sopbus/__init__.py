@@ -57,6 +57,7 @@ if TYPE_CHECKING:
     from .roles import LLMSettings as LLMSettings
     from .roles import Role as Role
     from .roles import Tool as Tool
+    from .roles import Watch as Watch
     from .roles import tool as tool
     from .sops import SOP as SOP
     from .sops import SopContext as SopContext
@@ -90,6 +91,7 @@ _WHERE: dict[str, str] = {
     "LLMSettings": ".roles",
     "Role": ".roles",
     "Tool": ".roles",
+    "Watch": ".roles",
     "tool": ".roles",
     "SOP": ".sops",
     "SopContext": ".sops",

@@ -8,11 +8,12 @@ user's SOP module is.
 
 from __future__ import annotations
 
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import msgspec
 
 from sopbus.bus import ConfigError, RoleSpec, Scenario
+from sopbus.bus.scenario import WatchSpec
 from sopbus.roles import Action, Registry, Role
 from sopbus.roles import registry as default_registry
 
@@ -56,14 +57,12 @@ def with_action_classes(scenario: Scenario, registry: Registry) -> tuple[RoleSpe
             python_class(spec.cls, Role, scenario, f"$.roles[{i}].class")
     out = []
     for i, spec in enumerate(scenario.roles):
-        changes: dict[str, tuple[str, ...]] = {}
+        changes: dict[str, tuple[Any, ...]] = {}
         for key in ("watch", "actions"):
-            refs: tuple[str, ...] = getattr(spec, key) or ()
-            if any(":" in ref for ref in refs):
+            refs: tuple[Any, ...] = getattr(spec, key) or ()
+            if any(":" in _action_of(ref) for ref in refs):
                 changes[key] = tuple(
-                    _registered(ref, scenario, registry, f"$.roles[{i}].{key}[{j}]")
-                    if ":" in ref
-                    else ref
+                    _with_class(ref, scenario, registry, f"$.roles[{i}].{key}[{j}]")
                     for j, ref in enumerate(refs)
                 )
         out.append(msgspec.structs.replace(spec, **changes) if changes else spec)
@@ -73,6 +72,22 @@ def with_action_classes(scenario: Scenario, registry: Registry) -> tuple[RoleSpe
         if name not in registry.actions:
             registry.add_action(cls)
     return tuple(out)
+
+
+def _action_of(ref: str | WatchSpec) -> str:
+    return ref if isinstance(ref, str) else ref.action
+
+
+def _with_class(
+    ref: str | WatchSpec, scenario: Scenario, registry: Registry, where: str
+) -> str | WatchSpec:
+    """``ref`` naming its action by name, a ``"module:Class"`` one registered."""
+    if isinstance(ref, WatchSpec):
+        if ":" not in ref.action:
+            return ref
+        action = _registered(ref.action, scenario, registry, f"{where}.action")
+        return msgspec.structs.replace(ref, action=action)
+    return _registered(ref, scenario, registry, where) if ":" in ref else ref
 
 
 def _registered(ref: str, scenario: Scenario, registry: Registry, where: str) -> str:

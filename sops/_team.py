@@ -28,6 +28,7 @@ from sopbus.roles import (
 )
 
 from ._classes import python_class, with_action_classes
+from ._follow import apply_follows, as_watch_entries, check_senders, graph_follows
 from ._import import raised_at
 from ._populations import build_populations
 from ._sop import SOP, SopContext, Team, get_sop
@@ -73,6 +74,7 @@ def build_team(scenario: Scenario) -> Team:
     team.tools = {**reg.tools, **team.tools}
     _check_names(team, scenario)
     _check_addresses(team, scenario)
+    _follow(team, scenario)
     _add_messages(team, scenario)
     return team
 
@@ -156,6 +158,17 @@ def _check_addresses(team: Team, scenario: Scenario) -> None:
                 )
 
 
+def _follow(team: Team, scenario: Scenario) -> None:
+    """The file's ``from`` and ``follows`` names checked, then ``follows`` and ``[graph]``
+    turned into sender subscriptions of the roles (see sops/_follow.py)."""
+    check_senders(team.roles, scenario, IDEA_SENDER)
+    follows = graph_follows(team.roles, scenario)
+    for spec in scenario.roles:
+        if spec.follows:
+            follows[spec.name] = list(dict.fromkeys([*follows.get(spec.name, ()), *spec.follows]))
+    apply_follows(team.roles, follows)
+
+
 def _origin(action: type) -> str:
     declared = getattr(action, "_declared_at", None)
     return (
@@ -194,6 +207,8 @@ def _apply_role(
     team: Team, spec: RoleSpec, where: str, reg: Registry, defaults: LLMSettings, scenario: Scenario
 ) -> None:
     given = {f: getattr(spec, f) for f in _ROLE_FIELDS if getattr(spec, f) is not None}
+    if "watch" in given:
+        given["watch"] = as_watch_entries(given["watch"])
     try:
         if spec.agent is not None:
             _declare_remote(spec, where, reg, scenario)
@@ -261,6 +276,8 @@ class WatchGraph:
     watches: dict[str, list[str]] = field(default_factory=dict)  # role -> actions it watches
     publishes: dict[str, list[str]] = field(default_factory=dict)  # role -> actions it can publish
     addresses: dict[str, list[str]] = field(default_factory=dict)  # role -> roles it names
+    # role -> action -> the senders it watches that action from (sender subscriptions)
+    senders: dict[str, dict[str, list[str]]] = field(default_factory=dict)
     seeds: list[str] = field(default_factory=list)  # actions of the first messages
 
     def edges(self) -> list[tuple[str, str, str]]:
@@ -270,7 +287,8 @@ class WatchGraph:
             for action in actions:
                 for dst, watched in self.watches.items():
                     if dst != src and action in watched and not self.addresses.get(src):
-                        out.append((src, dst, action))
+                        if src in self.senders.get(dst, {}).get(action, [src]):
+                            out.append((src, dst, action))
             for dst in self.addresses.get(src, []):
                 for action in actions:
                     out.append((src, dst, action))
@@ -288,6 +306,7 @@ def watch_graph(team: Team) -> WatchGraph:
         g.watches[r.name] = list(r.watch_order)
         g.publishes[r.name] = [a.name for a in r.actions]
         g.addresses[r.name] = [names[a] for a in r.send_to if a in names]
+        g.senders[r.name] = {a: sorted(s) for a, s in r.watch_from.items()}
     for p in team.populations:  # one node for all its agents, as on the bus
         g.watches[p.name] = sorted(p.watch)
         g.publishes[p.name] = [p.action.name]

@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import time
 from collections import Counter, defaultdict
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from decimal import Decimal
 from pathlib import Path
@@ -79,6 +79,11 @@ class RemoteMember:
     @property
     def watch(self) -> frozenset[str]:
         return self._role.watch
+
+    @property
+    def watch_from(self) -> Mapping[str, frozenset[str]]:
+        # The coordinator's Environment routes; the worker's inbox reads what it delivered.
+        return getattr(self._role, "watch_from", None) or {}
 
     async def step(self, news: Sequence[Message], turn: Turn) -> Sequence[Message]:
         return await self._coordinator.ask(self, news, turn.round)

@@ -54,6 +54,7 @@ if TYPE_CHECKING:
     from ._types import MAX_BUDGET_USD as MAX_BUDGET_USD
     from ._types import ActionSpec as ActionSpec
     from ._types import EvalSpec as EvalSpec
+    from ._types import GraphSpec as GraphSpec
     from ._types import InjectSpec as InjectSpec
     from ._types import LLMConfig as LLMConfig
     from ._types import LLMOverrides as LLMOverrides
@@ -64,6 +65,7 @@ if TYPE_CHECKING:
     from ._types import ScenarioDoc as ScenarioDoc
     from ._types import ScenarioInfo as ScenarioInfo
     from ._types import SweepSpec as SweepSpec
+    from ._types import WatchSpec as WatchSpec
     from ._typespec import TYPE_SPECS as TYPE_SPECS
     from ._typespec import TypeSpecError as TypeSpecError
     from ._typespec import parse_type_spec as parse_type_spec
@@ -102,6 +104,8 @@ _WHERE: dict[str, str] = {
     "LLMOverrides": "._types",
     "PriceSpec": "._types",
     "RoleSpec": "._types",
+    "WatchSpec": "._types",
+    "GraphSpec": "._types",
     "RunSettings": "._types",
     "Scenario": "._types",
     "ScenarioDoc": "._types",

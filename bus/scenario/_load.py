@@ -395,11 +395,12 @@ def _class_ref_problems(role: RoleSpec, i: int) -> list[str]:
         [(["roles", i, "class"], role.cls)] if role.cls else []
     )
     for key in ("watch", "actions"):
-        refs += [
-            (["roles", i, key, j], ref)
-            for j, ref in enumerate(getattr(role, key) or ())
-            if ":" in ref
-        ]
+        for j, ref in enumerate(getattr(role, key) or ()):
+            place: list[PathToken] = ["roles", i, key, j]
+            if not isinstance(ref, str):  # a sender subscription: { action = ..., from = [...] }
+                ref, place = ref.action, [*place, "action"]
+            if ":" in ref:
+                refs.append((place, ref))
     return [
         _at(place, f"invalid class reference {_q(ref)}", 'expected "module:Class"')
         for place, ref in refs

@@ -202,6 +202,32 @@ class PriceSpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields
     cache_write: Decimal | None = None
 
 
+class WatchSpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """A ``watch`` entry that names senders: ``{ action = "Post", from = ["Alice"] }``
+    watches ``Post`` from Alice only (a sender subscription). The names in ``from`` are
+    checked against the team's roles when the team is built."""
+
+    action: str
+    senders: tuple[str, ...] = msgspec.field(name="from")
+
+
+class GraphSpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """``[graph]``: who follows whom among the team's roles, from a seeded ``generator``
+    (``random`` with ``degree``, ``small_world`` with ``k`` and ``p``, ``preferential``
+    with ``m``) or a ``file`` (CSV ``follower,followee`` or JSON lines, by role name).
+    ``members`` are the roles it is over (default: every role, in the team's order). A
+    role that follows another watches the actions that role takes, from it only."""
+
+    generator: str | None = None
+    file: str | None = None
+    members: tuple[str, ...] | None = None
+    degree: int | None = None
+    k: int | None = None
+    p: float | None = None
+    m: int | None = None
+    seed: int = 0
+
+
 class RoleSpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """One ``[[roles]]`` entry: a new role, or an override of the SOP's role ``name``.
 
@@ -220,9 +246,12 @@ class RoleSpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     goal: str | None = None
     constraints: str | None = None
     aliases: tuple[str, ...] | None = None
-    watch: tuple[str, ...] | None = None
+    watch: tuple[str | WatchSpec, ...] | None = None
     actions: tuple[str, ...] | None = None
     send_to: tuple[str, ...] | None = None
+    # Roles whose actions this one watches, from them only (shorthand for a watch entry
+    # { action = A, from = [name] } for each action A the named role takes).
+    follows: tuple[str, ...] | None = None
     react_mode: ReactMode | None = None
     max_react_steps: PositiveInt | None = None
     llm: LLMOverrides | None = None
@@ -322,6 +351,7 @@ class ScenarioDoc(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
     a2a: dict[str, A2AAgent] = {}
     eval: EvalSpec | None = None
     populations: tuple[PopulationSpec, ...] = ()
+    graph: GraphSpec | None = None
 
 
 class Scenario(ScenarioDoc, frozen=True, kw_only=True, forbid_unknown_fields=True):

@@ -18,7 +18,7 @@ import msgspec
 
 from sopbus.bus import ConfigError
 from sopbus.bus.scenario import ActionSpec
-from sopbus.roles import Action, LLMSettings, Role
+from sopbus.roles import Action, LLMSettings, Role, Watch
 
 # What a role entry says when the role's value is not the default (base Role) or not the
 # class's own (a subclass): the keys of a [[roles]] table.
@@ -71,8 +71,9 @@ def _entry(role: Role, out: Tables, where: str) -> dict[str, Any]:
     for key in _NAMES:
         if tuple(getattr(role, key)) != tuple(getattr(cls, key)):
             entry[key] = list(getattr(role, key))
-    if cls is Role or list(role.watch_order) != _names(cls.watch):
-        entry["watch"] = list(role.watch_order)
+    if cls is Role or list(role.watch_entries) != _watches(cls.watch):
+        # A sender subscription as the file writes it: { action = "Post", from = ["Alice"] }
+        entry["watch"] = [e if isinstance(e, str) else e.as_table() for e in role.watch_entries]
     actions = [_action_ref(a, out, f"{where}.actions[{j}]") for j, a in enumerate(role.actions)]
     if cls is Role or [a.name for a in role.actions] != _names(cls.actions):
         entry["actions"] = actions
@@ -101,6 +102,10 @@ def _add_spec(name: str, spec: ActionSpec, out: Tables, where: str) -> None:
             f"{where}: two different actions are named {name!r} in this team; "
             f"give one of them another name"
         )
+
+
+def _watches(declared: Iterable[Any]) -> list[Any]:
+    return [ref if isinstance(ref, (str, Watch)) else ref.name for ref in declared]
 
 
 def _names(declared: Iterable[Any]) -> list[str]:

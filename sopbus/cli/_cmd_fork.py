@@ -104,5 +104,9 @@ def _receivers(team: Team, message: Message) -> list[str]:
         r.name
         for r in team.roles
         if r.name != message.sent_from
-        and (named & {r.name, *r.aliases} if named else message.cause_by in r.watch)
+        and (
+            named & {r.name, *r.aliases}
+            if named
+            else r.watches(message.cause_by, message.sent_from)
+        )
     ]

@@ -247,7 +247,13 @@ def _sop(scenario: Scenario) -> str:
 def _role(role: RoleSpec) -> str:
     parts = [role.name + (f" ({role.profile})" if role.profile else "")]
     if role.watch is not None:
-        parts.append(f"watches {', '.join(role.watch) or 'nothing'}")
+        watched = [
+            w if isinstance(w, str) else f"{w.action} (from {' '.join(w.senders) or 'nobody'})"
+            for w in role.watch
+        ]
+        parts.append(f"watches {', '.join(watched) or 'nothing'}")
+    if role.follows:
+        parts.append(f"follows {', '.join(role.follows)}")
     if role.actions is not None:
         parts.append(f"actions {', '.join(role.actions) or 'none'}")
     return "; ".join(parts)

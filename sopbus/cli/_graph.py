@@ -58,7 +58,8 @@ def _seed_routes(message: Message, team: Team) -> list[Route]:
         dsts = [r.name for r in team.roles if names & {r.name, *r.aliases}]
         how = "name"
     else:
-        dsts = [r.name for r in [*team.roles, *team.populations] if message.cause_by in r.watch]
+        dsts = [r.name for r in team.roles if r.watches(message.cause_by, message.sent_from)]
+        dsts += [p.name for p in team.populations if message.cause_by in p.watch]
         how = "seed"
     dsts = [d for d in dsts if d != message.sent_from]
     return [Route(message.sent_from, d, message.cause_by, how) for d in dsts] or [

@@ -1,4 +1,5 @@
-"""Routing against a ten-line reference function of the contract in docs/design/routing.md."""
+"""Routing against a ten-line reference function of the contract in docs/design/routing.md,
+sender subscriptions (an action watched from named senders only) included."""
 
 from __future__ import annotations
 
@@ -15,11 +16,21 @@ ACTIONS = [f"A{i}" for i in range(8)]
 @st.composite
 def teams(draw: st.DrawFn) -> list[Echo]:
     n = draw(st.integers(1, 50))
+    names = [f"r{i}" for i in range(n)]
     team = []
     for i in range(n):
         watch = draw(st.sets(st.sampled_from(ACTIONS), max_size=4))
         aliases = [f"alias{i}"] if draw(st.booleans()) else []
-        team.append(Echo(f"r{i}", sorted(watch), aliases=aliases))
+        # Some actions from named senders only: roles of the team (itself too), "Boss",
+        # and a name no message is sent from; some of them also in plain ``watch``.
+        watch_from = draw(
+            st.dictionaries(
+                st.sampled_from(ACTIONS),
+                st.sets(st.sampled_from([*names, "Boss", "Ghost"]), max_size=4),
+                max_size=3,
+            )
+        )
+        team.append(Echo(names[i], sorted(watch), aliases=aliases, watch_from=watch_from))
     return team
 
 
@@ -125,3 +136,51 @@ def test_named_recipients_by_alias_get_one_copy() -> None:
     env.add(Echo("Eve", aliases=["engineer"]))
     env.publish(Message(cause_by="Bug", sent_from="QA", send_to=("Eve", "engineer")))
     assert [m.cause_by for m in env.take("Eve")] == ["Bug"]
+
+
+def test_a_sender_subscription_takes_that_senders_messages_only() -> None:
+    env = Environment()
+    env.add(Echo("Bob", ["Kickoff"], watch_from={"Post": ["Alice"]}))
+    env.add(Echo("Carol", ["Post"]))
+    env.add(Echo("Dan", watch_from={"Post": ["Alice", "Carol"]}))
+    posts = {
+        sender: env.publish(Message(cause_by="Post", sent_from=sender)).id
+        for sender in ("Alice", "Carol", "Eve")
+    }
+    env.publish(Message(cause_by="Kickoff", sent_from="Boss"))
+    got = {
+        name: [m.id for m in env.take(name) if m.cause_by == "Post"]
+        for name in ("Bob", "Carol", "Dan")
+    }
+    assert got == {
+        "Bob": [posts["Alice"]],
+        "Carol": [posts["Alice"], posts["Eve"]],  # from anyone, but not its own
+        "Dan": [posts["Alice"], posts["Carol"]],
+    }
+    assert env.watchers("Post") == ["Carol"]
+    assert env.watchers("Post", "Alice") == ["Bob", "Carol", "Dan"]
+
+
+def test_a_follower_who_leaves_is_no_longer_reached_and_the_merge_follows_joins() -> None:
+    env = Environment()
+    env.add(Echo("Bob", watch_from={"Post": ["Alice"]}))
+    env.add(Echo("Carol", ["Post"]))
+    assert env.recipients(Message(cause_by="Post", sent_from="Alice")) == ("Bob", "Carol")
+    env.remove("Bob")
+    assert env.recipients(Message(cause_by="Post", sent_from="Alice")) == ("Carol",)
+    env.add(Echo("Bob", watch_from={"Post": ["Alice"]}))
+    env.add(Echo("Zed", watch_from={"Post": ["Alice"]}))
+    assert env.recipients(Message(cause_by="Post", sent_from="Alice")) == ("Carol", "Bob", "Zed")
+    env.remove("Carol")
+    assert env.recipients(Message(cause_by="Post", sent_from="Alice")) == ("Bob", "Zed")
+    assert env.recipients(Message(cause_by="Post", sent_from="Eve")) == ()
+
+
+def test_the_join_record_names_the_sender_subscriptions() -> None:
+    log: list[object] = []
+    env = Environment(log=log.append)
+    env.add(Echo("Bob", ["Kickoff"], watch_from={"Post": ["Carol", "Alice"]}))
+    env.add(Echo("Carol", ["Post"]))
+    bob, carol = log
+    assert (bob.watch, bob.watch_from) == (("Kickoff", "Post"), {"Post": ("Alice", "Carol")})  # type: ignore[attr-defined]
+    assert (carol.watch, carol.watch_from) == (("Post",), {})  # type: ignore[attr-defined]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import trio
 
@@ -18,6 +18,7 @@ class Echo:
         watch: Sequence[str] = (),
         *,
         aliases: Sequence[str] = (),
+        watch_from: Mapping[str, Iterable[str]] | None = None,
         replies: Sequence[str] = (),
         delay: float = 0.0,
         on_step: Callable[[Sequence[Message], Turn], None] | None = None,
@@ -25,6 +26,8 @@ class Echo:
         self.name = name
         self.aliases = tuple(aliases)
         self.watch = frozenset(watch)
+        # Sender subscriptions (sopbus.bus.Member's optional watch_from): action -> senders.
+        self.watch_from = {a: frozenset(s) for a, s in (watch_from or {}).items()}
         self.replies = tuple(replies)
         self.delay = delay
         self.on_step = on_step

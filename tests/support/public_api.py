@@ -31,6 +31,7 @@ PUBLIC = [
     "ToolServerError",
     "Turn",
     "Verdict",
+    "Watch",
     "WorkerDied",
     "evaluate",
     "read_events",
