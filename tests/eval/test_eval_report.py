@@ -17,8 +17,10 @@ from urllib.parse import unquote, urlparse
 import pytest
 
 from sopbus.bus.report import build_eval_report
+from sopbus.bus.scenario import load_scenario
 from support.chromium import SKIP_REASON, Browser, browser, chromium
 from support.cli import sopbus
+from support.paths import SCENARIOS as SHIPPED
 from support.report_page import marks, section
 
 pytestmark = pytest.mark.slow  # sopbus runs as a subprocess, the page in a browser
@@ -68,6 +70,9 @@ def test_both_shipped_sops_are_scored_on_two_problems(evaluated: Evaluated) -> N
 
 def test_the_answer_artifact_is_the_last_message(evaluated: Evaluated) -> None:
     """`[eval] answer = "artifact:solution.py"` reads what the last message says."""
+    for name in SCENARIOS:
+        declared = load_scenario(SHIPPED / f"{name}.toml").eval
+        assert declared is not None and declared.answer == "artifact:solution.py"
     for result in evaluated.results:
         run = evaluated.eval_dir / "runs" / result["run_id"]
         events = [json.loads(x) for x in (run / "events.jsonl").read_text().splitlines()]
