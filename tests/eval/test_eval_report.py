@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
 from decimal import Decimal
@@ -26,6 +27,7 @@ from support.report_page import marks, section
 pytestmark = pytest.mark.slow  # sopbus runs as a subprocess, the page in a browser
 
 SCENARIOS = ("humaneval_solo", "humaneval_reviewed")
+DATA = Path(__file__).parent / "data"
 
 
 @dataclass(frozen=True)
@@ -173,3 +175,23 @@ def test_a_model_eval_marks_its_front_and_says_nothing_of_the_simulator() -> Non
     failures = section(page, "failures")
     assert marks(failures, "failures", "path") == 4  # wrong, timeout, not run, error
     assert re.findall(r'data-kind="not_run" data-value="(\d+)"', failures) == ["0", "2", "0"]
+
+
+HOSTILE = '<img src="http://127.0.0.1:9/x" onerror="document.title=\'pwned\'">"><b id=bold>'
+
+
+def test_a_hostile_task_id_is_text_on_the_page(tmp_path: Path, chrome: Browser) -> None:
+    """A user's dataset names its tasks: an id written as HTML stays text, loads nothing."""
+    for name in ("arith.toml", "arith_fixtures.toml"):
+        shutil.copy(DATA / name, tmp_path / name)
+    line = {"id": HOSTILE, "input": "What is 2+2?", "expected": "4"}
+    (tmp_path / "tasks.jsonl").write_text(json.dumps(line) + "\n")
+    assert sopbus("eval", "arith.toml", "--dataset", "tasks.jsonl", cwd=tmp_path).returncode == 0
+    shown = sopbus("eval-show", "last", "--report", cwd=tmp_path)
+    assert shown.returncode == 0, shown.stderr
+    loaded = chrome.load(tmp_path / shown.stdout.split("report: ", 1)[1].strip())
+    assert loaded.requests == [] and loaded.errors == []
+    assert chrome.evaluate("document.title") != "pwned"
+    assert chrome.evaluate("document.querySelectorAll('main img, #bold').length") == 0
+    cell = chrome.evaluate("document.querySelector('#tasks td').textContent")
+    assert cell == HOSTILE
