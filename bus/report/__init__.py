@@ -17,12 +17,14 @@ if TYPE_CHECKING:
     from ._build import write_report as write_report
     from ._data import RunData as RunData
     from ._data import read_run as read_run
+    from ._eval import build_eval_report as build_eval_report
     from ._sweep import build_sweep_report as build_sweep_report
 
 _WHERE: dict[str, str] = {
     "REPORT_FILE": "._build",
     "build_report": "._build",
     "write_report": "._build",
+    "build_eval_report": "._eval",
     "build_sweep_report": "._sweep",
     "RunData": "._data",
     "read_run": "._data",

@@ -393,6 +393,7 @@ PINNED: dict[str, list[str]] = {
     "sopbus.bus.report": [
         "REPORT_FILE",
         "RunData",
+        "build_eval_report",
         "build_report",
         "build_sweep_report",
         "read_run",
