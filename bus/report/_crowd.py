@@ -44,7 +44,7 @@ def _one(name: str, rounds: list[dict[str, Any]]) -> str:
     if not rounds:
         return f"<h3>{escape(name)}</h3><p class=note>no round of {escape(name)} ran</p>"
     rows = "".join(
-        f'<tr data-round="{r["round"]}">'
+        f'<tr data-round="{_value(r["round"])}">'
         + "".join(
             f'<td data-field="{k}" data-value="{_value(r.get(k))}">{_shown(r.get(k))}</td>'
             for k in _COLUMNS
@@ -54,6 +54,7 @@ def _one(name: str, rounds: list[dict[str, Any]]) -> str:
     )
     head = "".join(f"<th>{k}</th>" for k in _COLUMNS)
     last = rounds[-1]
+    when = _value(last["round"])
     field = escape(str(last.get("field") or "answer"))
     counts = last["bins"]["counts"]
     low, high = last["bins"]["low"], last["bins"]["high"]
@@ -65,11 +66,11 @@ def _one(name: str, rounds: list[dict[str, Any]]) -> str:
     return (
         f'<div class=population data-population="{escape(name)}"><h3>{escape(name)}</h3>'
         f"<p class=note>{len(rounds)} rounds; the line is the mean {field} per round, the band "
-        f"its min..max; the bars are round {last['round']}'s {field} in ten bins over "
+        f"its min..max; the bars are round {when}'s {field} in ten bins over "
         f"{last['bins']['low']:g}..{last['bins']['high']:g}.</p>"
         f"<div class=chart>{_curve_svg(name, rounds)}</div>"
         f"<table class=list><caption>{escape(name)} per round</caption><tr>{head}</tr>"
-        f"{rows}</table><table class=list data-bins><caption>round {last['round']}: agents "
+        f"{rows}</table><table class=list data-bins><caption>round {when}: agents "
         f"per {field} bin</caption><tr>{edges}</tr><tr>{bins}</tr></table></div>"
     )
 
@@ -78,11 +79,13 @@ _COLUMNS = ("round", "woke", "acted", "failed", "mean", "min", "max")
 
 
 def _value(x: Any) -> str:
-    return "" if x is None else str(x)
+    return "" if x is None else escape(str(x))
 
 
 def _shown(x: Any) -> str:
-    return "-" if x is None else f"{x:,}" if isinstance(x, int) else f"{x:g}"
+    if isinstance(x, (int, float)):
+        return f"{x:,}" if isinstance(x, int) else f"{x:g}"
+    return "-" if x is None else escape(str(x))  # a summary.json edited by hand
 
 
 def _curve_svg(name: str, rounds: list[dict[str, Any]]) -> str:

@@ -109,3 +109,18 @@ def test_a_thousand_players_three_rounds_are_counted_not_drawn(
     before = (run_dir / "report.html").read_text()
     write_report(run_dir)
     assert (run_dir / "report.html").read_text() == before
+
+
+def test_a_hostile_population_name_in_the_summary_is_text(tmp_path: Path) -> None:
+    # A summary.json edited by hand names a population with markup: the page shows it as
+    # text, and no element of it is created.
+    from sopbus.bus.report import build_report
+
+    run_dir, summary = _run(tmp_path, count=5, rounds=1)
+    hostile = '<img src=x onerror="alert(1)">'
+    summary["populations"] = {hostile: summary["populations"]["Player"]}
+    summary["populations"][hostile][0]["field"] = "<script>alert(2)</script>"
+    (run_dir / "summary.json").write_bytes(msgspec.json.encode(summary))
+    page = section(build_report(run_dir), "populations")
+    assert "<img" not in page and "<script" not in page
+    assert "&lt;img src=x onerror=&quot;alert(1)&quot;&gt;" in page
