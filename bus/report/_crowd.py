@@ -68,7 +68,7 @@ def _one(name: str, rounds: list[dict[str, Any]]) -> str:
         f"<p class=note>{len(rounds)} rounds; the line is the mean {field} per round, the band "
         f"its min..max; the bars are round {when}'s {field} in ten bins over "
         f"{last['bins']['low']:g}..{last['bins']['high']:g}.</p>"
-        f"<div class=chart>{_curve_svg(name, rounds)}</div>"
+        f"<div class=chart>{_curve_svg(name, rounds, str(last.get('field') or 'answer'))}</div>"
         f"<table class=list><caption>{escape(name)} per round</caption><tr>{head}</tr>"
         f"{rows}</table><table class=list data-bins><caption>round {when}: agents "
         f"per {field} bin</caption><tr>{edges}</tr><tr>{bins}</tr></table></div>"
@@ -88,12 +88,14 @@ def _shown(x: Any) -> str:
     return "-" if x is None else escape(str(x))  # a summary.json edited by hand
 
 
-def _curve_svg(name: str, rounds: list[dict[str, Any]]) -> str:
+def _curve_svg(name: str, rounds: list[dict[str, Any]], field: str) -> str:
     valued = [r for r in rounds if r.get("mean") is not None]
-    x = alt.X("round:O", title="round")
+    x = alt.X("round:O", title="round", axis=alt.Axis(labelAngle=0))
     band = named("curve").mark_area(opacity=0.25).encode(x=x, y="min:Q", y2="max:Q")
-    line = named("curve").mark_line(point=True).encode(x=x, y=alt.Y("mean:Q", title="answer"))
-    curve = alt.layer(band, line).properties(width=320, height=200, title=f"{name}: mean per round")
+    line = (
+        named("curve").mark_line(point=True).encode(x=x, y=alt.Y("mean:Q", title=f"mean {field}"))
+    )
+    curve = alt.layer(band, line).properties(width=260, height=200, title=f"{name}: mean per round")
     last = rounds[-1]
     low, high, counts = last["bins"]["low"], last["bins"]["high"], last["bins"]["counts"]
     step = (high - low) / max(len(counts), 1)
@@ -105,18 +107,18 @@ def _curve_svg(name: str, rounds: list[dict[str, Any]]) -> str:
         named("bins")
         .mark_bar()
         .encode(
-            x=alt.X("from:Q", bin="binned", title="answer"),
+            x=alt.X("from:Q", bin="binned", title=field),
             x2="to:Q",
             y=alt.Y("agents:Q", title="agents"),
         )
-        .properties(width=320, height=200, title=f"round {last['round']}: answers", name="bins")
+        .properties(width=260, height=200, title=f"round {last['round']}: {field}", name="bins")
     )
     counted = (
         named("counted")
         .transform_fold(["woke", "acted"], as_=["kind", "agents"])
         .mark_line(point=True)
         .encode(x=x, y=alt.Y("agents:Q", title="agents"), color=alt.Color("kind:N", title=""))
-        .properties(width=320, height=200, title="agents woken and acted")
+        .properties(width=260, height=200, title="agents woken and acted")
     )
     data = {"curve": valued, "bins": bins, "counted": rounds}
     return to_svg(alt.hconcat(curve, bars, counted), data)
