@@ -18,7 +18,8 @@ from typing import Any
 from .._summary import RunSummary
 from ..money import cost_report
 from ._artifacts import highlight_css, render_artifacts
-from ._data import Posted, RunData, ToolMark, read_run
+from ._crowd import CALLS_DRAWN, calls_by_round, crowds, population_section
+from ._data import Call, Posted, RunData, ToolMark, read_run
 from ._flow import call_pages, flow_pages, max_concurrency
 from ._graph import graph_svg, routes
 from ._header import artifact_id, cost_tables, evidence, figures, header_html
@@ -45,9 +46,11 @@ def write_report(run_dir: Path, out: Path | None = None) -> Path:
 def build_report(run_dir: Path) -> str:
     """The report of the run in ``run_dir`` as one HTML document."""
     data = read_run(run_dir)
-    report = cost_report([c.line for c in data.calls], run_id=run_dir.name)
+    names = crowds(data)
+    report = cost_report([c.line for c in data.calls], run_id=run_dir.name, crowds=names)
     fig = figures(data, report)
     sections = [
+        *([("populations", "Populations", population_section(data))] if names else []),
         ("flow", "Message flow", _flow_section(data)),
         ("money", "Money", _money_section(data, report, fig)),
         ("calls", "Calls timeline", _calls_section(data)),
@@ -60,7 +63,7 @@ def build_report(run_dir: Path) -> str:
     )
     nav = "".join(f'<a href="#{sid}">{title}</a>' for sid, title, _ in sections)
     payload = _messages_block(data.posted)
-    payload += _json_block("calls-data", [_call_detail(c) for c in data.calls])
+    payload += _json_block("calls-data", [_call_detail(c) for c in _detailed(data.calls)])
     payload += _json_block("tools-data", [_tool_detail(t) for t in data.tools])
     return _document(
         f"sopbus report: {fig.scenario} {fig.run_id}",
@@ -146,6 +149,14 @@ def _message_row(p: Posted) -> dict[str, Any]:
     }
 
 
+def _detailed(calls: list[Call]) -> list[Call]:
+    """The calls whose ledger lines the page carries: all of them, or past
+    :data:`CALLS_DRAWN` (drawn as counts) those that did not end ``ok``, at most that many."""
+    if len(calls) <= CALLS_DRAWN:
+        return calls
+    return [c for c in calls if c.line.outcome not in ("ok", "replayed")][:CALLS_DRAWN]
+
+
 def _call_detail(call: Any) -> dict[str, Any]:
     import msgspec
 
@@ -225,7 +236,7 @@ def _money_section(data: RunData, report: dict[str, Any], fig: RunSummary) -> st
     if not data.calls:
         return "<p class=note>no LLM calls: nothing was spent</p>"
     return (
-        f"<div class=chart>{spend_svg(data.calls, budget)}</div>"
+        f"<div class=chart>{spend_svg(data.calls, budget, crowds(data))}</div>"
         f"<div class=chart>{breakdown_svg(report)}</div>{cost_tables(report)}"
         f"{tool_spend_html(data)}"
     )
@@ -254,7 +265,21 @@ def _calls_section(data: RunData) -> str:
         f"{_count(marks['repair'], 'repair')}, {refused} refused. {tools}"
         f"Click a bar or a triangle to read its ledger line or tool call.</p>"
     )
+    if len(calls) > CALLS_DRAWN:
+        return intro + _many_calls(data)
     return intro + _pager(call_pages(data), "calls")
+
+
+def _many_calls(data: RunData) -> str:
+    """Too many calls for a bar each: counts per round and role (see :data:`CALLS_DRAWN`)."""
+    kept = len(_detailed(data.calls))
+    return (
+        f'<p class=note data-figure="calls_aggregated" data-value="{CALLS_DRAWN}">More than '
+        f"{CALLS_DRAWN:,} model calls: drawn as counts per round and role, not a bar each; "
+        f"the page keeps the ledger lines of {_count(kept, 'call')} that did not end ok "
+        f"(<code>sopbus costs RUN</code> and the run's ledger have every line).</p>"
+        f"{calls_by_round(data.llm_calls, crowds(data))}"
+    )
 
 
 def _count(n: int, one: str, many: str = "") -> str:

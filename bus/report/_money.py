@@ -12,6 +12,7 @@ from typing import Any
 import altair as alt
 
 from ..money import money, share
+from ._crowd import lane_of
 from ._data import Call
 from ._vega import named, to_svg
 
@@ -20,11 +21,11 @@ from ._vega import named, to_svg
 _MAX_POINTS = 400
 
 
-def spend_svg(calls: Sequence[Call], budget: Decimal) -> str:
+def spend_svg(calls: Sequence[Call], budget: Decimal, crowds: Sequence[str] = ()) -> str:
     """Cumulative spend against the budget (left) and stacked by role (right). A spend far
     below the cap is drawn on its own scale, with the cap's share on a second axis and
     the cap named above it, so 1% of the cap still shows when the money went."""
-    total, by_role = _series(calls)
+    total, by_role = _series(calls, crowds)
     spent, cap = _last(total), float(budget)
     # The cap's scale while the spend is a fair share of it; else the spend's, with air.
     top = cap if cap and spent >= cap / ZOOM_BELOW else spent * 1.1 or 1e-6
@@ -92,16 +93,19 @@ def _last(total: list[dict[str, Any]]) -> float:
     return float(total[-1]["usd"]) if total else 0.0
 
 
-def _series(calls: Sequence[Call]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """The running total, and the running total of each role, at (a sample of) each call's end."""
-    roles = list(dict.fromkeys(c.line.role for c in calls))
+def _series(
+    calls: Sequence[Call], crowds: Sequence[str] = ()
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The running total, and the running total of each role (a population's agents as one),
+    at (a sample of) each call's end."""
+    roles = list(dict.fromkeys(lane_of(c.line.role, crowds) for c in calls))
     step = max(1, len(calls) // _MAX_POINTS)
     spent = dict.fromkeys(roles, Decimal(0))
     t0 = round(calls[0].start, 4) if calls else 0.0
     total: list[dict[str, Any]] = [{"t": t0, "usd": 0.0}]
     by_role: list[dict[str, Any]] = [{"t": t0, "role": r, "usd": 0.0} for r in roles]
     for i, call in enumerate(calls):
-        spent[call.line.role] += call.line.cost_usd
+        spent[lane_of(call.line.role, crowds)] += call.line.cost_usd
         if i % step == 0 or i == len(calls) - 1:
             t = round(call.end, 4)
             total.append({"t": t, "usd": float(call.line.total_usd)})

@@ -11,7 +11,7 @@ configuration error unless the file opts in explicitly.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -33,14 +33,20 @@ def outside_problem(relative: str, folder: Path) -> tuple[str, str]:
     )
 
 
-def place_of(value: str, llm: Any, sop_options: dict[str, Any]) -> str:
+def place_of(
+    value: str, llm: Any, sop_options: dict[str, Any], populations: Sequence[Any] = ()
+) -> str:
     """Where a scenario names the path ``value``: ``$.llm.fixtures[0]``, ``$.sop.outline``,
-    or ``$.sop`` when it is not found as a value (a SOP that builds paths itself)."""
+    ``$.populations[0].attributes_file``, or ``$.sop`` when it is not found as a value (a
+    SOP that builds paths itself)."""
     for i, fixture in enumerate(llm.fixtures):
         if fixture == value:
             return f"$.llm.fixtures[{i}]"
     if llm.cassette == value:
         return "$.llm.cassette"
+    for i, pop in enumerate(populations):
+        if pop.attributes_file == value:
+            return f"$.populations[{i}].attributes_file"
     return next(_places(value, sop_options, "$.sop"), "$.sop")
 
 

@@ -390,7 +390,7 @@ class Scenario(ScenarioDoc, frozen=True, kw_only=True, forbid_unknown_fields=Tru
         ``allow_outside = true`` (see :mod:`sopbus.bus.scenario._paths`)."""
         path = self.base_dir / relative
         if not self.info.allow_outside and not inside(path, self.base_dir):
-            place = place_of(relative, self.llm, self.sop_options)
+            place = place_of(relative, self.llm, self.sop_options, self.populations)
             what, fix = outside_problem(relative, self.base_dir)
             raise ConfigError(f"{self.path}: {what} - at `{place}`: {fix}")
         return path

@@ -92,3 +92,21 @@ def test_a_count_past_the_limit_exits_2_before_any_run(tmp_path: Path) -> None:
 def test_active_outside_the_range_exits_2_with_the_field(tmp_path: Path) -> None:
     done = sopbus("run", small_game(tmp_path), "--set", "populations.Player.active=2", cwd=tmp_path)
     assert done.returncode == 2 and "active" in done.stderr and "(0, 1]" in done.stderr
+
+
+def test_an_attributes_file_outside_the_folder_names_the_populations_field(
+    tmp_path: Path,
+) -> None:
+    # The file exists, one level up: the refusal is about where it is, and it names the
+    # field that says it (the old message pointed at `$.sop`, which never named it).
+    game = tmp_path / "game"
+    game.mkdir()
+    (tmp_path / "people.csv").write_text("persona,age\nsaver,30\ngambler,41\nstudent,19\n")
+    path = _with_file(game, "unused.csv", "persona,age\n")
+    path.write_text(path.read_text().replace('"unused.csv"', '"../people.csv"'))
+    done = sopbus("run", path, cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert str(path) in done.stderr
+    assert "$.populations[0].attributes_file" in done.stderr and "$.sop" not in done.stderr
+    assert "allow_outside" in done.stderr and "keep the file in that folder" in done.stderr
+    assert not (game / "runs").exists()

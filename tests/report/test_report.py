@@ -32,6 +32,12 @@ def arrows(svg: str) -> int:
     return marks(svg, "arrows", "line") + marks(svg, "undelivered", "line")
 
 
+def _folded(name: str, crowds: set[str]) -> str:
+    """A population's agent (``Player-17``) as its population, as ``sopbus costs`` shows it."""
+    prefix, _, number = name.rpartition("-")
+    return prefix if prefix in crowds and number.isdigit() else name
+
+
 def check_against_run(run_dir: Path, html: str) -> Page:
     """The page's figures, tables and charts against summary.json, the ledger and the log."""
     summary = msgspec.json.decode((run_dir / "summary.json").read_bytes())
@@ -52,9 +58,10 @@ def check_against_run(run_dir: Path, html: str) -> Page:
         verdict = summary["verdict"]
         assert fig["verdict"] == ("none" if verdict is None else str(verdict["passed"]).lower())
     by: dict[str, dict[str, Decimal]] = defaultdict(lambda: defaultdict(Decimal))
+    crowds = set(summary.get("populations") or ())
     for line in ledger:
         for group in ("role", "action", "model"):
-            by[group][line[group]] += Decimal(line["cost_usd"])
+            by[group][_folded(line[group], crowds)] += Decimal(line["cost_usd"])
     for group in ("role", "action", "model"):
         assert page.costs.get(group, {}) == dict(by[group])
     posted = [e for e in events if e["kind"] in ("message_published", "message_undelivered")]
