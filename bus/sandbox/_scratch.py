@@ -33,7 +33,9 @@ class Scratch:
         # --runs-dir (`runs`) would name a path bwrap cannot find, so no test could run.
         self.path = Path(tempfile.mkdtemp(prefix=f"{os.getpid()}-", dir=root.absolute()))
         self._lock = os.open(self.path / LOCK, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-        fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        # Blocking: another run's sweep_stale may hold the fresh lock for a moment while it
+        # looks; it leaves alone a directory without work/, which is made only once locked.
+        fcntl.flock(self._lock, fcntl.LOCK_EX)
         self.work, self.tmp, self.home = (self.path / n for n in ("work", "tmp", "home"))
         for d in (self.work, self.tmp, self.home):
             d.mkdir()
@@ -85,10 +87,15 @@ def _is_stale(path: Path) -> bool:
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
+        os.close(fd)
         return False  # its owner is alive
+    try:
+        if (path / "work").is_dir():
+            return True  # its owner locked it before making work/, and is gone
+        # Between its lock file and its lock: a run starting now (or one killed then).
+        return time.time() - os.lstat(path).st_mtime > _UNLOCKED_GRACE_S
     finally:
         os.close(fd)
-    return True
 
 
 def _rmtree(path: Path) -> None:

@@ -115,6 +115,21 @@ def test_sweeping_removes_only_directories_whose_owner_is_gone(tmp_path: Path) -
     assert list(root.iterdir()) == []
 
 
+def test_sweeping_leaves_a_directory_made_a_moment_ago_and_not_yet_locked(tmp_path: Path) -> None:
+    # Another run's Scratch between its lock file and its lock (two processes sharing the
+    # default scratch root): its directory has no work/ yet, and sweeping must not take it,
+    # or that run fails making work/ (an eval's sandboxed check did, under load).
+    root = tmp_path / "root"
+    starting = root / "12345-starting"
+    starting.mkdir(parents=True)
+    (starting / LOCK).write_text("")
+    assert sweep_stale(root) == 0
+    assert starting.exists()
+    old = os.stat(starting).st_mtime - 120  # one killed in that moment, long ago: swept
+    os.utime(starting, (old, old))
+    assert sweep_stale(root) == 1 and not starting.exists()
+
+
 @pytest.mark.slow
 def test_bwrap_asked_for_and_missing_is_a_configuration_error(tmp_path: Path) -> None:
     scenario = code_run_scenario(tmp_path, ["print('hi')"], backend="bwrap")
