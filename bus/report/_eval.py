@@ -1,6 +1,7 @@
-"""An eval's page: pass@1 per scenario with its 95% interval, pass@1 against dollars per
-task with the front marked, failures by kind per scenario, and every task's outcome linked
-to its run's report; one offline HTML file drawn as the sweep's page is.
+"""An eval's page: pass@1 per scenario with its 95% interval, pass@k per scenario when the
+eval ran more than one epoch, pass@1 against dollars per task with the front marked,
+failures by kind per scenario, and every task's outcome linked to its run's report; one
+offline HTML file drawn as the sweep's page is.
 
 The caller hands over plain rows (the eval's bookkeeping lives in ``sopbus.eval``): one
 per scenario (as ``eval.json``'s ``figures`` hold them) and one per task and epoch
@@ -39,6 +40,7 @@ def build_eval_report(
     note = f'<p class="mark sim eval-simulated">{escape(simulated)}</p>' if simulated else ""
     sections = [
         ("score", "pass@1 per scenario (95% interval)", _score(scenarios)),
+        *_pass_at_k_section(scenarios),
         ("tradeoff", "pass@1 against dollars per task", _tradeoff(scenarios)),
         ("failures", "Failures by kind", _failures(scenarios)),
         ("tasks", "Tasks", _task_table(tasks)),
@@ -97,6 +99,65 @@ def _score(scenarios: Sequence[Mapping[str, Any]]) -> str:
     )
     chart = alt.layer(bars, whiskers, ends).properties(width=_W, height=_H)
     return to_svg(chart, {"score": rows})
+
+
+def _ks(scenarios: Sequence[Mapping[str, Any]]) -> list[int]:
+    """The k of every ``pass_at_k`` figure the scenarios hold, 1 included, in order."""
+    return sorted({int(key[8:]) for s in scenarios for key in s if _is_pass_at(key)})
+
+
+def _is_pass_at(key: str) -> bool:
+    return key.startswith("pass_at_") and key[8:].isdigit()
+
+
+def _pass_at_k_section(scenarios: Sequence[Mapping[str, Any]]) -> list[tuple[str, str, str]]:
+    """The pass@k section, only for an eval of more than one epoch (pass@1 is the score's)."""
+    ks = _ks(scenarios)
+    if len(ks) < 2:
+        return []
+    return [("passk", f"pass@k per scenario (k = 1 to {ks[-1]})", _pass_at_k(scenarios, ks))]
+
+
+def _pass_at_k(scenarios: Sequence[Mapping[str, Any]], ks: Sequence[int]) -> str:
+    """pass@k against k, one line per scenario, and the same figures as a table."""
+    rows = [
+        {"scenario": str(s["scenario"]), "k": k, "pass": float(value)}
+        for s in scenarios
+        for k in ks
+        if (value := s.get(f"pass_at_{k}")) is not None
+    ]
+    heads = "".join(f"<th>pass@{k}</th>" for k in ks)
+    cells = "".join(
+        f"<tr><td>{escape(str(s['scenario']))}</td>"
+        + "".join(_k_cell(k, s.get(f"pass_at_{k}")) for k in ks)
+        + "</tr>"
+        for s in scenarios
+    )
+    table = f'<table class="passk"><tr><th>scenario</th>{heads}</tr>{cells}</table>'
+    if not rows:
+        return f"<p>No scenario has a scored task yet.</p>{table}"
+    chart = (
+        named("passk")
+        .mark_line(point=True)
+        .encode(
+            x=alt.X("k:O", title="k (samples per task)", axis=alt.Axis(labelAngle=0)),
+            y=alt.Y(
+                "pass:Q",
+                title="pass@k",
+                scale=alt.Scale(domain=[0, 1]),
+                axis=alt.Axis(format=".0%"),
+            ),
+            color=alt.Color("scenario:N", title=None, sort=None),
+        )
+        .properties(width=_W, height=_H, name="passk")
+    )
+    return to_svg(chart, {"passk": rows}) + table
+
+
+def _k_cell(k: int, value: Any) -> str:
+    if value is None:
+        return f'<td data-k="{k}" data-value="">n/a</td>'
+    return f'<td data-k="{k}" data-value="{float(value)!r}">{float(value):.1%}</td>'
 
 
 def _tradeoff(scenarios: Sequence[Mapping[str, Any]]) -> str:

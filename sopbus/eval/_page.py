@@ -1,6 +1,6 @@
 """The eval's HTML page (``sopbus eval-show EVAL --report``), drawn by the report's eval
 page (:func:`sopbus.bus.report.build_eval_report`): pass@1 per scenario with its 95%
-interval, pass@1 against dollars per task with the front marked, failures by kind, and
+interval, pass@k per scenario when there were epochs, pass@1 against dollars per task with the front marked, failures by kind, and
 each task's run as a row linked to its own report (written first where missing). A
 simulated eval says so on the page and on every chart."""
 

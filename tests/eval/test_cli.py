@@ -4,6 +4,7 @@ the bad input they meet: exit 2 naming the file and line, the flag, the close na
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -11,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from support.cli import sopbus
+from support.report_page import marks, section
 
 pytestmark = pytest.mark.slow  # every test here starts sopbus as a subprocess
 
@@ -49,6 +51,11 @@ def test_eval_then_evals_then_eval_show(work: Path) -> None:
     assert report.returncode == 0, report.stderr
     page = ((work / row["eval_dir"]) / "report.html").read_text()
     assert "SIMULATED" in page and "<svg" in page
+    passk = section(page, "passk")  # two epochs: pass@1 and pass@2, as eval.json has them
+    assert "pass@k" in passk and marks(passk, "passk", "path") == 2  # a line per scenario
+    for k in (1, 2):
+        shown_k = re.findall(rf'<td data-k="{k}" data-value="([^"]*)">', passk)
+        assert [float(v) for v in shown_k] == [s[f"pass_at_{k}"] for s in figures["scenarios"]]
     run_id = json.loads((work / row["eval_dir"] / "results.jsonl").read_text().splitlines()[0])[
         "run_id"
     ]

@@ -195,3 +195,23 @@ def test_a_hostile_task_id_is_text_on_the_page(tmp_path: Path, chrome: Browser) 
     assert chrome.evaluate("document.querySelectorAll('main img, #bold').length") == 0
     cell = chrome.evaluate("document.querySelector('#tasks td').textContent")
     assert cell == HOSTILE
+
+
+def test_pass_at_k_is_drawn_only_for_more_than_one_epoch() -> None:
+    one = build_eval_report("e", {}, [_scenario("solo", 0.5, "0.01", True)], [])
+    assert '<section id="passk">' not in one and "pass@k" not in one
+    three = [
+        {**_scenario("solo", 0.5, "0.01", True), "pass_at_2": 0.75, "pass_at_3": 0.875},
+        # a scenario whose tasks got only two scored runs each has no pass@3
+        {**_scenario("team", 0.25, "0.02", False), "pass_at_2": 0.5, "pass_at_3": None},
+    ]
+    page = build_eval_report("e", {}, three, [])
+    passk = section(page, "passk")
+    assert "pass@k per scenario (k = 1 to 3)" in passk
+    assert marks(passk, "passk", "path") == 2  # one line per scenario
+    cells = re.findall(r'<td data-k="(\d)" data-value="([^"]*)">([^<]*)<', passk)
+    assert cells == [
+        ("1", "0.5", "50.0%"), ("2", "0.75", "75.0%"), ("3", "0.875", "87.5%"),
+        ("1", "0.25", "25.0%"), ("2", "0.5", "50.0%"), ("3", "", "n/a"),
+    ]  # fmt: skip
+    assert page.index('id="score"') < page.index('id="passk"') < page.index('id="tradeoff"')
