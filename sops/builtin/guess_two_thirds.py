@@ -115,10 +115,19 @@ def build(ctx: SopContext) -> Team:
 
 
 def guessed(record: RunRecord) -> Verdict:
-    """Every round the host announced got guesses."""
+    """Every round the host announced got guesses: at least one agent's answer fitted the
+    schema (a round whose every answer failed, say cut at ``max_tokens``, is no game)."""
     sums = [m.payload for m in record.of(GUESS) if isinstance(m.payload, dict)]
     if not sums:
         return Verdict(passed=False, reason=f"nobody guessed (the run ended: {record.end_reason})")
+    empty = [s for s in sums if not s.get("acted")]
+    if empty:
+        s = empty[0]
+        return Verdict(
+            passed=False,
+            reason=f"{len(empty)} of {len(sums)} rounds had no valid guess (round {s.get('round')}: "
+            f"{s.get('failed')} of {s.get('woke')} answers failed)",
+        )
     means = ", ".join(str(s.get("mean")) for s in sums)
     return Verdict(passed=True, reason=f"{len(sums)} rounds guessed; mean guesses {means}")
 

@@ -56,12 +56,14 @@ def _free_port() -> int:
 
 
 class LlamaServer:
-    """One ``llama-server`` process; ``base_url`` ends in ``/v1``, ``root`` does not."""
+    """One ``llama-server`` process; ``base_url`` ends in ``/v1``, ``root`` does not.
+    ``slots`` requests at once (``-np``), each with ``SLOT_CTX`` tokens of context."""
 
-    def __init__(self, home: Path, log: Path):
+    def __init__(self, home: Path, log: Path, *, slots: int = SLOTS):
         self.binary = home / "bin" / "llama-server"
         self.model_file = home / "models" / "smollm2-135m.gguf"
         self.log = log
+        self.slots = slots
         self.port = _free_port()
         self.root = f"http://127.0.0.1:{self.port}"
         self.base_url = f"{self.root}/v1"
@@ -71,8 +73,8 @@ class LlamaServer:
         args = [
             str(self.binary), "-m", str(self.model_file), "--alias", MODEL,
             "--host", "127.0.0.1", "--port", str(self.port),
-            "--threads", "1", "-np", str(SLOTS),
-            "--ctx-size", str(CTX_SIZE), "--jinja", "--chat-template-file", str(TEMPLATE),
+            "--threads", "1", "-np", str(self.slots),
+            "--ctx-size", str(SLOT_CTX * self.slots), "--jinja", "--chat-template-file", str(TEMPLATE),
             "--metrics", "--no-webui",
         ]  # fmt: skip
         with self.log.open("ab") as out:
