@@ -109,7 +109,15 @@ def _count(name: str, text: str) -> int:
 
 def count_text(text: str, model: str) -> int:
     """Tokens of ``text`` in ``model``'s encoding (``o200k_base`` for unknown models)."""
-    return _count(encoding_name(model) or FALLBACK_ENCODING, text)
+    name = encoding_name(model) or FALLBACK_ENCODING
+    if len(text) < _UNCACHED:
+        # A short text counts faster than a cache can find it; a population's texts that
+        # differ per agent (a name, a persona) would only push the long ones out.
+        return int(_tokenizer(name).count(text))
+    return _count(name, text)
+
+
+_UNCACHED = 160
 
 
 def schema_text(request: LLMRequest) -> str:
