@@ -75,6 +75,7 @@ class Population:
         self._rounds: list[dict[str, Any]] = []
         self._template: LLMRequest | None = None
         self._fits: dict[str, Any] = {}  # an answer's text -> its output (see _fit)
+        self._shared_task: tuple[list[Message], str] | None = None  # (the round's mail, task)
 
     # -- the Member and Crowd protocols -------------------------------------------------
 
@@ -302,9 +303,25 @@ class Population:
         system = f"You are {attributes['agent']}. " + fill_profile(self.profile, values)
         last = self.table.last[i]
         memory = "" if math.isnan(last) else f"\n\nYour last {self.field}: {_shown(last)}."
-        instruction = fill(self.action.instruction, {**values, "action": self.action.name})
+        return (
+            ChatMessage("system", system.strip()),
+            ChatMessage("user", self._task(values, shared, mine) + memory),
+        )
+
+    def _task(self, values: dict[str, str], shared: list[Message], mine: Sequence[Message]) -> str:
+        """The task of an agent's prompt; made once a round for the agents that share it
+        (no mail of their own, an instruction without ``$`` fields)."""
+        instruction = self.action.instruction
+        per_agent = bool(mine) or "$" in instruction
+        cached = self._shared_task
+        if not per_agent and cached is not None and cached[0] is shared:
+            return cached[1]
+        if "$" in instruction:
+            instruction = fill(instruction, {**values, "action": self.action.name})
         task = task_text(action=self.action.name, instruction=instruction, context=(*shared, *mine))
-        return (ChatMessage("system", system.strip()), ChatMessage("user", task + memory))
+        if not per_agent:
+            self._shared_task = (shared, task)
+        return task
 
     def _report(self, result: dict[str, Any]) -> Message:
         mean = result["mean"]
