@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from ._member import Turn as Turn
     from ._message import Message as Message
     from ._protocol import DEFAULT_MAX_TOKENS as DEFAULT_MAX_TOKENS
+    from ._protocol import Answers as Answers
     from ._protocol import ChatMessage as ChatMessage
     from ._protocol import Completion as Completion
     from ._protocol import LLMRequest as LLMRequest
@@ -141,6 +142,7 @@ _WHERE: dict[str, str] = {
     "read_jsonl": "._util",
     "read_user_text": "._util",
     "read_user_toml": "._util",
+    "Answers": "._protocol",
     "ChatMessage": "._protocol",
     "Completion": "._protocol",
     "LLMRequest": "._protocol",

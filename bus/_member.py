@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from ._message import Message
-from ._protocol import Completion, LLMRequest, ToolCall, ToolOutput, ToolSpec
+from ._protocol import Answers, Completion, LLMRequest, ToolCall, ToolOutput, ToolSpec
 
 
 @runtime_checkable
@@ -73,6 +73,16 @@ class LLMGateway(Protocol):
     async def complete(
         self, request: LLMRequest, *, round: int, attempt: int = 1
     ) -> Completion: ...
+
+    async def complete_many(
+        self,
+        requests: Sequence[LLMRequest],
+        *,
+        round: int,
+        crowd: str,
+        agents: Sequence[int],
+        concurrency: int = 4,
+    ) -> Answers: ...
 
 
 class ToolService(Protocol):
@@ -150,6 +160,25 @@ class Turn:
         if self.last_cut:
             self.emit("answer_cut", action=request.action, max_tokens=request.max_tokens)
         return completion
+
+    async def ask_many(
+        self, requests: Sequence[LLMRequest], agents: Sequence[int], *, concurrency: int
+    ) -> Answers:
+        """The first attempts of a population's agents ``agents`` (this turn's role is the
+        population), ``requests[i]`` agent ``agents[i]``'s: as many as the cap covers,
+        ``concurrency`` in flight where the provider has no batch method
+        (:meth:`sopbus.bus.Gateway.complete_many`)."""
+        if self._gateway is None:
+            raise RuntimeError(f"role {self.role!r} asked a model, but this run has no LLM gateway")
+        if requests:
+            self.doing = requests[0].action or self.doing
+        answers = await self._gateway.complete_many(
+            requests, round=self.round, crowd=self.role, agents=agents, concurrency=concurrency
+        )
+        cut = sum(a is not None and a.finish_reason == "length" for a in answers.answers)
+        if cut:
+            self.emit("answer_cut", action=self.doing, calls=cut)
+        return answers
 
     def tool_specs(self, patterns: Sequence[str], *, where: str) -> tuple[ToolSpec, ...]:
         """The tools ``patterns`` name, with their full names (``where`` says who named them)."""

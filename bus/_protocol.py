@@ -6,8 +6,8 @@ cassette and a completion written to the run log as it is.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from typing import Any, Literal, Protocol
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, Literal, NamedTuple, Protocol
 
 import msgspec
 
@@ -136,6 +136,20 @@ PromptCounter = Callable[["LLMRequest"], Awaitable["int | None"]]
 call's reservation by it."""
 
 
+class Answers(NamedTuple):
+    """What :meth:`sopbus.bus.Gateway.complete_many` gives back: ``answers[i]`` answers the
+    ``i``-th request, ``None`` where the call was not made; ``refused`` says why the cap
+    stopped the calls not made (``None``: every call was made)."""
+
+    answers: list[Completion | None]
+    refused: str | None = None
+
+    @property
+    def made(self) -> int:
+        """How many of the calls were made."""
+        return sum(answer is not None for answer in self.answers)
+
+
 class LiveFeed(Protocol):
     """Where a streaming provider shows the text of its calls in flight (the live view)."""
 
@@ -181,6 +195,11 @@ class Provider(Protocol):
       says and bills for (Anthropic's system prompt for tools), which sopbus's own bound
       of the request cannot see; the gateway adds them to the reservation's bound.
     * ``show_live(feed)``: stream the text of calls in flight to ``feed`` (the live view).
+    * ``batches`` and ``complete_batch(requests)``: whether it answers many requests at
+      once, and the answers, in order (without one, the gateway sends them one by one).
+      Only a provider that counts usage itself with sopbus's own tokenizer (the
+      simulator) offers it: a batch is priced as reported, checked against each call's
+      reservation, without the recount of :mod:`sopbus.bus.llm._plausible`.
     * ``async with provider``: opened for as long as it is used (a connection pool).
     """
 
@@ -199,6 +218,9 @@ class Provider(Protocol):
     def prompt_counter(self) -> PromptCounter | None: ...
     def prompt_overhead(self, request: LLMRequest) -> int: ...
     def show_live(self, feed: LiveFeed) -> None: ...
+    @property
+    def batches(self) -> bool: ...
+    def complete_batch(self, requests: Sequence[LLMRequest]) -> list[Completion]: ...
     async def __aenter__(self) -> Any: ...
     async def __aexit__(self, *exc: object) -> None: ...
 
@@ -211,6 +233,7 @@ class ProviderBase:
 
     name: str
     free: bool = False
+    batches: bool = False
     inner: Provider | None = None
     human: Person | None = None
 
@@ -231,6 +254,9 @@ class ProviderBase:
 
     def show_live(self, feed: LiveFeed) -> None:
         return None
+
+    def complete_batch(self, requests: Sequence[LLMRequest]) -> list[Completion]:
+        raise NotImplementedError(f"the {self.name} provider has no batch method (batches)")
 
     async def __aenter__(self) -> Any:
         return self

@@ -12,7 +12,7 @@ log grows by a round, not by an agent.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import msgspec
@@ -20,13 +20,29 @@ import pydantic
 import trio
 from pydantic import BaseModel
 
-from sopbus.bus import BudgetExhausted, ChatMessage, LLMRequest, Message, ModelOutputError, Turn
+from sopbus.bus import (
+    BudgetExhausted,
+    ChatMessage,
+    Completion,
+    LLMRequest,
+    Message,
+    ModelOutputError,
+    Turn,
+)
 from sopbus.bus.population import AgentTable, RoundTally, acting, round_half_up
 from sopbus.bus.scenario import fill_profile
 
 from ._action import Action
 from ._llm import LLMSettings, build_request, cut_error, quoted, unfence
 from ._prompt import describe_validation_error, fill, repair_text, schema_text, task_text
+
+BATCH = 2048
+"""Agents whose first calls go to the gateway together: enough that a batch's own cost
+(its reservation, ledger line and record) is a few bytes a call, few enough that a
+batch's requests take little memory and the cap stops a round close to where it runs out."""
+_FITS = 65536  # answers whose validation is remembered (a guess game has 101)
+_UNFIT = object()  # an answer that does not fit the output schema
+_UNSEEN = object()
 
 NEWS_CHARS = 2000
 """The news one agent's prompt is reckoned to carry in the worst case before a run: a
@@ -58,6 +74,8 @@ class Population:
         self.bounds = field_bounds(action.Output, self.field)
         self._rounds: list[dict[str, Any]] = []
         self._template: LLMRequest | None = None
+        self._fits: dict[str, Any] = {}  # an answer's text -> its output (see _fit)
+        self._shared_task: tuple[list[Message], str] | None = None  # (the round's mail, task)
 
     # -- the Member and Crowd protocols -------------------------------------------------
 
@@ -115,7 +133,7 @@ class Population:
         if not who:
             return ()
         tally = RoundTally(len(who), *self.bounds)
-        stopped = await self._act_all(iter(who), shared, direct, turn, tally)
+        stopped = await self._act_all(who, shared, direct, turn, tally)
         result = tally.as_dict(turn.round)
         result["field"] = self.field
         self._rounds.append(result)
@@ -146,48 +164,97 @@ class Population:
 
     async def _act_all(
         self,
-        who: Iterator[int],
+        who: Sequence[int],
         shared: list[Message],
         direct: dict[int, list[Message]],
         turn: Turn,
         tally: RoundTally,
-    ) -> BudgetExhausted | None:
-        """Every agent of ``who`` acts, ``concurrency`` at a time (a worker each: a task per
-        agent would cost memory per agent); the first refusal stops the workers taking new
-        agents, and calls in flight finish. Returns the refusal, if any."""
-        stop: list[BudgetExhausted] = []
+    ) -> str | None:
+        """Every agent of ``who`` acts, :data:`BATCH` agents at a time: their first calls
+        go out together (:meth:`sopbus.bus.Turn.ask_many`: reserved first, ``concurrency``
+        in flight), then the repairs of answers that did not fit, one by one. The first
+        refusal stops the round: no new agent starts. Returns the refusal, if any."""
+        for start in range(0, len(who), BATCH):
+            agents = who[start : start + BATCH]
+            requests = [self._request(i, shared, direct.get(i, ())) for i in agents]
+            got = await turn.ask_many(requests, agents, concurrency=self.concurrency)
+            refused = await self._settle(agents, requests, got.answers, turn, tally)
+            if got.refused is not None or refused is not None:
+                return got.refused or refused
+        return None
 
-        async def worker() -> None:
-            for i in who:  # one iterator shared by the workers: each agent acts once
-                if stop:
-                    return
-                try:
-                    fitted, value = await self._act(i, shared, direct.get(i, ()), turn)
-                except BudgetExhausted as refused:
-                    stop.append(refused)
-                    return
-                tally.add(value, fitted=fitted)
+    async def _settle(
+        self,
+        agents: Sequence[int],
+        requests: list[LLMRequest],
+        answers: list[Completion | None],
+        turn: Turn,
+        tally: RoundTally,
+    ) -> str | None:
+        """Takes each answer of a batch as its agent's (an agent whose call was not made
+        did not act); an answer that does not fit is repaired (``concurrency`` at a time)."""
+        unfit: list[tuple[int, LLMRequest, Completion]] = []
+        for i, request, answer in zip(agents, requests, answers):
+            if answer is None:
+                continue
+            fitted = self._fit(answer.text)
+            if fitted is _UNFIT:
+                unfit.append((i, request, answer))
+            else:
+                self._took(i, fitted, tally)
+        return await self._repair_all(unfit, turn, tally) if unfit else None
 
-        async with trio.open_nursery() as nursery:
-            for _ in range(self.concurrency):
-                nursery.start_soon(worker)
-        return stop[0] if stop else None
+    def _fit(self, text: str) -> Any:
+        """The answer ``text`` as the action's output, or :data:`_UNFIT`; remembered per
+        text, since a population's answers repeat (a hundred guesses, a million agents)."""
+        known = self._fits.get(text, _UNSEEN)
+        if known is not _UNSEEN:
+            return known
+        output: Any = text
+        if self.action.Output is not None:
+            try:
+                output = self.action.Output.model_validate_json(unfence(text))
+            except pydantic.ValidationError:
+                output = _UNFIT
+        if len(self._fits) < _FITS:
+            self._fits[text] = output
+        return output
 
-    async def _act(
-        self, i: int, shared: list[Message], mine: Sequence[Message], turn: Turn
-    ) -> tuple[bool, float | None]:
-        """Agent ``i``'s call: whether its answer fitted (after the repairs), and its numeric
-        answer (kept as its memory)."""
-        table = self.table
-        try:
-            output = await self._ask(turn, self._request(i, shared, mine))
-        except ModelOutputError:
-            return False, None
+    def _took(self, i: int, output: Any, tally: RoundTally) -> None:
+        """Agent ``i`` answered ``output``: its value kept as its memory, and counted."""
         value = _number(output, self.field)
+        table = self.table
         if value is not None:
             table.last[i] = value
         table.turns[i] += 1
-        return True, value
+        tally.add(value, fitted=True)
+
+    async def _repair_all(
+        self, unfit: list[tuple[int, LLMRequest, Completion]], turn: Turn, tally: RoundTally
+    ) -> str | None:
+        """Repairs each unfit answer, ``concurrency`` at a time (a worker each: a task per
+        agent would cost memory per agent); the first refusal stops new repairs."""
+        stop: list[str] = []
+        order = iter(unfit)  # one iterator shared by the workers: each agent once
+
+        async def worker() -> None:
+            for i, request, answer in order:
+                if stop:
+                    return
+                try:
+                    output = await self._repaired(turn, request, answer)
+                except BudgetExhausted as refused:
+                    stop.append(str(refused))
+                    return
+                except ModelOutputError:
+                    tally.add(None, fitted=False)
+                    continue
+                self._took(i, output, tally)
+
+        async with trio.open_nursery() as nursery:
+            for _ in range(min(self.concurrency, len(unfit))):
+                nursery.start_soon(worker)
+        return stop[0] if stop else None
 
     def _request(self, i: int, shared: list[Message], mine: Sequence[Message]) -> LLMRequest:
         """Agent ``i``'s request: the population's template (built once: a schema is costly
@@ -201,26 +268,28 @@ class Population:
             messages = (*messages[:-1], ChatMessage(last.role, text))
         return _replace(self._template, messages=messages, role=self.table.agent(i))
 
-    async def _ask(self, turn: Turn, request: LLMRequest) -> Any:
-        """One validated answer, each repair its own call (as :func:`sopbus.roles.ask_model`
-        asks, without a tool loop: a population's action names no tools)."""
+    async def _repaired(self, turn: Turn, request: LLMRequest, answer: Completion) -> Any:
+        """A validated answer after ``answer`` (the first attempt's) did not fit: each
+        repair its own call (as :func:`sopbus.roles.ask_model` asks, without a tool loop: a
+        population's action names no tools)."""
         output, action = self.action.Output, self.action.name
-        if output is None:
-            return (await turn.ask(request)).text
-        first, error = request.messages, ""
-        for attempt in range(1, self.action.max_repairs + 2):
-            completion = await turn.ask(request, attempt=attempt)
+        assert output is not None, "an answer without an output schema always fits"
+        first, error, completion = request.messages, "", answer
+        for attempt in range(2, self.action.max_repairs + 3):
             try:
                 return output.model_validate_json(unfence(completion.text))
             except pydantic.ValidationError as exc:
                 error = describe_validation_error(exc)
             if completion.finish_reason == "length":
                 raise ModelOutputError(cut_error(request, request.role, action))
+            if attempt > self.action.max_repairs + 1:
+                break
             feedback = (
                 ChatMessage("assistant", quoted(completion.text)),
                 ChatMessage("user", repair_text(error)),
             )
             request = _replace(request, messages=first + feedback)
+            completion = await turn.ask(request, attempt=attempt)
         raise ModelOutputError(
             f"action {action!r} of agent {request.role!r}: the answer did not fit the output "
             f"schema after {self.action.max_repairs + 1} attempts; last error:\n{error}"
@@ -234,9 +303,25 @@ class Population:
         system = f"You are {attributes['agent']}. " + fill_profile(self.profile, values)
         last = self.table.last[i]
         memory = "" if math.isnan(last) else f"\n\nYour last {self.field}: {_shown(last)}."
-        instruction = fill(self.action.instruction, {**values, "action": self.action.name})
+        return (
+            ChatMessage("system", system.strip()),
+            ChatMessage("user", self._task(values, shared, mine) + memory),
+        )
+
+    def _task(self, values: dict[str, str], shared: list[Message], mine: Sequence[Message]) -> str:
+        """The task of an agent's prompt; made once a round for the agents that share it
+        (no mail of their own, an instruction without ``$`` fields)."""
+        instruction = self.action.instruction
+        per_agent = bool(mine) or "$" in instruction
+        cached = self._shared_task
+        if not per_agent and cached is not None and cached[0] is shared:
+            return cached[1]
+        if "$" in instruction:
+            instruction = fill(instruction, {**values, "action": self.action.name})
         task = task_text(action=self.action.name, instruction=instruction, context=(*shared, *mine))
-        return (ChatMessage("system", system.strip()), ChatMessage("user", task + memory))
+        if not per_agent:
+            self._shared_task = (shared, task)
+        return task
 
     def _report(self, result: dict[str, Any]) -> Message:
         mean = result["mean"]

@@ -12,7 +12,7 @@ import msgspec
 
 from .._protocol import Completion, LLMRequest, Usage
 from .._util import reached
-from ..money import TOOL_PROVIDER, Budget, LedgerLine, Outcome, PriceBook, PriceSource
+from ..money import TOOL_PROVIDER, Budget, CallColumns, LedgerLine, Outcome, PriceBook, PriceSource
 from ._said import log_line
 from ._stats import GatewayStats
 
@@ -33,16 +33,30 @@ class CallJournal(Protocol):
         attempt: int,
         amount: Decimal,
         provider: str = "",
+        calls: int = 0,
     ) -> int:
         """The attempt's reservation is held and it is about to be sent; returns its call id.
-        ``provider`` is ``"tool"`` for a paid tool call (``request.model`` is the tool)."""
+        ``provider`` is ``"tool"`` for a paid tool call (``request.model`` is the tool);
+        ``calls`` is the number of calls of a population's batch (``request.role`` the
+        population), 0 for one call."""
         ...
 
     def closed(
-        self, call: int, request: LLMRequest, completion: Completion | None, line: LedgerLine
+        self,
+        call: int,
+        request: LLMRequest,
+        completion: Completion | None,
+        line: LedgerLine,
+        *,
+        texts: list[str] | None = None,
+        finish: dict[int, str] | None = None,
+        key: str = "",
     ) -> None:
         """The attempt ``call`` ended with ``completion`` (``None``: it failed or was
-        cancelled, and its reservation was released); ``line`` is about to be ledgered."""
+        cancelled, and its reservation was released); ``line`` is about to be ledgered.
+        A batch's (``line.batch``) gives each call's answer in ``texts``, each finish
+        reason other than ``stop`` in ``finish`` (by index) and the batch's fingerprint
+        in ``key``."""
         ...
 
 
@@ -82,10 +96,11 @@ class Books:
             overrun=self.overrun,
         )
 
-    def _count(self, outcome: Outcome, usage: Usage, *, call: bool) -> None:
-        """Counts a line's tokens, and the line as a model call when it was one (``call``:
-        not a paid tool's) and was sent (a refusal is not a call)."""
-        self._calls += int(call and outcome != "refused")
+    def _count(self, outcome: Outcome, usage: Usage, *, call: bool, calls: int = 1) -> None:
+        """Counts a line's tokens, and the line as its ``calls`` model calls (a batch's
+        many) when it was one (``call``: not a paid tool's) and was sent (a refusal is not
+        a call)."""
+        self._calls += calls if call and outcome != "refused" else 0
         self._prompt_tokens += usage.prompt_tokens
         self._completion_tokens += usage.completion_tokens
 
@@ -145,10 +160,12 @@ class Books:
         corrected: str | None = None,
         source: PriceSource | Literal[""] | None = None,
         counted: bool = True,
+        batch: CallColumns | None = None,
     ) -> LedgerLine:
-        """The next ledger line, counted in the totals (a tool's line is not a model call)."""
+        """The next ledger line, counted in the totals (a tool's line is not a model call;
+        a ``batch`` line is its calls)."""
         self._seq += 1
-        self._count(outcome, usage, call=counted)
+        self._count(outcome, usage, call=counted, calls=1 if batch is None else len(batch))
         # The price's source, except for a replayed answer: it costs $0 whatever the price.
         if source is None:
             source = "" if outcome == "replayed" else self.prices.quote(request.model).source
@@ -179,18 +196,25 @@ class Books:
             lost_call=lost_call,
             corrected=corrected,
             finish_reason=completion.finish_reason if completion is not None else None,
+            batch=batch,
             latency_ms=latency_ms,
             t=self._clock(),
         )
 
     def book(
-        self, line: LedgerLine, request: LLMRequest, call: int, completion: Completion | None
+        self,
+        line: LedgerLine,
+        request: LLMRequest,
+        call: int,
+        completion: Completion | None,
+        **batch: Any,
     ) -> LedgerLine:
         """Writes a finished ledger line: journal, sink, log. The journal first: a run
         killed between the two writes keeps the answer, and `sopbus resume` restores the
-        ledger line from it (see bus.store._resume)."""
+        ledger line from it (see bus.store._resume). ``batch`` is a batch's ``texts``,
+        ``finish`` and ``key`` for the journal (:meth:`CallJournal.closed`)."""
         if self.journal is not None and (call or completion is not None):
-            self.journal.closed(call, request, completion, line)
+            self.journal.closed(call, request, completion, line, **batch)
             reached("llm:journaled")  # in calls.jsonl, not yet in the ledger
         if self._sink is not None:
             self._sink(line)
@@ -202,14 +226,18 @@ class Books:
         to settle): the next line's ``seq`` follows theirs, and new lines say ``resume``."""
         self._seq = max((line.seq for line in lines), default=self._seq)
         for line in lines:
-            self._count(line.outcome, _usage(line), call=line.provider != TOOL_PROVIDER)
+            self._count(
+                line.outcome, _usage(line), call=line.provider != TOOL_PROVIDER, calls=line.calls
+            )
         self.resume = resume
 
     def renumbered(self, line: LedgerLine) -> LedgerLine:
         """Another process's ``line`` for this run, counted and numbered as this ledger's
         next (its cost already spent on the budget by the caller)."""
         self._seq += 1
-        self._count(line.outcome, _usage(line), call=line.provider != TOOL_PROVIDER)
+        self._count(
+            line.outcome, _usage(line), call=line.provider != TOOL_PROVIDER, calls=line.calls
+        )
         return msgspec.structs.replace(
             line,
             seq=self._seq,

@@ -23,14 +23,24 @@ import trio
 from loguru import logger
 
 from .._errors import ProviderError, ProviderOverrun
-from .._protocol import Completer, Completion, LLMRequest, PromptCounter, Usage, as_provider
+from .._protocol import (
+    Answers,
+    Completer,
+    Completion,
+    LLMRequest,
+    PromptCounter,
+    Usage,
+    as_provider,
+)
 from .._util import reached
 from ..money import AccountShare, Budget, LedgerLine, Outcome, Price, PriceBook, Reservation, money
 from ._books import NO_USAGE, TOOL, TOOL_PROVIDER, Books, CallJournal, LedgerSink, round_ms
+from ._bulk import Batcher, one_by_one, replayed_batch, taped_answers
 from ._overrun import impossible_usage, overrun_cost, overrun_record
 from ._paid import ToolCall, paid_tool
 from ._plausible import plausible_usage
 from ._purse import Held, Purse, held
+from ._recording import BatchRecord
 from ._retries import Retries
 from ._said import first_line, refusal
 from ._server_tokens import with_margin
@@ -87,6 +97,7 @@ class Gateway:
         self._counter = counter
         # Replayed answers cost nothing, so a replay provider reserves nothing either.
         self._free = self.provider.free
+        self._batcher = Batcher(self.provider, prices, self._purse, self._books, journal)
 
     async def complete(self, request: LLMRequest, *, round: int, attempt: int = 1) -> Completion:
         """The provider's answer to ``request``; raises :class:`~sopbus.bus.ConfigError` (no price),
@@ -97,6 +108,30 @@ class Gateway:
             lambda retry: self._attempt(request, round, attempt + retry),
             request.max_attempts or self._max_attempts,
         )
+
+    async def complete_many(
+        self,
+        requests: Sequence[LLMRequest],
+        *,
+        round: int,
+        crowd: str,
+        agents: Sequence[int],
+        concurrency: int = 4,
+    ) -> Answers:
+        """The answers to the first attempts of agents ``agents`` of the population ``crowd``
+        (``requests[i]`` is agent ``agents[i]``'s, all on one model), as many as the cap
+        covers: :class:`~sopbus.bus.Answers` says which were made and why the rest were not.
+        A provider with a batch method answers them as one reserved, ledgered and recorded
+        batch (:mod:`._bulk`); any other gets them one by one through :meth:`complete`,
+        ``concurrency`` in flight, each its own reservation and ledger line. Raises what
+        :meth:`complete` raises but :class:`~sopbus.bus.BudgetExhausted`."""
+        if not requests:
+            return Answers([])
+        if len({r.model for r in requests}) > 1:
+            raise ValueError(f"a batch of {crowd}'s calls is on one model, got several")
+        if self.provider.batches:
+            return await self._batcher.complete(requests, agents, crowd=crowd, round=round)
+        return await one_by_one(self.complete, requests, round=round, concurrency=concurrency)
 
     def stats(self) -> GatewayStats:
         """The run's totals so far, for its summary and for stop conditions that watch
@@ -318,6 +353,16 @@ class Gateway:
             provider="replay",
         )
         return completion
+
+    def record_replay_batch(self, record: BatchRecord, *, round: int) -> list[Completion]:
+        """The answers of a population's batch ``record`` (recorded by an earlier run),
+        without a provider call or a reservation: ledgered ``replayed`` at $0 as one line
+        and recorded again (as :meth:`record_replay` does for one call)."""
+        line = record.ledger
+        assert line is not None, "a batch is recorded with its ledger line"
+        request = LLMRequest(messages=(), model=line.model, role=record.role, action=record.action)
+        replayed_batch(self._books, record, request, round)
+        return taped_answers(record, replayed=True)
 
     def record_remote(
         self,

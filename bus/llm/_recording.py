@@ -29,6 +29,18 @@ class CallRecord(msgspec.Struct, frozen=True, kw_only=True):
     ledger: LedgerLine | None = None
 
 
+class BatchRecord(CallRecord, frozen=True, kw_only=True, tag_field="kind", tag="batch"):
+    """The calls of one batch of a population's agents (:meth:`sopbus.bus.Gateway.complete_many`)
+    in one line: ``key`` is the fingerprint of the batch's requests (:func:`batch_key`),
+    ``role`` the population, ``ledger`` the batch's line (its ``batch`` columns say which
+    agent asked and what each call cost), ``texts`` each call's answer, ``finish`` each
+    call's finish reason where one was not ``stop`` (index -> reason), and ``completion``
+    the batch's usage summed (its text empty)."""
+
+    texts: list[str]
+    finish: dict[int, str] = msgspec.field(default_factory=dict)
+
+
 class ToolRecord(msgspec.Struct, frozen=True, kw_only=True, tag_field="kind", tag="tool"):
     """One tool call in ``calls.jsonl``: who asked (``round``, ``role``, ``action``), the call
     (``call``: its id, full name and arguments text), what came back (``output``), how long
@@ -60,6 +72,7 @@ class _Kind(msgspec.Struct):
 
 _kind_of = msgspec.json.Decoder(_Kind).decode
 _call_of = msgspec.json.Decoder(CallRecord).decode
+_batch_of = msgspec.json.Decoder(BatchRecord).decode
 _tool_of = msgspec.json.Decoder(ToolRecord).decode
 _list_of = msgspec.json.Decoder(ToolList).decode
 
@@ -67,7 +80,7 @@ _list_of = msgspec.json.Decoder(ToolList).decode
 class Recording(msgspec.Struct, frozen=True):
     """What ``calls.jsonl`` holds: the answers, the tool calls, the tool lists."""
 
-    calls: list[CallRecord]
+    calls: list[CallRecord]  # a population's batches are BatchRecords among them
     tools: list[ToolRecord]
     lists: list[ToolList]
 
@@ -83,6 +96,8 @@ def read_recording(path: Path) -> Recording:
             found.tools.append(_tool_of(raw))
         elif kind == "tools":
             found.lists.append(_list_of(raw))
+        elif kind == "batch":
+            found.calls.append(_batch_of(raw))
         else:
             found.calls.append(_call_of(raw))
     return found

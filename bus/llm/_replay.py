@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import defaultdict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -84,6 +84,19 @@ _encoder = msgspec.json.Encoder(order="sorted")
 
 def request_key(request: LLMRequest) -> str:
     """The cassette key of ``request`` (see the module docstring)."""
+    return hashlib.sha256(_seen(request)).hexdigest()
+
+
+def batch_key(requests: Sequence[LLMRequest]) -> str:
+    """The fingerprint of a batch of requests: one SHA-256 over what each asks, in order
+    (what :func:`request_key` hashes of each)."""
+    digest = hashlib.sha256()
+    for request in requests:
+        digest.update(_seen(request))
+    return digest.hexdigest()
+
+
+def _seen(request: LLMRequest) -> bytes:
     kind: type[_Seen] = _SeenSampled if request.extra_body else _Seen
     extra: tuple[object, ...] = (request.extra_body,) if request.extra_body else ()
     if request.tools:
@@ -100,7 +113,7 @@ def request_key(request: LLMRequest) -> str:
         request.output_mode,
         *extra,
     )
-    return hashlib.sha256(_encoder.encode(seen)).hexdigest()
+    return _encoder.encode(seen)
 
 
 class ReplayProvider(ProviderBase):

@@ -27,8 +27,9 @@ import random
 import re
 import uuid
 import zlib
+from _random import Random as _CoreRandom
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -44,6 +45,7 @@ _json = msgspec.json.Encoder()
 _UNSEEDED = ("idle_timeout_s",)
 """Request fields added after the seed was fixed, and left out of it: a transport setting
 says nothing about the answer, and hashing it would change every simulated run's messages."""
+_reseed = _CoreRandom.seed
 _MAX_DEPTH = 6
 _STOPWORDS = frozenset(
     "about above after again against also because been before being below between both "
@@ -80,16 +82,41 @@ class SimProvider(ProviderBase):
         self.live: LiveFeed | None = None  # set by the live view: streamed text goes there
 
     async def complete(self, request: LLMRequest) -> Completion:
-        rng = random.Random(self._rng_seed(request))
+        seed = self._rng_seed(request)
+        rng = random.Random(seed)
         delay_ms = self._latency(rng)
         calls: tuple[ToolCall, ...] = ()
         if self.stream and self.live is not None:
-            text, calls = self._answer(request, rng)
+            text, calls = self._answer(request, rng, seed)
             await self._trickle(request, text, delay_ms / 1000)
         else:
             if delay_ms > 0:
                 await trio.sleep(delay_ms / 1000)
-            text, calls = self._answer(request, rng)
+            text, calls = self._answer(request, rng, seed)
+        return self._completion(request, text, calls)
+
+    @property
+    def batches(self) -> bool:  # type: ignore[override]
+        """Without latency or a live stream to show, answers need no waiting: a whole batch
+        is answered in one loop (:meth:`complete_batch`), each as :meth:`complete` would."""
+        return not self.latency_ms and not (self.stream and self.live is not None)
+
+    def complete_batch(self, requests: Sequence[LLMRequest]) -> list[Completion]:
+        out = []
+        rng = random.Random()
+        for request in requests:
+            seed = self._rng_seed(request)
+            # The state random.Random(seed) starts in, at half the cost of a new generator
+            # (what Random.seed does for an int, without its Python wrapper).
+            _reseed(rng, seed)
+            rng.gauss_next = None  # type: ignore[attr-defined]
+            self._latency(rng)  # drawn as complete() draws it, so the answer is the same
+            out.append(self._completion(request, *self._answer(request, rng, seed)))
+        return out
+
+    def _completion(
+        self, request: LLMRequest, text: str, calls: tuple[ToolCall, ...]
+    ) -> Completion:
         if calls:
             return self._asking(request, calls)
         usage = Usage(
@@ -106,11 +133,19 @@ class SimProvider(ProviderBase):
             finish_reason="length" if cut else "stop",
         )
 
-    def _answer(self, request: LLMRequest, rng: random.Random) -> tuple[str, tuple[ToolCall, ...]]:
+    def _answer(
+        self, request: LLMRequest, rng: random.Random, seed: int
+    ) -> tuple[str, tuple[ToolCall, ...]]:
         found = self._fixture_answer(request)
         if found is None or not (found[0] or found[1]):  # an empty canned text: a drawn one
-            return _generate(request, rng), ()
+            return _generate(request, rng, lambda: self._drawn(seed)), ()
         return found
+
+    def _drawn(self, seed: int) -> random.Random:
+        """The generator an answer is drawn with, made anew from its ``seed``."""
+        rng = random.Random(seed)
+        self._latency(rng)
+        return rng
 
     def _asking(self, request: LLMRequest, calls: tuple[ToolCall, ...]) -> Completion:
         """An answer that asks for ``calls``, counted as the JSON a server would send."""
@@ -208,12 +243,28 @@ def _seed_text(request: LLMRequest) -> bytes:
     return _json.encode(fields)
 
 
-def _generate(request: LLMRequest, rng: random.Random) -> str:
-    words = _prompt_words(request)
-    state = rng.getstate()
+def _generate(
+    request: LLMRequest, rng: random.Random, again: Callable[[], random.Random] | None = None
+) -> str:
+    """An answer drawn with ``rng``; one too long is drawn terse with ``again()``, a
+    generator in the state ``rng`` was given in (made anew: cheaper than saving a state;
+    without ``again``, ``rng``'s state is saved)."""
+    if again is None:
+        state = rng.getstate()
+
+        def again() -> random.Random:
+            rng.setstate(state)
+            return rng
+
+    found: list[list[str]] = []
+
+    def words() -> list[str]:
+        if not found:
+            found.append(_prompt_words(request))
+        return found[0]
+
     for terse in (False, True):
-        rng.setstate(state)
-        filler = _Filler(words, rng, terse, request.schema or {})
+        filler = _Filler(words, rng if not terse else again(), terse, request.schema or {})
         text = filler.answer(request.schema)
         if count_text(text, request.model) <= request.max_tokens:
             return text
@@ -257,8 +308,15 @@ _TEMPLATES = (
 class _Filler:
     """Draws a JSON instance of a schema, words first taken from the prompt."""
 
-    def __init__(self, words: list[str], rng: random.Random, terse: bool, root: Mapping[str, Any]):
-        self.words = words
+    def __init__(
+        self,
+        words: Callable[[], list[str]],
+        rng: random.Random,
+        terse: bool,
+        root: Mapping[str, Any],
+    ):
+        self._words_of = words
+        self._words: list[str] | None = None
         self.rng = rng
         self.terse = terse
         self.root = root
@@ -269,6 +327,14 @@ class _Filler:
                 self.sentence("answer") for _ in range(1 if self.terse else self.rng.randint(3, 5))
             )
         return _json.encode(self.value(schema, "answer", 0)).decode()
+
+    @property
+    def words(self) -> list[str]:
+        """The prompt's words, found when a string first needs them (a schema of numbers
+        never does, and finding them is most of an answer's time)."""
+        if self._words is None:
+            self._words = self._words_of()
+        return self._words
 
     def word(self) -> str:
         # Early words weigh more: a draft talks mostly about what was just asked.

@@ -41,7 +41,7 @@ replayed (a resume's carried spend and a replay's $0 would otherwise move such a
 from __future__ import annotations
 
 from collections import defaultdict, deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from decimal import Decimal
 from pathlib import Path
 from typing import Any, Literal, Protocol
@@ -50,12 +50,13 @@ import msgspec
 
 from .._errors import BudgetExhausted, ConfigError
 from .._events import LLMCalled, Note
-from .._protocol import Completion, LLMRequest, ToolCall
+from .._protocol import Answers, Completion, LLMRequest, ToolCall
 from .._util import CALLS
 from ..money import Budget, LedgerLine
+from ._bulk import one_by_one, taped_answers
 from ._gateway import Gateway
-from ._recording import CallRecord, ToolList, ToolRecord, read_recording
-from ._replay import request_key
+from ._recording import BatchRecord, CallRecord, ToolList, ToolRecord, read_recording
+from ._replay import batch_key, request_key
 from ._stats import GatewayStats
 
 RESERVED = "llm_reserved"
@@ -94,6 +95,7 @@ class CallLog:
         attempt: int,
         amount: Decimal,
         provider: str = "",
+        calls: int = 0,
     ) -> int:
         self._next += 1
         self._store.log(
@@ -111,14 +113,40 @@ class CallLog:
                     **({"subject": request.subject} if request.subject else {}),
                     # A paid tool call's: a resume ledgers it lost as a tool's line.
                     **({"provider": provider} if provider else {}),
+                    # A population's batch: its calls, reserved (and ledgered) as one.
+                    **({"calls": calls} if calls else {}),
                 },
             )
         )
         return self._next
 
     def closed(
-        self, call: int, request: LLMRequest, completion: Completion | None, line: LedgerLine
+        self,
+        call: int,
+        request: LLMRequest,
+        completion: Completion | None,
+        line: LedgerLine,
+        *,
+        texts: list[str] | None = None,
+        finish: dict[int, str] | None = None,
+        key: str = "",
     ) -> None:
+        if completion is not None and texts is not None:
+            self._store.record_answer(
+                BatchRecord(
+                    key=key,
+                    role=request.role,
+                    action=request.action,
+                    completion=completion,
+                    round=line.round,
+                    attempt=line.attempt,
+                    call=call,
+                    ledger=line,
+                    texts=texts,
+                    finish=finish or {},
+                )
+            )
+            return
         if completion is None:
             # Why it failed and what it was counted at travel with the release, so that the
             # event log alone tells a failed attempt from an answered one.
@@ -173,7 +201,11 @@ class Tape:
     ):
         self.match = match
         self._answers: dict[tuple[Any, ...], deque[CallRecord]] = defaultdict(deque)
+        self._batches: dict[tuple[int, str], deque[BatchRecord]] = defaultdict(deque)
         for record in records:
+            if isinstance(record, BatchRecord):
+                self._batches[(record.round, record.role)].append(record)
+                continue
             self._answers[self._slot(record.round, record.role, record.key)].append(record)
         self._tools: dict[tuple[Any, ...], deque[ToolRecord]] = defaultdict(deque)
         for tool in tools:
@@ -205,6 +237,37 @@ class Tape:
             )
         return record
 
+    def take_batch(
+        self, requests: Sequence[LLMRequest], agents: Sequence[int], round: int, crowd: str
+    ) -> BatchRecord | None:
+        """The next recorded batch of the population ``crowd`` in ``round`` when it answers
+        the first of ``requests`` (the same agents; with ``match="key"`` the same
+        requests), or ``None``: those calls are not on the tape (a batch the recorded run
+        was refused is not there, and one asked with other prompts is not taken)."""
+        queue = self._batches.get((round, crowd))
+        if not queue:
+            return None
+        record = queue[0]
+        n, line = len(record.texts), record.ledger
+        if line is None or line.batch is None or n > len(requests):
+            return None
+        if record.action != requests[0].action:
+            raise ConfigError(
+                f"the run has diverged from the recording: in round {round}, population "
+                f"{crowd!r} asks for {requests[0].action!r} where the recorded run asked for "
+                f"{record.action!r}; fork at an earlier round, or before the setting that changed it"
+            )
+        if line.batch.agents != list(agents[:n]):
+            return None
+        if self.match == "key" and batch_key(requests[:n]) != record.key:
+            return None
+        return queue.popleft()
+
+    def answers_one_by_one(self, round: int) -> bool:
+        """Whether the tape answers calls of ``round`` one by one (a recording made before
+        batches, or of a provider without a batch method)."""
+        return any(slot[0] == round for slot, answers in self._answers.items() if answers)
+
     def _tool_slot(self, round: int, role: str, call: ToolCall) -> tuple[Any, ...]:
         if self.match == "key":
             return (round, role, call.name, call.arguments)
@@ -216,7 +279,9 @@ class Tape:
         return results.popleft() if results else None
 
     def __len__(self) -> int:
-        return sum(len(answers) for answers in self._answers.values())
+        return sum(len(answers) for answers in self._answers.values()) + sum(
+            len(record.texts) for batches in self._batches.values() for record in batches
+        )
 
 
 class _Counts:
@@ -227,10 +292,10 @@ class _Counts:
     def __init__(self) -> None:
         self.usd, self.calls, self.prompt, self.completion = Decimal(0), 0, 0, 0
 
-    def add(self, usd: Decimal, prompt: int, completion: int) -> None:
-        """One more call, of ``usd`` and these tokens."""
+    def add(self, usd: Decimal, prompt: int, completion: int, calls: int = 1) -> None:
+        """One more call (or ``calls``: a batch), of ``usd`` and these tokens."""
         self.usd += usd
-        self.calls += 1
+        self.calls += calls
         self.prompt += prompt
         self.completion += completion
 
@@ -285,11 +350,12 @@ class TapeGateway:
 
     def _count(self, record: CallRecord) -> None:
         line = record.ledger
+        calls = len(record.texts) if isinstance(record, BatchRecord) else 1
         if line is not None:
-            self._original.add(line.cost_usd, line.prompt_tokens, line.completion_tokens)
+            self._original.add(line.cost_usd, line.prompt_tokens, line.completion_tokens, calls)
         if self._free:  # record_replay ledgers the answer: one call, its tokens, $0
             usage = record.completion.usage
-            self._counted.add(Decimal(0), usage.prompt_tokens, usage.completion_tokens)
+            self._counted.add(Decimal(0), usage.prompt_tokens, usage.completion_tokens, calls)
 
     async def complete(self, request: LLMRequest, *, round: int, attempt: int = 1) -> Completion:
         record = self._tape.take(request, round)
@@ -324,3 +390,53 @@ class TapeGateway:
                 LLMCalled(round=round, role=request.role, action=request.action, call=record.ledger)
             )
         return record.completion
+
+    async def complete_many(
+        self,
+        requests: Sequence[LLMRequest],
+        *,
+        round: int,
+        crowd: str,
+        agents: Sequence[int],
+        concurrency: int = 4,
+    ) -> Answers:
+        """A population's calls: the recorded batches that answer them first (as
+        :meth:`complete` answers one call from the tape), then the rest one by one where
+        the tape has them so or the round is taped, else live as a batch."""
+        answers: list[Completion | None] = []
+        while len(answers) < len(requests):
+            at = len(answers)
+            record = self._tape.take_batch(requests[at:], agents[at:], round, crowd)
+            if record is None:
+                break
+            answers += self._from_batch(record, requests[at : at + len(record.texts)], round)
+        rest = requests[len(answers) :]
+        if not rest:
+            return Answers(answers)
+        if round <= self._taped_through or self._tape.answers_one_by_one(round):
+            more = await one_by_one(self.complete, rest, round=round, concurrency=concurrency)
+        else:
+            more = await self.gateway.complete_many(
+                rest,
+                round=round,
+                crowd=crowd,
+                agents=agents[len(answers) :],
+                concurrency=concurrency,
+            )
+        return Answers(answers + more.answers, more.refused)
+
+    def _from_batch(
+        self, record: BatchRecord, requests: Sequence[LLMRequest], round: int
+    ) -> list[Completion]:
+        self.taped += len(requests)
+        self._count(record)
+        for request in requests:  # a stateful provider moves on as the calls did
+            self.gateway.provider.observe(request)
+        if self._free:
+            return list(self.gateway.record_replay_batch(record, round=round))
+        if record.ledger is not None:
+            line = record.ledger
+            self._store.log(
+                LLMCalled(round=round, role=record.role, action=record.action, call=line)
+            )
+        return taped_answers(record, replayed=False)

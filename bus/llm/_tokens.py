@@ -109,7 +109,24 @@ def _count(name: str, text: str) -> int:
 
 def count_text(text: str, model: str) -> int:
     """Tokens of ``text`` in ``model``'s encoding (``o200k_base`` for unknown models)."""
-    return _count(encoding_name(model) or FALLBACK_ENCODING, text)
+    name = encoding_name(model) or FALLBACK_ENCODING
+    if len(text) >= _SHORT:
+        return _count(name, text)
+    # Short texts that differ per agent (a name, a persona) would push the long ones out of
+    # the cache above; they are kept a moment in a plain dict instead, long enough for the
+    # gateway's bound and the simulator's count of one batch to count each once.
+    short = _short.setdefault(name, {})
+    found = short.get(text)
+    if found is None:
+        if len(short) >= _SHORT_KEPT:
+            short.clear()
+        found = short[text] = int(_tokenizer(name).count(text))
+    return found
+
+
+_SHORT = 160
+_SHORT_KEPT = 8192
+_short: dict[str, dict[str, int]] = {}  # encoding -> short text -> its count
 
 
 def schema_text(request: LLMRequest) -> str:

@@ -26,6 +26,7 @@ from ._format import share as share
 from ._format import usd as usd
 from ._ledger import TOOL_PROVIDER as TOOL_PROVIDER
 from ._ledger import WALL_CLOCK_FIELDS as WALL_CLOCK_FIELDS
+from ._ledger import CallColumns as CallColumns
 from ._ledger import LedgerLine as LedgerLine
 from ._ledger import Outcome as Outcome
 from ._ledger import without_wall_clock as without_wall_clock
@@ -46,6 +47,7 @@ __all__ = [
     "AccountState",
     "Book",
     "Budget",
+    "CallColumns",
     "FileAccount",
     "Hold",
     "LedgerLine",

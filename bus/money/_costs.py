@@ -23,8 +23,9 @@ from .._protocol import Usage
 from .._util import COSTS as COSTS_FILE
 from .._util import read_jsonl
 from ._format import money, share, usd
-from ._ledger import LedgerLine
+from ._ledger import CallColumns, LedgerLine
 from ._prices import PriceBook
+from ._quote import Price
 
 _GROUPS = (("by_role", "role"), ("by_action", "action"), ("by_model", "model"))
 
@@ -61,7 +62,7 @@ def cost_report(
         "run_id": run_id,
         "total_usd": sum((line.cost_usd for line in lines), Decimal(0)),
         "budget_usd": budget,
-        "calls": sum(1 for line in lines if line.outcome != "refused"),
+        "calls": _calls(lines),
         "outcomes": _outcomes(lines),
     }
     cache = {
@@ -86,6 +87,11 @@ OUTCOMES = ("ok", "replayed", "refused", "error", "estimated", "lost", "overrun"
 counted at its reservation)."""
 
 
+def _calls(lines: Sequence[LedgerLine]) -> int:
+    """The attempts sent: a refusal is none, a batch line its calls."""
+    return sum(line.calls for line in lines if line.outcome != "refused")
+
+
 def _outcomes(lines: Sequence[LedgerLine]) -> dict[str, int]:
     counts = Counter(line.shown_outcome for line in lines)
     return {name: counts[name] for name in OUTCOMES if counts[name]}
@@ -94,11 +100,15 @@ def _outcomes(lines: Sequence[LedgerLine]) -> dict[str, int]:
 def _folded(lines: Sequence[LedgerLine], crowds: set[str]) -> dict[str, dict[str, Any]]:
     """``by_role`` with each population's agents as one entry (``agents``: how many)."""
     folded: list[LedgerLine] = []
-    agents: dict[str, set[str]] = {}
+    agents: dict[str, set[int]] = {}  # each population's agents that called, by index
     for line in lines:
+        if line.batch is not None and line.role in crowds:
+            agents.setdefault(line.role, set()).update(line.batch.agents)
+            folded.append(line)
+            continue
         prefix, _, number = line.role.rpartition("-")
         if prefix in crowds and number.isdigit():
-            agents.setdefault(prefix, set()).add(line.role)
+            agents.setdefault(prefix, set()).add(int(number))
             line = msgspec.structs.replace(line, role=prefix)
         folded.append(line)
     report = _group(folded, "role")
@@ -113,7 +123,7 @@ def _group(lines: Sequence[LedgerLine], field: str) -> dict[str, dict[str, Any]]
         members.setdefault(getattr(line, field), []).append(line)
     return {
         name: {
-            "calls": sum(line.outcome != "refused" for line in mine),
+            "calls": _calls(mine),
             "prompt_tokens": sum(line.prompt_tokens for line in mine),
             "completion_tokens": sum(line.completion_tokens for line in mine),
             "cost_usd": sum((line.cost_usd for line in mine), Decimal(0)),
@@ -152,9 +162,20 @@ def reprice(lines: Sequence[LedgerLine], model: str, prices: PriceBook) -> list[
                 )
             )
         )
+        batch = line.batch
+        if batch is not None and not kept:  # each call at its own price (tiers see each)
+            batch = _repriced(batch, price)
+            cost = sum(batch.cost_usd, Decimal(0))
         total += cost
-        out.append(msgspec.structs.replace(line, model=model, cost_usd=cost, total_usd=total))
+        out.append(
+            msgspec.structs.replace(line, model=model, cost_usd=cost, total_usd=total, batch=batch)
+        )
     return out
+
+
+def _repriced(batch: CallColumns, price: Price) -> CallColumns:
+    costs = [price.cost(Usage(p, c)) for p, c in zip(batch.prompt_tokens, batch.completion_tokens)]
+    return msgspec.structs.replace(batch, cost_usd=costs)
 
 
 def render_table(report: dict[str, Any]) -> RenderableType:

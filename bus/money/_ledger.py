@@ -24,6 +24,22 @@ TOOL_PROVIDER = "tool"
 counts in the spend but is not a model call."""
 
 
+class CallColumns(msgspec.Struct, frozen=True):
+    """The calls of one batch of a population's agents (one ledger line), one column a
+    field and one entry a call: which agent asked (its index), the prompt and completion
+    tokens billed, and the exact cost. The line's own tokens and ``cost_usd`` are the sums
+    of the columns; a batch line with ``cached_tokens`` is never made (the simulator and a
+    batch provider report none)."""
+
+    agents: list[int]
+    prompt_tokens: list[int]
+    completion_tokens: list[int]
+    cost_usd: list[Decimal]
+
+    def __len__(self) -> int:
+        return len(self.agents)
+
+
 class LedgerLine(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     """One call attempt as the ledger keeps it.
 
@@ -62,6 +78,9 @@ class LedgerLine(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     ``finish_reason`` is why an answered call's model stopped, as the provider said it
     (``length``: cut at ``max_tokens``); omitted when the provider did not say, and in
     ledgers written before it.
+    ``batch`` (a population's calls made together, :meth:`sopbus.bus.Gateway.complete_many`)
+    holds each call of the line as :class:`CallColumns`; ``role`` is then the population's
+    name and :attr:`calls` the number of calls (omitted on a line of one call).
     ``latency_ms`` (provider call duration) and ``t`` (Unix time at the end) are wall clock.
     """
 
@@ -96,8 +115,15 @@ class LedgerLine(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     lost_call: int = 0
     corrected: str | None = None
     finish_reason: str | None = None
+    batch: CallColumns | None = None
     latency_ms: float
     t: float
+
+    @property
+    def calls(self) -> int:
+        """The calls this line stands for: a batch's, else one (a refusal is not a call, a
+        paid tool's line is no model call: the readers of a ledger say so)."""
+        return 1 if self.batch is None else len(self.batch)
 
     @property
     def shown_outcome(self) -> str:

@@ -159,7 +159,9 @@ class TurnEffects:
         attempt: int,
         amount: Decimal,
         provider: str = "",
+        calls: int = 0,
     ) -> int:
+        assert not calls, "a population runs in one process (--bus nats is refused for it)"
         self._calls += 1
         self._put(
             Reserved(
@@ -177,8 +179,17 @@ class TurnEffects:
         return self._calls
 
     def closed(
-        self, call: int, request: LLMRequest, completion: Completion | None, line: LedgerLine
+        self,
+        call: int,
+        request: LLMRequest,
+        completion: Completion | None,
+        line: LedgerLine,
+        *,
+        texts: list[str] | None = None,
+        finish: dict[int, str] | None = None,
+        key: str = "",
     ) -> None:
+        assert texts is None, "a population runs in one process (--bus nats is refused for it)"
         self._closed[line.seq] = (call, request, completion)
 
     def ledger(self, line: LedgerLine) -> None:

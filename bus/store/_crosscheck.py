@@ -172,6 +172,10 @@ def _check_arithmetic(logs: Logs, report: Report) -> None:
         except (KeyError, TypeError, InvalidOperation):
             report(f"{where}: no valid cost_usd and total_usd")
             return
+        columns = _batch_problem(line)
+        if columns is not None:
+            report(f"{where}: {columns}")
+            return
         if claimed < total or claimed < last:
             report(
                 f"{where}: total_usd {claimed} but the costs up to this line sum to {total}"
@@ -179,6 +183,35 @@ def _check_arithmetic(logs: Logs, report: Report) -> None:
             )
             return
         last = claimed
+
+
+def _batch_problem(line: dict[str, Any]) -> str | None:
+    """Why a batch line's columns are not its calls (their sums its totals), or ``None``."""
+    batch = line.get("batch")
+    if batch is None:
+        return None
+    try:
+        columns = [batch[k] for k in ("agents", "prompt_tokens", "completion_tokens", "cost_usd")]
+        if len({len(c) for c in columns}) != 1:
+            return "the batch's columns differ in length"
+        sums = (
+            sum(int(n) for n in columns[1]),
+            sum(int(n) for n in columns[2]),
+            sum((Decimal(c) for c in columns[3]), Decimal(0)),
+        )
+    except (KeyError, TypeError, ValueError, InvalidOperation):
+        return "the batch's columns are not agents, tokens and costs"
+    line_sums = (
+        line.get("prompt_tokens"),
+        line.get("completion_tokens"),
+        Decimal(line["cost_usd"]),
+    )
+    if sums != line_sums:
+        return (
+            f"the batch's calls sum to {sums[0]} prompt and {sums[1]} completion tokens and "
+            f"${sums[2]}, but the line says {line_sums[0]}, {line_sums[1]} and ${line_sums[2]}"
+        )
+    return None
 
 
 def _check_events(logs: Logs, by_seq: dict[Any, Record], report: Report) -> set[Any]:
@@ -315,8 +348,9 @@ def _expected(logs: Logs) -> dict[str, Any]:
         "total_usd": sum((Decimal(line["cost_usd"]) for line in lines), Decimal(0)),
         # A paid tool call's line (provider "tool") is spend, not a model call.
         "llm_calls": sum(
-            line.get("outcome") != "refused" and line.get("provider") != TOOL_PROVIDER
+            _calls(line)
             for line in lines
+            if line.get("outcome") != "refused" and line.get("provider") != TOOL_PROVIDER
         ),
         "prompt_tokens": sum(int(line.get("prompt_tokens", 0)) for line in lines),
         "completion_tokens": sum(int(line.get("completion_tokens", 0)) for line in lines),
@@ -339,6 +373,13 @@ def _expected(logs: Logs) -> dict[str, Any]:
         want["messages"] = sum(k in MESSAGE_KINDS for k in kinds)
         want["undelivered"] = kinds.count("message_undelivered")
     return want
+
+
+def _calls(line: dict[str, Any]) -> int:
+    """The model calls a ledger line stands for: a population's batch its agents', else one."""
+    batch = line.get("batch")
+    agents = batch.get("agents") if isinstance(batch, dict) else None
+    return len(agents) if isinstance(agents, list) else 1
 
 
 _SETTINGS = ("provider", "model", "sop", "scenario_path")

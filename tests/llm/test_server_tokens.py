@@ -44,11 +44,12 @@ async def reserved(server: OpenAIServer, requests: list[LLMRequest], *, tokenize
             attempt: int,
             amount: Decimal,
             provider: str = "",
+            calls: int = 0,
         ) -> int:
             amounts.append(amount * 1_000_000)
             return len(amounts)
 
-        def closed(self, *args: Any) -> None:
+        def closed(self, *args: Any, **batch: Any) -> None:
             pass
 
     provider = OpenAIProvider(base_url=server.base_url, api_key="k", tokenize=tokenize)

@@ -39,11 +39,20 @@ def test_a_small_game_runs_and_sums_each_round(tmp_path: Path) -> None:
         json.loads(line)["kind"] for line in (run_dir / "events.jsonl").read_text().splitlines()
     ]
     assert kinds.count("message_published") == 5  # seed, guesses, result, guesses, last result
-    assert len(ledger(run_dir)) == 40 and {ln.role for ln in ledger(run_dir)} == {
-        f"Player-{i}" for i in range(20)
-    }
+    # The ledger: one line per batch (a round's 20 agents), exact per call in its columns.
+    lines = ledger(run_dir)
+    assert [(ln.round, ln.role, ln.calls) for ln in lines] == [(1, "Player", 20), (3, "Player", 20)]
+    for line in lines:
+        assert line.batch is not None and line.batch.agents == list(range(20))
+        assert sum(line.batch.cost_usd, Decimal(0)) == line.cost_usd > 0
+        assert sum(line.batch.prompt_tokens) == line.prompt_tokens
+        assert sum(line.batch.completion_tokens) == line.completion_tokens
+    summary = _summary(run_dir)
+    assert summary["llm_calls"] == 40
+    assert Decimal(summary["total_usd"]) == sum((ln.cost_usd for ln in lines), Decimal(0))
     costs = json.loads(sopbus("costs", run_dir, "--json").stdout)
     assert list(costs["by_role"]) == ["Player"] and costs["by_role"]["Player"]["agents"] == 20
+    assert costs["calls"] == 40 and costs["by_role"]["Player"]["calls"] == 40
     table = sopbus("populations", run_dir, "--csv")
     rows = list(csv.DictReader(io.StringIO(table.stdout)))
     assert [r["round"] for r in rows] == ["1", "3"] and rows[0]["acted"] == "20"
@@ -109,13 +118,23 @@ def test_replay_verify_and_resume_keep_the_aggregates(tmp_path: Path) -> None:
     killed = small_game(tmp_path, count=12, name="killed.toml").read_text()
     killed_path = tmp_path / "killed.toml"
     killed_path.write_text(killed.replace(str(tmp_path / "runs"), str(killed_runs)))
-    dead = sopbus("run", killed_path, "--quiet", env={"SOPBUS_KILL_AT": "llm:answered#15"})
+    # Killed in the second game round's batch: answered, neither recorded nor ledgered.
+    dead = sopbus("run", killed_path, "--quiet", env={"SOPBUS_KILL_AT": "llm:answered#2"})
     assert dead.returncode == -9
     victim = _only_run(killed_runs)
     assert not (victim / "summary.json").exists()
     resumed = sopbus("resume", victim, "--quiet", cwd=tmp_path)
     assert resumed.returncode == 0, resumed.stderr
     assert _summary(victim)["populations"] == sums
-    paid = [(ln.round, ln.role) for ln in ledger(victim) if ln.outcome == "ok"]
+    lines = ledger(victim)
+    paid = [
+        (ln.round, i) for ln in lines if ln.outcome == "ok" and ln.batch for i in ln.batch.agents
+    ]
     assert len(paid) == len(set(paid)) == 24  # every agent's call paid once
+    # The batch in flight at the kill is counted lost at its reservation, then made again.
+    assert [(ln.round, ln.outcome, ln.resume) for ln in lines] == [
+        (1, "ok", 0),
+        (3, "lost", 1),
+        (3, "ok", 1),
+    ]
     assert sopbus("verify", victim).returncode == 0

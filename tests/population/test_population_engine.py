@@ -69,6 +69,11 @@ def test_only_agents_with_mail_act_and_only_a_share_with_active(tmp_path: Path) 
             asked.append(request.role)
             return Completion(text='{"guess": 30}', usage=Usage(10, 2), model="m", provider="p")
 
+        async def complete_many(self, requests, *, round, crowd, agents, concurrency=4):  # type: ignore[no-untyped-def]
+            from sopbus.bus import Answers
+
+            return Answers([await self.complete(r, round=round) for r in requests])
+
     turn = Turn(run_id="r", round=1, role="Player", gateway=Gateway())
     news = [Message(cause_by="AnnounceRound", sent_from="Host", content="go")]
     (out,) = trio.run(pop.step, news, turn)

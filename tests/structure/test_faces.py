@@ -62,6 +62,7 @@ PINNED: dict[str, list[str]] = {
         "Team",
     ],
     "sopbus.bus": [
+        "Answers",
         "Budget",
         "BudgetExhausted",
         "ChatMessage",
@@ -307,6 +308,7 @@ PINNED: dict[str, list[str]] = {
         "AccountState",
         "Book",
         "Budget",
+        "CallColumns",
         "FileAccount",
         "Hold",
         "LedgerLine",

@@ -8,11 +8,11 @@ layer be driven exactly.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 
-from sopbus.bus import Budget, Completion, GatewayStats, LLMRequest, Turn, Usage
+from sopbus.bus import Answers, Budget, Completion, GatewayStats, LLMRequest, Turn, Usage
 
 Answer = Callable[[LLMRequest, int], str]
 
@@ -56,6 +56,18 @@ class ScriptedGateway:
         self._tokens[0] += usage.prompt_tokens
         self._tokens[1] += usage.completion_tokens
         return Completion(text=text, usage=usage, model=request.model, provider="scripted")
+
+    async def complete_many(
+        self,
+        requests: Sequence[LLMRequest],
+        *,
+        round: int,
+        crowd: str,
+        agents: Sequence[int],
+        concurrency: int = 4,
+    ) -> Answers:
+        """Each of ``requests`` through :meth:`complete`, in order (no cap to refuse them)."""
+        return Answers([await self.complete(r, round=round) for r in requests])
 
     def actions(self) -> list[str]:
         """The ``action`` of every recorded request, in order."""
