@@ -7,6 +7,7 @@ from __future__ import annotations
 import itertools
 import math
 import random
+from collections.abc import Sequence
 
 import msgspec
 import pytest
@@ -25,7 +26,7 @@ answer = st.one_of(
 )
 
 
-def tallied(answers: list[float | str | None]) -> RoundTally:
+def tallied(answers: Sequence[float | str | None]) -> RoundTally:
     tally = RoundTally(len(answers), LOW, HIGH)
     for a in answers:
         if a == "unfit":
