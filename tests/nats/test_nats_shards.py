@@ -191,3 +191,26 @@ async def account_state(url: str, run_id: str) -> Any:
         account = NatsAccount(link, bucket_name(run_id))
         await account.open(None)
         return await account.state()
+
+
+def test_an_unsplit_population_plays_in_the_run_process_over_nats(
+    shared_nats_server: NatsServer, tmp_path: Path
+) -> None:
+    folder = tmp_path / "unsplit"
+    folder.mkdir()
+    done = sopbus(
+        "run",
+        str(game(folder, count=12)),
+        "--quiet",
+        "--bus",
+        shared_nats_server.url,
+        "--wait-workers",
+        "0.3",
+        cwd=folder,
+    )
+    code, out = finish(done)
+    assert code == 0, out
+    run_dir = run_dir_of(folder / "runs")
+    local = one_process(tmp_path, count=12)
+    assert summary(run_dir)["populations"] == summary(local)["populations"]
+    assert first_difference(messages(run_dir), messages(local)) is None
