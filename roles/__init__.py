@@ -35,6 +35,11 @@ from ._role import LLMLike as LLMLike
 from ._role import ReactMode as ReactMode
 from ._role import Role as Role
 from ._role import WatchRef as WatchRef
+from ._shard import PopulationShard as PopulationShard
+from ._shard import population_shards as population_shards
+from ._shard import shard_name as shard_name
+from ._shard import shard_range as shard_range
+from ._shard import shard_tally as shard_tally
 from ._tools import PythonTools as PythonTools
 from ._tools import Tool as Tool
 from ._tools import tool as tool
@@ -52,6 +57,7 @@ __all__ = [
     "LLMSettings",
     "Memory",
     "Population",
+    "PopulationShard",
     "PythonTools",
     "ReactMode",
     "Registry",
@@ -69,8 +75,12 @@ __all__ = [
     "declare_role",
     "layered",
     "output_model",
+    "population_shards",
     "registry",
     "render_output",
     "role_with_overrides",
+    "shard_name",
+    "shard_range",
+    "shard_tally",
     "tool",
 ]

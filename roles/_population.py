@@ -11,9 +11,11 @@ log grows by a round, not by an agent.
 
 from __future__ import annotations
 
+import copy
 import math
+from bisect import bisect_left
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import msgspec
 import pydantic
@@ -49,6 +51,14 @@ NEWS_CHARS = 2000
 host's announcement and a result are a few hundred characters."""
 
 
+class Shards(Protocol):
+    """Plays a population's rounds on its shards (workers), each a part of its agents."""
+
+    async def play(self, news: Sequence[Message], turn: Turn) -> tuple[RoundTally, str | None]:
+        """The shards' tallies merged, and the first refusal of the cap among them."""
+        ...
+
+
 class Population:
     """``table``'s agents, each taking ``action`` when it acts. ``profile`` is the
     per-agent template (``{persona}``...), ``active`` the share that acts per round
@@ -76,6 +86,8 @@ class Population:
         self._template: LLMRequest | None = None
         self._fits: dict[str, Any] = {}  # an answer's text -> its output (see _fit)
         self._shared_task: tuple[list[Message], str] | None = None  # (the round's mail, task)
+        self.part: range | None = None  # the agents this process runs (a shard); None: all
+        self.elsewhere: Shards | None = None  # who plays the rounds instead (the shards)
 
     # -- the Member and Crowd protocols -------------------------------------------------
 
@@ -127,22 +139,45 @@ class Population:
         )
 
     async def step(self, news: Sequence[Message], turn: Turn) -> Sequence[Message]:
-        shared, direct = self._sorted_mail(news)
-        mailed: Sequence[int] = range(self.size) if shared else sorted(direct)
-        who = acting(mailed, self.active, seed=self.seed, name=self.name, round=turn.round)
-        if not who:
+        tally, stopped = await self.play(news, turn)
+        if tally is None:
             return ()
-        tally = RoundTally(len(who), *self.bounds)
-        stopped = await self._act_all(who, shared, direct, turn, tally)
         result = tally.as_dict(turn.round)
         result["field"] = self.field
         self._rounds.append(result)
         if stopped is not None:
             raise BudgetExhausted(
-                f"{stopped}; {self.name}: {tally.acted + tally.failed} of {len(who)} agents "
+                f"{stopped}; {self.name}: {tally.acted + tally.failed} of {tally.woke} agents "
                 f"acted in round {turn.round} before the cap"
             )
         return [self._report(result)]
+
+    async def play(
+        self, news: Sequence[Message], turn: Turn
+    ) -> tuple[RoundTally | None, str | None]:
+        """The round's tally of the agents of :attr:`part` that act (``None``: none does),
+        and the cap's refusal if it stopped them. With :attr:`elsewhere` set, the shards
+        play it (each a part, on a worker) and their tallies come back merged."""
+        shared, direct = self._sorted_mail(news)
+        mailed: Sequence[int] = range(self.size) if shared else sorted(direct)
+        who = acting(mailed, self.active, seed=self.seed, name=self.name, round=turn.round)
+        if self.part is not None:
+            who = who[bisect_left(who, self.part.start) : bisect_left(who, self.part.stop)]
+        if not who:
+            return None, None
+        if self.elsewhere is not None:
+            return await self.elsewhere.play(news, turn)
+        tally = RoundTally(len(who), *self.bounds)
+        stopped = await self._act_all(who, shared, direct, turn, tally)
+        return tally, stopped
+
+    def part_of(self, agents: range) -> Population:
+        """This population's agents ``agents`` (a shard): the same table (agent ``i`` is the
+        same agent), acting only for its part, with rounds of its own."""
+        shard = copy.copy(self)
+        shard.part, shard.elsewhere, shard._rounds, shard._template = agents, None, [], None
+        shard._fits, shard._shared_task = {}, None
+        return shard
 
     # -- a round ------------------------------------------------------------------------
 

@@ -60,6 +60,11 @@ def _population(
             f"{where}.actions[0]: {action.name} names tools; a population's action takes "
             f"none (a tool loop per agent is not bounded by the population's concurrency)"
         )
+    if spec.shards > spec.count:
+        raise ConfigError(
+            f"{where}.shards: {spec.shards} shards of {spec.count} agents leave a shard "
+            f"without agents; set shards to {spec.count} or fewer"
+        )
     table = _table(spec, where, scenario)
     llm = layered(LLMSettings(max_tokens=action.default_max_tokens), defaults, action.llm)
     field = spec.output

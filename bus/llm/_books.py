@@ -23,7 +23,12 @@ TOOL: dict[str, Any] = {"provider": TOOL_PROVIDER, "source": "scenario", "counte
 
 
 class CallJournal(Protocol):
-    """Hears of every attempt the gateway sends (see :class:`sopbus.bus.llm._tape.CallLog`)."""
+    """Hears of every attempt the gateway sends (see :class:`sopbus.bus.llm._tape.CallLog`).
+
+    ``batches`` says whether it records a population's batch as one (``calls`` > 0 and
+    ``texts``); the gateway sends a journal that cannot the batch's calls one by one."""
+
+    batches: bool
 
     def reserved(
         self,

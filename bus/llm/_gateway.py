@@ -122,14 +122,14 @@ class Gateway:
         (``requests[i]`` is agent ``agents[i]``'s, all on one model), as many as the cap
         covers: :class:`~sopbus.bus.Answers` says which were made and why the rest were not.
         A provider with a batch method answers them as one reserved, ledgered and recorded
-        batch (:mod:`._bulk`); any other gets them one by one through :meth:`complete`,
+        batch (:mod:`._bulk`) where the journal records batches; otherwise they go one by one through :meth:`complete`,
         ``concurrency`` in flight, each its own reservation and ledger line. Raises what
         :meth:`complete` raises but :class:`~sopbus.bus.BudgetExhausted`."""
         if not requests:
             return Answers([])
         if len({r.model for r in requests}) > 1:
             raise ValueError(f"a batch of {crowd}'s calls is on one model, got several")
-        if self.provider.batches:
+        if self.provider.batches and (self._journal is None or self._journal.batches):
             return await self._batcher.complete(requests, agents, crowd=crowd, round=round)
         return await one_by_one(self.complete, requests, round=round, concurrency=concurrency)
 

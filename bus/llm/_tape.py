@@ -83,6 +83,8 @@ class CallLog:
     stay unique across a resume.
     """
 
+    batches = True
+
     def __init__(self, store: RunLog, *, first_call: int = 0):
         self._store = store
         self._next = first_call

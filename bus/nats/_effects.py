@@ -124,7 +124,11 @@ class EffectSender:
 
 class TurnEffects:
     """The effects of one role's turns, numbered per turn; the role's gateway journal and
-    ledger sink, and its :class:`~sopbus.bus.TurnServices` (artifacts into the mirror, notes)."""
+    ledger sink, and its :class:`~sopbus.bus.TurnServices` (artifacts into the mirror, notes).
+    A population shard's calls come one by one (``batches`` is false): each is a remote
+    role's call, with its own effects, so the coordinator's records need no batch kind."""
+
+    batches = False
 
     def __init__(self, sender: EffectSender, role: str, mirror: Path, *, tenure: int = 0):
         self.sender, self.role, self.mirror, self.tenure = sender, role, mirror, tenure
@@ -161,7 +165,7 @@ class TurnEffects:
         provider: str = "",
         calls: int = 0,
     ) -> int:
-        assert not calls, "a population runs in one process (--bus nats is refused for it)"
+        assert not calls, "a worker's journal takes no batch (batches is false)"
         self._calls += 1
         self._put(
             Reserved(
@@ -189,7 +193,7 @@ class TurnEffects:
         finish: dict[int, str] | None = None,
         key: str = "",
     ) -> None:
-        assert texts is None, "a population runs in one process (--bus nats is refused for it)"
+        assert texts is None, "a worker's journal takes no batch (batches is false)"
         self._closed[line.seq] = (call, request, completion)
 
     def ledger(self, line: LedgerLine) -> None:

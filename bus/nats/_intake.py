@@ -266,13 +266,14 @@ class EffectsIntake:
         for key in [k for k in self._open if k[:2] == (role, tenure)]:
             host, held = self._open.pop(key)
             call = self._calls.pop(key, 0)
+            caller = held.role or role  # a population shard's call is its agent's (Player-17)
             request = LLMRequest(
-                messages=(), model=held.model, role=role, action=held.action, subject=held.subject
+                messages=(), model=held.model, role=caller, action=held.action, subject=held.subject
             )
             line = LedgerLine(
                 seq=0,
                 round=held.round,
-                role=role,
+                role=caller,
                 action=held.action,
                 subject=held.subject,
                 provider=self.gateway.provider.name,

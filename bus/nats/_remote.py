@@ -61,8 +61,10 @@ class RemoteTurnFailed(SopbusError):
 class RemoteMember:
     """A role hosted by a worker, as the coordinator's Environment sees it."""
 
-    def __init__(self, role: Member, coordinator: Coordinator):
+    def __init__(self, role: Member, coordinator: Coordinator, *, address: str = ""):
         self._role, self._coordinator = role, coordinator
+        # Whose addressed mail its inbox reads: its own, or a population's (for a shard).
+        self.address = address or role.name
         self.turns: list[PastTurn] = []
         self.host = ""  # the worker the last turn was asked of
         self.tenure = 0  # its claim's fencing token (Claim.tenure)
@@ -124,10 +126,18 @@ class Coordinator:
         self.pool = await self.open_account(cap, resumed=self.epoch > 0)
         await announce(self.link, self.run_id, "waiting")
 
-    async def members(self, roles: list[Member]) -> list[Member]:
-        """Waits for claims (module docstring), then the team: proxies for hosted roles."""
+    async def members(
+        self,
+        roles: list[Member],
+        *,
+        required: frozenset[str] = frozenset(),
+        addresses: Mapping[str, str] | None = None,
+    ) -> list[Member]:
+        """Waits for claims (module docstring), then the team: proxies for hosted roles.
+        ``required`` roles must be claimed besides ``--remote`` ones (a population's
+        shards); ``addresses`` names whose addressed mail a role reads, if not its own."""
         names = [r.name for r in roles]
-        claims = await self._wait_for_claims(names)
+        claims = await self._wait_for_claims(names, self.remote | required)
         hosted = [n for n in names if n in claims]
         await self.board.set_hosts(hosted)
         await announce(self.link, self.run_id, "running")
@@ -136,14 +146,15 @@ class Coordinator:
         out: list[Member] = []
         for role in roles:
             if role.name in claims:
-                proxy = self._proxies[role.name] = RemoteMember(role, self)
+                address = (addresses or {}).get(role.name, "")
+                proxy = self._proxies[role.name] = RemoteMember(role, self, address=address)
                 out.append(proxy)
             else:
                 out.append(role)
         return out
 
-    async def _wait_for_claims(self, names: list[str]) -> dict[str, Claim]:
-        missing = sorted(self.remote - set(names))
+    async def _wait_for_claims(self, names: list[str], remote: frozenset[str]) -> dict[str, Claim]:
+        missing = sorted(remote - set(names))
         if missing:
             raise ConfigError(
                 f"--remote names {', '.join(missing)}, which the team does not have; "
@@ -156,19 +167,19 @@ class Coordinator:
             now = await self.board.claims(names)
             if set(now) != set(claims):
                 claims, changed = now, trio.current_time()
-            if self.remote and self.remote <= set(claims):
+            if remote and remote <= set(claims):
                 break
-            problem = await self.board.problem() if self.remote - set(claims) else None
+            problem = await self.board.problem() if remote - set(claims) else None
             if problem is not None:
                 raise ConfigError(f"worker {problem.worker} cannot host the run: {problem.message}")
-            if not self.remote and (
+            if not remote and (
                 len(claims) == len(names) or (claims and trio.current_time() - changed >= _SETTLE_S)
             ):
                 break
             await trio.sleep(0.1)
-        if self.remote - set(claims):
+        if remote - set(claims):
             raise ConfigError(
-                f"no worker claimed {', '.join(sorted(self.remote - set(claims)))} "
+                f"no worker claimed {', '.join(sorted(remote - set(claims)))} "
                 f"within {self.wait_s:g} s; start `sopbus worker --bus "
                 f"{self.link.url} --run {self.run_id}` or raise --wait-workers"
             )
@@ -278,7 +289,8 @@ class Coordinator:
     ) -> Sequence[Message]:
         await self.stream.settle()
         name = proxy.name
-        wanted = [(m.id, self.stream.seq(m.id, name if m.send_to else None)) for m in news]
+        address = proxy.address
+        wanted = [(m.id, self.stream.seq(m.id, address if m.send_to else None)) for m in news]
         number = len(proxy.turns) + 1
 
         async def request(claim: Claim) -> bytes:

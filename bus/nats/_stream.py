@@ -136,14 +136,20 @@ class RunStream:
             )
         return found
 
-    async def open_inbox(self, role: str, watch: Iterable[str]) -> Inbox:
+    async def open_inbox(self, role: str, watch: Iterable[str], *, address: str = "") -> Inbox:
         """The inbox of ``role`` (which watches ``watch``): its durable pull consumer
         ``role-<token(role)>``, created or, if it exists, bound to (updated to this
-        ``watch`` if that changed)."""
+        ``watch`` if that changed). ``address``: whose addressed mail it takes, if not the
+        role's own (a population's shard reads the population's)."""
+        address = address or role
         filters = [act_subject(self.run_id, a) for a in sorted(set(watch))]
-        filters.append(to_subject(self.run_id, role))
+        filters.append(to_subject(self.run_id, address))
         inbox = Inbox(
-            self.link, self.name, role, consumer_name(role), act_prefix=f"sopbus.{self.run_id}.act."
+            self.link,
+            self.name,
+            address,
+            consumer_name(role),
+            act_prefix=f"sopbus.{self.run_id}.act.",
         )
         await inbox.open(filters)
         return inbox

@@ -31,9 +31,9 @@ at once.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -80,6 +80,9 @@ class WorkerTeam:
     # The roles' tool sources on this worker for the run: its Python tools, and the MCP
     # servers the scenario declares, started here (scrubbed environment) and stopped with it.
     tools: Callable[[], AbstractAsyncContextManager[Sequence[ToolSource]]] = lambda: nullcontext(())
+    # The population shards among ``roles``: shard name -> the population whose news it
+    # reads (its inbox takes the population's addressed mail, ``to.<population>``).
+    shards: Mapping[str, str] = field(default_factory=dict)
 
 
 BuildTeam = Callable[[ScenarioPlan, Path], WorkerTeam]
@@ -93,6 +96,7 @@ class WorkerOptions:
     roles: frozenset[str] | None  # None: any role
     workdir: Path
     lease_s: float = LEASE_S
+    shards: int = 1  # population shards hosted at once (more roles than that are not claimed)
 
 
 async def serve_run(link: Link, run_id: str, build: BuildTeam, options: WorkerOptions) -> None:
@@ -162,9 +166,7 @@ async def _host_roles(
         while not await _run_over(board):
             hosts = await board.hosts()
             for name, member in members.items():
-                if name in scopes or (hosts is not None and name not in hosts):
-                    continue
-                if await board.claim(name, options.worker_id, options.lease_s):
+                if await _claimed(board, name, hosts, scopes, team.shards, options):
                     logger.info("hosting {} of run {}", name, board.run_id)
                     hosted.append(name)
                     claimed.add(name)
@@ -180,6 +182,7 @@ async def _host_roles(
                         workdir,
                         board.tenure(name),
                         sources,
+                        team.shards.get(name, ""),
                     )
             due = trio.current_time() - beat >= options.lease_s / 3
             beat = trio.current_time() if due else beat
@@ -203,6 +206,24 @@ async def _host_roles(
     return hosted
 
 
+async def _claimed(
+    board: RunBoard,
+    name: str,
+    hosts: Sequence[str] | None,
+    scopes: Mapping[str, object],
+    shards: Mapping[str, str],
+    options: WorkerOptions,
+) -> bool:
+    """Claims role ``name`` if it is not hosted here yet, the run hosts it (``hosts``:
+    ``None`` before the run chose) and, for a population's shard, fewer than
+    ``options.shards`` shards are held already (so the other workers take the others)."""
+    if name in scopes or (hosts is not None and name not in hosts):
+        return False
+    if name in shards and sum(n in shards for n in scopes) >= options.shards:
+        return False
+    return await board.claim(name, options.worker_id, options.lease_s)
+
+
 async def _host(
     board: RunBoard,
     stream: RunStream,
@@ -214,10 +235,11 @@ async def _host(
     workdir: Path,
     tenure: int,
     sources: Sequence[ToolSource],
+    address: str = "",
     task_status: Any = trio.TASK_STATUS_IGNORED,
 ) -> None:
     with trio.CancelScope() as scope:
-        inbox = await stream.open_inbox(member.name, member.watch)
+        inbox = await stream.open_inbox(member.name, member.watch, address=address)
         host = RoleHost(
             member,
             fresh,

@@ -21,6 +21,7 @@ vLLM or a hosted API takes more (``concurrency = 64``)."""
 
 PopulationCount = Annotated[int, msgspec.Meta(ge=1, le=MAX_POPULATION)]
 Concurrency = Annotated[int, msgspec.Meta(ge=1, le=10_000)]
+Shards = Annotated[int, msgspec.Meta(ge=1, le=1024)]
 AttributeSpec = str | tuple[str | int | float, ...]
 """``"int 18..80"``, ``"float 0..1"``, or a list of choices (``["saver", "gambler"]``)."""
 
@@ -38,7 +39,9 @@ class PopulationSpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
     mail that act in a round (a seeded sample; ``None``: all of them). ``concurrency``
     bounds the population's calls in flight. ``output`` names the numeric field of the
     action's output whose mean and distribution the run's summary keeps per round
-    (default: the first numeric field).
+    (default: the first numeric field). ``shards`` splits the agents into that many
+    ranges, each played by a ``sopbus worker`` over NATS (docs/nats.md); 1 (the default)
+    plays them all in the run's process.
     """
 
     name: str
@@ -51,6 +54,7 @@ class PopulationSpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
     active: float | None = None
     concurrency: Concurrency = DEFAULT_CONCURRENCY
     output: str | None = None
+    shards: Shards = 1
 
 
 class Range(msgspec.Struct, frozen=True):

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from ._provider import with_whole_url as with_whole_url
     from ._recheck import Recheck as Recheck
     from ._recheck import recheck_messages as recheck_messages
+    from ._shards import worker_shards as worker_shards
     from ._tools import check_named as check_named
     from ._tools import check_servers as check_servers
     from ._tools import in_workspace as in_workspace
@@ -54,6 +55,7 @@ _WHERE: dict[str, str] = {
     "WAIT_S": "._bus",
     "BusOptions": "._bus",
     "probe": "._bus",
+    "worker_shards": "._shards",
     "endpoint": "._provider",
     "checked_prices": "._provider",
     "make_provider": "._provider",

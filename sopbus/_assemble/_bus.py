@@ -10,7 +10,7 @@ directory is written here, as always. A server that cannot be reached is a usage
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -63,8 +63,16 @@ class Remote:
         # in by members(), so the resume does not count them lost.
         self.adopted: tuple[InFlight, ...] = ()
 
-    async def members(self, roles: list[Any], gateway: Gateway, journal: CallLog) -> list[Member]:
-        """The team as the Environment gets it: hosted roles as proxies (waits for claims)."""
+    async def members(
+        self,
+        roles: list[Any],
+        gateway: Gateway,
+        journal: CallLog,
+        populations: Sequence[Any] = (),
+        shards: Mapping[str, int] | None = None,
+    ) -> list[Member]:
+        """The team as the Environment gets it: hosted roles as proxies (waits for claims);
+        the populations that ``shards`` splits play their rounds on the workers."""
         if self.coordinator is None:
             return roles
         self.coordinator.books_into(gateway, journal)
@@ -75,6 +83,10 @@ class Remote:
                 read_calls(self.continuation.run_dir), self.continuation.lost
             )
             await self.coordinator.rebase(gateway.budget.spent)
+        if shards:
+            from ._shards import hosted_shards
+
+            return await hosted_shards(self.coordinator, roles, populations, shards)
         return await self.coordinator.members(roles)
 
 

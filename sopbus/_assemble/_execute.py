@@ -31,7 +31,6 @@ from loguru import logger
 from sopbus.bus import (
     SANDBOX_SCRATCH,
     SUMMARY,
-    ConfigError,
     Environment,
     Provider,
     RunEnded,
@@ -107,11 +106,10 @@ async def execute(
         await check_endpoint(scenario, provider_spec(scenario), env)
     if continuation is None:  # a resume or a replay goes on within what was spent
         refuse_short_cap(scenario, checked.worst)
-        if checked.worst and bus is not None and bus.url:
-            raise ConfigError(
-                f"{scenario.path}: $.populations: populations run in one process for now; "
-                f"leave out --bus"
-            )
+        if bus is None or not bus.url:
+            from ._shards import refuse_shards_in_one_process
+
+            refuse_shards_in_one_process(scenario)
     provider = _provider(checked, human_input, continuation)
     for warning in checked.warnings:
         logger.warning(warning)
@@ -285,6 +283,8 @@ class _Run:
         """The gateway, the tools and the environment of the run, then the run loop."""
         from sopbus.bus.llm import CallLog
 
+        from ._shards import shard_counts
+
         store, continuation = self.store, self.continuation
         journal = CallLog(store, first_call=continuation.first_call if continuation else 0)
         gateway = Gateway(
@@ -305,7 +305,15 @@ class _Run:
             bind_stats(gateway.stats if continuation is None else asker.course)
         # The store takes a publish at once (over NATS: and puts its messages on the stream).
         env = Environment(store.run_id, log=remote.log or store)
-        env.add_all(await remote.members(self.team.roles, gateway, journal))
+        env.add_all(
+            await remote.members(
+                self.team.roles,
+                gateway,
+                journal,
+                self.team.populations,
+                shard_counts(scenario),
+            )
+        )
         env.add_all(self.team.populations)  # one member each, after the roles
         if continuation is not None:
             continuation.ledger_lost(gateway, answered=remote.adopted)

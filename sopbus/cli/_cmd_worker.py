@@ -22,7 +22,7 @@ import secrets
 import socket
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ._args import path_arg
 from ._flags import BUS, JOBS, LEASE, RUNS_DIR, Flag, add
@@ -45,6 +45,13 @@ WORKDIR = Flag(
     default=path_arg(".sopbus-worker"),
     help="where runs' files and artifacts are mirrored (default: .sopbus-worker)",
 )
+SHARDS = Flag(
+    "--shards",
+    metavar="N",
+    type=int,
+    default=1,
+    help="population shards this worker plays at once (default: 1, so workers share them)",
+)
 WORKER_ID = Flag(
     "--id",
     dest="worker_id",
@@ -61,7 +68,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     lease = LEASE.but(default=10.0, help="how long a claim outlives a silent worker (default: 10)")
     jobs = JOBS.but(help="sweep runs taken from the work queues at once (default: the cores)")
     runs_dir = RUNS_DIR.but(help="where the directories of sweep runs go (default: runs)")
-    add(parser, bus, ONE_RUN, ROLES, WORKDIR, lease, jobs, runs_dir, WORKER_ID)
+    add(parser, bus, ONE_RUN, ROLES, WORKDIR, lease, jobs, runs_dir, WORKER_ID, SHARDS)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -75,8 +82,16 @@ def run(args: argparse.Namespace) -> int:
     trio.run(probe, args.bus)  # an unreachable server: exit 2 with what to do
     roles = frozenset(r.strip() for r in args.roles.split(",") if r.strip()) if args.roles else None
     worker_id = args.worker_id or f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(2)}"
+    if args.shards < 1:
+        raise ConfigError(
+            f"--shards {args.shards}: a worker plays 1 shard or more; give --shards 1"
+        )
     options = WorkerOptions(
-        worker_id=worker_id, roles=roles, workdir=args.workdir.resolve(), lease_s=args.lease
+        worker_id=worker_id,
+        roles=roles,
+        workdir=args.workdir.resolve(),
+        lease_s=args.lease,
+        shards=args.shards,
     )
     try:
         jobs = args.jobs or os.cpu_count() or 1
@@ -132,6 +147,7 @@ def build_team(plan: ScenarioPlan, workdir: Path) -> WorkerTeam:
         run_secrets,
         with_people,
         with_whole_url,
+        worker_shards,
     )
     from sopbus.bus import load_scenario
     from sopbus.bus.nats import WorkerTeam
@@ -149,22 +165,31 @@ def build_team(plan: ScenarioPlan, workdir: Path) -> WorkerTeam:
 
     team = build(scenario)
     check_named(scenario, team)
-    prices = checked_prices(scenario, team.roles)
+    prices = checked_prices(scenario, [*team.roles, *team.populations])
+    shards = worker_shards(scenario, team.populations)  # the split populations' shards
     # A blanked base URL is made whole from the user's scenario file, if this machine has it.
     environ: Mapping[str, str] = run_environ()
     if plan.origin:
         environ = with_whole_url(environ, scenario, Path(plan.origin))
     provider = with_people(make_provider(scenario, environ), team.roles, None, required=False)
     return WorkerTeam(
-        roles=team.roles,
+        roles=[*team.roles, *shards],
         provider=provider,
         prices=prices,
         cap=scenario.run.budget_usd,
         max_attempts=scenario.llm.max_attempts,
-        build_again=lambda: build(scenario).roles,
+        build_again=lambda: _members(build(scenario), scenario),
+        shards={s.name: s.address for s in shards},
         secrets=run_secrets(scenario, environ),
         # MCP servers run in the workspace the SOP makes here, as the coordinator's do there.
         tools=lambda: opened_tools(
             in_workspace(scenario, team, workdir, live=True), team, live=True
         ),
     )
+
+
+def _members(team: Any, scenario: Any) -> list[Any]:
+    """A freshly built team's roles and shards (a shard's new host starts from these)."""
+    from sopbus._assemble import worker_shards
+
+    return [*team.roles, *worker_shards(scenario, team.populations)]
