@@ -6,7 +6,9 @@ one that names agents (``Player-17``) is mail for those. Each turn the agents wi
 a seeded share of them (``active``), ask the model, at most ``concurrency`` calls in flight,
 each through the run's gateway (reserved first, ledgered). What the round adds up to
 (counts, mean and distribution of one numeric field) is published as one message, so the
-log grows by a round, not by an agent.
+log grows by a round, not by an agent. A population on a follower graph (``spread``) has
+feeds instead: an agent's post reaches its followers only, the agents with new posts are
+the ones with mail, and each repost is a message of its own (the cascade is in the log).
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from sopbus.bus import (
     ModelOutputError,
     Turn,
 )
-from sopbus.bus.population import AgentTable, RoundTally, acting, round_half_up
+from sopbus.bus.population import AgentTable, RoundTally, Spread, acting, repost, round_half_up
 from sopbus.bus.scenario import fill_profile
 
 from ._action import Action
@@ -76,6 +78,7 @@ class Population:
         concurrency: int = 4,
         seed: int = 0,
         field: str | None = None,
+        spread: Spread | None = None,
     ):
         self.table, self.action, self.llm = table, action, llm
         self._watch = frozenset(watch)
@@ -88,6 +91,7 @@ class Population:
         self._shared_task: tuple[list[Message], str] | None = None  # (the round's mail, task)
         self.part: range | None = None  # the agents this process runs (a shard); None: all
         self.elsewhere: Shards | None = None  # who plays the rounds instead (the shards)
+        self.spread = spread
 
     # -- the Member and Crowd protocols -------------------------------------------------
 
@@ -126,6 +130,17 @@ class Population:
             return self.size
         return min(self.size, max(1, round_half_up(self.active * self.size)))
 
+    def first_woken(self, seed: Sequence[Message]) -> int:
+        """The most agents that act in the run's first round, whose news is ``seed``: on a
+        follower graph those it gives mail (the seeded posts' authors' followers), else
+        :meth:`woken`."""
+        if self.spread is None:
+            return self.woken()
+        mailed = self.spread.first_reach(seed)
+        if self.active is None or mailed == 0:
+            return mailed
+        return min(mailed, max(1, round_half_up(self.active * mailed)))
+
     def sample_request(self, news_chars: int = NEWS_CHARS) -> LLMRequest:
         """Agent 0's request with ``news_chars`` of news: what the worst case of a call is
         reckoned from before the run (the news of a real round is not known yet)."""
@@ -139,6 +154,8 @@ class Population:
         )
 
     async def step(self, news: Sequence[Message], turn: Turn) -> Sequence[Message]:
+        if self.spread is not None:
+            return await self._feed_step(self.spread, news, turn)
         tally, stopped = await self.play(news, turn)
         if tally is None:
             return ()
@@ -180,6 +197,48 @@ class Population:
         return shard
 
     # -- a round ------------------------------------------------------------------------
+
+    async def _feed_step(
+        self, spread: Spread, news: Sequence[Message], turn: Turn
+    ) -> Sequence[Message]:
+        """A round on the follower graph: the agents with new posts in their feeds (or a
+        seeded share of them) read them and choose; what they repost goes to their
+        followers next round."""
+        shared = spread.file(news, turn.round)
+        mailed = range(self.size) if shared else spread.mailed()
+        who = acting(mailed, self.active, seed=self.seed, name=self.name, round=turn.round)
+        if not who:
+            return ()
+        direct = {i: spread.read(i) for i in who}
+        tally = RoundTally(len(who), *self.bounds)
+        stopped = await self._act_all(who, shared, direct, turn, tally)
+        sums, reposts, roots = spread.close_round()
+        counted = tally.as_dict(turn.round)
+        result = {k: counted[k] for k in ("round", "woke", "acted", "failed")}
+        result.update(sums, field="choice")
+        self._rounds.append(result)
+        if stopped is not None:
+            raise BudgetExhausted(
+                f"{stopped}; {self.name}: {tally.acted + tally.failed} of {len(who)} agents "
+                f"acted in round {turn.round} before the cap"
+            )
+        posts = [repost(self.table.agent(i), read) for i, read in reposts]
+        return [*posts, self._spread_report(result, roots)]
+
+    def _spread_report(self, result: dict[str, Any], roots: tuple[str, ...]) -> Message:
+        # Its parents are the posts passed on, not the round's news: a round of a
+        # population on a graph reads tens of thousands of reposts.
+        return Message(
+            cause_by=self.action.name,
+            sent_from=self.name,
+            content=(
+                f"{result['acted']} of {self.size} {self.name} agents read their feeds: "
+                f"{result['ignored']} ignored, {result['liked']} liked, {result['reposted']} "
+                f"reposted; reached {result['reached']}, adopted by {result['adopters']}"
+            ),
+            payload=result,
+            parents=roots,
+        )
 
     def _sorted_mail(
         self, news: Sequence[Message]
@@ -256,7 +315,10 @@ class Population:
         return output
 
     def _took(self, i: int, output: Any, tally: RoundTally) -> None:
-        """Agent ``i`` answered ``output``: its value kept as its memory, and counted."""
+        """Agent ``i`` answered ``output``: its value kept as its memory, and counted (on a
+        follower graph, its choice too)."""
+        if self.spread is not None:
+            self.spread.answered(i, str(getattr(output, "choice", "")))
         value = _number(output, self.field)
         table = self.table
         if value is not None:

@@ -7,10 +7,21 @@ machine cannot hold is refused with the estimate, not found out by the kernel.
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
+from pydantic import BaseModel
+
 from sopbus.bus import ConfigError, Scenario, did_you_mean
-from sopbus.bus.population import AgentTable, drawn_table, estimate_bytes, table_from_file
+from sopbus.bus.graph import PARAMETERS, FollowGraph, generate, read_graph
+from sopbus.bus.population import (
+    CHOICES,
+    AgentTable,
+    Spread,
+    drawn_table,
+    estimate_bytes,
+    table_from_file,
+)
 from sopbus.bus.scenario import PopulationSpec, template_fields
 from sopbus.roles import LLMSettings, Population, Registry, layered
 
@@ -65,6 +76,11 @@ def _population(
             f"{where}.shards: {spec.shards} shards of {spec.count} agents leave a shard "
             f"without agents; set shards to {spec.count} or fewer"
         )
+    if spec.shards > 1 and spec.graph is not None:
+        raise ConfigError(
+            f"{where}.shards: a population on a follower graph plays in one process (its "
+            f"feeds are one structure); leave shards out, or the graph"
+        )
     table = _table(spec, where, scenario)
     llm = layered(LLMSettings(max_tokens=action.default_max_tokens), defaults, action.llm)
     field = spec.output
@@ -83,7 +99,78 @@ def _population(
         concurrency=spec.concurrency,
         seed=scenario.run.seed,
         field=field,
+        spread=_spread(spec, where, scenario, table, action.Output),
     )
+
+
+def _spread(
+    spec: PopulationSpec,
+    where: str,
+    scenario: Scenario,
+    table: AgentTable,
+    output: type[BaseModel] | None,
+) -> Spread | None:
+    """The feeds of a population with a ``graph``; its action must say what an agent does
+    with its feed (a ``choice`` of ignore, like, repost)."""
+    if spec.graph is None:
+        return None
+    choices = _choices(output)
+    if not choices or not set(choices) <= set(CHOICES):
+        raise ConfigError(
+            f"{where}.actions[0]: {spec.actions[0]} has no output field choice of "
+            f"{' | '.join(CHOICES)} (got {choices or 'none'}); a population on a follower graph "
+            f"takes an action that says what an agent does with its feed, e.g. React"
+        )
+    return Spread(_follow_graph(spec, where, scenario, table), spec.feed, table.index_of)
+
+
+def _choices(output: type[BaseModel] | None) -> list[str]:
+    if output is None or "choice" not in output.model_fields:
+        return []
+    prop = output.model_json_schema().get("properties", {}).get("choice", {})
+    return [str(v) for v in prop.get("enum", ())]
+
+
+def _follow_graph(
+    spec: PopulationSpec, where: str, scenario: Scenario, table: AgentTable
+) -> FollowGraph:
+    graph = spec.graph
+    assert graph is not None
+    if graph.file is not None:
+        try:
+            return read_graph(scenario.resolve(graph.file), _Agents(table))
+        except ConfigError as exc:
+            raise ConfigError(f"{where}.graph.file: {exc}") from None
+    assert graph.generator is not None
+    # Every parameter given goes through: the generator says which it does not take.
+    given = {p: getattr(graph, p) for p in _PARAMETERS if getattr(graph, p) is not None}
+    try:
+        return generate(graph.generator, table.count, seed=graph.seed, **given)
+    except ConfigError as exc:
+        raise ConfigError(f"{where}.graph: {exc}") from None
+
+
+_PARAMETERS = sorted({p for params in PARAMETERS.values() for p in params})
+
+
+class _Agents(Mapping[str, int]):
+    """A population's agent names as a graph file reads them (``Person-17``: 17), without
+    a dict of a million names."""
+
+    def __init__(self, table: AgentTable):
+        self.table = table
+
+    def __getitem__(self, name: str) -> int:
+        i = self.table.index_of(name)
+        if i is None:
+            raise KeyError(name)
+        return i
+
+    def __iter__(self) -> Iterator[str]:
+        return (self.table.agent(i) for i in range(self.table.count))
+
+    def __len__(self) -> int:
+        return self.table.count
 
 
 def _table(spec: PopulationSpec, where: str, scenario: Scenario) -> AgentTable:

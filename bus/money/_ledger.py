@@ -125,6 +125,31 @@ class LedgerLine(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
         paid tool's line is no model call: the readers of a ledger say so)."""
         return 1 if self.batch is None else len(self.batch)
 
+    def each_call(self) -> list[LedgerLine]:
+        """The line as one line a call: a batch's calls each under its agent's name
+        (``Player-17``) with its own tokens, cost and running total; any other line itself."""
+        batch = self.batch
+        if batch is None:
+            return [self]
+        total = self.total_usd - self.cost_usd
+        out = []
+        for agent, prompt, completion, cost in zip(
+            batch.agents, batch.prompt_tokens, batch.completion_tokens, batch.cost_usd
+        ):
+            total += cost
+            out.append(
+                msgspec.structs.replace(
+                    self,
+                    role=f"{self.role}-{agent}",
+                    prompt_tokens=prompt,
+                    completion_tokens=completion,
+                    cost_usd=cost,
+                    total_usd=total,
+                    batch=None,
+                )
+            )
+        return out
+
     @property
     def shown_outcome(self) -> str:
         """The outcome as a reader is told it: ``estimated`` for an ``error`` counted at

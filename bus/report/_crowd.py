@@ -1,6 +1,6 @@
 """A population run in the report: its per-round sums from ``summary.json`` (the curve of
-the mean with its min..max band, the last round's distribution, agents woken and acted),
-and the calls of a run too many to draw one bar each.
+the mean with its min..max band, the last round's distribution, agents woken and acted;
+for a population on a follower graph its adoption curve, :mod:`._adoption`), and the calls of a run too many to draw one bar each.
 
 A population's agents (``Player-17``) are one lane, one role of the money charts and one
 row of the tables: a thousand agents are one crowd, not a thousand lines.
@@ -15,6 +15,7 @@ from typing import Any
 
 import altair as alt
 
+from ._adoption import is_spread, spread_part
 from ._data import Call, RunData
 from ._vega import named, to_svg
 
@@ -43,6 +44,8 @@ def population_section(data: RunData) -> str:
 def _one(name: str, rounds: list[dict[str, Any]]) -> str:
     if not rounds:
         return f"<h3>{escape(name)}</h3><p class=note>no round of {escape(name)} ran</p>"
+    if is_spread(rounds):
+        return spread_part(name, rounds)
     rows = "".join(
         f'<tr data-round="{_value(r["round"])}">'
         + "".join(

@@ -150,10 +150,11 @@ def _tool_mark(n: int, event: dict[str, Any], t0: float) -> ToolMark:
 
 
 def _calls(lines: list[LedgerLine], t0: float) -> list[Call]:
-    """The ledger lines as bars: a call ends at its ``t`` and lasted ``latency_ms``."""
+    """The ledger lines as bars: a call ends at its ``t`` and lasted ``latency_ms``; a
+    batch line is its calls, each a bar as long as the batch."""
     last: dict[tuple[str, str, int], str] = {}
     calls = []
-    for line in lines:
+    for line in (one for batch in lines for one in batch.each_call()):
         key = (line.role, line.action, line.round)
         mark = "" if line.attempt <= 1 else "retry" if last.get(key) == "error" else "repair"
         last[key] = line.outcome

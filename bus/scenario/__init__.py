@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from ._errors import explain_syntax_error as explain_syntax_error
     from ._errors import explain_validation_error as explain_validation_error
     from ._errors import format_path as format_path
+    from ._graph import GraphSpec as GraphSpec
     from ._load import action_problems as action_problems
     from ._load import action_spec as action_spec
     from ._load import check_scenario as check_scenario
@@ -54,7 +55,6 @@ if TYPE_CHECKING:
     from ._types import MAX_BUDGET_USD as MAX_BUDGET_USD
     from ._types import ActionSpec as ActionSpec
     from ._types import EvalSpec as EvalSpec
-    from ._types import GraphSpec as GraphSpec
     from ._types import InjectSpec as InjectSpec
     from ._types import LLMConfig as LLMConfig
     from ._types import LLMOverrides as LLMOverrides
@@ -105,7 +105,7 @@ _WHERE: dict[str, str] = {
     "PriceSpec": "._types",
     "RoleSpec": "._types",
     "WatchSpec": "._types",
-    "GraphSpec": "._types",
+    "GraphSpec": "._graph",
     "RunSettings": "._types",
     "Scenario": "._types",
     "ScenarioDoc": "._types",

@@ -47,6 +47,8 @@ def place_of(
     for i, pop in enumerate(populations):
         if pop.attributes_file == value:
             return f"$.populations[{i}].attributes_file"
+        if pop.graph is not None and pop.graph.file == value:
+            return f"$.populations[{i}].graph.file"
     return next(_places(value, sop_options, "$.sop"), "$.sop")
 
 

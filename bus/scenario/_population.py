@@ -12,6 +12,8 @@ from typing import Annotated, Any
 
 import msgspec
 
+from ._graph import GraphSpec
+
 MAX_POPULATION = 100_000_000
 """The largest count of one population: past it even the compact columns need more memory
 than a machine this runs on has, and a typo (``count = 1e12``) is no plan."""
@@ -22,6 +24,10 @@ vLLM or a hosted API takes more (``concurrency = 64``)."""
 PopulationCount = Annotated[int, msgspec.Meta(ge=1, le=MAX_POPULATION)]
 Concurrency = Annotated[int, msgspec.Meta(ge=1, le=10_000)]
 Shards = Annotated[int, msgspec.Meta(ge=1, le=1024)]
+DEFAULT_FEED = 10
+"""The posts an agent of a population with a follower graph reads in a turn: its feed's
+``k`` newest (OASIS's recommendation lists are of that order)."""
+FeedSize = Annotated[int, msgspec.Meta(ge=1, le=1_000)]
 AttributeSpec = str | tuple[str | int | float, ...]
 """``"int 18..80"``, ``"float 0..1"``, or a list of choices (``["saver", "gambler"]``)."""
 
@@ -42,6 +48,10 @@ class PopulationSpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
     (default: the first numeric field). ``shards`` splits the agents into that many
     ranges, each played by a ``sopbus worker`` over NATS (docs/nats.md); 1 (the default)
     plays them all in the run's process.
+
+    ``graph`` (a generator or a ``file``, as the team's ``[graph]``) says whom each agent
+    follows: a watched message one of the agents sends then reaches its followers only, as
+    a post in their feeds, and ``feed`` is how many of the newest posts an agent reads.
     """
 
     name: str
@@ -55,6 +65,8 @@ class PopulationSpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
     concurrency: Concurrency = DEFAULT_CONCURRENCY
     output: str | None = None
     shards: Shards = 1
+    graph: GraphSpec | None = None
+    feed: FeedSize = DEFAULT_FEED
 
 
 class Range(msgspec.Struct, frozen=True):
@@ -135,6 +147,46 @@ def population_problems(
         if not pop.actions:
             out.append(([*at, "actions"], "no actions", 'name the action agents take: ["Guess"]'))
         out += _template_problems(pop, at)
+        out += _graph_problems(pop, at)
+    return out
+
+
+def _graph_problems(pop: PopulationSpec, at: list[Any]) -> list[tuple[list[Any], str, str]]:
+    """A population's ``graph`` names a generator or a file, and no ``members`` (its nodes
+    are the agents); the generator's parameters are checked when the graph is built."""
+    graph = pop.graph
+    if graph is None:
+        return []
+    out: list[tuple[list[Any], str, str]] = []
+    if (graph.generator is None) == (graph.file is None):
+        out.append(
+            (
+                [*at, "graph"],
+                "the graph names both a generator and a file"
+                if graph.generator
+                else "the graph names neither a generator nor a file",
+                'give one: graph = { generator = "small_world", k = 10, p = 0.1 } or '
+                'graph = { file = "follows.csv" }',
+            )
+        )
+    if graph.members is not None:
+        out.append(
+            (
+                [*at, "graph", "members"],
+                "members in a population's graph",
+                f"leave it out: the graph is over the agents {pop.name}-0 ... "
+                f"{pop.name}-{pop.count - 1}",
+            )
+        )
+    if not pop.watch:
+        out.append(
+            (
+                [*at, "watch"],
+                "a graph but no watched action",
+                'name the action of a post: watch = ["Post"] (an agent\'s post reaches its '
+                "followers)",
+            )
+        )
     return out
 
 

@@ -21,6 +21,7 @@ import msgspec
 
 from .._errors import ConfigError
 from ._extra import merged_extra
+from ._graph import GraphSpec
 from ._paths import inside, outside_problem, place_of
 from ._population import PopulationSpec
 from ._tools import DEFAULT_MAX_TOOL_STEPS, A2AAgent, McpServer, ToolChoice
@@ -209,23 +210,6 @@ class WatchSpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields
 
     action: str
     senders: tuple[str, ...] = msgspec.field(name="from")
-
-
-class GraphSpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """``[graph]``: who follows whom among the team's roles, from a seeded ``generator``
-    (``random`` with ``degree``, ``small_world`` with ``k`` and ``p``, ``preferential``
-    with ``m``) or a ``file`` (CSV ``follower,followee`` or JSON lines, by role name).
-    ``members`` are the roles it is over (default: every role, in the team's order). A
-    role that follows another watches the actions that role takes, from it only."""
-
-    generator: str | None = None
-    file: str | None = None
-    members: tuple[str, ...] | None = None
-    degree: int | None = None
-    k: int | None = None
-    p: float | None = None
-    m: int | None = None
-    seed: int = 0
 
 
 class RoleSpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):

@@ -20,7 +20,8 @@ _REPAIR_TOKENS = 256  # a repair's own words besides the quoted answer
 
 class Worst(NamedTuple):
     """One population's worst case: agents per round, attempts per agent, one attempt's
-    worst cost, and the totals."""
+    worst cost, and the totals; ``first_agents`` and ``first_usd`` are its first round's
+    (fewer on a follower graph, where only the seeded posts' readers act)."""
 
     name: str
     agents: int
@@ -28,6 +29,8 @@ class Worst(NamedTuple):
     call_usd: Decimal
     round_usd: Decimal
     run_usd: Decimal
+    first_agents: int
+    first_usd: Decimal
 
 
 def worst_cases(scenario: Scenario, team: Any, prices: PriceBook) -> list[Worst]:
@@ -45,7 +48,7 @@ def worst_cases(scenario: Scenario, team: Any, prices: PriceBook) -> list[Worst]
             ),
             Decimal(0),
         )
-        agents = pop.woken()
+        agents, first = pop.woken(), pop.first_woken(getattr(team, "seed", ()))
         one_round = per_agent * agents
         out.append(
             Worst(
@@ -55,6 +58,8 @@ def worst_cases(scenario: Scenario, team: Any, prices: PriceBook) -> list[Worst]
                 per_agent,
                 one_round,
                 one_round * scenario.run.max_rounds,
+                first,
+                per_agent * first,
             )
         )
     return out
@@ -65,9 +70,15 @@ def worst_lines(worst: list[Worst], budget: Decimal) -> list[str]:
     return [
         f"population {w.name}: worst case {money(w.round_usd)} a round ({w.agents:,} agents x "
         f"{w.attempts} attempts x {money(w.call_usd / w.attempts)}), {money(w.run_usd)} for the "
-        f"whole run; the cap is {money(budget)}"
+        f"whole run{_first(w)}; the cap is {money(budget)}"
         for w in worst
     ]
+
+
+def _first(w: Worst) -> str:
+    if w.first_agents == w.agents:
+        return ""
+    return f", {money(w.first_usd)} for its first round ({w.first_agents:,} agents)"
 
 
 def refuse_short_cap(scenario: Scenario, worst: list[Worst]) -> None:
@@ -75,12 +86,13 @@ def refuse_short_cap(scenario: Scenario, worst: list[Worst]) -> None:
     population, before any call is made or any run directory created."""
     cap = scenario.run.budget_usd
     for w in worst:
-        if w.round_usd > cap:
+        if w.first_usd > cap:
             fits = int(cap / w.call_usd) if w.call_usd else w.agents
+            first = "" if w.first_agents == w.agents else f" ({w.first_agents:,} agents)"
             raise ConfigError(
                 f"{scenario.path}: $.run.budget_usd: the cap {money(cap)} cannot cover one round "
-                f"of population {w.name}: its worst case is {money(w.round_usd)}, "
-                f"{money(w.round_usd - cap)} more; raise budget_usd to at least "
-                f"{money(w.round_usd)}, lower count or active (the cap covers {fits:,} agents), "
-                f"or lower max_tokens"
+                f"of population {w.name}: its first round's worst case{first} is "
+                f"{money(w.first_usd)}, {money(w.first_usd - cap)} more; raise budget_usd to at "
+                f"least {money(w.first_usd)}, lower count or active (the cap covers {fits:,} "
+                f"agents), or lower max_tokens"
             )

@@ -2,7 +2,9 @@
 
 One row per population and round: how many agents woke, acted and failed, and the mean,
 least, greatest and distribution (ten bins) of the numeric field the population sums
-(``summary.json``'s ``populations``). ``--csv`` prints the same rows for a spreadsheet.
+(``summary.json``'s ``populations``); for a population on a follower graph, the choices
+(ignored, liked, reposted) and the agents reached and adopting so far (the adoption
+curve). ``--csv`` prints the same rows for a spreadsheet.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ NAME = "populations"
 HELP = "a run's populations round by round: agents acted, mean and distribution (table or CSV)"
 
 COLUMNS = ("population", "round", "field", "woke", "acted", "failed", "mean", "min", "max")
+SPREAD_COLUMNS = ("ignored", "liked", "reposted", "reached", "adopters", "adoption")
+"""The columns of a population on a follower graph (its rounds have no mean)."""
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -48,6 +52,8 @@ def rows(populations: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
     for name, rounds in populations.items():
         for r in rounds:
             row = {"population": name, **{k: r.get(k) for k in COLUMNS[1:]}}
+            if "adopters" in r:
+                row.update({k: r.get(k) for k in SPREAD_COLUMNS})
             bins = (r.get("bins") or {}).get("counts", [])
             row.update({f"bin_{j}": n for j, n in enumerate(bins)})
             out.append(row)
@@ -57,17 +63,27 @@ def rows(populations: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
 def population_csv(populations: dict[str, list[dict[str, Any]]]) -> str:
     table = rows(populations)
     buffer = io.StringIO()
-    fields = list(COLUMNS) + sorted(
-        {k for r in table for k in r if k.startswith("bin_")}, key=lambda k: int(k[4:])
+    spread = [k for k in SPREAD_COLUMNS if any(k in r for r in table)]
+    fields = (
+        list(COLUMNS)
+        + spread
+        + sorted({k for r in table for k in r if k.startswith("bin_")}, key=lambda k: int(k[4:]))
     )
-    writer = csv.DictWriter(buffer, fieldnames=fields, lineterminator="\n")
+    writer = csv.DictWriter(buffer, fieldnames=fields, lineterminator="\n", restval="")
     writer.writeheader()
     writer.writerows(table)
     return buffer.getvalue()
 
 
 def print_populations(populations: dict[str, list[dict[str, Any]]]) -> None:
-    """The rows as a table, the distribution drawn as a bar of ten bins."""
+    """The rows as a table, the distribution drawn as a bar of ten bins; a population on
+    a follower graph as a table of its spread."""
+    spreads = {n: rs for n, rs in populations.items() if any("adopters" in r for r in rs)}
+    if spreads:
+        _print_spreads(spreads)
+    populations = {n: rs for n, rs in populations.items() if n not in spreads}
+    if not populations:
+        return
     from rich.console import Console
     from rich.table import Table
 
@@ -92,6 +108,33 @@ def print_populations(populations: dict[str, list[dict[str, Any]]]) -> None:
             spread,
         )
     Console(soft_wrap=True).print(table)
+
+
+def _print_spreads(populations: dict[str, list[dict[str, Any]]]) -> None:
+    from rich import box
+    from rich.console import Console
+    from rich.table import Table
+
+    # A light box and no "woke" column (it is in the CSV): the table fits 80 columns.
+    table = Table(
+        title="populations on a follower graph, round by round",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+    )
+    heads = ("population", "round", "acted", "ignored", "liked", "reposted", "reached")
+    for column in (*heads, "adopted", "share"):
+        table.add_column(
+            column, justify="left" if column == "population" else "right", min_width=len(column)
+        )
+    for r in rows(populations):
+        acted = f"{r.get('acted') or 0:,}" + (
+            f" ({r['failed']:,} failed)" if r.get("failed") else ""
+        )
+        counts = [f"{r.get(k) or 0:,}" for k in (*heads[3:], "adopters")]
+        share = f"{r.get('adoption') or 0.0:.1%}"
+        table.add_row(r["population"], str(r["round"]), acted, *counts, share)
+    Console(soft_wrap=True).print(table)
+    print("reached: agents the post has reached so far; adopted: liked or reposted it so far")
 
 
 def _n(x: float) -> str:

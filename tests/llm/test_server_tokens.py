@@ -36,6 +36,8 @@ async def reserved(server: OpenAIServer, requests: list[LLMRequest], *, tokenize
     amounts: list[Decimal] = []
 
     class Journal:
+        batches = False
+
         def reserved(
             self,
             request: LLMRequest,

@@ -137,3 +137,38 @@ def test_answers_cut_at_max_tokens_are_counted_failed_and_fail_the_verdict(
     lines = records(run_dir, "costs.jsonl")
     assert len(lines) == PLAYERS * GAMES == s["llm_calls"]
     assert {(x["finish_reason"], x["completion_tokens"]) for x in lines} == {("length", 4)}
+
+
+def test_the_rumour_spreads_on_the_servers_choices(llama: LlamaServer, tmp_path: Path) -> None:
+    # 12 agents on the shipped small-world graph, two rounds: the seed's followers read the
+    # post, then the followers of those who reposted it. The server's grammar (from the
+    # React schema) makes each answer one of the three choices.
+    done = sopbus(
+        "run", "rumor_spread", "--provider", "openai", "--base-url", llama.base_url,
+        "--model", MODEL, "--price", "0,0", "--runs-dir", tmp_path / "runs", "--quiet",
+        "--set", "populations.Person.count=12", "--set", "run.max_rounds=2",
+        "--set", f"populations.Person.concurrency={SLOTS}", "--set", "llm.temperature=0.0",
+        cwd=tmp_path, env={"OPENAI_API_KEY": "local"}, timeout=600,
+    )  # fmt: skip
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    assert done.returncode == 0, done.stderr
+    rounds = summary(run_dir)["populations"]["Person"]
+    assert rounds and all(r["acted"] + r["failed"] == r["woke"] for r in rounds)
+    chosen: dict[int, dict[str, int]] = {}
+    for call in records(run_dir, "calls.jsonl"):
+        try:
+            choice = json.loads(call["completion"]["text"]).get("choice")
+        except (json.JSONDecodeError, AttributeError):
+            continue
+        per = chosen.setdefault(call["round"], {})
+        per[choice] = per.get(choice, 0) + 1
+    for r in rounds:
+        got = chosen.get(r["round"], {})
+        assert (got.get("ignore", 0), got.get("like", 0), got.get("repost", 0)) == (
+            r["ignored"],
+            r["liked"],
+            r["reposted"],
+        )
+    # one ledger line per call: a real provider's calls are not batched
+    lines = records(run_dir, "costs.jsonl")
+    assert len(lines) == summary(run_dir)["llm_calls"] >= rounds[0]["woke"]
