@@ -12,6 +12,11 @@ gained per agent-turn (one agent's one call: its reservation and settlement in
     python bench/population.py build --sizes 10000 100000 1000000
     python bench/population.py round --count 100000
     python bench/population.py round --count 1000000 --active 0.01
+    python bench/population.py rumor --count 100000 [--set sop.seed=Person-1]
+
+``rumor``: ``sopbus run rumor_spread`` with ``--count`` agents on its small-world graph to
+its end (no new post, or ``--rounds``): seconds, calls, the adoption curve (agents reached
+and adopting after each round) and the records' bytes per agent-turn.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 SCENARIO = ROOT / "scenarios" / "guess_two_thirds.toml"
+RUMOR = ROOT / "scenarios" / "rumor_spread.toml"
 
 
 def _rss_kib() -> int:
@@ -124,6 +130,40 @@ def one_round(count: int, active: float | None = None) -> dict[str, Any]:
     }
 
 
+def rumor(count: int, rounds: int, settings: list[str]) -> dict[str, Any]:
+    """``sopbus run rumor_spread`` with ``count`` agents to its end: seconds, calls, bytes
+    and the adoption curve."""
+    with tempfile.TemporaryDirectory() as tmp:
+        argv = [sys.executable, "-m", "sopbus", "run", str(RUMOR), "--quiet", "--runs-dir", tmp,
+                "--set", f"populations.Person.count={count}", "--set", f"run.max_rounds={rounds}",
+                "--set", "run.budget_usd=100000",
+                *(x for kv in settings for x in ("--set", kv))]  # fmt: skip
+        start = time.perf_counter()
+        done = subprocess.run(argv, capture_output=True, text=True, cwd=tmp)
+        seconds = time.perf_counter() - start
+        if done.returncode != 0:
+            raise SystemExit(done.stderr)
+        (run_dir,) = [p for p in Path(tmp).iterdir() if p.is_dir()]
+        sizes = {p.name: p.stat().st_size for p in run_dir.iterdir() if p.is_file()}
+        summary = json.loads((run_dir / "summary.json").read_text())
+    records = sum(sizes.get(n, 0) for n in ("events.jsonl", "costs.jsonl", "calls.jsonl"))
+    curve = summary["populations"]["Person"]
+    turns = sum(r["acted"] + r["failed"] for r in curve)
+    return {
+        "count": count,
+        "settings": settings,
+        "seconds": round(seconds, 1),
+        "run_duration_s": summary["duration_s"],
+        "rounds": len(curve),
+        "llm_calls": summary["llm_calls"],
+        "messages": summary.get("messages"),
+        "bytes": sizes,
+        "bytes_per_agent_turn": round(records / turns, 1),
+        "curve": [(r["round"], r["acted"], r["reached"], r["adopters"]) for r in curve],
+        "cpus": os.cpu_count(),
+    }
+
+
 def main() -> None:
     if sys.argv[1:2] == ["_build_one"]:
         print(json.dumps(build_one(int(sys.argv[2]))))
@@ -135,8 +175,17 @@ def main() -> None:
     r = sub.add_parser("round")
     r.add_argument("--count", type=int, default=100_000)
     r.add_argument("--active", type=float, default=None, help="the share that acts")
+    m = sub.add_parser("rumor")
+    m.add_argument("--count", type=int, default=100_000)
+    m.add_argument("--rounds", type=int, default=30, help="max_rounds (default 30)")
+    m.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="as run's")
     args = parser.parse_args()
-    result = build(args.sizes) if args.what == "build" else one_round(args.count, args.active)
+    if args.what == "build":
+        result: Any = build(args.sizes)
+    elif args.what == "round":
+        result = one_round(args.count, args.active)
+    else:
+        result = rumor(args.count, args.rounds, args.set)
     print(json.dumps(result, indent=2))
 
 

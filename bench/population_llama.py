@@ -10,7 +10,7 @@ measurement so that no run finds its prompts in the cache another left. With ``-
 
 Each measurement is ``sopbus run SCENARIO --provider openai --base-url ... --model ...
 --price 0,0`` with ``--set`` for the population's count and concurrency, the games
-(``sop.rounds``), ``max_tokens`` and temperature 0, as a user runs it. Printed per
+(``sop.rounds``; ``run.max_rounds`` for ``rumor_spread``, which runs until no new post), ``max_tokens`` and temperature 0, as a user runs it. Printed per
 concurrency: wall seconds, LLM calls, prompt, cached and completion tokens, the agents woken,
 acted and failed over all rounds, calls a second, how the run ended; then the speedup (wall
 at concurrency 1 over wall at the slots).
@@ -49,9 +49,14 @@ def population_of(scenario: str) -> str:
     populations = doc.get("populations", [])
     if not populations:
         sys.exit(f"{path} has no [[populations]]: this bench runs a population scenario")
-    if "rounds" not in doc.get("sop", {}):
-        sys.exit(f"{path} has no [sop].rounds: the bench sets the games there")
     return str(populations[0]["name"])
+
+
+def rounds_key(scenario: str) -> str:
+    """Where ``--games`` goes: the SOP's ``rounds`` (a game's rounds), else the run's
+    ``max_rounds`` (``rumor_spread`` runs until no new post)."""
+    doc = tomllib.loads((ROOT / "scenarios" / f"{scenario}.toml").read_text(encoding="utf-8"))
+    return "sop.rounds" if "rounds" in doc.get("sop", {}) else "run.max_rounds"
 
 
 @contextlib.contextmanager
@@ -78,7 +83,7 @@ def measure(args: argparse.Namespace, concurrency: int, work: Path) -> dict[str,
     settings = (
         f"populations.{name}.count={args.count}",
         f"populations.{name}.concurrency={concurrency}",
-        f"sop.rounds={args.games}",
+        f"{rounds_key(args.scenario)}={args.games}",
         f"llm.max_tokens={args.max_tokens}",
         "llm.temperature=0.0",
         "llm.timeout_s=300.0",
@@ -119,7 +124,8 @@ def figures(
         "woke": sum(r["woke"] for r in rounds),
         "acted": sum(r["acted"] for r in rounds),
         "failed": sum(r["failed"] for r in rounds),
-        "means": [r["mean"] for r in rounds],
+        "means": [r.get("mean") for r in rounds],
+        "adopters": [r.get("adopters") for r in rounds],
     }
 
 
@@ -147,7 +153,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--scenario", default="guess_two_thirds")
     parser.add_argument("--count", type=int, default=200, help="agents")
-    parser.add_argument("--games", type=int, default=3, help="the SOP's rounds")
+    parser.add_argument(
+        "--games", type=int, default=3, help="the SOP's rounds (rumor_spread: max_rounds)"
+    )
     parser.add_argument("--slots", type=int, default=4, help="llama-server -np, and the concurrency compared with 1")  # fmt: skip
     parser.add_argument("--max-tokens", type=int, default=32)
     parser.add_argument("--base-url", help="an OpenAI-compatible endpoint instead of llama.cpp")
