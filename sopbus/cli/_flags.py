@@ -240,6 +240,12 @@ REPORT = Flag(
 
 JSON = Flag("--json", action="store_true", help="print a JSON array instead of a table")
 CSV = Flag("--csv", action="store_true", help="print the rows as CSV")
+PARQUET = Flag(
+    "--parquet",
+    metavar="FILE",
+    type=path_arg,
+    help="write the rows to FILE as a Parquet table (needs pip install 'sopbus[parquet]')",
+)
 
 # -- servers (sopbus mcp, sopbus a2a serve) ------------------------------------------------
 

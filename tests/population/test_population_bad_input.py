@@ -61,6 +61,19 @@ def test_a_file_shorter_than_the_count_says_both(tmp_path: Path) -> None:
         build_team(load_scenario(path))
 
 
+def test_a_parquet_file_gives_one_row_an_agent(tmp_path: Path) -> None:
+    pa = pytest.importorskip("pyarrow", reason="needs pyarrow: pip install -e '.[parquet]'")
+    import pyarrow.parquet as pq
+
+    people = pa.table({"persona": ["saver", "gambler", "student"], "age": [30, 41, 19]})
+    pq.write_table(people, tmp_path / "people.parquet")
+    path = _with_file(tmp_path, "ignored.csv", "")
+    path.write_text(path.read_text().replace('"ignored.csv"', '"people.parquet"'))
+    table = build_team(load_scenario(path)).populations[0].table
+    assert [table.attributes(i)["age"] for i in range(3)] == [30, 41, 19]
+    assert table.attributes(2)["persona"] == "student"
+
+
 @pytest.mark.skipif(importlib.util.find_spec("pyarrow") is not None, reason="pyarrow is installed")
 def test_parquet_without_pyarrow_names_the_extra(tmp_path: Path) -> None:
     path = _with_file(tmp_path, "people.parquet", "not parquet")

@@ -9,6 +9,8 @@ import json
 from decimal import Decimal
 from pathlib import Path
 
+import pytest
+
 from support.cli import sopbus
 from support.killed_runs import ledger
 from support.populations import small_game
@@ -138,3 +140,26 @@ def test_replay_verify_and_resume_keep_the_aggregates(tmp_path: Path) -> None:
         (3, "ok", 1),
     ]
     assert sopbus("verify", victim).returncode == 0
+
+
+def test_the_rounds_export_as_parquet_as_in_the_csv(tmp_path: Path) -> None:
+    pq = pytest.importorskip(
+        "pyarrow.parquet",
+        reason="needs pyarrow: pip install -e '.[parquet]' (the test extra has it)",
+    )
+    done = sopbus("run", small_game(tmp_path, count=30, rounds=3), "--quiet", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    run_dir = _only_run(tmp_path / "runs")
+    out = tmp_path / "rounds.parquet"
+    wrote = sopbus("populations", run_dir, "--parquet", out, cwd=tmp_path)
+    assert wrote.returncode == 0 and f"wrote 3 rows (1 populations) to {out}" in wrote.stdout
+    table = pq.read_table(out).to_pylist()
+    text = sopbus("populations", run_dir, "--csv", cwd=tmp_path).stdout
+    as_csv = list(csv.DictReader(io.StringIO(text)))
+    assert [list(r) for r in table] == [list(r) for r in as_csv]  # the same columns, in order
+    for got, row in zip(table, as_csv, strict=True):
+        assert {k: "" if v is None else str(v) for k, v in got.items()} == row
+    # a path that cannot be written: exit 2 naming the flag; the file written before stays
+    bad = sopbus("populations", run_dir, "--parquet", tmp_path / "no" / "x.parquet")
+    assert bad.returncode == 2 and "--parquet" in bad.stderr
+    assert pq.read_table(out).num_rows == 3
