@@ -259,7 +259,7 @@ def _calls_section(data: RunData) -> str:
         else ""
     )
     intro = (
-        f"<p class=note>{_count(len(calls), 'ledger line')} of model calls; at most "
+        f"<p class=note>{_count(len(calls), 'model call')}; at most "
         f'<span data-figure="max_concurrency">{most}</span> {"call" if most == 1 else "calls"} '
         f"in flight at once; {_count(marks['retry'], 'retry', 'retries')}, "
         f"{_count(marks['repair'], 'repair')}, {refused} refused. {tools}"
