@@ -84,29 +84,12 @@ def build(sizes: list[int]) -> list[dict[str, Any]]:
     return rows
 
 
-def one_round(count: int, active: float | None = None) -> dict[str, Any]:
-    """``sopbus run`` of one game round with ``count`` players (``active``: the share that
-    acts); seconds and bytes."""
+def _sopbus_run(scenario: Path, *settings: str) -> tuple[float, dict[str, int], dict[str, Any]]:
+    """``sopbus run SCENARIO --set ...`` on the simulator in a scratch folder, with a cap no
+    run reaches: its seconds, its records' sizes and its summary."""
     with tempfile.TemporaryDirectory() as tmp:
-        argv = [
-            sys.executable,
-            "-m",
-            "sopbus",
-            "run",
-            str(SCENARIO),
-            "--quiet",
-            "--runs-dir",
-            tmp,
-            "--set",
-            f"populations.Player.count={count}",
-            "--set",
-            "sop.rounds=1",
-            "--set",
-            "run.max_rounds=2",
-            "--set",
-            "run.budget_usd=100000",
-            *(["--set", f"populations.Player.active={active}"] if active else []),
-        ]
+        argv = [sys.executable, "-m", "sopbus", "run", str(scenario), "--quiet", "--runs-dir",
+                tmp, *(x for kv in ("run.budget_usd=100000", *settings) for x in ("--set", kv))]  # fmt: skip
         start = time.perf_counter()
         done = subprocess.run(argv, capture_output=True, text=True, cwd=tmp)
         seconds = time.perf_counter() - start
@@ -114,8 +97,23 @@ def one_round(count: int, active: float | None = None) -> dict[str, Any]:
             raise SystemExit(done.stderr)
         (run_dir,) = [p for p in Path(tmp).iterdir() if p.is_dir()]
         sizes = {p.name: p.stat().st_size for p in run_dir.iterdir() if p.is_file()}
-        summary = json.loads((run_dir / "summary.json").read_text())
-    records = sum(sizes.get(n, 0) for n in ("events.jsonl", "costs.jsonl", "calls.jsonl"))
+        return seconds, sizes, json.loads((run_dir / "summary.json").read_text())
+
+
+def _records(sizes: dict[str, int]) -> int:
+    return sum(sizes.get(n, 0) for n in ("events.jsonl", "costs.jsonl", "calls.jsonl"))
+
+
+def one_round(count: int, active: float | None = None) -> dict[str, Any]:
+    """``sopbus run`` of one game round with ``count`` players (``active``: the share that
+    acts); seconds and bytes."""
+    seconds, sizes, summary = _sopbus_run(
+        SCENARIO,
+        f"populations.Player.count={count}",
+        "sop.rounds=1",
+        "run.max_rounds=2",
+        *([f"populations.Player.active={active}"] if active else []),
+    )
     turns = summary["populations"]["Player"][0]["acted"]
     return {
         "count": count,
@@ -124,7 +122,7 @@ def one_round(count: int, active: float | None = None) -> dict[str, Any]:
         "run_duration_s": summary["duration_s"],
         "llm_calls": summary["llm_calls"],
         "bytes": sizes,
-        "bytes_per_agent_turn": round(records / turns, 1),
+        "bytes_per_agent_turn": round(_records(sizes) / turns, 1),
         "events_bytes_per_agent_turn": round(sizes.get("events.jsonl", 0) / turns, 1),
         "cpus": os.cpu_count(),
     }
@@ -133,20 +131,9 @@ def one_round(count: int, active: float | None = None) -> dict[str, Any]:
 def rumor(count: int, rounds: int, settings: list[str]) -> dict[str, Any]:
     """``sopbus run rumor_spread`` with ``count`` agents to its end: seconds, calls, bytes
     and the adoption curve."""
-    with tempfile.TemporaryDirectory() as tmp:
-        argv = [sys.executable, "-m", "sopbus", "run", str(RUMOR), "--quiet", "--runs-dir", tmp,
-                "--set", f"populations.Person.count={count}", "--set", f"run.max_rounds={rounds}",
-                "--set", "run.budget_usd=100000",
-                *(x for kv in settings for x in ("--set", kv))]  # fmt: skip
-        start = time.perf_counter()
-        done = subprocess.run(argv, capture_output=True, text=True, cwd=tmp)
-        seconds = time.perf_counter() - start
-        if done.returncode != 0:
-            raise SystemExit(done.stderr)
-        (run_dir,) = [p for p in Path(tmp).iterdir() if p.is_dir()]
-        sizes = {p.name: p.stat().st_size for p in run_dir.iterdir() if p.is_file()}
-        summary = json.loads((run_dir / "summary.json").read_text())
-    records = sum(sizes.get(n, 0) for n in ("events.jsonl", "costs.jsonl", "calls.jsonl"))
+    seconds, sizes, summary = _sopbus_run(
+        RUMOR, f"populations.Person.count={count}", f"run.max_rounds={rounds}", *settings
+    )
     curve = summary["populations"]["Person"]
     turns = sum(r["acted"] + r["failed"] for r in curve)
     return {
@@ -158,7 +145,7 @@ def rumor(count: int, rounds: int, settings: list[str]) -> dict[str, Any]:
         "llm_calls": summary["llm_calls"],
         "messages": summary.get("messages"),
         "bytes": sizes,
-        "bytes_per_agent_turn": round(records / turns, 1),
+        "bytes_per_agent_turn": round(_records(sizes) / turns, 1),
         "curve": [(r["round"], r["acted"], r["reached"], r["adopters"]) for r in curve],
         "cpus": os.cpu_count(),
     }
