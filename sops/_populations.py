@@ -172,6 +172,15 @@ class _Agents(Mapping[str, int]):
     def __len__(self) -> int:
         return self.table.count
 
+    def did_you_mean(self, name: str) -> str:
+        """The agent whose number ``name`` ends with (``Persn-17``: ``Person-17``), or the
+        range of the names."""
+        table = self.table
+        number = name.rpartition("-")[2]
+        if number.isdigit() and int(number) < table.count:
+            return f"; did you mean `{table.agent(int(number))}`?"
+        return f"; the agents are {table.agent(0)} ... {table.agent(table.count - 1)}"
+
 
 def _table(spec: PopulationSpec, where: str, scenario: Scenario) -> AgentTable:
     if spec.attributes_file is None:

@@ -9,6 +9,7 @@ typo is fixed at the line, not searched for.
 from __future__ import annotations
 
 import csv
+import itertools
 import json
 from array import array
 from collections.abc import Iterator, Mapping, Sequence
@@ -43,10 +44,14 @@ def _node(path: Path, line: int, name: str, index: Mapping[str, int]) -> int:
     try:
         return index[name]
     except KeyError:
-        shown = ", ".join(list(index)[:5]) + (", ..." if len(index) > 5 else "")
+        shown = ", ".join(itertools.islice(index, 5)) + (", ..." if len(index) > 5 else "")
+        # A population's names say their own close ones (``Person-17``): a difflib search
+        # over a million names would take seconds for one typo.
+        suggest = getattr(index, "did_you_mean", None)
+        close = suggest(name) if suggest is not None else did_you_mean(name, index)
         raise ConfigError(
             f"{path}:{line}: unknown agent {name!r}: no agent of that name ({shown})"
-            f"{did_you_mean(name, index)}; fix the name or add the agent"
+            f"{close}; fix the name or add the agent"
         ) from None
 
 

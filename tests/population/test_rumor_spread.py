@@ -158,6 +158,7 @@ def test_a_graph_file_naming_an_unknown_agent_says_which(tmp_path: Path) -> None
     assert done.returncode == 2
     said = done.stderr + done.stdout
     assert "follows.csv:3" in said and "'Persn-0'" in said and "populations[0].graph" in said
+    assert "did you mean `Person-0`" in said
     assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
 
 
