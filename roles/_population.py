@@ -126,9 +126,14 @@ class Population:
 
     def woken(self) -> int:
         """The most agents that act in one round: all, or the ``active`` share."""
-        if self.active is None:
-            return self.size
-        return min(self.size, max(1, round_half_up(self.active * self.size)))
+        return self._share(self.size)
+
+    def _share(self, mailed: int) -> int:
+        """How many of ``mailed`` agents with mail act: all, or the ``active`` share (at
+        least one)."""
+        if self.active is None or mailed == 0:
+            return mailed
+        return min(mailed, max(1, round_half_up(self.active * mailed)))
 
     def first_woken(self, seed: Sequence[Message]) -> int:
         """The most agents that act in the run's first round, whose news is ``seed``: on a
@@ -136,10 +141,7 @@ class Population:
         :meth:`woken`."""
         if self.spread is None:
             return self.woken()
-        mailed = self.spread.first_reach(seed)
-        if self.active is None or mailed == 0:
-            return mailed
-        return min(mailed, max(1, round_half_up(self.active * mailed)))
+        return self._share(self.spread.first_reach(seed))
 
     def sample_request(self, news_chars: int = NEWS_CHARS) -> LLMRequest:
         """Agent 0's request with ``news_chars`` of news: what the worst case of a call is
@@ -161,13 +163,18 @@ class Population:
             return ()
         result = tally.as_dict(turn.round)
         result["field"] = self.field
+        self._ended(result, tally, stopped)
+        return [self._report(result)]
+
+    def _ended(self, result: dict[str, Any], tally: RoundTally, stopped: str | None) -> None:
+        """Keeps the round's ``result``; raises the cap's refusal, if it stopped the round,
+        saying how many agents acted."""
         self._rounds.append(result)
         if stopped is not None:
             raise BudgetExhausted(
                 f"{stopped}; {self.name}: {tally.acted + tally.failed} of {tally.woke} agents "
-                f"acted in round {turn.round} before the cap"
+                f"acted in round {result['round']} before the cap"
             )
-        return [self._report(result)]
 
     async def play(
         self, news: Sequence[Message], turn: Turn
@@ -216,12 +223,7 @@ class Population:
         counted = tally.as_dict(turn.round)
         result = {k: counted[k] for k in ("round", "woke", "acted", "failed")}
         result.update(sums, field="choice")
-        self._rounds.append(result)
-        if stopped is not None:
-            raise BudgetExhausted(
-                f"{stopped}; {self.name}: {tally.acted + tally.failed} of {len(who)} agents "
-                f"acted in round {turn.round} before the cap"
-            )
+        self._ended(result, tally, stopped)
         posts = [repost(self.table.agent(i), read) for i, read in reposts]
         return [*posts, self._spread_report(result, roots)]
 

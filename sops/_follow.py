@@ -9,11 +9,11 @@ reaches exactly its author's followers. Every sender is checked to be a role of 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from sopbus.bus import ConfigError, Scenario, did_you_mean
 from sopbus.bus.graph import PARAMETERS, FollowGraph, generate, read_graph
-from sopbus.bus.scenario import WatchSpec
+from sopbus.bus.scenario import GraphSpec, WatchSpec
 from sopbus.roles import Role, Watch, role_with_overrides
 
 
@@ -55,16 +55,19 @@ def graph_follows(roles: Sequence[Role], scenario: Scenario) -> dict[str, list[s
     names = list(spec.members) if spec.members is not None else everyone
     for k, name in enumerate(names):
         _check(name, everyone, scenario, "", f"$.graph.members[{k}]")
+    assert spec is not None
     try:
-        graph = _graph(scenario, names)
+        graph = follow_graph(spec, scenario, names)
     except ConfigError as exc:
         raise ConfigError(f"{scenario.path}: [graph] - at `$.graph`: {exc}") from None
     return {names[a]: [names[b] for b in graph.followees_of(a)] for a in range(graph.n)}
 
 
-def _graph(scenario: Scenario, names: list[str]) -> FollowGraph:
-    spec = scenario.graph
-    assert spec is not None
+def follow_graph(
+    spec: GraphSpec, scenario: Scenario, names: Sequence[str] | Mapping[str, int]
+) -> FollowGraph:
+    """The graph ``spec`` names over ``names`` (node ``i`` is ``names[i]``, or a mapping
+    name -> node): the team's ``[graph]`` or a population's ``graph``."""
     if (spec.generator is None) == (spec.file is None):
         raise ConfigError(
             'give either generator = "random" | "small_world" | "preferential" or '

@@ -13,7 +13,7 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from sopbus.bus import ConfigError, Scenario, did_you_mean
-from sopbus.bus.graph import PARAMETERS, FollowGraph, generate, read_graph
+from sopbus.bus.graph import FollowGraph
 from sopbus.bus.population import (
     CHOICES,
     AgentTable,
@@ -24,6 +24,8 @@ from sopbus.bus.population import (
 )
 from sopbus.bus.scenario import PopulationSpec, template_fields
 from sopbus.roles import LLMSettings, Population, Registry, layered
+
+from ._follow import follow_graph
 
 MEMORY_SHARE = 0.8
 """The share of the machine's available memory a run's populations may take."""
@@ -136,21 +138,11 @@ def _follow_graph(
 ) -> FollowGraph:
     graph = spec.graph
     assert graph is not None
-    if graph.file is not None:
-        try:
-            return read_graph(scenario.resolve(graph.file), _Agents(table))
-        except ConfigError as exc:
-            raise ConfigError(f"{where}.graph.file: {exc}") from None
-    assert graph.generator is not None
-    # Every parameter given goes through: the generator says which it does not take.
-    given = {p: getattr(graph, p) for p in _PARAMETERS if getattr(graph, p) is not None}
     try:
-        return generate(graph.generator, table.count, seed=graph.seed, **given)
+        return follow_graph(graph, scenario, _Agents(table))
     except ConfigError as exc:
-        raise ConfigError(f"{where}.graph: {exc}") from None
-
-
-_PARAMETERS = sorted({p for params in PARAMETERS.values() for p in params})
+        place = "graph.file" if graph.file is not None and graph.generator is None else "graph"
+        raise ConfigError(f"{where}.{place}: {exc}") from None
 
 
 class _Agents(Mapping[str, int]):

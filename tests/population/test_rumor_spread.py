@@ -168,6 +168,7 @@ def test_a_graph_file_naming_an_unknown_agent_says_which(tmp_path: Path) -> None
         ("feed = 10\nshards = 2", "shards"),
         ("feed = 0", "feed"),
         ('graph = { generator = "small_world", k = 10, q = 1 }', "graph"),
+        ("graph = { k = 10 }", "neither a generator nor a file"),
     ],
 )
 def test_bad_graph_settings_name_the_field(tmp_path: Path, line: str, field: str) -> None:
