@@ -4,7 +4,6 @@ refused where it cannot run (no --bus) or makes an empty shard."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
 
 import msgspec
@@ -12,7 +11,6 @@ import pytest
 import trio
 
 from sopbus.bus import (
-    Answers,
     Completion,
     ConfigError,
     LLMRequest,
@@ -26,9 +24,10 @@ from sopbus.roles import PopulationShard, shard_range, shard_tally
 from sopbus.sops import build_team
 from support.cli import sopbus
 from support.populations import small_game
+from support.scripted_gateway import InOrder
 
 
-class Guesses:
+class Guesses(InOrder):
     """A gateway whose agent ``i`` guesses ``i % 101`` (a float for odd ones)."""
 
     def __init__(self) -> None:
@@ -40,17 +39,6 @@ class Guesses:
         guess = i % 101 if i % 2 == 0 else (i % 100) + 0.1
         text = msgspec.json.encode({"guess": guess}).decode()
         return Completion(text=text, usage=Usage(10, 2), model="m", provider="p")
-
-    async def complete_many(
-        self,
-        requests: Sequence[LLMRequest],
-        *,
-        round: int,
-        crowd: str,
-        agents: Sequence[int],
-        concurrency: int = 4,
-    ) -> Answers:
-        return Answers([await self.complete(r, round=round) for r in requests])
 
 
 NEWS = [

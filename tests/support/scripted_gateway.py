@@ -8,6 +8,7 @@ layer be driven exactly.
 
 from __future__ import annotations
 
+import abc
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
@@ -24,7 +25,29 @@ class Call:
     attempt: int
 
 
-class ScriptedGateway:
+class InOrder(abc.ABC):
+    """A test gateway's :meth:`complete_many`: each request through its ``complete``, in
+    order (no cap to refuse them), as the real gateway asks a provider without a batch
+    method."""
+
+    @abc.abstractmethod
+    async def complete(self, request: LLMRequest, *, round: int, attempt: int = 1) -> Completion:
+        """One answer to ``request``."""
+
+    async def complete_many(
+        self,
+        requests: Sequence[LLMRequest],
+        *,
+        round: int,
+        crowd: str,
+        agents: Sequence[int],
+        concurrency: int = 4,
+    ) -> Answers:
+        """Each of ``requests`` through :meth:`complete`, in order (no cap to refuse them)."""
+        return Answers([await self.complete(r, round=round) for r in requests])
+
+
+class ScriptedGateway(InOrder):
     """Answers each ``complete`` with ``answer(request, attempt)``, or with the next of a
     list of answers; records every call in ``calls``."""
 
@@ -56,18 +79,6 @@ class ScriptedGateway:
         self._tokens[0] += usage.prompt_tokens
         self._tokens[1] += usage.completion_tokens
         return Completion(text=text, usage=usage, model=request.model, provider="scripted")
-
-    async def complete_many(
-        self,
-        requests: Sequence[LLMRequest],
-        *,
-        round: int,
-        crowd: str,
-        agents: Sequence[int],
-        concurrency: int = 4,
-    ) -> Answers:
-        """Each of ``requests`` through :meth:`complete`, in order (no cap to refuse them)."""
-        return Answers([await self.complete(r, round=round) for r in requests])
 
     def actions(self) -> list[str]:
         """The ``action`` of every recorded request, in order."""
