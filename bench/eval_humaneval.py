@@ -24,7 +24,6 @@ Two paths:
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import signal
@@ -33,7 +32,6 @@ import sys
 import tempfile
 import time
 import tomllib
-from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -43,7 +41,7 @@ import trio
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
-from support.llama_server import MODEL, LlamaServer, available, llama_home  # noqa: E402
+from support.llama_server import MODEL, bench_endpoint  # noqa: E402
 
 SOPS = ("humaneval_solo", "humaneval_reviewed")
 CHECK_TIMEOUT_S = 10.0  # HumanEval's own harness gives each check 3 s on a free core
@@ -60,23 +58,6 @@ def has_eval_command() -> bool:
         [sys.executable, "-m", "sopbus", "eval", "--help"], capture_output=True, text=True
     )
     return done.returncode == 0
-
-
-@contextlib.contextmanager
-def endpoint(args: argparse.Namespace, log_dir: Path) -> Iterator[tuple[str, str]]:
-    """The base URL and model name: the caller's endpoint, or a llama-server started here."""
-    if args.base_url:
-        yield args.base_url, args.model
-        return
-    home = available()
-    if home is None:
-        sys.exit(f"no llama-server in {llama_home()}: run .ci/llama-server, or pass --base-url")
-    server = LlamaServer(home, log_dir / "llama-server.log")
-    server.start()
-    try:
-        yield server.base_url, MODEL
-    finally:
-        server.stop()
 
 
 def small_copy(name: str, into: Path, max_tokens: int) -> Path:
@@ -207,7 +188,7 @@ def main() -> None:
     path = args.path if args.path != "auto" else ("eval" if has_eval_command() else "run")
     with tempfile.TemporaryDirectory(prefix="sopbus-humaneval-") as tmp:
         work = Path(tmp)
-        with endpoint(args, work) as (url, model):
+        with bench_endpoint(args.base_url, args.model, work / "llama-server.log") as (url, model):
             result = (eval_path if path == "eval" else run_path)(args, url, model, work)
     if args.json:
         args.json.write_text(json.dumps(result, indent=2) + "\n")

@@ -22,7 +22,6 @@ at concurrency 1 over wall at the slots).
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import signal
@@ -31,13 +30,12 @@ import sys
 import tempfile
 import time
 import tomllib
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
-from support.llama_server import MODEL, LlamaServer, available, llama_home  # noqa: E402
+from support.llama_server import MODEL, bench_endpoint  # noqa: E402
 
 
 def population_of(scenario: str) -> str:
@@ -59,23 +57,6 @@ def rounds_key(scenario: str) -> str:
     return "sop.rounds" if "rounds" in doc.get("sop", {}) else "run.max_rounds"
 
 
-@contextlib.contextmanager
-def endpoint(args: argparse.Namespace, log: Path) -> Iterator[tuple[str, str]]:
-    """The base URL and model name: the caller's endpoint, or a fresh llama-server."""
-    if args.base_url:
-        yield args.base_url, args.model
-        return
-    home = available()
-    if home is None:
-        sys.exit(f"no llama-server in {llama_home()}: run .ci/llama-server, or pass --base-url")
-    server = LlamaServer(home, log, slots=args.slots)
-    server.start()
-    try:
-        yield server.base_url, MODEL
-    finally:
-        server.stop()
-
-
 def measure(args: argparse.Namespace, concurrency: int, work: Path) -> dict[str, Any]:
     """One ``sopbus run`` at ``concurrency``: its figures from ``summary.json``."""
     runs = work / f"runs-{concurrency}"
@@ -88,7 +69,8 @@ def measure(args: argparse.Namespace, concurrency: int, work: Path) -> dict[str,
         "llm.temperature=0.0",
         "llm.timeout_s=300.0",
     )
-    with endpoint(args, work / f"llama-{concurrency}.log") as (url, model):
+    log = work / f"llama-{concurrency}.log"
+    with bench_endpoint(args.base_url, args.model, log, slots=args.slots) as (url, model):
         started = time.monotonic()
         done = subprocess.run(
             [sys.executable, "-m", "sopbus", "run", args.scenario, "--provider", "openai",

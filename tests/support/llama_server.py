@@ -22,10 +22,12 @@ and constrains ``tool_choice = "required"`` by a grammar.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import socket
 import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -135,6 +137,27 @@ def available(environ: Mapping[str, str] = os.environ) -> Path | None:
         home / "models" / "smollm2-135m.gguf"
     ).is_file()
     return home if ready else None
+
+
+@contextlib.contextmanager
+def bench_endpoint(
+    base_url: str | None, model: str, log: Path, *, slots: int = SLOTS
+) -> Iterator[tuple[str, str]]:
+    """A benchmark's base URL and model name: the caller's endpoint (``base_url``), or a
+    llama-server started here with ``slots`` slots for as long as the block runs; exits
+    naming the fix without a build."""
+    if base_url:
+        yield base_url, model
+        return
+    home = available()
+    if home is None:
+        sys.exit(f"no llama-server in {llama_home()}: run .ci/llama-server, or pass --base-url")
+    server = LlamaServer(home, log, slots=slots)
+    server.start()
+    try:
+        yield server.base_url, MODEL
+    finally:
+        server.stop()
 
 
 def running_llama(log_dir: Path, environ: Mapping[str, str] = os.environ) -> Iterator[LlamaServer]:
