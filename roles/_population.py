@@ -22,7 +22,6 @@ from typing import Any, Protocol
 import msgspec
 import pydantic
 import trio
-from pydantic import BaseModel
 
 from sopbus.bus import (
     BudgetExhausted,
@@ -37,8 +36,17 @@ from sopbus.bus.population import AgentTable, RoundTally, Spread, acting, repost
 from sopbus.bus.scenario import fill_profile
 
 from ._action import Action
-from ._llm import LLMSettings, build_request, cut_error, quoted, unfence
-from ._prompt import describe_validation_error, fill, repair_text, schema_text, task_text
+from ._answers import (
+    field_bounds,
+    number_of,
+    numeric_field,
+    repaired,
+    round_message,
+    shown,
+    spread_message,
+)
+from ._llm import LLMSettings, build_request, unfence
+from ._prompt import fill, schema_text, task_text
 
 BATCH = 2048
 """Agents whose first calls go to the gateway together: enough that a batch's own cost
@@ -164,7 +172,7 @@ class Population:
         result = tally.as_dict(turn.round)
         result["field"] = self.field
         self._ended(result, tally, stopped)
-        return [self._report(result)]
+        return [round_message(self.name, self.size, self.action.name, self.field, result)]
 
     def _ended(self, result: dict[str, Any], tally: RoundTally, stopped: str | None) -> None:
         """Keeps the round's ``result``; raises the cap's refusal, if it stopped the round,
@@ -225,22 +233,7 @@ class Population:
         result.update(sums, field="choice")
         self._ended(result, tally, stopped)
         posts = [repost(self.table.agent(i), read) for i, read in reposts]
-        return [*posts, self._spread_report(result, roots)]
-
-    def _spread_report(self, result: dict[str, Any], roots: tuple[str, ...]) -> Message:
-        # Its parents are the posts passed on, not the round's news: a round of a
-        # population on a graph reads tens of thousands of reposts.
-        return Message(
-            cause_by=self.action.name,
-            sent_from=self.name,
-            content=(
-                f"{result['acted']} of {self.size} {self.name} agents read their feeds: "
-                f"{result['ignored']} ignored, {result['liked']} liked, {result['reposted']} "
-                f"reposted; reached {result['reached']}, adopted by {result['adopters']}"
-            ),
-            payload=result,
-            parents=roots,
-        )
+        return [*posts, spread_message(self.name, self.size, self.action.name, result, roots)]
 
     def _sorted_mail(
         self, news: Sequence[Message]
@@ -321,7 +314,7 @@ class Population:
         follower graph, its choice too)."""
         if self.spread is not None:
             self.spread.answered(i, str(getattr(output, "choice", "")))
-        value = _number(output, self.field)
+        value = number_of(output, self.field)
         table = self.table
         if value is not None:
             table.last[i] = value
@@ -341,7 +334,7 @@ class Population:
                 if stop:
                     return
                 try:
-                    output = await self._repaired(turn, request, answer)
+                    output = await repaired(self.action, turn, request, answer)
                 except BudgetExhausted as refused:
                     stop.append(str(refused))
                     return
@@ -367,33 +360,6 @@ class Population:
             messages = (*messages[:-1], ChatMessage(last.role, text))
         return _replace(self._template, messages=messages, role=self.table.agent(i))
 
-    async def _repaired(self, turn: Turn, request: LLMRequest, answer: Completion) -> Any:
-        """A validated answer after ``answer`` (the first attempt's) did not fit: each
-        repair its own call (as :func:`sopbus.roles.ask_model` asks, without a tool loop: a
-        population's action names no tools)."""
-        output, action = self.action.Output, self.action.name
-        assert output is not None, "an answer without an output schema always fits"
-        first, error, completion = request.messages, "", answer
-        for attempt in range(2, self.action.max_repairs + 3):
-            try:
-                return output.model_validate_json(unfence(completion.text))
-            except pydantic.ValidationError as exc:
-                error = describe_validation_error(exc)
-            if completion.finish_reason == "length":
-                raise ModelOutputError(cut_error(request, request.role, action))
-            if attempt > self.action.max_repairs + 1:
-                break
-            feedback = (
-                ChatMessage("assistant", quoted(completion.text)),
-                ChatMessage("user", repair_text(error)),
-            )
-            request = _replace(request, messages=first + feedback)
-            completion = await turn.ask(request, attempt=attempt)
-        raise ModelOutputError(
-            f"action {action!r} of agent {request.role!r}: the answer did not fit the output "
-            f"schema after {self.action.max_repairs + 1} attempts; last error:\n{error}"
-        )
-
     def _prompt(
         self, i: int, shared: list[Message], mine: Sequence[Message]
     ) -> tuple[ChatMessage, ...]:
@@ -401,7 +367,7 @@ class Population:
         values = {k: str(v) for k, v in attributes.items()}
         system = f"You are {attributes['agent']}. " + fill_profile(self.profile, values)
         last = self.table.last[i]
-        memory = "" if math.isnan(last) else f"\n\nYour last {self.field}: {_shown(last)}."
+        memory = "" if math.isnan(last) else f"\n\nYour last {self.field}: {shown(last)}."
         return (
             ChatMessage("system", system.strip()),
             ChatMessage("user", self._task(values, shared, mine) + memory),
@@ -422,44 +388,5 @@ class Population:
             self._shared_task = (shared, task)
         return task
 
-    def _report(self, result: dict[str, Any]) -> Message:
-        mean = result["mean"]
-        said = f"mean {self.field} {mean}" if mean is not None else f"no {self.field}"
-        return Message(
-            cause_by=self.action.name,
-            sent_from=self.name,
-            content=f"{result['acted']} of {self.size} {self.name} agents answered: {said}",
-            payload=result,
-        )
-
 
 _replace = msgspec.structs.replace
-
-
-def numeric_field(output: type[BaseModel] | None) -> str | None:
-    """The first int or float field of an output model (what a round's sums are of)."""
-    if output is None:
-        return None
-    for name, info in output.model_fields.items():
-        if info.annotation in (int, float):
-            return name
-    return None
-
-
-def field_bounds(output: type[BaseModel] | None, field: str | None) -> tuple[float, float]:
-    """The field's bounds as its schema states them, else 0..100 (the histogram's span)."""
-    if output is None or field is None:
-        return 0.0, 100.0
-    prop = output.model_json_schema().get("properties", {}).get(field, {})
-    return float(prop.get("minimum", 0)), float(prop.get("maximum", 100))
-
-
-def _number(output: Any, field: str | None) -> float | None:
-    if field is None or not isinstance(output, BaseModel):
-        return None
-    value = getattr(output, field, None)
-    return float(value) if isinstance(value, (int, float)) else None
-
-
-def _shown(x: float) -> str:
-    return str(int(x)) if x == int(x) else f"{x:g}"
